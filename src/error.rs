@@ -1,0 +1,129 @@
+//! The error type of every layer that talks to the API server or reads configuration.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The API server's answer to a failed request, kept typed so callers `match` on it.
+///
+/// Built from the `Status` JSON body when there is one; synthesized from the HTTP code
+/// (as client-go does) when the body is plain text, e.g. an APF 429 or a `kubectl proxy` 403.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// HTTP status code (mirrors `Status.code`).
+    pub code: u16,
+    /// Machine-readable reason (`NotFound`, `Expired`, `TooManyRequests`, ...); may be empty.
+    pub reason: String,
+    /// Human-readable message from the server (or the start of a plain-text body).
+    pub message: String,
+    /// From the `Retry-After` header or `details.retryAfterSeconds`.
+    pub retry_after: Option<Duration>,
+}
+
+impl Status {
+    /// A `410 Expired`/`Gone`: the resourceVersion or continue token is too old; relist.
+    pub fn is_expired(&self) -> bool {
+        self.code == 410 || self.reason == "Expired" || self.reason == "Gone"
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.code == 404
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        self.code == 409
+    }
+
+    pub fn is_unauthorized(&self) -> bool {
+        self.code == 401
+    }
+
+    pub fn is_too_many_requests(&self) -> bool {
+        self.code == 429
+    }
+
+    /// Worth retrying the same request later: throttling, server errors, timeouts.
+    pub fn is_retryable(&self) -> bool {
+        self.code == 429 || self.code >= 500
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.code)?;
+        if !self.reason.is_empty() {
+            write!(f, " {}", self.reason)?;
+        }
+        if !self.message.is_empty() {
+            write!(f, ": {}", self.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything that can go wrong between wavelet and the API server.
+#[derive(Debug)]
+pub enum Error {
+    /// The API server answered with an error `Status`.
+    Api(Status),
+    /// The server could not be reached, or the connection broke mid-request.
+    Transport(String),
+    /// The response body was not the JSON that was expected.
+    Decode(String),
+    /// Flags, kubeconfig or credentials are unusable; the message says how to fix it.
+    Config(String),
+}
+
+impl Error {
+    /// The API `Status`, when the server answered with one.
+    pub fn status(&self) -> Option<&Status> {
+        match self {
+            Error::Api(status) => Some(status),
+            _ => None,
+        }
+    }
+
+    pub fn is_expired(&self) -> bool {
+        self.status().is_some_and(Status::is_expired)
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.status().is_some_and(Status::is_not_found)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Api(status) => write!(f, "api: {status}"),
+            Error::Transport(msg) => write!(f, "transport: {msg}"),
+            Error::Decode(msg) => write!(f, "decode: {msg}"),
+            Error::Config(msg) => write!(f, "config: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_enum_stays_small() {
+        assert!(std::mem::size_of::<Error>() <= 96);
+    }
+
+    #[test]
+    fn gone_and_expired_both_mean_relist() {
+        let gone = Status { code: 410, reason: "Gone".into(), message: String::new(), retry_after: None };
+        assert!(gone.is_expired());
+        let err = Error::Api(Status { code: 200, reason: "Expired".into(), message: String::new(), retry_after: None });
+        assert!(err.is_expired());
+    }
+
+    #[test]
+    fn display_names_code_reason_and_message() {
+        let s = Status { code: 404, reason: "NotFound".into(), message: "x not found".into(), retry_after: None };
+        assert_eq!(Error::Api(s).to_string(), "api: 404 NotFound: x not found");
+    }
+}
