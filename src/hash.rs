@@ -1,1 +1,267 @@
-//! (placeholder: being written)
+//! The configuration hash: a canonical text form of everything a workload references,
+//! hashed with SHA-256 (or HMAC-SHA256 under `--hash-key-file`).
+//!
+//! Canonical form, one line per item, each ending in `\n`, objects in order of
+//! (kind, namespace, name) and keys in byte order within each object:
+//!
+//! ```text
+//! <kind> <namespace>/<name> absent                      the object does not exist
+//! <kind> <namespace>/<name> present                     it exists; then per counted key:
+//! <kind> <namespace>/<name> key <key> sha256:<hex>      SHA-256 of the value's bytes
+//! <kind> <namespace>/<name> key <key> absent            a named key it does not have
+//! ```
+//!
+//! `<kind>` is `configmap` or `secret`. Value bytes are the UTF-8 text of a ConfigMap's
+//! `data`, and the base64-decoded bytes of `binaryData` and of a Secret's `data`. Counted
+//! keys are every key the object has when a reference takes all keys, plus keys named
+//! one by one. Metadata never enters the hash.
+
+use sha2::{Digest as _, Sha256};
+
+use crate::objects::{ConfigKey, Digest};
+use crate::references::Reference;
+
+/// What a reference asked for that does not exist; the Pods would not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Missing {
+    Object(ConfigKey),
+    Key(ConfigKey, String),
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Missing::Object(config) => write!(f, "{config} does not exist"),
+            Missing::Key(config, key) => write!(f, "{config} has no key {key:?}"),
+        }
+    }
+}
+
+/// The hash of a workload's configuration, with what is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigHash {
+    /// Lowercase hex, 64 characters.
+    pub hash: String,
+    /// Required objects or keys that are absent; roll nothing while this is non-empty.
+    pub missing: Vec<Missing>,
+}
+
+/// Computes the hash from references resolved against the cache: each reference with the
+/// object's per-key digests (sorted by key), or `None` when the object does not exist.
+/// `hmac_key` switches to HMAC-SHA256.
+pub fn compute<'a>(
+    resolved: impl IntoIterator<Item = (&'a Reference, Option<&'a [(String, Digest)]>)>,
+    hmac_key: Option<&[u8]>,
+) -> ConfigHash {
+    let mut items: Vec<_> = resolved.into_iter().collect();
+    items.sort_by(|a, b| a.0.config.cmp(&b.0.config));
+    let canonical = canonical_form(&items);
+    let hash = match hmac_key {
+        Some(key) => hex(&hmac_sha256(key, canonical.as_bytes())),
+        None => hex(&Sha256::digest(canonical.as_bytes())),
+    };
+    ConfigHash { hash, missing: missing(&items) }
+}
+
+/// The canonical text that is hashed, as documented at the top of this module.
+pub fn canonical_form(items: &[(&Reference, Option<&[(String, Digest)]>)]) -> String {
+    let mut out = String::new();
+    for (reference, digests) in items {
+        let object = &reference.config;
+        let prefix = format!("{} {}/{}", object.kind.as_str(), object.namespace, object.name);
+        let Some(digests) = digests else {
+            out.push_str(&format!("{prefix} absent\n"));
+            continue;
+        };
+        out.push_str(&format!("{prefix} present\n"));
+        let mut counted: Vec<&str> = reference.keys.keys().map(String::as_str).collect();
+        if reference.all_keys {
+            counted.extend(digests.iter().map(|(k, _)| k.as_str()));
+        }
+        counted.sort_unstable();
+        counted.dedup();
+        for key in counted {
+            match find(digests, key) {
+                Some(digest) => out.push_str(&format!("{prefix} key {key} sha256:{}\n", hex(digest))),
+                None => out.push_str(&format!("{prefix} key {key} absent\n")),
+            }
+        }
+    }
+    out
+}
+
+fn missing(items: &[(&Reference, Option<&[(String, Digest)]>)]) -> Vec<Missing> {
+    let mut out = Vec::new();
+    for (reference, digests) in items {
+        match digests {
+            None if reference.required => out.push(Missing::Object(reference.config.clone())),
+            None => {}
+            Some(digests) => {
+                for (key, required) in &reference.keys {
+                    if *required && find(digests, key).is_none() {
+                        out.push(Missing::Key(reference.config.clone(), key.clone()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn find<'a>(digests: &'a [(String, Digest)], key: &str) -> Option<&'a Digest> {
+    digests.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok().map(|i| &digests[i].1)
+}
+
+/// HMAC-SHA256 (RFC 2104).
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut block = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let mut inner = Sha256::new();
+    inner.update(block.map(|b| b ^ 0x36));
+    inner.update(message);
+    let mut outer = Sha256::new();
+    outer.update(block.map(|b| b ^ 0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
+}
+
+/// The first 8 characters of a hash, for Events and logs.
+pub fn short(hash: &str) -> &str {
+    hash.get(..8).unwrap_or(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::ConfigKind;
+    use std::collections::BTreeMap;
+
+    fn digest(value: &str) -> Digest {
+        Sha256::digest(value.as_bytes()).into()
+    }
+
+    fn all_keys(kind: ConfigKind, ns: &str, name: &str) -> Reference {
+        Reference { config: ConfigKey::new(kind, ns, name), all_keys: true, keys: BTreeMap::new(), required: true }
+    }
+
+    fn one_key(kind: ConfigKind, name: &str, key: &str) -> Reference {
+        Reference {
+            config: ConfigKey::new(kind, "default", name),
+            all_keys: false,
+            keys: BTreeMap::from([(key.to_string(), true)]),
+            required: true,
+        }
+    }
+
+    fn data(pairs: &[(&str, &str)]) -> Vec<(String, Digest)> {
+        let mut v: Vec<_> = pairs.iter().map(|(k, v)| (k.to_string(), digest(v))).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn readme_test_vector() {
+        // README "The hash": printf ... | sha256sum reproduces this.
+        let reference = all_keys(ConfigKind::ConfigMap, "default", "app-config");
+        let digests = data(&[("color", "blue")]);
+        let text = canonical_form(&[(&reference, Some(&digests))]);
+        assert_eq!(
+            text,
+            "configmap default/app-config present\n\
+             configmap default/app-config key color sha256:16477688c0e00699c6cfa4497a3612d7e83c532062b64b250fed8908128ed548\n"
+        );
+        let hash = compute([(&reference, Some(digests.as_slice()))], None).hash;
+        assert_eq!(hash, hex(&Sha256::digest(text.as_bytes())));
+    }
+
+    #[test]
+    fn returns_the_same_hash_independent_of_reference_order() {
+        let a = all_keys(ConfigKind::ConfigMap, "default", "a");
+        let b = all_keys(ConfigKind::Secret, "default", "b");
+        let (da, db) = (data(&[("k", "1")]), data(&[("k", "2")]));
+        let one = compute([(&a, Some(da.as_slice())), (&b, Some(db.as_slice()))], None);
+        let two = compute([(&b, Some(db.as_slice())), (&a, Some(da.as_slice()))], None);
+        assert_eq!(one, two);
+    }
+
+    #[test]
+    fn absent_object_empty_object_and_object_with_key_hash_differently() {
+        let r = one_key(ConfigKind::ConfigMap, "cfg", "k");
+        let empty: Vec<(String, Digest)> = vec![];
+        let with_key = data(&[("k", "v")]);
+        let absent = compute([(&r, None)], None).hash;
+        let without = compute([(&r, Some(empty.as_slice()))], None).hash;
+        let present = compute([(&r, Some(with_key.as_slice()))], None).hash;
+        assert_ne!(absent, without);
+        assert_ne!(without, present);
+        assert_ne!(absent, present);
+    }
+
+    #[test]
+    fn changes_only_when_a_counted_key_changes() {
+        let r = one_key(ConfigKind::Secret, "creds", "a");
+        let before = data(&[("a", "1"), ("b", "1")]);
+        let b_changed = data(&[("a", "1"), ("b", "2")]);
+        let a_changed = data(&[("a", "2"), ("b", "1")]);
+        let h = |d: &Vec<(String, Digest)>| compute([(&r, Some(d.as_slice()))], None).hash;
+        assert_eq!(h(&before), h(&b_changed));
+        assert_ne!(h(&before), h(&a_changed));
+    }
+
+    #[test]
+    fn namespace_is_part_of_identity() {
+        let one = all_keys(ConfigKind::ConfigMap, "ns1", "cfg");
+        let two = all_keys(ConfigKind::ConfigMap, "ns2", "cfg");
+        let d = data(&[("k", "v")]);
+        assert_ne!(compute([(&one, Some(d.as_slice()))], None).hash, compute([(&two, Some(d.as_slice()))], None).hash);
+    }
+
+    #[test]
+    fn required_absent_objects_and_keys_are_reported_missing() {
+        let obj = all_keys(ConfigKind::ConfigMap, "default", "gone");
+        let key = one_key(ConfigKind::Secret, "creds", "password");
+        let d = data(&[("user", "x")]);
+        let result = compute([(&obj, None), (&key, Some(d.as_slice()))], None);
+        assert_eq!(
+            result.missing,
+            vec![
+                Missing::Object(obj.config.clone()),
+                Missing::Key(key.config.clone(), "password".into())
+            ]
+        );
+        let mut optional = obj.clone();
+        optional.required = false;
+        assert!(compute([(&optional, None)], None).missing.is_empty());
+    }
+
+    #[test]
+    fn hmac_matches_rfc4231_test_case_2() {
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(hex(&mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    }
+
+    #[test]
+    fn hmac_key_changes_the_published_hash() {
+        let r = all_keys(ConfigKind::Secret, "default", "creds");
+        let d = data(&[("password", "hunter2")]);
+        let plain = compute([(&r, Some(d.as_slice()))], None).hash;
+        let keyed = compute([(&r, Some(d.as_slice()))], Some(b"k")).hash;
+        assert_ne!(plain, keyed);
+        assert_eq!(keyed.len(), 64);
+    }
+}

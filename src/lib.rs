@@ -17,6 +17,7 @@ pub mod watch;
 pub mod cache;
 
 // Decisions: pure functions.
+pub mod annotations;
 pub mod references;
 pub mod hash;
 pub mod selector;

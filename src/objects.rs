@@ -1,1 +1,531 @@
-//! (placeholder: being written)
+//! The slices of Kubernetes objects wavelet reads, deserialized straight from the wire.
+//!
+//! ConfigMap and Secret values are digested while they are parsed: a Secret value lives
+//! only as long as one `String` inside the deserializer, never in wavelet's cache.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+
+/// SHA-256 of one configuration value (decoded bytes for base64 fields).
+pub type Digest = [u8; 32];
+
+/// An API resource wavelet lists and watches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Resource {
+    /// API group; empty for the core group.
+    pub group: String,
+    pub version: String,
+    /// Lowercase plural, as in the URL (`deployments`).
+    pub plural: String,
+    /// The object kind (`Deployment`).
+    pub kind: String,
+}
+
+impl Resource {
+    pub fn new(group: &str, version: &str, plural: &str, kind: &str) -> Resource {
+        Resource { group: group.into(), version: version.into(), plural: plural.into(), kind: kind.into() }
+    }
+
+    pub fn configmaps() -> Resource {
+        Resource::new("", "v1", "configmaps", "ConfigMap")
+    }
+
+    pub fn secrets() -> Resource {
+        Resource::new("", "v1", "secrets", "Secret")
+    }
+
+    pub fn pods() -> Resource {
+        Resource::new("", "v1", "pods", "Pod")
+    }
+
+    pub fn events() -> Resource {
+        Resource::new("", "v1", "events", "Event")
+    }
+
+    pub fn deployments() -> Resource {
+        Resource::new("apps", "v1", "deployments", "Deployment")
+    }
+
+    pub fn statefulsets() -> Resource {
+        Resource::new("apps", "v1", "statefulsets", "StatefulSet")
+    }
+
+    pub fn daemonsets() -> Resource {
+        Resource::new("apps", "v1", "daemonsets", "DaemonSet")
+    }
+
+    /// `apps/v1` or `v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Built-in kinds accept strategic-merge patches; custom resources only merge patches.
+    pub fn is_builtin(&self) -> bool {
+        matches!(self.group.as_str(), "" | "apps" | "policy" | "coordination.k8s.io")
+    }
+
+    fn prefix(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Collection path, in one namespace or across all of them.
+    pub fn collection_path(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) => format!("{}/namespaces/{}/{}", self.prefix(), ns, self.plural),
+            None => format!("{}/{}", self.prefix(), self.plural),
+        }
+    }
+
+    pub fn object_path(&self, namespace: &str, name: &str) -> String {
+        format!("{}/{}", self.collection_path(Some(namespace)), name)
+    }
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}", self.plural)
+        } else {
+            write!(f, "{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// ConfigMap or Secret: the two kinds a pod template takes configuration from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ConfigKind {
+    ConfigMap,
+    Secret,
+}
+
+impl ConfigKind {
+    pub fn resource(self) -> Resource {
+        match self {
+            ConfigKind::ConfigMap => Resource::configmaps(),
+            ConfigKind::Secret => Resource::secrets(),
+        }
+    }
+
+    /// Lowercase name used in logs and in the hash's canonical form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigKind::ConfigMap => "configmap",
+            ConfigKind::Secret => "secret",
+        }
+    }
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            ConfigKind::ConfigMap => "ConfigMap",
+            ConfigKind::Secret => "Secret",
+        }
+    }
+}
+
+/// Identity of a ConfigMap or Secret: `configmap default/app-config`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConfigKey {
+    pub kind: ConfigKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ConfigKey {
+    pub fn new(kind: ConfigKind, namespace: &str, name: &str) -> ConfigKey {
+        ConfigKey { kind, namespace: namespace.into(), name: name.into() }
+    }
+}
+
+impl fmt::Display for ConfigKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// Identity of a workload: `deployment default/web`. The resource is shared, not copied.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WorkloadKey {
+    pub resource: Arc<Resource>,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for WorkloadKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.resource.kind.to_lowercase(), self.namespace, self.name)
+    }
+}
+
+/// The metadata fields wavelet reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub resource_version: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub creation_timestamp: Option<String>,
+    #[serde(default)]
+    pub deletion_timestamp: Option<String>,
+}
+
+/// A ConfigMap or Secret reduced to per-key digests.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigObject {
+    pub metadata: ObjectMeta,
+    /// Sorted by key; `data` and `binaryData` keys share one namespace (the API enforces it).
+    pub digests: Vec<(String, Digest)>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigMapWire {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default, deserialize_with = "digest_text_values")]
+    data: Vec<(String, Digest)>,
+    #[serde(default, deserialize_with = "digest_base64_values")]
+    binary_data: Vec<(String, Digest)>,
+}
+
+#[derive(Deserialize)]
+struct SecretWire {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default, deserialize_with = "digest_base64_values")]
+    data: Vec<(String, Digest)>,
+}
+
+impl ConfigObject {
+    /// Deserializes a ConfigMap (`data` digested as UTF-8 text, `binaryData` decoded).
+    pub fn configmap<'de, D: Deserializer<'de>>(d: D) -> Result<ConfigObject, D::Error> {
+        let wire = ConfigMapWire::deserialize(d)?;
+        let mut digests = wire.data;
+        digests.extend(wire.binary_data);
+        digests.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(ConfigObject { metadata: wire.metadata, digests })
+    }
+
+    /// Deserializes a Secret (`data` is base64; digests are of the decoded bytes).
+    pub fn secret<'de, D: Deserializer<'de>>(d: D) -> Result<ConfigObject, D::Error> {
+        let wire = SecretWire::deserialize(d)?;
+        let mut digests = wire.data;
+        digests.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(ConfigObject { metadata: wire.metadata, digests })
+    }
+
+    pub fn digest(&self, key: &str) -> Option<&Digest> {
+        self.digests.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok().map(|i| &self.digests[i].1)
+    }
+}
+
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Visits a JSON object of string values, keeping only each value's digest.
+struct DigestingVisitor {
+    base64: bool,
+}
+
+impl<'de> Visitor<'de> for DigestingVisitor {
+    type Value = Vec<(String, Digest)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of string values")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value: ValueDigest = if self.base64 {
+                map.next_value_seed(Base64DigestSeed)?
+            } else {
+                map.next_value_seed(TextDigestSeed)?
+            };
+            out.push((key, value.0));
+        }
+        Ok(out)
+    }
+}
+
+struct ValueDigest(Digest);
+
+/// Digests a string value without keeping it.
+struct TextDigestSeed;
+
+impl<'de> de::DeserializeSeed<'de> for TextDigestSeed {
+    type Value = ValueDigest;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ValueDigest, D::Error> {
+        d.deserialize_str(StrDigestVisitor { base64: false })
+    }
+}
+
+/// Decodes a base64 string value and digests the bytes without keeping them.
+struct Base64DigestSeed;
+
+impl<'de> de::DeserializeSeed<'de> for Base64DigestSeed {
+    type Value = ValueDigest;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ValueDigest, D::Error> {
+        d.deserialize_str(StrDigestVisitor { base64: true })
+    }
+}
+
+struct StrDigestVisitor {
+    base64: bool,
+}
+
+impl<'de> Visitor<'de> for StrDigestVisitor {
+    type Value = ValueDigest;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string value")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<ValueDigest, E> {
+        if self.base64 {
+            // The error names the position only: the value itself must never be echoed.
+            let bytes = crate::base64::decode(value.as_bytes()).map_err(|e| E::custom(e))?;
+            Ok(ValueDigest(Sha256::digest(&bytes).into()))
+        } else {
+            Ok(ValueDigest(Sha256::digest(value.as_bytes()).into()))
+        }
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<ValueDigest, E> {
+        self.visit_str("")
+    }
+}
+
+fn digest_text_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Digest)>, D::Error> {
+    d.deserialize_any(DigestingVisitor { base64: false })
+}
+
+fn digest_base64_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Digest)>, D::Error> {
+    d.deserialize_any(DigestingVisitor { base64: true })
+}
+
+/// A workload: the fields of anything with a pod template at `spec.template`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WorkloadObject {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: WorkloadSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WorkloadSpec {
+    #[serde(default)]
+    pub template: PodTemplate,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodTemplate {
+    #[serde(default)]
+    pub metadata: TemplateMeta,
+    #[serde(default)]
+    pub spec: PodSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TemplateMeta {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub volumes: Vec<Volume>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub init_containers: Vec<Container>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub containers: Vec<Container>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    #[serde(default)]
+    pub config_map: Option<ConfigMapVolume>,
+    #[serde(default)]
+    pub secret: Option<SecretVolume>,
+    #[serde(default)]
+    pub projected: Option<ProjectedVolume>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct KeyToPath {
+    #[serde(default)]
+    pub key: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ConfigMapVolume {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub items: Option<Vec<KeyToPath>>,
+    #[serde(default)]
+    pub optional: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretVolume {
+    #[serde(default)]
+    pub secret_name: String,
+    #[serde(default)]
+    pub items: Option<Vec<KeyToPath>>,
+    #[serde(default)]
+    pub optional: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ProjectedVolume {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub sources: Vec<ProjectedSource>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectedSource {
+    /// Projected sources name the object with `name` for both kinds.
+    #[serde(default)]
+    pub config_map: Option<ConfigMapVolume>,
+    #[serde(default)]
+    pub secret: Option<ConfigMapVolume>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub env: Vec<EnvVar>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub env_from: Vec<EnvFromSource>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvVar {
+    #[serde(default)]
+    pub value_from: Option<EnvVarSource>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvVarSource {
+    #[serde(default)]
+    pub config_map_key_ref: Option<KeySelector>,
+    #[serde(default)]
+    pub secret_key_ref: Option<KeySelector>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct KeySelector {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub optional: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvFromSource {
+    #[serde(default)]
+    pub config_map_ref: Option<NameRef>,
+    #[serde(default)]
+    pub secret_ref: Option<NameRef>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NameRef {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub optional: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configmap_values_become_digests_of_their_text() {
+        let json = r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},
+            "data":{"b":"two","a":"one"},"binaryData":{"bin":"AAE="}}"#;
+        let obj = ConfigObject::configmap(&mut serde_json::Deserializer::from_str(json)).unwrap();
+        assert_eq!(obj.metadata.resource_version, "7");
+        let keys: Vec<&str> = obj.digests.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b", "bin"]);
+        assert_eq!(obj.digest("a").unwrap(), &<[u8; 32]>::from(Sha256::digest(b"one")));
+        assert_eq!(obj.digest("bin").unwrap(), &<[u8; 32]>::from(Sha256::digest([0u8, 1])));
+    }
+
+    #[test]
+    fn secret_values_are_digested_after_base64_decoding() {
+        let json = r#"{"metadata":{"name":"s"},"data":{"password":"aHVudGVyMg=="},"type":"Opaque"}"#;
+        let obj = ConfigObject::secret(&mut serde_json::Deserializer::from_str(json)).unwrap();
+        assert_eq!(obj.digest("password").unwrap(), &<[u8; 32]>::from(Sha256::digest(b"hunter2")));
+    }
+
+    #[test]
+    fn invalid_base64_errors_without_echoing_the_value() {
+        let json = r#"{"data":{"k":"c2VjcmV0!!"}}"#;
+        let err = ConfigObject::secret(&mut serde_json::Deserializer::from_str(json)).unwrap_err();
+        assert!(!err.to_string().contains("c2VjcmV0"), "{err}");
+    }
+
+    #[test]
+    fn null_maps_and_lists_read_as_empty() {
+        let json = r#"{"metadata":{"annotations":null},"data":null,"spec":null}"#;
+        let obj = ConfigObject::configmap(&mut serde_json::Deserializer::from_str(json)).unwrap();
+        assert!(obj.digests.is_empty() && obj.metadata.annotations.is_empty());
+    }
+
+    #[test]
+    fn paths_follow_the_api_layout() {
+        assert_eq!(Resource::configmaps().collection_path(None), "/api/v1/configmaps");
+        assert_eq!(
+            Resource::deployments().object_path("ns", "web"),
+            "/apis/apps/v1/namespaces/ns/deployments/web"
+        );
+    }
+}

@@ -1,1 +1,265 @@
-//! (placeholder: being written)
+//! Which ConfigMaps and Secrets a pod template references, and which of their keys count.
+//!
+//! Followed in `initContainers` and `containers` alike: volumes, projected sources (with and
+//! without `items`), `env[].valueFrom` key refs (that key only), `envFrom`, and the
+//! `extra-configmaps`/`extra-secrets` annotations (wavelet's and Wave's).
+//! `ephemeralContainers` are ignored: they cannot be rolled.
+
+use std::collections::BTreeMap;
+
+use crate::annotations;
+use crate::objects::{ConfigKey, ConfigKind, KeyToPath, WorkloadObject};
+
+/// Everything one workload uses of one ConfigMap or Secret, merged over all its references.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    pub config: ConfigKey,
+    /// Every key counts (a volume without `items`, `envFrom`, an extra-* annotation).
+    pub all_keys: bool,
+    /// Keys named one by one, each with whether the Pods fail to start without it.
+    pub keys: BTreeMap<String, bool>,
+    /// The Pods fail to start when the object does not exist.
+    pub required: bool,
+}
+
+/// The references of a workload, one per object, sorted by object.
+pub fn references(workload: &WorkloadObject) -> Vec<Reference> {
+    let namespace = workload.metadata.namespace.as_str();
+    let mut found = Found::default();
+    let spec = &workload.spec.template.spec;
+
+    for volume in &spec.volumes {
+        if let Some(cm) = &volume.config_map {
+            found.items(ConfigKind::ConfigMap, namespace, &cm.name, cm.items.as_deref(), cm.optional);
+        }
+        if let Some(secret) = &volume.secret {
+            found.items(ConfigKind::Secret, namespace, &secret.secret_name, secret.items.as_deref(), secret.optional);
+        }
+        for source in volume.projected.iter().flat_map(|p| &p.sources) {
+            if let Some(cm) = &source.config_map {
+                found.items(ConfigKind::ConfigMap, namespace, &cm.name, cm.items.as_deref(), cm.optional);
+            }
+            if let Some(secret) = &source.secret {
+                found.items(ConfigKind::Secret, namespace, &secret.name, secret.items.as_deref(), secret.optional);
+            }
+        }
+    }
+
+    for container in spec.init_containers.iter().chain(&spec.containers) {
+        for env in &container.env {
+            let Some(source) = &env.value_from else { continue };
+            if let Some(r) = &source.config_map_key_ref {
+                found.key(ConfigKind::ConfigMap, namespace, &r.name, &r.key, r.optional);
+            }
+            if let Some(r) = &source.secret_key_ref {
+                found.key(ConfigKind::Secret, namespace, &r.name, &r.key, r.optional);
+            }
+        }
+        for env_from in &container.env_from {
+            if let Some(r) = &env_from.config_map_ref {
+                found.all(ConfigKind::ConfigMap, namespace, &r.name, !r.optional.unwrap_or(false));
+            }
+            if let Some(r) = &env_from.secret_ref {
+                found.all(ConfigKind::Secret, namespace, &r.name, !r.optional.unwrap_or(false));
+            }
+        }
+    }
+
+    let meta = &workload.metadata.annotations;
+    for (key, kind) in [
+        (annotations::WAVELET_EXTRA_CONFIGMAPS, ConfigKind::ConfigMap),
+        (annotations::WAVE_EXTRA_CONFIGMAPS, ConfigKind::ConfigMap),
+        (annotations::WAVELET_EXTRA_SECRETS, ConfigKind::Secret),
+        (annotations::WAVE_EXTRA_SECRETS, ConfigKind::Secret),
+    ] {
+        for (ns, name) in meta.get(key).map(|v| parse_extra_list(v, namespace)).unwrap_or_default() {
+            found.all(kind, &ns, &name, false);
+        }
+    }
+
+    found.by_object.into_values().collect()
+}
+
+/// Parses an extra-* annotation: comma-separated `name` or `namespace/name`, blanks
+/// ignored. Entries with more than one `/` are skipped (they cannot name an object).
+pub fn parse_extra_list(value: &str, default_namespace: &str) -> Vec<(String, String)> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .filter_map(|entry| match entry.split_once('/') {
+            None => Some((default_namespace.to_string(), entry.to_string())),
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Some((ns.to_string(), name.to_string()))
+            }
+            Some(_) => None,
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Found {
+    by_object: BTreeMap<ConfigKey, Reference>,
+}
+
+impl Found {
+    fn entry(&mut self, kind: ConfigKind, namespace: &str, name: &str) -> Option<&mut Reference> {
+        if name.is_empty() {
+            return None;
+        }
+        let config = ConfigKey::new(kind, namespace, name);
+        Some(self.by_object.entry(config.clone()).or_insert(Reference {
+            config,
+            all_keys: false,
+            keys: BTreeMap::new(),
+            required: false,
+        }))
+    }
+
+    fn all(&mut self, kind: ConfigKind, namespace: &str, name: &str, required: bool) {
+        if let Some(r) = self.entry(kind, namespace, name) {
+            r.all_keys = true;
+            r.required |= required;
+        }
+    }
+
+    fn key(&mut self, kind: ConfigKind, namespace: &str, name: &str, key: &str, optional: Option<bool>) {
+        let required = !optional.unwrap_or(false);
+        if let Some(r) = self.entry(kind, namespace, name) {
+            r.required |= required;
+            *r.keys.entry(key.to_string()).or_insert(false) |= required;
+        }
+    }
+
+    /// A volume or projected source: `items` lists the keys that count, else all keys.
+    fn items(&mut self, kind: ConfigKind, namespace: &str, name: &str, items: Option<&[KeyToPath]>, optional: Option<bool>) {
+        match items {
+            Some(items) if !items.is_empty() => {
+                for item in items {
+                    self.key(kind, namespace, name, &item.key, optional);
+                }
+            }
+            _ => self.all(kind, namespace, name, !optional.unwrap_or(false)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(json: serde_json::Value) -> WorkloadObject {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn template(spec: serde_json::Value) -> WorkloadObject {
+        workload(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"template": {"spec": spec}}
+        }))
+    }
+
+    fn key(kind: ConfigKind, name: &str) -> ConfigKey {
+        ConfigKey::new(kind, "ns", name)
+    }
+
+    #[test]
+    fn volume_without_items_counts_all_keys_and_is_required() {
+        let refs = references(&template(serde_json::json!({
+            "volumes": [{"name": "v", "configMap": {"name": "app"}}]
+        })));
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0].config, key(ConfigKind::ConfigMap, "app"));
+        assert!(refs[0].all_keys && refs[0].required);
+    }
+
+    #[test]
+    fn secret_volume_is_named_by_secret_name() {
+        let refs = references(&template(serde_json::json!({
+            "volumes": [{"name": "v", "secret": {"secretName": "creds", "optional": true}}]
+        })));
+        assert_eq!(refs[0].config, key(ConfigKind::Secret, "creds"));
+        assert!(refs[0].all_keys && !refs[0].required);
+    }
+
+    #[test]
+    fn projected_items_count_only_the_listed_keys() {
+        let refs = references(&template(serde_json::json!({
+            "volumes": [{"name": "v", "projected": {"sources": [
+                {"configMap": {"name": "app", "items": [{"key": "a", "path": "a"}]}},
+                {"secret": {"name": "creds"}}
+            ]}}]
+        })));
+        assert_eq!(refs.len(), 2);
+        assert!(!refs[0].all_keys);
+        assert_eq!(refs[0].keys, BTreeMap::from([("a".to_string(), true)]));
+        assert_eq!(refs[1].config, key(ConfigKind::Secret, "creds"));
+        assert!(refs[1].all_keys);
+    }
+
+    #[test]
+    fn env_key_ref_counts_only_that_key() {
+        let refs = references(&template(serde_json::json!({
+            "containers": [{"name": "c", "env": [
+                {"name": "A", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "a"}}},
+                {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "b", "optional": true}}},
+                {"name": "C", "value": "literal"}
+            ]}]
+        })));
+        assert_eq!(refs.len(), 2);
+        let app = &refs[0];
+        assert_eq!(app.config, key(ConfigKind::ConfigMap, "app"));
+        assert!(!app.all_keys && !app.required);
+        assert_eq!(app.keys, BTreeMap::from([("b".to_string(), false)]));
+        let creds = &refs[1];
+        assert_eq!(creds.keys, BTreeMap::from([("a".to_string(), true)]));
+        assert!(creds.required);
+    }
+
+    #[test]
+    fn init_containers_env_from_is_tracked() {
+        let refs = references(&template(serde_json::json!({
+            "initContainers": [{"name": "init", "envFrom": [{"configMapRef": {"name": "init-cfg"}}]}],
+            "containers": [{"name": "c"}]
+        })));
+        assert_eq!(refs[0].config, key(ConfigKind::ConfigMap, "init-cfg"));
+        assert!(refs[0].all_keys && refs[0].required);
+    }
+
+    #[test]
+    fn references_to_one_object_merge_with_all_keys_and_required_winning() {
+        let refs = references(&template(serde_json::json!({
+            "volumes": [{"name": "v", "configMap": {"name": "app", "optional": true}}],
+            "containers": [{"name": "c", "env": [
+                {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "a"}}}
+            ]}]
+        })));
+        assert_eq!(refs.len(), 1);
+        assert!(refs[0].all_keys && refs[0].required);
+        assert_eq!(refs[0].keys["a"], true);
+    }
+
+    #[test]
+    fn extra_annotations_accept_names_and_namespace_slash_name() {
+        let refs = references(&workload(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns", "annotations": {
+                "wavelet.dev/extra-configmaps": "one, other/two,,",
+                "wave.pusher.com/extra-secrets": "s"
+            }},
+            "spec": {"template": {"spec": {"containers": []}}}
+        })));
+        let keys: Vec<String> = refs.iter().map(|r| r.config.to_string()).collect();
+        assert_eq!(keys, ["configmap ns/one", "configmap other/two", "secret ns/s"]);
+        assert!(refs.iter().all(|r| r.all_keys && !r.required));
+    }
+
+    #[test]
+    fn extra_list_skips_malformed_entries() {
+        assert_eq!(parse_extra_list("a/b/c, /x, y/, ok", "d"), vec![("d".to_string(), "ok".to_string())]);
+    }
+
+    #[test]
+    fn a_template_without_configuration_has_no_references() {
+        assert!(references(&template(serde_json::json!({"containers": [{"name": "c"}]}))).is_empty());
+    }
+}

@@ -1,0 +1,74 @@
+//! The annotations wavelet reads and writes, each documented once.
+
+/// Opt-in on a workload's metadata: `"true"` enables hash mode, writing [`WAVELET_HASH`].
+pub const WAVELET_OPT_IN: &str = "wavelet.dev/update-on-config-change";
+/// Wave's opt-in key, accepted as is; it makes wavelet write [`WAVE_HASH`].
+pub const WAVE_OPT_IN: &str = "wave.pusher.com/update-on-config-change";
+/// The configuration hash wavelet writes (pod template, and workload metadata on adoption).
+pub const WAVELET_HASH: &str = "wavelet.dev/config-hash";
+/// Wave's hash key, written for workloads that opted in with [`WAVE_OPT_IN`].
+pub const WAVE_HASH: &str = "wave.pusher.com/config-hash";
+
+/// Extra ConfigMaps/Secrets a workload depends on: comma list of `name` or `namespace/name`.
+pub const WAVELET_EXTRA_CONFIGMAPS: &str = "wavelet.dev/extra-configmaps";
+pub const WAVELET_EXTRA_SECRETS: &str = "wavelet.dev/extra-secrets";
+pub const WAVE_EXTRA_CONFIGMAPS: &str = "wave.pusher.com/extra-configmaps";
+pub const WAVE_EXTRA_SECRETS: &str = "wave.pusher.com/extra-secrets";
+
+/// Delete mode: a label selector on a ConfigMap/Secret; the original lab's key.
+pub const MAGALIX_POD_DELETE_MATCH: &str = "magalix.com/podDeleteMatch";
+/// Delete mode: wavelet's own key for the same selector.
+pub const WAVELET_POD_DELETE_MATCH: &str = "wavelet.dev/pod-delete-match";
+/// Delete mode: `evict` (default), `delete` or `rolling`.
+pub const WAVELET_POD_DELETE_STRATEGY: &str = "wavelet.dev/pod-delete-strategy";
+
+/// Which opt-in a workload used, which decides the hash key written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    Wavelet,
+    Wave,
+}
+
+impl Flavor {
+    /// The opt-in flavor from a workload's metadata annotations; wavelet's key wins if both
+    /// are set. Only the exact value `"true"` opts in.
+    pub fn from_annotations(annotations: &std::collections::BTreeMap<String, String>) -> Option<Flavor> {
+        if annotations.get(WAVELET_OPT_IN).map(String::as_str) == Some("true") {
+            Some(Flavor::Wavelet)
+        } else if annotations.get(WAVE_OPT_IN).map(String::as_str) == Some("true") {
+            Some(Flavor::Wave)
+        } else {
+            None
+        }
+    }
+
+    pub fn hash_key(self) -> &'static str {
+        match self {
+            Flavor::Wavelet => WAVELET_HASH,
+            Flavor::Wave => WAVE_HASH,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn only_the_exact_value_true_opts_in() {
+        assert_eq!(Flavor::from_annotations(&annotations(&[(WAVELET_OPT_IN, "true")])), Some(Flavor::Wavelet));
+        assert_eq!(Flavor::from_annotations(&annotations(&[(WAVELET_OPT_IN, "True")])), None);
+        assert_eq!(Flavor::from_annotations(&annotations(&[(WAVELET_OPT_IN, "yes")])), None);
+    }
+
+    #[test]
+    fn wave_opt_in_writes_waves_hash_key() {
+        let flavor = Flavor::from_annotations(&annotations(&[(WAVE_OPT_IN, "true")])).unwrap();
+        assert_eq!(flavor.hash_key(), WAVE_HASH);
+    }
+}
