@@ -1,1 +1,303 @@
-//! (placeholder: being written)
+//! The work queue between the watch threads and the reconcile workers.
+//!
+//! The contract of client-go's `workqueue`: a key waiting in the queue is there once, however
+//! often it is added; a key is never handed to two workers at once; a key added while it
+//! is being processed is processed again afterwards. On top: delayed adds (debounce,
+//! throttling) and per-key exponential backoff for failures.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct WorkQueue<K> {
+    state: Mutex<State<K>>,
+    ready: Condvar,
+    backoff: Backoff,
+}
+
+struct State<K> {
+    /// Keys ready to be handed out, in order.
+    queue: VecDeque<K>,
+    /// Keys waiting to be processed (in `queue`, or re-added while processing).
+    dirty: HashSet<K>,
+    processing: HashSet<K>,
+    /// Delayed keys: when each becomes ready. A key keeps its earliest time.
+    waiting: HashMap<K, Instant>,
+    /// The same, ordered by time (the `u64` breaks ties).
+    timeline: BTreeSet<(Instant, u64)>,
+    timeline_keys: HashMap<u64, K>,
+    next_id: u64,
+    failures: HashMap<K, u32>,
+    shutting_down: bool,
+}
+
+/// Per-key exponential backoff for failed reconciles.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// Delay before retry number `failures` (1-based): initial × 2^(failures-1), capped.
+    pub fn delay(&self, failures: u32) -> Duration {
+        let factor = 1u32.checked_shl(failures.saturating_sub(1).min(20)).unwrap_or(u32::MAX);
+        self.initial.saturating_mul(factor).min(self.max)
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(60) }
+    }
+}
+
+impl<K: Clone + Eq + Hash> WorkQueue<K> {
+    pub fn new(backoff: Backoff) -> WorkQueue<K> {
+        WorkQueue {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                dirty: HashSet::new(),
+                processing: HashSet::new(),
+                waiting: HashMap::new(),
+                timeline: BTreeSet::new(),
+                timeline_keys: HashMap::new(),
+                next_id: 0,
+                failures: HashMap::new(),
+                shutting_down: false,
+            }),
+            ready: Condvar::new(),
+            backoff,
+        }
+    }
+
+    /// Makes `key` ready now (a pending delayed add of it is dropped).
+    pub fn add(&self, key: K) {
+        let mut state = self.state.lock().unwrap();
+        state.cancel_waiting(&key);
+        if state.make_ready(key) {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Makes `key` ready after `delay`, unless it is already ready or due earlier.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let mut state = self.state.lock().unwrap();
+        if state.dirty.contains(&key) {
+            return;
+        }
+        let at = Instant::now() + delay;
+        if state.waiting.get(&key).is_some_and(|&due| due <= at) {
+            return;
+        }
+        state.cancel_waiting(&key);
+        let id = state.next_id;
+        state.next_id += 1;
+        state.timeline.insert((at, id));
+        state.timeline_keys.insert(id, key.clone());
+        state.waiting.insert(key, at);
+        // A worker may be sleeping until a later deadline.
+        self.ready.notify_one();
+    }
+
+    /// Re-adds `key` after its next backoff delay; call when processing it failed.
+    pub fn add_with_backoff(&self, key: K) -> Duration {
+        let failures = {
+            let mut state = self.state.lock().unwrap();
+            let count = state.failures.entry(key.clone()).or_insert(0);
+            *count += 1;
+            *count
+        };
+        let delay = self.backoff.delay(failures);
+        self.add_after(key, delay);
+        delay
+    }
+
+    /// Forgets the failure count of `key`; call when processing it succeeded.
+    pub fn forget(&self, key: &K) {
+        self.state.lock().unwrap().failures.remove(key);
+    }
+
+    /// Blocks until a key is ready and hands it out, or returns `None` once shut down.
+    /// The caller must call [`WorkQueue::done`] with the key afterwards.
+    pub fn get(&self) -> Option<K> {
+        let mut state = self.state.lock().unwrap();
+        loop {
+            if state.shutting_down {
+                return None;
+            }
+            let next_due = state.promote_due(Instant::now());
+            if let Some(key) = state.queue.pop_front() {
+                state.dirty.remove(&key);
+                state.processing.insert(key.clone());
+                return Some(key);
+            }
+            state = match next_due {
+                Some(due) => {
+                    let timeout = due.saturating_duration_since(Instant::now());
+                    self.ready.wait_timeout(state, timeout).unwrap().0
+                }
+                None => self.ready.wait(state).unwrap(),
+            };
+        }
+    }
+
+    /// Marks `key` as processed; if it was added meanwhile it becomes ready again.
+    pub fn done(&self, key: &K) {
+        let mut state = self.state.lock().unwrap();
+        state.processing.remove(key);
+        if state.dirty.contains(key) {
+            state.queue.push_back(key.clone());
+            self.ready.notify_one();
+        }
+    }
+
+    /// Wakes every worker; `get` returns `None` from now on.
+    pub fn shut_down(&self) {
+        self.state.lock().unwrap().shutting_down = true;
+        self.ready.notify_all();
+    }
+
+    /// Keys ready or being processed or waiting (for metrics and tests).
+    pub fn len(&self) -> usize {
+        let state = self.state.lock().unwrap();
+        state.dirty.len() + state.waiting.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<K: Clone + Eq + Hash> State<K> {
+    /// Returns whether the key was newly queued (a worker should wake).
+    fn make_ready(&mut self, key: K) -> bool {
+        if !self.dirty.insert(key.clone()) {
+            return false;
+        }
+        if self.processing.contains(&key) {
+            // `done` queues it.
+            return false;
+        }
+        self.queue.push_back(key);
+        true
+    }
+
+    fn cancel_waiting(&mut self, key: &K) {
+        if let Some(at) = self.waiting.remove(key) {
+            let id = self.timeline.range((at, 0)..=(at, u64::MAX)).find(|(_, id)| self.timeline_keys.get(id) == Some(key)).map(|&(_, id)| id);
+            if let Some(id) = id {
+                self.timeline.remove(&(at, id));
+                self.timeline_keys.remove(&id);
+            }
+        }
+    }
+
+    /// Moves due delayed keys to the queue; returns when the next one is due.
+    fn promote_due(&mut self, now: Instant) -> Option<Instant> {
+        while let Some(&(at, id)) = self.timeline.first() {
+            if at > now {
+                return Some(at);
+            }
+            self.timeline.pop_first();
+            if let Some(key) = self.timeline_keys.remove(&id) {
+                self.waiting.remove(&key);
+                self.make_ready(key);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn queue() -> WorkQueue<&'static str> {
+        WorkQueue::new(Backoff::default())
+    }
+
+    #[test]
+    fn a_key_added_twice_is_handed_out_once() {
+        let q = queue();
+        q.add("a");
+        q.add("a");
+        q.add("b");
+        assert_eq!(q.get(), Some("a"));
+        assert_eq!(q.get(), Some("b"));
+        q.done(&"a");
+        q.done(&"b");
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_key_added_while_processing_is_processed_again_after_done() {
+        let q = Arc::new(queue());
+        q.add("a");
+        assert_eq!(q.get(), Some("a"));
+        q.add("a");
+        // Not handed out while processing: a second worker would block.
+        let q2 = Arc::clone(&q);
+        let other = std::thread::spawn(move || q2.get());
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!other.is_finished());
+        q.done(&"a");
+        assert_eq!(other.join().unwrap(), Some("a"));
+    }
+
+    #[test]
+    fn delayed_adds_keep_the_earliest_time_and_coalesce() {
+        let q = queue();
+        let start = Instant::now();
+        q.add_after("a", Duration::from_millis(50));
+        q.add_after("a", Duration::from_millis(500));
+        q.add_after("a", Duration::from_millis(60));
+        assert_eq!(q.get(), Some("a"));
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(50) && waited < Duration::from_millis(400), "{waited:?}");
+        q.done(&"a");
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn add_makes_a_delayed_key_ready_at_once() {
+        let q = queue();
+        q.add_after("a", Duration::from_secs(60));
+        q.add("a");
+        assert_eq!(q.get(), Some("a"));
+        q.done(&"a");
+        assert!(q.is_empty(), "the delayed copy was dropped");
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let b = Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(1) };
+        assert_eq!(b.delay(1), Duration::from_millis(100));
+        assert_eq!(b.delay(3), Duration::from_millis(400));
+        assert_eq!(b.delay(30), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn forget_resets_the_failure_count() {
+        let q = queue();
+        assert_eq!(q.add_with_backoff("a"), Duration::from_millis(100));
+        assert_eq!(q.add_with_backoff("a"), Duration::from_millis(200));
+        q.forget(&"a");
+        assert_eq!(q.add_with_backoff("a"), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn shut_down_releases_blocked_workers() {
+        let q: Arc<WorkQueue<&str>> = Arc::new(queue());
+        let q2 = Arc::clone(&q);
+        let worker = std::thread::spawn(move || q2.get());
+        std::thread::sleep(Duration::from_millis(20));
+        q.shut_down();
+        assert_eq!(worker.join().unwrap(), None);
+    }
+}

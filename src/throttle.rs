@@ -1,1 +1,160 @@
-//! (placeholder: being written)
+//! Storm protection: a global token bucket for rollouts, and a minimum interval between
+//! two rollouts of one workload. Pure: every decision takes `now`.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+/// A token bucket: `rate` tokens a second, at most `burst` saved up.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    /// Starts full.
+    pub fn new(rate: f64, burst: u32, now: Instant) -> TokenBucket {
+        let burst = f64::from(burst.max(1));
+        TokenBucket { rate: rate.max(f64::MIN_POSITIVE), burst, tokens: burst, last: now }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        self.last = now;
+    }
+
+    /// Takes a token, or says how long until one is available.
+    pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
+        }
+    }
+}
+
+/// Remembers when each workload was last rolled.
+#[derive(Debug)]
+pub struct MinInterval<K> {
+    interval: Duration,
+    last: HashMap<K, Instant>,
+}
+
+impl<K: Eq + Hash + Clone> MinInterval<K> {
+    pub fn new(interval: Duration) -> MinInterval<K> {
+        MinInterval { interval, last: HashMap::new() }
+    }
+
+    /// How long `key` must still wait before its next rollout (`None`: it may roll now).
+    pub fn wait(&self, key: &K, now: Instant) -> Option<Duration> {
+        let last = *self.last.get(key)?;
+        let due = last + self.interval;
+        (due > now).then(|| due - now)
+    }
+
+    pub fn record(&mut self, key: K, now: Instant) {
+        self.last.insert(key, now);
+    }
+
+    pub fn forget(&mut self, key: &K) {
+        self.last.remove(key);
+    }
+}
+
+/// Both storm rules together.
+#[derive(Debug)]
+pub struct RolloutThrottle<K> {
+    bucket: TokenBucket,
+    per_workload: MinInterval<K>,
+}
+
+/// Why a rollout has to wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Throttled {
+    /// The workload was rolled less than `--min-rollout-interval` ago.
+    MinInterval(Duration),
+    /// Too many rollouts overall (`--max-rollouts-per-second`).
+    RateLimit(Duration),
+}
+
+impl Throttled {
+    pub fn wait(self) -> Duration {
+        match self {
+            Throttled::MinInterval(d) | Throttled::RateLimit(d) => d,
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone> RolloutThrottle<K> {
+    pub fn new(rate: f64, burst: u32, min_interval: Duration, now: Instant) -> RolloutThrottle<K> {
+        RolloutThrottle { bucket: TokenBucket::new(rate, burst, now), per_workload: MinInterval::new(min_interval) }
+    }
+
+    /// Admits a rollout of `key` now (recording it), or says how long to wait. The
+    /// per-workload rule is checked first so a throttled workload spends no token.
+    pub fn admit(&mut self, key: &K, now: Instant) -> Result<(), Throttled> {
+        if let Some(wait) = self.per_workload.wait(key, now) {
+            return Err(Throttled::MinInterval(wait));
+        }
+        self.bucket.try_take(now).map_err(Throttled::RateLimit)?;
+        self.per_workload.record(key.clone(), now);
+        Ok(())
+    }
+
+    pub fn forget(&mut self, key: &K) {
+        self.per_workload.forget(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_allows_a_burst_then_the_rate() {
+        let t0 = Instant::now();
+        let mut bucket = TokenBucket::new(2.0, 3, t0);
+        assert!(bucket.try_take(t0).is_ok());
+        assert!(bucket.try_take(t0).is_ok());
+        assert!(bucket.try_take(t0).is_ok());
+        let wait = bucket.try_take(t0).unwrap_err();
+        assert_eq!(wait, Duration::from_millis(500));
+        assert!(bucket.try_take(t0 + Duration::from_millis(500)).is_ok());
+    }
+
+    #[test]
+    fn bucket_never_saves_more_than_the_burst() {
+        let t0 = Instant::now();
+        let mut bucket = TokenBucket::new(10.0, 2, t0);
+        let later = t0 + Duration::from_secs(60);
+        assert!(bucket.try_take(later).is_ok());
+        assert!(bucket.try_take(later).is_ok());
+        assert!(bucket.try_take(later).is_err());
+    }
+
+    #[test]
+    fn one_workload_waits_the_minimum_interval_others_do_not() {
+        let t0 = Instant::now();
+        let mut throttle = RolloutThrottle::new(100.0, 100, Duration::from_secs(10), t0);
+        assert_eq!(throttle.admit(&"a", t0), Ok(()));
+        assert_eq!(throttle.admit(&"a", t0 + Duration::from_secs(4)), Err(Throttled::MinInterval(Duration::from_secs(6))));
+        assert_eq!(throttle.admit(&"b", t0 + Duration::from_secs(4)), Ok(()));
+        assert_eq!(throttle.admit(&"a", t0 + Duration::from_secs(10)), Ok(()));
+    }
+
+    #[test]
+    fn a_throttled_workload_spends_no_token() {
+        let t0 = Instant::now();
+        let mut throttle = RolloutThrottle::new(0.001, 2, Duration::from_secs(10), t0);
+        assert!(throttle.admit(&"a", t0).is_ok());
+        assert!(throttle.admit(&"a", t0).is_err());
+        assert!(throttle.admit(&"b", t0).is_ok(), "the second token is still there");
+        assert!(matches!(throttle.admit(&"c", t0), Err(Throttled::RateLimit(_))));
+    }
+}
