@@ -1,1 +1,503 @@
-//! (placeholder: being written)
+//! Wiring of `wavelet run`: one watch thread per resource (and namespace) writing the
+//! cache, a work queue, and reconcile workers that start once every initial list is in.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::de::{Deserialize, DeserializeOwned, Deserializer};
+
+use crate::cache::{Cache, ConfigChange, WorkloadEntry};
+use crate::client::Client;
+use crate::config::{RunConfig, WorkloadKind};
+use crate::error::Error;
+use crate::events::Recorder;
+use crate::objects::{ConfigKey, ConfigKind, ConfigObject, ObjectMeta, Resource, WorkloadKey, WorkloadObject};
+use crate::queue::{Backoff, WorkQueue};
+use crate::reconcile::{HashModeSettings, Next, Reconciler};
+use crate::selector::percent_encode_query_value;
+use crate::watch::{self, Event, LineStream, Page, Source, WatchConfig, Watcher};
+
+/// Items per LIST page.
+const PAGE_SIZE: u32 = 500;
+
+/// A running controller; dropping it does not stop it, [`Controller::stop`] does.
+pub struct Controller {
+    stop: Arc<AtomicBool>,
+    queue: Arc<WorkQueue<WorkloadKey>>,
+    workers: Vec<JoinHandle<()>>,
+    pub cache: Arc<Cache>,
+    synced: Arc<Latch>,
+}
+
+impl Controller {
+    /// Starts watching and reconciling; returns at once.
+    pub fn start(client: Client, config: &RunConfig) -> Result<Controller, Error> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cache = Arc::new(Cache::new());
+        let queue = Arc::new(WorkQueue::new(Backoff::default()));
+        let settings = HashModeSettings {
+            hmac_key: read_hash_key(config)?,
+            dry_run: config.dry_run,
+            max_rollouts_per_second: config.max_rollouts_per_second,
+            rollout_burst: config.rollout_burst,
+            min_rollout_interval: config.min_rollout_interval,
+        };
+        let reconciler = Arc::new(Reconciler::new(client.clone(), Arc::clone(&cache), Recorder::new(client.clone()), settings));
+
+        let mut workload_resources = vec![Resource::deployments(), Resource::statefulsets(), Resource::daemonsets()];
+        for kind in &config.workload_kinds {
+            workload_resources.push(discover(&client, kind));
+        }
+        let namespaces: Vec<Option<String>> =
+            if config.namespaces.is_empty() { vec![None] } else { config.namespaces.iter().cloned().map(Some).collect() };
+        let watch_config = WatchConfig { resync: config.resync, ..WatchConfig::default() };
+        let watchers = namespaces.len() * (2 + workload_resources.len());
+        let synced = Arc::new(Latch::new(watchers));
+
+        for namespace in &namespaces {
+            for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
+                let mut sink = ConfigSink {
+                    kind,
+                    namespace: namespace.clone(),
+                    cache: Arc::clone(&cache),
+                    queue: Arc::clone(&queue),
+                    debounce: config.debounce,
+                    synced: Arc::clone(&synced),
+                    relist: Relist::default(),
+                };
+                let source = ApiSource::new(client.clone(), kind.resource(), namespace.clone());
+                let stop = Arc::clone(&stop);
+                match kind {
+                    ConfigKind::ConfigMap => {
+                        spawn_watch(source, watch_config.clone(), stop, move |e: Event<ConfigMapItem>| sink.handle(e))
+                    }
+                    ConfigKind::Secret => spawn_watch(source, watch_config.clone(), stop, move |e: Event<SecretItem>| sink.handle(e)),
+                }
+            }
+            for resource in &workload_resources {
+                let resource = Arc::new(resource.clone());
+                let mut sink = WorkloadSink {
+                    resource: Arc::clone(&resource),
+                    namespace: namespace.clone(),
+                    cache: Arc::clone(&cache),
+                    queue: Arc::clone(&queue),
+                    synced: Arc::clone(&synced),
+                    relist: Relist::default(),
+                };
+                let source = ApiSource::new(client.clone(), (*resource).clone(), namespace.clone());
+                spawn_watch(source, watch_config.clone(), Arc::clone(&stop), move |e: Event<WorkloadObject>| sink.handle(e));
+            }
+        }
+
+        let workers = (0..config.workers.max(1))
+            .map(|n| {
+                let (queue, reconciler, synced) = (Arc::clone(&queue), Arc::clone(&reconciler), Arc::clone(&synced));
+                std::thread::Builder::new()
+                    .name(format!("worker-{n}"))
+                    .spawn(move || {
+                        synced.wait();
+                        work(&queue, &reconciler)
+                    })
+                    .expect("spawning a worker thread")
+            })
+            .collect();
+        Ok(Controller { stop, queue, workers, cache, synced })
+    }
+
+    /// True once every watcher has completed its first list.
+    pub fn is_synced(&self) -> bool {
+        self.synced.is_open()
+    }
+
+    /// Stops watching, lets in-flight reconciles finish, and returns.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.synced.open();
+        self.queue.shut_down();
+        for worker in self.workers {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// Runs `wavelet run` until `stop` is set.
+pub fn run(client: Client, config: &RunConfig, stop: &AtomicBool) -> Result<(), Error> {
+    let controller = Controller::start(client, config)?;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    log::info!("stopping");
+    controller.stop();
+    Ok(())
+}
+
+/// The worker loop: take a key, reconcile it, tell the queue what comes next.
+fn work(queue: &WorkQueue<WorkloadKey>, reconciler: &Reconciler) {
+    while let Some(key) = queue.get() {
+        match reconciler.reconcile(&key) {
+            Ok((next, outcome)) => {
+                log::debug!("{key}: {outcome:?}");
+                queue.forget(&key);
+                if let Next::After(delay) = next {
+                    queue.add_after(key.clone(), delay);
+                }
+            }
+            Err(err) => {
+                let delay = queue.add_with_backoff(key.clone());
+                log::warn!("{key}: reconcile failed, retrying in {delay:?}: {err}");
+            }
+        }
+        queue.done(&key);
+    }
+}
+
+fn read_hash_key(config: &RunConfig) -> Result<Option<Vec<u8>>, Error> {
+    let Some(path) = &config.hash_key_file else { return Ok(None) };
+    let mut key = std::fs::read(path)
+        .map_err(|e| Error::Config(format!("cannot read --hash-key-file {}: {e}", path.display())))?;
+    // A key written with `echo` ends in a newline that is not part of it.
+    if key.last() == Some(&b'\n') {
+        key.pop();
+    }
+    if key.is_empty() {
+        return Err(Error::Config(format!("--hash-key-file {} is empty", path.display())));
+    }
+    Ok(Some(key))
+}
+
+/// Looks up the Kind of a `--workload-kinds` resource from API discovery; falls back to the
+/// capitalized singular when discovery is unavailable.
+fn discover(client: &Client, kind: &WorkloadKind) -> Resource {
+    #[derive(serde::Deserialize)]
+    struct ApiResourceList {
+        #[serde(default)]
+        resources: Vec<ApiResource>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ApiResource {
+        name: String,
+        kind: String,
+    }
+    let path = if kind.group.is_empty() { format!("/api/{}", kind.version) } else { format!("/apis/{}/{}", kind.group, kind.version) };
+    let found = client.get::<ApiResourceList>(&path).ok().and_then(|list| list.resources.into_iter().find(|r| r.name == kind.resource));
+    let kind_name = match found {
+        Some(r) => r.kind,
+        None => {
+            let singular = kind.resource.strip_suffix('s').unwrap_or(&kind.resource);
+            let mut chars = singular.chars();
+            let guessed: String = chars.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(chars).collect();
+            log::warn!("could not discover the kind of {}/{}/{}; assuming {guessed}", kind.group, kind.version, kind.resource);
+            guessed
+        }
+    };
+    Resource::new(&kind.group, &kind.version, &kind.resource, &kind_name)
+}
+
+fn spawn_watch<T: watch::Object>(
+    source: ApiSource,
+    config: WatchConfig,
+    stop: Arc<AtomicBool>,
+    mut handle: impl FnMut(Event<T>) + Send + 'static,
+) {
+    let name = source.describe();
+    std::thread::Builder::new()
+        .name(format!("watch {}", source.resource.plural))
+        .spawn(move || {
+            let watcher = Watcher::new(name, source, config, stop);
+            for event in watcher {
+                handle(event);
+            }
+        })
+        .expect("spawning a watch thread");
+}
+
+/// Counts watchers down to their first complete list.
+struct Latch {
+    pending: Mutex<usize>,
+    opened: Condvar,
+}
+
+impl Latch {
+    fn new(count: usize) -> Latch {
+        Latch { pending: Mutex::new(count), opened: Condvar::new() }
+    }
+
+    fn count_down(&self) {
+        let mut pending = self.pending.lock().unwrap();
+        *pending = pending.saturating_sub(1);
+        if *pending == 0 {
+            self.opened.notify_all();
+        }
+    }
+
+    fn open(&self) {
+        *self.pending.lock().unwrap() = 0;
+        self.opened.notify_all();
+    }
+
+    fn is_open(&self) -> bool {
+        *self.pending.lock().unwrap() == 0
+    }
+
+    fn wait(&self) {
+        let mut pending = self.pending.lock().unwrap();
+        while *pending > 0 {
+            pending = self.opened.wait(pending).unwrap();
+        }
+    }
+}
+
+/// Writes ConfigMap or Secret events into the cache; a data change enqueues the
+/// workloads that reference the object after the debounce window.
+struct ConfigSink {
+    kind: ConfigKind,
+    namespace: Option<String>,
+    cache: Arc<Cache>,
+    queue: Arc<WorkQueue<WorkloadKey>>,
+    debounce: Duration,
+    synced: Arc<Latch>,
+    relist: Relist<ConfigKey>,
+}
+
+/// Tracks what a relist returned, to drop what it did not.
+#[derive(Default)]
+struct Relist<K> {
+    seen: Option<HashSet<K>>,
+    first_done: bool,
+}
+
+impl ConfigSink {
+    fn handle<I: ConfigItem>(&mut self, event: Event<I>) {
+        match event {
+                Event::InitStart => self.relist.seen = Some(HashSet::new()),
+                Event::InitApply(item) => {
+                    let key = self.apply(item.into_object());
+                    self.relist.seen.get_or_insert_with(HashSet::new).insert(key);
+                }
+                Event::Apply(item) => {
+                    self.apply(item.into_object());
+                }
+                Event::Delete(item) => {
+                    let obj = item.into_object();
+                    let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
+                    self.remove(&key);
+                }
+                Event::InitDone => {
+                    let seen = self.relist.seen.take().unwrap_or_default();
+                    for key in self.cache.config_keys(self.kind, self.namespace.as_deref()) {
+                        if !seen.contains(&key) {
+                            log::debug!("{key}: gone after relist");
+                            self.remove(&key);
+                        }
+                    }
+                    if !self.relist.first_done {
+                        self.relist.first_done = true;
+                        self.synced.count_down();
+                    }
+                }
+        }
+    }
+
+    fn apply(&self, obj: ConfigObject) -> ConfigKey {
+        let (key, change) = self.cache.upsert_config(self.kind, obj);
+        match change {
+            ConfigChange::Created | ConfigChange::DataChanged => self.changed(&key),
+            ConfigChange::MetadataOnly | ConfigChange::Unchanged => {}
+        }
+        key
+    }
+
+    fn remove(&self, key: &ConfigKey) {
+        if self.cache.remove_config(key).is_some() {
+            self.changed(key);
+        }
+    }
+
+    fn changed(&self, key: &ConfigKey) {
+        for workload in self.cache.dependents(key) {
+            log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
+            self.queue.add_after(workload, self.debounce);
+        }
+    }
+}
+
+/// Writes workload events into the cache and enqueues the workload.
+struct WorkloadSink {
+    resource: Arc<Resource>,
+    namespace: Option<String>,
+    cache: Arc<Cache>,
+    queue: Arc<WorkQueue<WorkloadKey>>,
+    synced: Arc<Latch>,
+    relist: Relist<WorkloadKey>,
+}
+
+impl WorkloadSink {
+    fn handle(&mut self, event: Event<WorkloadObject>) {
+        match event {
+                Event::InitStart => self.relist.seen = Some(HashSet::new()),
+                Event::InitApply(obj) => {
+                    let key = self.apply(&obj);
+                    self.relist.seen.get_or_insert_with(HashSet::new).insert(key);
+                }
+                Event::Apply(obj) => {
+                    self.apply(&obj);
+                }
+                Event::Delete(obj) => {
+                    let key = self.key(&obj.metadata);
+                    if self.cache.upsert_workload(&key, None) {
+                        self.queue.add(key);
+                    }
+                }
+                Event::InitDone => {
+                    let seen = self.relist.seen.take().unwrap_or_default();
+                    for key in self.cache.workload_keys(&self.resource, self.namespace.as_deref()) {
+                        if !seen.contains(&key) && self.cache.upsert_workload(&key, None) {
+                            self.queue.add(key);
+                        }
+                    }
+                    if !self.relist.first_done {
+                        self.relist.first_done = true;
+                        self.synced.count_down();
+                    }
+                }
+        }
+    }
+
+    fn key(&self, meta: &ObjectMeta) -> WorkloadKey {
+        WorkloadKey { resource: Arc::clone(&self.resource), namespace: meta.namespace.clone(), name: meta.name.clone() }
+    }
+
+    fn apply(&self, obj: &WorkloadObject) -> WorkloadKey {
+        let key = self.key(&obj.metadata);
+        if self.cache.upsert_workload(&key, WorkloadEntry::from_object(obj)) {
+            self.queue.add(key.clone());
+        }
+        key
+    }
+}
+
+/// A ConfigMap or Secret as a watcher decodes it (text values vs base64 values).
+trait ConfigItem: watch::Object {
+    fn into_object(self) -> ConfigObject;
+}
+
+struct ConfigMapItem(ConfigObject);
+struct SecretItem(ConfigObject);
+
+impl<'de> Deserialize<'de> for ConfigMapItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ConfigObject::configmap(d).map(ConfigMapItem)
+    }
+}
+
+impl<'de> Deserialize<'de> for SecretItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ConfigObject::secret(d).map(SecretItem)
+    }
+}
+
+impl watch::Object for ConfigMapItem {
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+}
+
+impl watch::Object for SecretItem {
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+}
+
+impl ConfigItem for ConfigMapItem {
+    fn into_object(self) -> ConfigObject {
+        self.0
+    }
+}
+
+impl ConfigItem for SecretItem {
+    fn into_object(self) -> ConfigObject {
+        self.0
+    }
+}
+
+impl watch::Object for WorkloadObject {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+/// Lists and watches one resource on the API server.
+pub struct ApiSource {
+    client: Client,
+    resource: Resource,
+    namespace: Option<String>,
+}
+
+impl ApiSource {
+    pub fn new(client: Client, resource: Resource, namespace: Option<String>) -> ApiSource {
+        ApiSource { client, resource, namespace }
+    }
+
+    fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} in namespace {ns}", self.resource),
+            None => format!("{} in all namespaces", self.resource),
+        }
+    }
+
+    fn list_page<T: DeserializeOwned>(&self, continue_token: Option<&str>) -> Result<Page<T>, Error> {
+        #[derive(serde::Deserialize)]
+        struct ListMeta {
+            #[serde(default, rename = "resourceVersion")]
+            resource_version: String,
+            #[serde(default, rename = "continue")]
+            continue_token: Option<String>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(bound = "T: DeserializeOwned")]
+        struct List<T> {
+            #[serde(default = "empty_meta")]
+            metadata: ListMeta,
+            #[serde(default = "Vec::new")]
+            items: Vec<T>,
+        }
+        fn empty_meta() -> ListMeta {
+            ListMeta { resource_version: String::new(), continue_token: None }
+        }
+        let mut path = format!("{}?limit={PAGE_SIZE}", self.resource.collection_path(self.namespace.as_deref()));
+        if let Some(token) = continue_token {
+            path.push_str("&continue=");
+            path.push_str(&percent_encode_query_value(token));
+        }
+        let list: List<T> = self.client.get(&path)?;
+        Ok(Page { items: list.items, resource_version: list.metadata.resource_version, continue_token: list.metadata.continue_token })
+    }
+
+    fn open_watch(&self, resource_version: &str, timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+        let path = format!(
+            "{}?watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}",
+            self.resource.collection_path(self.namespace.as_deref()),
+            percent_encode_query_value(resource_version),
+            timeout.as_secs().max(1)
+        );
+        Ok(Box::new(self.client.watch(&path, timeout)?))
+    }
+}
+
+impl LineStream for crate::client::WatchStream {
+    fn next_line(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        crate::client::WatchStream::next_line(self)
+    }
+}
+
+impl<T: watch::Object> Source<T> for ApiSource {
+    fn list(&self, continue_token: Option<&str>) -> Result<Page<T>, Error> {
+        self.list_page(continue_token)
+    }
+    fn watch(&self, resource_version: &str, timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+        self.open_watch(resource_version, timeout)
+    }
+}

@@ -28,3 +28,4 @@ pub mod queue;
 pub mod reconcile;
 pub mod events;
 pub mod controller;
+pub mod commands;

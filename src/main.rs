@@ -1,2 +1,72 @@
-//! The `wavelet` binary: parse flags, run the subcommand, map errors to an exit code.
-fn main() {}
+//! The `wavelet` binary: parse flags, set up logging, run the subcommand, map errors to
+//! an exit code (0 ok, 1 runtime failure, 2 bad usage or configuration).
+#![forbid(unsafe_code)]
+
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+
+use wavelet::client::Client;
+use wavelet::config::{self, Command, LogFormat};
+use wavelet::error::Error;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match run(&args) {
+        Ok(()) => 0,
+        Err(err @ Error::Config(_)) => {
+            eprintln!("wavelet: {err}");
+            2
+        }
+        Err(err) => {
+            eprintln!("wavelet: {err}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+fn run(args: &[String]) -> Result<(), Error> {
+    let config = config::parse(args, &|name| std::env::var(name).ok())?;
+    init_logging(config.log_format);
+    match config.command {
+        Command::Help(text) => {
+            print!("{text}");
+            Ok(())
+        }
+        Command::Version => {
+            println!("wavelet {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::Run(run) => {
+            let client = Client::from_flags(&config.connection)?;
+            log::info!("wavelet {} starting against {}", env!("CARGO_PKG_VERSION"), client.base_url());
+            let stop = AtomicBool::new(false);
+            wavelet::controller::run(client, &run, &stop)
+        }
+        Command::Hash { namespace, kind, name } => {
+            let client = Client::from_flags(&config.connection)?;
+            wavelet::commands::hash(&client, &namespace, &kind, &name, &mut std::io::stdout())
+        }
+        Command::Status { namespace } => {
+            let client = Client::from_flags(&config.connection)?;
+            wavelet::commands::status(&client, namespace.as_deref(), &mut std::io::stdout())
+        }
+    }
+}
+
+/// `env_logger` filtered by `RUST_LOG` (default `info`), as text or one JSON object a line.
+fn init_logging(format: LogFormat) {
+    let mut builder = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    if let LogFormat::Json = format {
+        builder.format(|out, record| {
+            let line = serde_json::json!({
+                "ts": out.timestamp_millis().to_string(),
+                "level": record.level().as_str(),
+                "target": record.target(),
+                "msg": record.args().to_string(),
+            });
+            writeln!(out, "{line}")
+        });
+    }
+    builder.init();
+}

@@ -1,1 +1,308 @@
-//! (placeholder: being written)
+//! Hash mode: bring one workload's pod template hash in line with its configuration.
+//!
+//! The story of one reconcile, with early returns:
+//! 1. Forgotten workload → forget it. Opted out → remove wavelet's metadata annotations.
+//! 2. Hash the referenced configuration from the cache.
+//! 3. Required configuration missing → Warning Event, no rollout until it appears.
+//! 4. Hash already recorded → nothing to do.
+//! 5. No hash recorded yet → adopt: record it on the workload's metadata, no rollout.
+//! 6. Storm rules say wait → come back later.
+//! 7. Patch the template annotation (the workload's controller rolls) and emit an Event.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+
+use crate::annotations::Flavor;
+use crate::cache::{Cache, ConfigEntry, WorkloadEntry};
+use crate::client::{Client, PatchType};
+use crate::error::Error;
+use crate::events::{ObjectRef, Recorder};
+use crate::hash::{self, ConfigHash};
+use crate::objects::{ConfigKey, Digest, WorkloadKey};
+use crate::references::Reference;
+use crate::throttle::{RolloutThrottle, Throttled};
+
+/// What the queue should do with the key after a reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Up to date, or waiting for a change that will enqueue the key again.
+    Done,
+    /// Come back after this long (storm rules).
+    After(Duration),
+}
+
+/// What one reconcile did, for logs, metrics and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Forgotten,
+    UpToDate,
+    Adopted { hash: String },
+    Rolled { from: String, to: String },
+    MissingConfig,
+    Throttled(Throttled),
+    OptOutCleaned,
+    /// Our own patch is not in the cache yet.
+    AwaitingWatch,
+}
+
+/// Settings of hash mode.
+pub struct HashModeSettings {
+    pub hmac_key: Option<Vec<u8>>,
+    pub dry_run: bool,
+    pub max_rollouts_per_second: f64,
+    pub rollout_burst: u32,
+    pub min_rollout_interval: Duration,
+}
+
+/// What the reconciler remembers per workload between reconciles (lost on restart, which
+/// is fine: the API server holds the hash that matters).
+#[derive(Default)]
+struct Memory {
+    /// Per referenced object, a digest of its part of the canonical form.
+    fingerprints: Vec<(ConfigKey, Digest)>,
+    /// The hash last patched, and the workload's resourceVersion before that patch.
+    written: Option<(String, String)>,
+    /// The missing-configuration message last warned about.
+    warned_missing: Option<String>,
+    /// A throttling Warning was emitted and the workload has not rolled since.
+    warned_throttle: bool,
+}
+
+pub struct Reconciler {
+    client: Client,
+    cache: Arc<Cache>,
+    recorder: Recorder,
+    settings: HashModeSettings,
+    throttle: Mutex<RolloutThrottle<WorkloadKey>>,
+    memory: Mutex<HashMap<WorkloadKey, Memory>>,
+}
+
+impl Reconciler {
+    pub fn new(client: Client, cache: Arc<Cache>, recorder: Recorder, settings: HashModeSettings) -> Reconciler {
+        let throttle = RolloutThrottle::new(
+            settings.max_rollouts_per_second,
+            settings.rollout_burst,
+            settings.min_rollout_interval,
+            Instant::now(),
+        );
+        Reconciler { client, cache, recorder, settings, throttle: Mutex::new(throttle), memory: Mutex::new(HashMap::new()) }
+    }
+
+    /// The hash `run` would write for this workload now, with what is missing.
+    pub fn compute_hash(&self, entry: &WorkloadEntry) -> ConfigHash {
+        let resolved = self.resolve(&entry.references);
+        hash::compute(resolved.iter().map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))), self.settings.hmac_key.as_deref())
+    }
+
+    fn resolve<'a>(&self, references: &'a [Reference]) -> Vec<(&'a Reference, Option<Arc<ConfigEntry>>)> {
+        references.iter().map(|r| (r, self.cache.config(&r.config))).collect()
+    }
+
+    /// Reconciles one workload. The work queue never hands the same key to two workers, so
+    /// the workload's memory is taken out of the map for the duration (no lock held over I/O).
+    pub fn reconcile(&self, key: &WorkloadKey) -> Result<(Next, Outcome), Error> {
+        // 1.
+        let Some(entry) = self.cache.workload(key) else {
+            self.memory.lock().unwrap().remove(key);
+            self.throttle.lock().unwrap().forget(key);
+            return Ok((Next::Done, Outcome::Forgotten));
+        };
+        let Some(flavor) = entry.flavor else {
+            self.memory.lock().unwrap().remove(key);
+            return self.clean_up_opt_out(key, &entry);
+        };
+        let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
+        let result = self.reconcile_opted_in(key, &entry, flavor, &mut remembered);
+        self.memory.lock().unwrap().insert(key.clone(), remembered);
+        result
+    }
+
+    fn reconcile_opted_in(
+        &self,
+        key: &WorkloadKey,
+        entry: &WorkloadEntry,
+        flavor: Flavor,
+        remembered: &mut Memory,
+    ) -> Result<(Next, Outcome), Error> {
+
+        // 2.
+        let resolved = self.resolve(&entry.references);
+        let computed =
+            hash::compute(resolved.iter().map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))), self.settings.hmac_key.as_deref());
+        let fingerprints: Vec<(ConfigKey, Digest)> = resolved
+            .iter()
+            .map(|(r, e)| {
+                let text = hash::canonical_form(&[(*r, e.as_ref().map(|e| e.digests.as_slice()))]);
+                (r.config.clone(), Sha256::digest(text.as_bytes()).into())
+            })
+            .collect();
+        let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &entry.uid);
+
+        // 3.
+        if !computed.missing.is_empty() {
+            let message = format!(
+                "not rolling: {}; the Pods would not start. Will roll once it exists.",
+                computed.missing.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            );
+            if remembered.warned_missing.as_deref() != Some(message.as_str()) {
+                log::warn!("{key}: {message}");
+                self.recorder.warning(&about, "ConfigMissing", &message);
+                remembered.warned_missing = Some(message);
+            }
+            return Ok((Next::Done, Outcome::MissingConfig));
+        }
+
+        remembered.warned_missing = None;
+        let recorded = entry.recorded_hash().map(str::to_owned);
+
+        // 4.
+        if recorded.as_deref() == Some(computed.hash.as_str()) {
+            remembered.fingerprints = fingerprints;
+            remembered.written = None;
+            return Ok((Next::Done, Outcome::UpToDate));
+        }
+        if let Some((written, rv_before)) = &remembered.written {
+            if *written == computed.hash && *rv_before == entry.resource_version {
+                return Ok((Next::Done, Outcome::AwaitingWatch));
+            }
+        }
+
+        // 5.
+        let Some(recorded) = recorded else {
+            let body = json!({"metadata": {"annotations": {flavor.hash_key(): computed.hash}}});
+            if self.settings.dry_run {
+                log::info!("{key}: dry run: would adopt with config hash {}", hash::short(&computed.hash));
+            } else {
+                self.patch(key, &body)?;
+                log::info!("{key}: adopted with config hash {} (no rollout)", hash::short(&computed.hash));
+            }
+            remembered.fingerprints = fingerprints;
+            remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
+            return Ok((Next::Done, Outcome::Adopted { hash: computed.hash }));
+        };
+
+        // 6.
+        if let Err(throttled) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
+            if let Throttled::MinInterval(wait) = throttled {
+                if !remembered.warned_throttle {
+                    let message = format!(
+                        "configuration keeps changing; rolling at most every {:?} (--min-rollout-interval), next in {:?} with the latest configuration",
+                        self.settings.min_rollout_interval, wait
+                    );
+                    log::warn!("{key}: {message}");
+                    self.recorder.warning(&about, "RolloutThrottled", &message);
+                    remembered.warned_throttle = true;
+                }
+            } else {
+                log::debug!("{key}: rollout rate limited for {:?}", throttled.wait());
+            }
+            return Ok((Next::After(throttled.wait()), Outcome::Throttled(throttled)));
+        }
+
+        // 7.
+        let changed = describe_changes(&remembered.fingerprints, &fingerprints);
+        let message = format!("{changed}; config hash {} → {}", hash::short(&recorded), hash::short(&computed.hash));
+        if self.settings.dry_run {
+            log::info!("{key}: dry run: would roll: {message}");
+            self.recorder.normal(&about, "ConfigChanged", &format!("dry run, not rolled: {message}"));
+        } else {
+            let hash_key = flavor.hash_key();
+            let body = json!({
+                "metadata": {"annotations": {hash_key: computed.hash}},
+                "spec": {"template": {"metadata": {"annotations": {hash_key: computed.hash}}}},
+            });
+            if let Err(err) = self.patch(key, &body) {
+                // The rollout did not happen: it must not count against the interval.
+                self.throttle.lock().unwrap().forget(key);
+                return Err(err);
+            }
+            log::info!("{key}: rolled: {message}");
+            self.recorder.normal(&about, "ConfigChanged", &message);
+        }
+        remembered.fingerprints = fingerprints;
+        remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
+        remembered.warned_throttle = false;
+        Ok((Next::Done, Outcome::Rolled { from: recorded, to: computed.hash }))
+    }
+
+    /// Opted out: remove wavelet's hash annotations from the metadata. The template's stays:
+    /// removing it would roll the workload.
+    fn clean_up_opt_out(&self, key: &WorkloadKey, entry: &WorkloadEntry) -> Result<(Next, Outcome), Error> {
+        if entry.metadata_hash_keys.is_empty() {
+            return Ok((Next::Done, Outcome::UpToDate));
+        }
+        let annotations: serde_json::Map<String, Value> = entry.metadata_hash_keys.iter().map(|k| (k.to_string(), Value::Null)).collect();
+        if self.settings.dry_run {
+            log::info!("{key}: dry run: would remove {:?} after opt-out", entry.metadata_hash_keys);
+        } else {
+            self.patch(key, &json!({"metadata": {"annotations": annotations}}))?;
+            log::info!("{key}: opted out; removed wavelet's metadata annotations (the template is left alone)");
+        }
+        Ok((Next::Done, Outcome::OptOutCleaned))
+    }
+
+    fn patch(&self, key: &WorkloadKey, body: &Value) -> Result<(), Error> {
+        let path = format!("{}?fieldManager=wavelet", key.resource.object_path(&key.namespace, &key.name));
+        // Custom resources do not support strategic merge; for a map of annotations both
+        // mean the same.
+        let patch_type = if key.resource.is_builtin() { PatchType::Strategic } else { PatchType::Merge };
+        match self.client.patch::<serde::de::IgnoredAny>(&path, patch_type, body) {
+            Ok(_) => Ok(()),
+            // Deleted meanwhile: its DELETED event forgets it.
+            Err(err) if err.is_not_found() => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// "configmap ns/app changed" from the fingerprints before and after; when wavelet has no
+/// memory of the workload (it was started after the change), says so.
+fn describe_changes(before: &[(ConfigKey, Digest)], after: &[(ConfigKey, Digest)]) -> String {
+    if before.is_empty() {
+        return "configuration changed while wavelet was not watching".into();
+    }
+    let mut changed: Vec<String> = after
+        .iter()
+        .filter(|(key, digest)| before.iter().find(|(k, _)| k == key).is_none_or(|(_, d)| d != digest))
+        .map(|(key, _)| key.to_string())
+        .collect();
+    changed.extend(before.iter().filter(|(key, _)| !after.iter().any(|(k, _)| k == key)).map(|(key, _)| format!("{key} (no longer referenced)")));
+    if changed.is_empty() {
+        "configuration changed".into()
+    } else {
+        format!("{} changed", changed.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::ConfigKind;
+
+    fn fp(name: &str, byte: u8) -> (ConfigKey, Digest) {
+        (ConfigKey::new(ConfigKind::ConfigMap, "ns", name), [byte; 32])
+    }
+
+    #[test]
+    fn names_the_objects_whose_part_of_the_hash_changed() {
+        let before = [fp("a", 1), fp("b", 1)];
+        let after = [fp("a", 1), fp("b", 2)];
+        assert_eq!(describe_changes(&before, &after), "configmap ns/b changed");
+    }
+
+    #[test]
+    fn says_when_the_change_happened_while_not_watching() {
+        assert_eq!(describe_changes(&[], &[fp("a", 1)]), "configuration changed while wavelet was not watching");
+    }
+
+    #[test]
+    fn names_references_that_were_added_or_dropped() {
+        let before = [fp("a", 1)];
+        let after = [fp("b", 1)];
+        assert_eq!(describe_changes(&before, &after), "configmap ns/b, configmap ns/a (no longer referenced) changed");
+    }
+}

@@ -1,8 +1,18 @@
-//! Integration tests: the real `wavelet` code paths against the fake API server, over
-//! sockets on 127.0.0.1.
+//! Integration tests: the real `wavelet` binary against the fake API server, over sockets
+//! on 127.0.0.1.
 //!
 //! - `fake`: the fake API server (HTTP/1.1, watch streams, patches, faults).
 //! - `wire`: the fake checked against the recordings of a real API server in ../shared/k8s-wire.
+//! - `util`: starting the binary, building objects, the expected hash.
+//! - `hash_mode`: rollouts of Deployments, StatefulSets, DaemonSets and custom kinds.
+//! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
+//! - `secrets`: a Secret value never leaks.
+//! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 
 mod fake;
 mod wire;
+mod util;
+mod hash_mode;
+mod faults;
+mod secrets;
+mod readme;

@@ -1,0 +1,128 @@
+//! The one-shot, read-only subcommands: `wavelet hash` and `wavelet status`.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use crate::cache::{Cache, WorkloadEntry};
+use crate::client::Client;
+use crate::controller::{list_all, ConfigMapItem, SecretItem};
+use crate::error::Error;
+use crate::hash;
+use crate::objects::{ConfigKind, ConfigObject, Resource, WorkloadKey, WorkloadObject};
+use crate::references::Reference;
+
+/// `deployment`, `deploy`, `deployments`, `sts`, ... to the resource.
+pub fn workload_resource(kind: &str) -> Result<Resource, Error> {
+    match kind.to_ascii_lowercase().as_str() {
+        "deployment" | "deployments" | "deploy" => Ok(Resource::deployments()),
+        "statefulset" | "statefulsets" | "sts" => Ok(Resource::statefulsets()),
+        "daemonset" | "daemonsets" | "ds" => Ok(Resource::daemonsets()),
+        other => Err(Error::Config(format!(
+            "unknown workload kind {other:?}: use deployment/NAME, statefulset/NAME or daemonset/NAME"
+        ))),
+    }
+}
+
+/// Prints the hash `run` would write for one workload, and its inputs: object names,
+/// whether each exists, and the keys that count — never values or their digests.
+pub fn hash(client: &Client, namespace: &str, kind: &str, name: &str, out: &mut dyn Write) -> Result<(), Error> {
+    let resource = workload_resource(kind)?;
+    let workload: WorkloadObject = client.get(&resource.object_path(namespace, name))?;
+    let references = crate::references::references(&workload);
+    let mut resolved: Vec<(&Reference, Option<ConfigObject>)> = Vec::new();
+    for reference in &references {
+        let path = reference.config.kind.resource().object_path(&reference.config.namespace, &reference.config.name);
+        let object = match reference.config.kind {
+            ConfigKind::ConfigMap => client.get::<ConfigMapItem>(&path).map(|i| i.0),
+            ConfigKind::Secret => client.get::<SecretItem>(&path).map(|i| i.0),
+        };
+        match object {
+            Ok(object) => resolved.push((reference, Some(object))),
+            Err(err) if err.is_not_found() => resolved.push((reference, None)),
+            Err(err) => return Err(err),
+        }
+    }
+    let computed = hash::compute(resolved.iter().map(|(r, o)| (*r, o.as_ref().map(|o| o.digests.as_slice()))), None);
+    let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
+    writeln!(out, "{}", computed.hash).map_err(write_err)?;
+    for (reference, object) in &resolved {
+        let state = if object.is_some() { "present" } else { "absent" };
+        let required = if reference.required { "required" } else { "optional" };
+        let keys = if reference.all_keys {
+            "all keys".to_string()
+        } else {
+            format!("keys {}", reference.keys.keys().cloned().collect::<Vec<_>>().join(","))
+        };
+        writeln!(out, "  {} ({state}, {required}, {keys})", reference.config).map_err(write_err)?;
+    }
+    for missing in &computed.missing {
+        writeln!(out, "  missing: {missing}").map_err(write_err)?;
+    }
+    if workload.metadata.annotations.contains_key(crate::annotations::WAVELET_OPT_IN)
+        || workload.metadata.annotations.contains_key(crate::annotations::WAVE_OPT_IN)
+    {
+        writeln!(out, "  note: with --hash-key-file, run publishes an HMAC instead").map_err(write_err)?;
+    }
+    Ok(())
+}
+
+/// Prints a table of opted-in workloads and delete-mode objects, and whether each is up
+/// to date.
+pub fn status(client: &Client, namespace: Option<&str>, out: &mut dyn Write) -> Result<(), Error> {
+    let cache = Cache::new();
+    for item in list_all::<ConfigMapItem>(client, &Resource::configmaps(), namespace)? {
+        cache.upsert_config(ConfigKind::ConfigMap, item.0);
+    }
+    for item in list_all::<SecretItem>(client, &Resource::secrets(), namespace)? {
+        cache.upsert_config(ConfigKind::Secret, item.0);
+    }
+    let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
+    writeln!(out, "{:<12} {:<40} {:<10} {:<10} {:<5} STATUS", "KIND", "WORKLOAD", "RECORDED", "CURRENT", "REFS").map_err(write_err)?;
+    for resource in [Resource::deployments(), Resource::statefulsets(), Resource::daemonsets()] {
+        let resource = Arc::new(resource);
+        for workload in list_all::<WorkloadObject>(client, &resource, namespace)? {
+            let Some(entry) = WorkloadEntry::from_object(&workload) else { continue };
+            if entry.flavor.is_none() {
+                continue;
+            }
+            let key = WorkloadKey { resource: Arc::clone(&resource), namespace: workload.metadata.namespace.clone(), name: workload.metadata.name.clone() };
+            let resolved: Vec<_> = entry.references.iter().map(|r| (r, cache.config(&r.config))).collect();
+            let computed = hash::compute(resolved.iter().map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))), None);
+            let recorded = entry.recorded_hash().unwrap_or("-");
+            let state = if !computed.missing.is_empty() {
+                format!("missing: {}", computed.missing.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
+            } else if entry.recorded_hash().is_none() {
+                "not adopted yet".into()
+            } else if recorded == computed.hash {
+                "up to date".into()
+            } else {
+                "rollout pending".into()
+            };
+            writeln!(
+                out,
+                "{:<12} {:<40} {:<10} {:<10} {:<5} {state}",
+                resource.kind,
+                format!("{}/{}", key.namespace, key.name),
+                hash::short(recorded),
+                hash::short(&computed.hash),
+                entry.references.len()
+            )
+            .map_err(write_err)?;
+        }
+    }
+    let delete_mode = cache.delete_mode_configs();
+    if !delete_mode.is_empty() {
+        writeln!(out, "\n{:<50} {:<30} STRATEGY", "DELETE-MODE OBJECT", "SELECTOR").map_err(write_err)?;
+        for (key, entry) in delete_mode {
+            writeln!(
+                out,
+                "{:<50} {:<30} {}",
+                key.to_string(),
+                entry.pod_delete_match.as_deref().unwrap_or(""),
+                entry.pod_delete_strategy.as_deref().unwrap_or("evict")
+            )
+            .map_err(write_err)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! Reliability: faults injected by the fake API server. Each scenario must end with the
+//! workload on the correct hash, no change missed, and one revision per change.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::fake::{Fault, FakeApi};
+use crate::util::*;
+
+const NS: &str = "default";
+const HASH: &str = "wavelet.dev/config-hash";
+
+fn setup() -> FakeApi {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    fake.apply(workload("Deployment", NS, "web", opted_in(), mounts_configmap("app-config")));
+    fake
+}
+
+fn wait_adopted(fake: &FakeApi, wavelet: &Wavelet) {
+    eventually(fake, wavelet, "adoption", |f| hashes(f, "deployments", NS, "web", HASH).1.is_some());
+}
+
+fn change(fake: &FakeApi, value: &str) {
+    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"color": value}}));
+}
+
+/// The workload converged on the current configuration with exactly `revisions`
+/// revisions, and stays there.
+fn assert_converged(fake: &FakeApi, wavelet: &Wavelet, revisions: u64) {
+    eventually(fake, wavelet, "the correct hash on the template", |f| {
+        hashes(f, "deployments", NS, "web", HASH).0.as_deref() == Some(expected_hash(f, "deployments", NS, "web").as_str())
+    });
+    settle(Duration::from_millis(700));
+    assert_eq!(fake.revisions("deployments", NS, "web"), revisions, "rolled more than once per change:\n{}", wavelet.output());
+    assert_eq!(hashes(fake, "deployments", NS, "web", HASH).0.unwrap(), expected_hash(fake, "deployments", NS, "web"));
+}
+
+fn watch_fault_then_change(fault: Fault) {
+    let fake = setup();
+    let wavelet = Wavelet::start(&fake, FAST);
+    wait_adopted(&fake, &wavelet);
+    fake.inject(fault);
+    change(&fake, "green");
+    assert_converged(&fake, &wavelet, 2);
+}
+
+#[test]
+fn a_watch_connection_dropped_mid_event_misses_nothing() {
+    watch_fault_then_change(Fault::DropWatchMidEvent { resource: "configmaps".into() });
+}
+
+#[test]
+fn a_truncated_watch_line_misses_nothing() {
+    watch_fault_then_change(Fault::TruncatedLine { resource: "configmaps".into() });
+}
+
+/// Faults that hit the next watch request: close the open watches so wavelet re-watches
+/// into the fault, while the change happens.
+fn rewatch_fault_then_change(fault: Fault) {
+    let fake = setup();
+    let wavelet = Wavelet::start(&fake, FAST);
+    wait_adopted(&fake, &wavelet);
+    fake.inject(fault);
+    change(&fake, "green");
+    fake.close_watches();
+    assert_converged(&fake, &wavelet, 2);
+}
+
+#[test]
+fn an_error_410_event_relists_and_misses_nothing() {
+    let fake = setup();
+    let wavelet = Wavelet::start(&fake, FAST);
+    wait_adopted(&fake, &wavelet);
+    fake.inject(Fault::WatchErrorExpired { resource: "configmaps".into() });
+    fake.close_watches();
+    change(&fake, "green");
+    assert_converged(&fake, &wavelet, 2);
+    assert!(wavelet.output().contains("expired"), "the relist is logged");
+}
+
+#[test]
+fn an_http_410_on_watch_relists_and_misses_nothing() {
+    rewatch_fault_then_change(Fault::WatchHttpGone { resource: "configmaps".into() });
+}
+
+#[test]
+fn compacted_history_relists_and_misses_nothing() {
+    let fake = setup();
+    let wavelet = Wavelet::start(&fake, FAST);
+    wait_adopted(&fake, &wavelet);
+    // The watch is closed, the change happens, and history is compacted past it:
+    // re-watching from the last seen version gets 410 and must relist.
+    fake.inject(Fault::Slow { method: "WATCH".into(), resource: "configmaps".into(), delay: Duration::from_millis(300) });
+    fake.close_watches();
+    change(&fake, "green");
+    fake.compact();
+    assert_converged(&fake, &wavelet, 2);
+}
+
+fn status_fault(method: &str, resource: &str, code: u16, retry_after_secs: Option<u64>, plain_text: bool) -> Fault {
+    Fault::Status { method: method.into(), resource: resource.into(), code, retry_after_secs, times: 2, plain_text }
+}
+
+#[test]
+fn list_errors_with_retry_after_at_start_are_retried() {
+    for (code, plain) in [(500, false), (503, false), (429, true)] {
+        let fake = setup();
+        fake.inject(status_fault("GET", "configmaps", code, Some(1), plain));
+        let wavelet = Wavelet::start(&fake, FAST);
+        wait_adopted(&fake, &wavelet);
+        change(&fake, "green");
+        assert_converged(&fake, &wavelet, 2);
+    }
+}
+
+#[test]
+fn patch_errors_are_retried_without_a_second_revision() {
+    for (code, retry_after, plain) in [(500, None, false), (503, Some(1), false), (429, Some(1), true)] {
+        let fake = setup();
+        let wavelet = Wavelet::start(&fake, FAST);
+        wait_adopted(&fake, &wavelet);
+        fake.inject(status_fault("PATCH", "deployments", code, retry_after, plain));
+        change(&fake, "green");
+        assert_converged(&fake, &wavelet, 2);
+    }
+}
+
+#[test]
+fn a_slow_patch_response_does_not_cause_a_second_rollout() {
+    let fake = setup();
+    let wavelet = Wavelet::start(&fake, FAST);
+    wait_adopted(&fake, &wavelet);
+    fake.inject(Fault::Slow { method: "PATCH".into(), resource: "deployments".into(), delay: Duration::from_secs(2) });
+    change(&fake, "green");
+    assert_converged(&fake, &wavelet, 2);
+}
+
+#[test]
+fn a_rotated_token_is_re_read_after_a_401() {
+    let fake = setup();
+    let dir = std::env::temp_dir().join(format!("wavelet-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "token-one").unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: fake\n  cluster:\n    server: {}\ncontexts:\n- name: test\n  context:\n    cluster: fake\n    user: sa\nusers:\n- name: sa\n  user:\n    tokenFile: {}\n",
+            fake.url(),
+            token_file.display()
+        ),
+    )
+    .unwrap();
+    fake.require_token(Some("token-one"));
+
+    let mut command_args = vec!["--kubeconfig", kubeconfig.to_str().unwrap()];
+    command_args.extend(FAST);
+    let wavelet = Wavelet::start_without_server(&command_args, &[("RUST_LOG", "debug")]);
+    wait_adopted(&fake, &wavelet);
+
+    // The kubelet rotates the token; the old one stops working at once.
+    std::fs::write(&token_file, "token-two").unwrap();
+    fake.require_token(Some("token-two"));
+    change(&fake, "green");
+    assert_converged(&fake, &wavelet, 2);
+    assert!(!wavelet.output().contains("token-two"), "tokens are never logged");
+    let _ = std::fs::remove_dir_all(dir);
+}

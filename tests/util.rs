@@ -1,0 +1,206 @@
+//! Test helpers: start the real `wavelet` binary against the fake API server, build
+//! objects, and compute the hash a workload should end up with.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::fake::FakeApi;
+
+/// The `wavelet` binary under test, with its output captured.
+pub struct Wavelet {
+    child: Option<Child>,
+    output: Arc<Mutex<String>>,
+}
+
+/// Flags that keep tests fast; each test adds or overrides what it needs.
+pub const FAST: &[&str] = &["--debounce", "200ms", "--min-rollout-interval", "0s", "--max-rollouts-per-second", "100"];
+
+impl Wavelet {
+    /// `wavelet run --server <fake>` with `args`, at `RUST_LOG=debug`; waits for the
+    /// initial sync.
+    pub fn start(fake: &FakeApi, args: &[&str]) -> Wavelet {
+        Wavelet::start_with_env(fake, args, &[("RUST_LOG", "debug")])
+    }
+
+    pub fn start_with_env(fake: &FakeApi, args: &[&str], env: &[(&str, &str)]) -> Wavelet {
+        let url = fake.url();
+        let mut all = vec!["--server", url.as_str()];
+        all.extend(args);
+        Wavelet::start_without_server(&all, env)
+    }
+
+    /// `wavelet run` with exactly `args` (the connection flags included).
+    pub fn start_without_server(args: &[&str], env: &[(&str, &str)]) -> Wavelet {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_wavelet"));
+        command.arg("run").args(["--listen-addr", "127.0.0.1:0"]).args(args);
+        command.env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("starting the wavelet binary");
+        let output = Arc::new(Mutex::new(String::new()));
+        for pipe in [child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>), child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>)]
+            .into_iter()
+            .flatten()
+        {
+            let output = Arc::clone(&output);
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let mut out = output.lock().unwrap();
+                    out.push_str(&line);
+                    out.push('\n');
+                }
+            });
+        }
+        let wavelet = Wavelet { child: Some(child), output };
+        assert!(
+            wavelet.wait_for_output("initial sync complete", Duration::from_secs(20)),
+            "wavelet did not sync:\n{}",
+            wavelet.output()
+        );
+        wavelet
+    }
+
+    pub fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
+    pub fn wait_for_output(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.output().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// Stops the process (SIGKILL: restart tests must not depend on a clean shutdown).
+    pub fn kill(mut self) -> String {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        self.output()
+    }
+}
+
+impl Drop for Wavelet {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A Deployment/StatefulSet/DaemonSet (by `kind`) with the given metadata annotations and
+/// pod spec; `containers` defaults to one container.
+pub fn workload(kind: &str, ns: &str, name: &str, annotations: Value, pod_spec: Value) -> Value {
+    let mut spec = json!({
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": pod_spec,
+        }
+    });
+    if spec["template"]["spec"]["containers"].is_null() {
+        spec["template"]["spec"]["containers"] = json!([{"name": "app", "image": "nginx"}]);
+    }
+    if kind == "StatefulSet" {
+        spec["serviceName"] = json!(name);
+    }
+    if kind != "DaemonSet" {
+        spec["replicas"] = json!(1);
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": spec,
+    })
+}
+
+pub fn opted_in() -> Value {
+    json!({"wavelet.dev/update-on-config-change": "true"})
+}
+
+/// A pod spec mounting ConfigMap `name` as a volume.
+pub fn mounts_configmap(name: &str) -> Value {
+    json!({"volumes": [{"name": "cfg", "configMap": {"name": name}}],
+           "containers": [{"name": "app", "image": "nginx", "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]})
+}
+
+pub fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> Value {
+    let data: BTreeMap<_, _> = data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data})
+}
+
+pub fn secret(ns: &str, name: &str, data: &[(&str, &str)]) -> Value {
+    let data: BTreeMap<_, _> = data.iter().map(|(k, v)| (k.to_string(), wavelet::base64::encode(v.as_bytes()))).collect();
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "type": "Opaque", "data": data})
+}
+
+pub fn plural(kind: &str) -> &'static str {
+    match kind {
+        "Deployment" => "deployments",
+        "StatefulSet" => "statefulsets",
+        "DaemonSet" => "daemonsets",
+        other => panic!("no plural for {other}"),
+    }
+}
+
+/// The hash annotations of a workload in the fake: (template, metadata).
+pub fn hashes(fake: &FakeApi, resource: &str, ns: &str, name: &str, key: &str) -> (Option<String>, Option<String>) {
+    let obj = fake.get(resource, ns, name).expect("workload exists");
+    let template = obj["spec"]["template"]["metadata"]["annotations"][key].as_str().map(String::from);
+    let metadata = obj["metadata"]["annotations"][key].as_str().map(String::from);
+    (template, metadata)
+}
+
+/// The hash wavelet should write for a workload given what the fake holds now, computed
+/// with the library's own pure functions.
+pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> String {
+    use wavelet::objects::{ConfigKind, ConfigObject, WorkloadObject};
+    let obj: WorkloadObject = serde_json::from_value(fake.get(resource, ns, name).expect("workload exists")).unwrap();
+    let refs = wavelet::references::references(&obj);
+    let resolved: Vec<_> = refs
+        .iter()
+        .map(|r| {
+            let plural = match r.config.kind {
+                ConfigKind::ConfigMap => "configmaps",
+                ConfigKind::Secret => "secrets",
+            };
+            let digests = fake.get(plural, &r.config.namespace, &r.config.name).map(|json| match r.config.kind {
+                ConfigKind::ConfigMap => ConfigObject::configmap(json).unwrap().digests,
+                ConfigKind::Secret => ConfigObject::secret(json).unwrap().digests,
+            });
+            (r, digests)
+        })
+        .collect();
+    wavelet::hash::compute(resolved.iter().map(|(r, d)| (*r, d.as_deref())), None).hash
+}
+
+/// PATCH requests that changed `spec.template` of the workload.
+pub fn template_patches(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> usize {
+    fake.patches(resource, ns, name).iter().filter(|r| !r.body_json()["spec"]["template"].is_null()).count()
+}
+
+/// Waits until `cond` holds, failing the test with `what` and wavelet's output otherwise.
+pub fn eventually(fake: &FakeApi, wavelet: &Wavelet, what: &str, cond: impl FnMut(&FakeApi) -> bool) {
+    if !fake.wait_until(Duration::from_secs(15), cond) {
+        panic!("timed out waiting for: {what}\nwavelet output:\n{}", wavelet.output());
+    }
+}
+
+/// Lets wavelet run for `d` (after a change, to see that nothing more happens).
+pub fn settle(d: Duration) {
+    std::thread::sleep(d);
+}
