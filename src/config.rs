@@ -862,15 +862,15 @@ pub fn help_text() -> String {
         "wavelet {}: rolls Kubernetes workloads when the ConfigMaps and Secrets they use change
 
 Usage:
-  wavelet [run] [FLAGS]                      run the controller (the default command)
-  wavelet status [-n NAMESPACE] [FLAGS]      show opted-in workloads and delete-mode objects
-  wavelet hash -n NAMESPACE KIND/NAME        print the hash `run` would write, and its inputs
-  wavelet version                            print the version
-  wavelet help, --help, -h                   print this help
+  wavelet [run] [FLAGS]                  run the controller (the default command)
+  wavelet status [-n NAMESPACE] [FLAGS]  list opted-in workloads and delete-mode objects
+  wavelet hash -n NAMESPACE KIND/NAME    print the hash `run` would write, and its inputs
+  wavelet version                        print the version
+  wavelet help, --help, -h               print this help
 
-Flags take `--flag VALUE` or `--flag=VALUE`; boolean flags take `--flag` or `--flag=false`.
-Every flag can also be set by the environment variable shown (an empty one counts as unset);
-a flag wins over the environment, which wins over the default.
+Flags take `--flag VALUE` or `--flag=VALUE`; boolean ones `--flag` or `--flag=false`.
+Every flag can also be set by the environment variable shown (an empty one counts as
+unset); a flag wins over the environment, which wins over the default.
 Durations are written like 500ms, 10s, 5m, 1h30m.
 ",
         env!("CARGO_PKG_VERSION")
@@ -895,12 +895,33 @@ Durations are written like 500ms, 10s, 5m, 1h30m.
                 FlagDefault::Value(d) => d,
                 FlagDefault::Unset(meaning) => meaning,
             };
+            out.push_str(&format!("  {usage}\n"));
+            out.push_str(&wrap(flag.help, "      ", 88));
             out.push_str(&format!(
-                "  {usage}\n      {}\n      [env {}] [default: {default}]\n",
-                flag.help,
+                "      [env {}] [default: {default}]\n",
                 flag.env_var()
             ));
         }
+    }
+    out
+}
+
+/// `text` in lines of at most `width` columns (longer words stay whole), each indented.
+fn wrap(text: &str, indent: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && indent.len() + line.len() + 1 + word.len() > width {
+            out.push_str(&format!("{indent}{line}\n"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&format!("{indent}{line}\n"));
     }
     out
 }
@@ -1128,6 +1149,24 @@ mod tests {
             };
             let line = format!("[env {}] [default: {default}]", flag.env_var());
             assert!(help.contains(&line), "{line} missing");
+        }
+    }
+
+    #[test]
+    fn duration_defaults_are_written_as_duration_format_prints_them() {
+        for flag in FLAGS.iter().filter(|f| f.value == Some("DURATION")) {
+            let FlagDefault::Value(text) = flag.default else {
+                panic!("--{} has no default", flag.name);
+            };
+            let parsed = duration::parse(text).unwrap();
+            assert_eq!(duration::format(parsed), text, "--{}", flag.name);
+        }
+    }
+
+    #[test]
+    fn help_lines_fit_in_90_columns() {
+        for line in help_text().lines() {
+            assert!(line.chars().count() <= 90, "too long: {line}");
         }
     }
 
