@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use crate::cache::{Cache, WorkloadEntry};
 use crate::client::Client;
-use crate::controller::{list_all, ConfigMapItem, SecretItem};
+use crate::controller::list_all;
 use crate::error::Error;
 use crate::hash;
-use crate::objects::{ConfigKind, ConfigObject, Resource, WorkloadKey, WorkloadObject};
+use crate::objects::{ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey, WorkloadObject};
 use crate::references::Reference;
 
 /// `deployment`, `deploy`, `deployments`, `sts`, ... to the resource.

@@ -7,14 +7,14 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::de::{Deserialize, DeserializeOwned, Deserializer};
+use serde::de::DeserializeOwned;
 
 use crate::cache::{Cache, ConfigChange, WorkloadEntry};
 use crate::client::Client;
 use crate::config::{RunConfig, WorkloadKind};
 use crate::error::Error;
 use crate::events::Recorder;
-use crate::objects::{ConfigKey, ConfigKind, ConfigObject, ObjectMeta, Resource, WorkloadKey, WorkloadObject};
+use crate::objects::{ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, ObjectMeta, Resource, SecretItem, WorkloadKey, WorkloadObject};
 use crate::queue::{Backoff, WorkQueue};
 use crate::reconcile::{HashModeSettings, Next, Reconciler};
 use crate::selector::percent_encode_query_value;
@@ -90,6 +90,19 @@ impl Controller {
                 let source = ApiSource::new(client.clone(), (*resource).clone(), namespace.clone());
                 spawn_watch(source, watch_config.clone(), Arc::clone(&stop), move |e: Event<WorkloadObject>| sink.handle(e));
             }
+        }
+
+        {
+            let (synced, cache) = (Arc::clone(&synced), Arc::clone(&cache));
+            let started = std::time::Instant::now();
+            std::thread::spawn(move || {
+                synced.wait();
+                let (configs, workloads) = cache.sizes();
+                log::info!(
+                    "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads",
+                    started.elapsed()
+                );
+            });
         }
 
         let workers = (0..config.workers.max(1))
@@ -263,10 +276,15 @@ struct ConfigSink {
 }
 
 /// Tracks what a relist returned, to drop what it did not.
-#[derive(Default)]
 struct Relist<K> {
     seen: Option<HashSet<K>>,
     first_done: bool,
+}
+
+impl<K> Default for Relist<K> {
+    fn default() -> Relist<K> {
+        Relist { seen: None, first_done: false }
+    }
 }
 
 impl ConfigSink {
@@ -384,21 +402,6 @@ trait ConfigItem: watch::Object {
     fn into_object(self) -> ConfigObject;
 }
 
-struct ConfigMapItem(ConfigObject);
-struct SecretItem(ConfigObject);
-
-impl<'de> Deserialize<'de> for ConfigMapItem {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        ConfigObject::configmap(d).map(ConfigMapItem)
-    }
-}
-
-impl<'de> Deserialize<'de> for SecretItem {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        ConfigObject::secret(d).map(SecretItem)
-    }
-}
-
 impl watch::Object for ConfigMapItem {
     fn meta(&self) -> &ObjectMeta {
         &self.0.metadata
@@ -426,6 +429,21 @@ impl ConfigItem for SecretItem {
 impl watch::Object for WorkloadObject {
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
+    }
+}
+
+/// Lists every object of a resource, page by page (for the one-shot subcommands).
+pub fn list_all<T: watch::Object>(client: &Client, resource: &Resource, namespace: Option<&str>) -> Result<Vec<T>, Error> {
+    let source = ApiSource::new(client.clone(), resource.clone(), namespace.map(String::from));
+    let mut items = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page: Page<T> = source.list_page(token.as_deref())?;
+        items.extend(page.items);
+        match page.continue_token.filter(|t| !t.is_empty()) {
+            Some(next) => token = Some(next),
+            None => return Ok(items),
+        }
     }
 }
 

@@ -335,6 +335,24 @@ fn digest_base64_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, 
     d.deserialize_any(DigestingVisitor { base64: true })
 }
 
+/// A ConfigMap as a list or watch decodes it.
+pub struct ConfigMapItem(pub ConfigObject);
+
+/// A Secret as a list or watch decodes it.
+pub struct SecretItem(pub ConfigObject);
+
+impl<'de> Deserialize<'de> for ConfigMapItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ConfigObject::configmap(d).map(ConfigMapItem)
+    }
+}
+
+impl<'de> Deserialize<'de> for SecretItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ConfigObject::secret(d).map(SecretItem)
+    }
+}
+
 /// A workload: the fields of anything with a pod template at `spec.template`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct WorkloadObject {
