@@ -78,9 +78,16 @@ pub fn load(path: &Path) -> Result<Kubeconfig, Error> {
 /// Resolves kubeconfig `text` that was read from `path` (used for messages and relative paths).
 pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig, Error> {
     let doc = yaml::parse(text).map_err(|e| {
-        Error::Config(format!("kubeconfig {}: {e} (wavelet reads the YAML that `kubectl config view --raw` writes)", path.display()))
+        Error::Config(format!(
+            "kubeconfig {}: {e} (wavelet reads the YAML that `kubectl config view --raw` writes)",
+            path.display()
+        ))
     })?;
-    Resolver { path, dir: path.parent().unwrap_or(Path::new(".")) }.resolve(&doc)
+    Resolver {
+        path,
+        dir: path.parent().unwrap_or(Path::new(".")),
+    }
+    .resolve(&doc)
 }
 
 struct Resolver<'a> {
@@ -96,7 +103,9 @@ impl Resolver<'_> {
     fn resolve(&self, doc: &Value) -> Result<Kubeconfig, Error> {
         let root = match doc {
             Value::Object(map) => map,
-            Value::Null => return Err(self.error("the file is empty (pass --kubeconfig with a valid file)")),
+            Value::Null => {
+                return Err(self.error("the file is empty (pass --kubeconfig with a valid file)"))
+            }
             _ => return Err(self.error("the top level must be a mapping")),
         };
         if let Some(kind) = self.string(root, "kind", "kind")? {
@@ -119,8 +128,12 @@ impl Resolver<'_> {
             .string(context, "cluster", &format!("{context_field}.cluster"))?
             .filter(|name| !name.is_empty())
             .ok_or_else(|| self.error(format!("context `{context_name}` names no cluster")))?;
-        let user_name = self.string(context, "user", &format!("{context_field}.user"))?.unwrap_or_default();
-        let namespace = self.string(context, "namespace", &format!("{context_field}.namespace"))?.filter(|ns| !ns.is_empty());
+        let user_name = self
+            .string(context, "user", &format!("{context_field}.user"))?
+            .unwrap_or_default();
+        let namespace = self
+            .string(context, "namespace", &format!("{context_field}.namespace"))?
+            .filter(|ns| !ns.is_empty());
 
         let cluster = self.named(root, "clusters", "cluster", &cluster_name)?;
         let cluster_field = format!("clusters[{cluster_name}].cluster");
@@ -136,7 +149,11 @@ impl Resolver<'_> {
         let insecure = match cluster.get("insecure-skip-tls-verify") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(self.error(format!("{cluster_field}.insecure-skip-tls-verify must be true or false"))),
+            Some(_) => {
+                return Err(self.error(format!(
+                    "{cluster_field}.insecure-skip-tls-verify must be true or false"
+                )))
+            }
         };
         if cluster.get("proxy-url").is_some_and(|v| !v.is_null()) {
             return Err(self.error(format!(
@@ -151,7 +168,12 @@ impl Resolver<'_> {
                 self.path.display()
             );
         }
-        let ca = self.pem(cluster, "certificate-authority", "certificate-authority-data", &cluster_field)?;
+        let ca = self.pem(
+            cluster,
+            "certificate-authority",
+            "certificate-authority-data",
+            &cluster_field,
+        )?;
         if insecure && ca.is_some() {
             return Err(self.error(format!(
                 "cluster `{cluster_name}` sets both insecure-skip-tls-verify and a certificate authority; remove one"
@@ -177,7 +199,11 @@ impl Resolver<'_> {
         })
     }
 
-    fn user(&self, user: &Map<String, Value>, name: &str) -> Result<(Credentials, Option<(Pem, Pem)>), Error> {
+    fn user(
+        &self,
+        user: &Map<String, Value>,
+        name: &str,
+    ) -> Result<(Credentials, Option<(Pem, Pem)>), Error> {
         let field = format!("users[{name}].user");
         let present = |key: &str| user.get(key).is_some_and(|v| !v.is_null());
         if present("exec") {
@@ -203,15 +229,24 @@ impl Resolver<'_> {
                 "user `{name}` sets impersonation (as/as-groups), which wavelet does not support; remove it"
             )));
         }
-        let token = self.string(user, "token", &format!("{field}.token"))?.filter(|t| !t.is_empty());
-        let token_file = self.string(user, "tokenFile", &format!("{field}.tokenFile"))?.filter(|t| !t.is_empty());
+        let token = self
+            .string(user, "token", &format!("{field}.token"))?
+            .filter(|t| !t.is_empty());
+        let token_file = self
+            .string(user, "tokenFile", &format!("{field}.tokenFile"))?
+            .filter(|t| !t.is_empty());
         let credentials = match (token_file, token) {
             // Like client-go, a token file wins: it is re-read as it rotates.
             (Some(file), _) => Credentials::TokenFile(self.dir.join(file)),
             (None, Some(token)) => Credentials::Token(token),
             (None, None) => Credentials::None,
         };
-        let cert = self.pem(user, "client-certificate", "client-certificate-data", &field)?;
+        let cert = self.pem(
+            user,
+            "client-certificate",
+            "client-certificate-data",
+            &field,
+        )?;
         let key = self.pem(user, "client-key", "client-key-data", &field)?;
         let client_certificate = match (cert, key) {
             (Some(cert), Some(key)) => Some((cert, key)),
@@ -231,22 +266,44 @@ impl Resolver<'_> {
     }
 
     /// PEM bytes from `<file_key>` (a path) or `<data_key>` (base64), never both.
-    fn pem(&self, map: &Map<String, Value>, file_key: &str, data_key: &str, field: &str) -> Result<Option<Pem>, Error> {
-        let file = self.string(map, file_key, &format!("{field}.{file_key}"))?.filter(|s| !s.is_empty());
-        let data = self.string(map, data_key, &format!("{field}.{data_key}"))?.filter(|s| !s.is_empty());
+    fn pem(
+        &self,
+        map: &Map<String, Value>,
+        file_key: &str,
+        data_key: &str,
+        field: &str,
+    ) -> Result<Option<Pem>, Error> {
+        let file = self
+            .string(map, file_key, &format!("{field}.{file_key}"))?
+            .filter(|s| !s.is_empty());
+        let data = self
+            .string(map, data_key, &format!("{field}.{data_key}"))?
+            .filter(|s| !s.is_empty());
         match (file, data) {
-            (Some(_), Some(_)) => Err(self.error(format!("{field} sets both {file_key} and {data_key}; remove one"))),
+            (Some(_), Some(_)) => Err(self.error(format!(
+                "{field} sets both {file_key} and {data_key}; remove one"
+            ))),
             (None, Some(data)) => {
-                let bytes = crate::base64::decode(data.as_bytes())
-                    .map_err(|e| self.error(format!("{field}.{data_key} is not valid base64 ({e})")))?;
-                Ok(Some(Pem { bytes, origin: format!("kubeconfig {} {field}.{data_key}", self.path.display()) }))
+                let bytes = crate::base64::decode(data.as_bytes()).map_err(|e| {
+                    self.error(format!("{field}.{data_key} is not valid base64 ({e})"))
+                })?;
+                Ok(Some(Pem {
+                    bytes,
+                    origin: format!("kubeconfig {} {field}.{data_key}", self.path.display()),
+                }))
             }
             (Some(file), None) => {
                 let path = self.dir.join(&file);
                 let bytes = std::fs::read(&path).map_err(|e| {
-                    self.error(format!("cannot read {field}.{file_key} file {}: {e}", path.display()))
+                    self.error(format!(
+                        "cannot read {field}.{file_key} file {}: {e}",
+                        path.display()
+                    ))
                 })?;
-                Ok(Some(Pem { bytes, origin: format!("{} ({field}.{file_key})", path.display()) }))
+                Ok(Some(Pem {
+                    bytes,
+                    origin: format!("{} ({field}.{file_key})", path.display()),
+                }))
             }
             (None, None) => Ok(None),
         }
@@ -269,18 +326,28 @@ impl Resolver<'_> {
         let mut found = None;
         for entry in entries {
             let Value::Object(entry) = entry else {
-                return Err(self.error(format!("every entry of {list_key} must be a mapping with name and {inner_key}")));
+                return Err(self.error(format!(
+                    "every entry of {list_key} must be a mapping with name and {inner_key}"
+                )));
             };
             if entry.get("name").and_then(Value::as_str) != Some(name) {
                 continue;
             }
             if found.is_some() {
-                return Err(self.error(format!("{list_key} has two entries named `{name}`; remove one")));
+                return Err(self.error(format!(
+                    "{list_key} has two entries named `{name}`; remove one"
+                )));
             }
             found = Some(match entry.get(inner_key) {
                 Some(Value::Object(inner)) => inner,
-                None | Some(Value::Null) => return Err(self.error(format!("{list_key}[{name}] has no {inner_key}"))),
-                Some(_) => return Err(self.error(format!("{list_key}[{name}].{inner_key} must be a mapping"))),
+                None | Some(Value::Null) => {
+                    return Err(self.error(format!("{list_key}[{name}] has no {inner_key}")))
+                }
+                Some(_) => {
+                    return Err(
+                        self.error(format!("{list_key}[{name}].{inner_key} must be a mapping"))
+                    )
+                }
             });
         }
         found.ok_or_else(|| {
@@ -291,7 +358,12 @@ impl Resolver<'_> {
     }
 
     /// A string field; integers are accepted as their decimal text (`namespace: 123`).
-    fn string(&self, map: &Map<String, Value>, key: &str, field: &str) -> Result<Option<String>, Error> {
+    fn string(
+        &self,
+        map: &Map<String, Value>,
+        key: &str,
+        field: &str,
+    ) -> Result<Option<String>, Error> {
         match map.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -355,7 +427,12 @@ mod tests {
         assert_eq!(k.credentials, Credentials::Token("abc.def".into()));
         let ca = k.ca.expect("ca");
         assert_eq!(ca.bytes, b"-----BEGIN CERTIFICATE-----");
-        assert!(ca.origin.contains("clusters[c].cluster.certificate-authority-data"), "{}", ca.origin);
+        assert!(
+            ca.origin
+                .contains("clusters[c].cluster.certificate-authority-data"),
+            "{}",
+            ca.origin
+        );
         assert!(!k.insecure_skip_tls_verify);
         assert!(k.client_certificate.is_none());
     }
@@ -376,15 +453,24 @@ mod tests {
         let k = load(&path).expect("valid kubeconfig");
         assert_eq!(k.ca.as_ref().map(|p| p.bytes.as_slice()), Some(&b"CA"[..]));
         let (cert, key) = k.client_certificate.expect("client certificate");
-        assert_eq!((cert.bytes.as_slice(), key.bytes.as_slice()), (&b"CERT"[..], &b"KEY"[..]));
+        assert_eq!(
+            (cert.bytes.as_slice(), key.bytes.as_slice()),
+            (&b"CERT"[..], &b"KEY"[..])
+        );
         assert!(cert.origin.contains("client.crt"));
         // The token file is not read here (the client reads it, and re-reads it as it rotates).
-        assert_eq!(k.credentials, Credentials::TokenFile(dir.0.join("sa/token")));
+        assert_eq!(
+            k.credentials,
+            Credentials::TokenFile(dir.0.join("sa/token"))
+        );
     }
 
     #[test]
     fn a_missing_referenced_file_names_the_file_and_the_field() {
-        let text = config("    server: https://x\n    certificate-authority: missing-ca.crt\n", "    token: t\n");
+        let text = config(
+            "    server: https://x\n    certificate-authority: missing-ca.crt\n",
+            "    token: t\n",
+        );
         let m = message(parse(&text, Path::new("/nonexistent/dir/config")));
         assert!(m.contains("/nonexistent/dir/missing-ca.crt"), "{m}");
         assert!(m.contains("certificate-authority"), "{m}");
@@ -392,17 +478,29 @@ mod tests {
 
     #[test]
     fn exec_plugins_are_refused_with_a_pointer_to_kubectl_proxy() {
-        let text = config("    server: https://x\n", "    exec:\n      command: aws\n      args: [eks, get-token]\n");
+        let text = config(
+            "    server: https://x\n",
+            "    exec:\n      command: aws\n      args: [eks, get-token]\n",
+        );
         let m = message(parse(&text, Path::new("/k/config")));
-        assert!(m.contains("exec credential plugins are out of scope"), "{m}");
+        assert!(
+            m.contains("exec credential plugins are out of scope"),
+            "{m}"
+        );
         assert!(m.contains("--server http://127.0.0.1:8001"), "{m}");
     }
 
     #[test]
     fn auth_providers_and_basic_auth_are_refused() {
-        let text = config("    server: https://x\n", "    auth-provider:\n      name: gcp\n");
+        let text = config(
+            "    server: https://x\n",
+            "    auth-provider:\n      name: gcp\n",
+        );
         assert!(message(parse(&text, Path::new("/k/config"))).contains("auth-provider"));
-        let text = config("    server: https://x\n", "    username: admin\n    password: secret\n");
+        let text = config(
+            "    server: https://x\n",
+            "    username: admin\n    password: secret\n",
+        );
         let m = message(parse(&text, Path::new("/k/config")));
         assert!(m.contains("basic auth is not supported"), "{m}");
         assert!(!m.contains("secret"), "{m}");
@@ -414,42 +512,67 @@ mod tests {
             "    server: https://x\n    certificate-authority: ca.crt\n    certificate-authority-data: Q0E=\n",
             "    token: t\n",
         );
-        assert!(message(parse(&text, Path::new("/k/config"))).contains("sets both certificate-authority"));
+        assert!(message(parse(&text, Path::new("/k/config")))
+            .contains("sets both certificate-authority"));
     }
 
     #[test]
     fn invalid_base64_data_names_the_field() {
-        let text = config("    server: https://x\n    certificate-authority-data: not*base64\n", "    token: t\n");
+        let text = config(
+            "    server: https://x\n    certificate-authority-data: not*base64\n",
+            "    token: t\n",
+        );
         let m = message(parse(&text, Path::new("/k/config")));
-        assert!(m.contains("certificate-authority-data is not valid base64"), "{m}");
+        assert!(
+            m.contains("certificate-authority-data is not valid base64"),
+            "{m}"
+        );
     }
 
     #[test]
     fn a_certificate_without_a_key_is_an_error() {
-        let text = config("    server: https://x\n", "    client-certificate-data: Q0VSVA==\n");
+        let text = config(
+            "    server: https://x\n",
+            "    client-certificate-data: Q0VSVA==\n",
+        );
         assert!(message(parse(&text, Path::new("/k/config"))).contains("no client-key"));
     }
 
     #[test]
     fn missing_current_context_and_unknown_names_are_explained() {
-        let m = message(parse("apiVersion: v1\nkind: Config\nclusters: []\n", Path::new("/k/config")));
+        let m = message(parse(
+            "apiVersion: v1\nkind: Config\nclusters: []\n",
+            Path::new("/k/config"),
+        ));
         assert!(m.contains("kubectl config use-context"), "{m}");
-        let text = config("    server: https://x\n", "    token: t\n").replace("cluster: c\n", "cluster: other\n");
+        let text = config("    server: https://x\n", "    token: t\n")
+            .replace("cluster: c\n", "cluster: other\n");
         let m = message(parse(&text, Path::new("/k/config")));
         assert!(m.contains("cluster `other` is not in clusters"), "{m}");
     }
 
     #[test]
     fn insecure_skip_tls_verify_is_read_as_a_boolean() {
-        let text = config("    server: https://x\n    insecure-skip-tls-verify: true\n", "    token: t\n");
-        assert!(parse(&text, Path::new("/k/config")).expect("valid").insecure_skip_tls_verify);
-        let text = config("    server: https://x\n    insecure-skip-tls-verify: \"true\"\n", "    token: t\n");
+        let text = config(
+            "    server: https://x\n    insecure-skip-tls-verify: true\n",
+            "    token: t\n",
+        );
+        assert!(
+            parse(&text, Path::new("/k/config"))
+                .expect("valid")
+                .insecure_skip_tls_verify
+        );
+        let text = config(
+            "    server: https://x\n    insecure-skip-tls-verify: \"true\"\n",
+            "    token: t\n",
+        );
         assert!(message(parse(&text, Path::new("/k/config"))).contains("must be true or false"));
     }
 
     #[test]
     fn a_context_without_a_user_has_no_credentials() {
-        let text = config("    server: http://127.0.0.1:8001\n", "    token: t\n").replace("    user: u\n", "");
+        let text = config("    server: http://127.0.0.1:8001\n", "    token: t\n")
+            .replace("    user: u\n", "");
         let k = parse(&text, Path::new("/k/config")).expect("valid");
         assert_eq!(k.credentials, Credentials::None);
     }
@@ -462,7 +585,10 @@ mod tests {
 
     #[test]
     fn debug_output_never_shows_tokens_or_keys() {
-        let text = config("    server: https://x\n    insecure-skip-tls-verify: true\n", "    token: supersecret\n");
+        let text = config(
+            "    server: https://x\n    insecure-skip-tls-verify: true\n",
+            "    token: supersecret\n",
+        );
         let k = parse(&text, Path::new("/k/config")).expect("valid");
         assert!(!format!("{k:?}").contains("supersecret"));
     }

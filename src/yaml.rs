@@ -42,13 +42,19 @@ pub fn parse(text: &str) -> Result<Value, YamlError> {
     let indent = parser.lines[0].indent;
     let value = parser.node(indent)?;
     if let Some(line) = parser.lines.get(parser.pos) {
-        return Err(err(line.number, "unexpected content after the end of the document (check the indentation)"));
+        return Err(err(
+            line.number,
+            "unexpected content after the end of the document (check the indentation)",
+        ));
     }
     Ok(value)
 }
 
 fn err(line: usize, message: impl Into<String>) -> YamlError {
-    YamlError { line, message: message.into() }
+    YamlError {
+        line,
+        message: message.into(),
+    }
 }
 
 /// One significant line: its indentation (in spaces) and its content, trailing spaces removed.
@@ -73,17 +79,26 @@ fn split_lines(text: &str) -> Result<Vec<Line>, YamlError> {
             continue;
         }
         if content.starts_with('\t') {
-            return Err(err(number, "tabs are not allowed in indentation; use spaces"));
+            return Err(err(
+                number,
+                "tabs are not allowed in indentation; use spaces",
+            ));
         }
         if ended {
             return Err(err(number, "content after the document end marker `...`"));
         }
         if indent == 0 && is_marker(content, "---") {
             if !lines.is_empty() {
-                return Err(err(number, "more than one YAML document (`---`); a kubeconfig holds exactly one"));
+                return Err(err(
+                    number,
+                    "more than one YAML document (`---`); a kubeconfig holds exactly one",
+                ));
             }
             if content.len() > 3 {
-                return Err(err(number, "content on the `---` line is not supported; start it on the next line"));
+                return Err(err(
+                    number,
+                    "content on the `---` line is not supported; start it on the next line",
+                ));
             }
             continue;
         }
@@ -94,14 +109,20 @@ fn split_lines(text: &str) -> Result<Vec<Line>, YamlError> {
         if indent == 0 && content.starts_with('%') {
             return Err(err(number, "YAML directives (`%`) are not supported"));
         }
-        lines.push(Line { number, indent, content: content.to_string() });
+        lines.push(Line {
+            number,
+            indent,
+            content: content.to_string(),
+        });
     }
     Ok(lines)
 }
 
 /// `---` or `...` alone, or followed by whitespace (a comment or content).
 fn is_marker(content: &str, marker: &str) -> bool {
-    content.strip_prefix(marker).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
+    content
+        .strip_prefix(marker)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
 }
 
 struct Parser {
@@ -137,14 +158,20 @@ impl Parser {
     /// The value of a `key:` or `-` with nothing after it: a nested block, or null.
     /// `parent_indent` is the indentation of the key or dash; `allow_same_indent_sequence`
     /// accepts the kubectl style where a sequence under a key is not indented further.
-    fn nested(&mut self, parent_indent: usize, allow_same_indent_sequence: bool) -> Result<Value, YamlError> {
+    fn nested(
+        &mut self,
+        parent_indent: usize,
+        allow_same_indent_sequence: bool,
+    ) -> Result<Value, YamlError> {
         match self.lines.get(self.pos) {
             Some(next) if next.indent > parent_indent => {
                 let indent = next.indent;
                 self.node(indent)
             }
             Some(next)
-                if allow_same_indent_sequence && next.indent == parent_indent && is_sequence_item(&next.content) =>
+                if allow_same_indent_sequence
+                    && next.indent == parent_indent
+                    && is_sequence_item(&next.content) =>
             {
                 self.sequence(parent_indent)
             }
@@ -218,7 +245,11 @@ impl Parser {
             // `- key: value` or `- - x`: the item is a node that starts at the column after the
             // dash; rewrite this line in place so the item's later lines line up with it.
             let column = indent + 1 + (after_dash.len() - rest.len());
-            self.lines[self.pos] = Line { number: line.number, indent: column, content: rest.to_string() };
+            self.lines[self.pos] = Line {
+                number: line.number,
+                indent: column,
+                content: rest.to_string(),
+            };
             if is_sequence_item(rest) || split_key(rest, line.number)?.is_some() {
                 items.push(self.node(column)?);
             } else {
@@ -250,7 +281,9 @@ fn split_key(content: &str, line: usize) -> Result<Option<(String, &str)>, YamlE
         let (key, used) = quoted(content, line)?;
         let after = content[used..].trim_start_matches(' ');
         return match after.strip_prefix(':') {
-            Some(rest) if rest.is_empty() || rest.starts_with(' ') => Ok(Some((key, value_part(rest)))),
+            Some(rest) if rest.is_empty() || rest.starts_with(' ') => {
+                Ok(Some((key, value_part(rest))))
+            }
             _ => Ok(None),
         };
     }
@@ -304,7 +337,10 @@ fn inline_value(text: &str, line: usize) -> Result<Value, YamlError> {
             expect_only_comment(&text[flow.pos..], line)?;
             Ok(value)
         }
-        '|' | '>' => Err(err(line, "block scalars (`|` and `>`) are not supported; write the value on one line, quoted")),
+        '|' | '>' => Err(err(
+            line,
+            "block scalars (`|` and `>`) are not supported; write the value on one line, quoted",
+        )),
         _ => {
             let plain = strip_comment(text);
             check_plain(plain, line)?;
@@ -319,7 +355,10 @@ fn expect_only_comment(rest: &str, line: usize) -> Result<(), YamlError> {
     if trimmed.is_empty() || (trimmed.starts_with('#') && trimmed.len() < rest.len()) {
         return Ok(());
     }
-    Err(err(line, format!("unexpected trailing text `{trimmed}` after a quoted string or flow collection")))
+    Err(err(
+        line,
+        format!("unexpected trailing text `{trimmed}` after a quoted string or flow collection"),
+    ))
 }
 
 /// Cuts a ` #...` comment off a plain scalar.
@@ -339,14 +378,22 @@ fn check_plain(text: &str, line: usize) -> Result<(), YamlError> {
         Some('&') => Err(err(line, "anchors (`&`) are not supported")),
         Some('*') => Err(err(line, "aliases (`*`) are not supported")),
         Some('!') => Err(err(line, "tags (`!`) are not supported")),
-        Some('@') | Some('`') => Err(err(line, "plain values cannot start with `@` or a backquote; quote the value")),
-        Some('%') => Err(err(line, "plain values cannot start with `%`; quote the value")),
-        _ if text.starts_with("- ") || text == "-" => {
-            Err(err(line, "a sequence cannot start on the same line as a mapping key; move it to the next line"))
-        }
-        _ if text.contains(": ") || text.ends_with(':') => {
-            Err(err(line, "nested mappings on one line are not supported; move the value to the next line"))
-        }
+        Some('@') | Some('`') => Err(err(
+            line,
+            "plain values cannot start with `@` or a backquote; quote the value",
+        )),
+        Some('%') => Err(err(
+            line,
+            "plain values cannot start with `%`; quote the value",
+        )),
+        _ if text.starts_with("- ") || text == "-" => Err(err(
+            line,
+            "a sequence cannot start on the same line as a mapping key; move it to the next line",
+        )),
+        _ if text.contains(": ") || text.ends_with(':') => Err(err(
+            line,
+            "nested mappings on one line are not supported; move the value to the next line",
+        )),
         _ => Ok(()),
     }
 }
@@ -368,7 +415,10 @@ fn plain_scalar(text: &str, line: usize) -> Result<Value, YamlError> {
         ));
     }
     if matches!(lower.as_str(), ".inf" | "+.inf" | "-.inf" | ".nan") {
-        return Err(err(line, format!("`{text}` is not representable in JSON; quote it")));
+        return Err(err(
+            line,
+            format!("`{text}` is not representable in JSON; quote it"),
+        ));
     }
     if is_decimal_integer(text) {
         if let Ok(n) = text.parse::<i64>() {
@@ -377,7 +427,10 @@ fn plain_scalar(text: &str, line: usize) -> Result<Value, YamlError> {
         if let Ok(n) = text.parse::<u64>() {
             return Ok(Value::Number(n.into()));
         }
-        return Err(err(line, format!("integer `{text}` is too large; quote it if it is a string")));
+        return Err(err(
+            line,
+            format!("integer `{text}` is too large; quote it if it is a string"),
+        ));
     }
     if is_decimal_float(text) {
         if let Some(n) = text.parse::<f64>().ok().and_then(Number::from_f64) {
@@ -418,7 +471,7 @@ fn is_decimal_float(text: &str) -> bool {
     digits(int)
         && (int == "0" || !int.starts_with('0'))
         && digits(frac)
-        && exponent.is_none_or(|e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)))
+        && exponent.map_or(true, |e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)))
 }
 
 /// Numbers that YAML 1.1 (kubectl) and YAML 1.2 read differently, or that are not plain
@@ -426,7 +479,11 @@ fn is_decimal_float(text: &str) -> bool {
 /// addresses (`2024-01-01`, `1.2.3`, `10.0.0.1`) are strings and do not match.
 fn is_ambiguous_number(text: &str) -> bool {
     let body = text.strip_prefix(['-', '+']).unwrap_or(text);
-    if let Some(rest) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0o")).or_else(|| body.strip_prefix("0b")) {
+    if let Some(rest) = body
+        .strip_prefix("0x")
+        .or_else(|| body.strip_prefix("0o"))
+        .or_else(|| body.strip_prefix("0b"))
+    {
         return !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_hexdigit() || b == b'_');
     }
     let mantissa = match body.find(['e', 'E']) {
@@ -441,14 +498,18 @@ fn is_ambiguous_number(text: &str) -> bool {
         None => body,
     };
     mantissa.bytes().any(|b| b.is_ascii_digit())
-        && mantissa.bytes().all(|b| b.is_ascii_digit() || b == b'_' || b == b'.')
+        && mantissa
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b == b'_' || b == b'.')
         && mantissa.bytes().filter(|&b| b == b'.').count() <= 1
 }
 
 /// Parses a quoted scalar at the start of `text`; returns it and the number of bytes used.
 fn quoted(text: &str, line: usize) -> Result<(String, usize), YamlError> {
     let mut chars = text.char_indices();
-    let (_, quote) = chars.next().ok_or_else(|| err(line, "expected a quoted string"))?;
+    let (_, quote) = chars
+        .next()
+        .ok_or_else(|| err(line, "expected a quoted string"))?;
     let mut out = String::new();
     if quote == '\'' {
         let mut iter = chars.peekable();
@@ -463,13 +524,18 @@ fn quoted(text: &str, line: usize) -> Result<(String, usize), YamlError> {
             }
             out.push(c);
         }
-        return Err(err(line, "unterminated single-quoted string (multi-line strings are not supported)"));
+        return Err(err(
+            line,
+            "unterminated single-quoted string (multi-line strings are not supported)",
+        ));
     }
     while let Some((i, c)) = chars.next() {
         match c {
             '"' => return Ok((out, i + 1)),
             '\\' => {
-                let (_, e) = chars.next().ok_or_else(|| err(line, "unterminated escape in a double-quoted string"))?;
+                let (_, e) = chars
+                    .next()
+                    .ok_or_else(|| err(line, "unterminated escape in a double-quoted string"))?;
                 match e {
                     '0' => out.push('\0'),
                     'a' => out.push('\u{7}'),
@@ -496,23 +562,31 @@ fn quoted(text: &str, line: usize) -> Result<(String, usize), YamlError> {
                         };
                         let mut code = 0u32;
                         for _ in 0..len {
-                            let digit = chars
-                                .next()
-                                .and_then(|(_, h)| h.to_digit(16))
-                                .ok_or_else(|| err(line, format!("`\\{e}` needs {len} hex digits")))?;
+                            let digit = chars.next().and_then(|(_, h)| h.to_digit(16)).ok_or_else(
+                                || err(line, format!("`\\{e}` needs {len} hex digits")),
+                            )?;
                             code = code * 16 + digit;
                         }
-                        let c = char::from_u32(code)
-                            .ok_or_else(|| err(line, format!("`\\{e}{code:x}` is not a valid character")))?;
+                        let c = char::from_u32(code).ok_or_else(|| {
+                            err(line, format!("`\\{e}{code:x}` is not a valid character"))
+                        })?;
                         out.push(c);
                     }
-                    other => return Err(err(line, format!("unknown escape `\\{other}` in a double-quoted string"))),
+                    other => {
+                        return Err(err(
+                            line,
+                            format!("unknown escape `\\{other}` in a double-quoted string"),
+                        ))
+                    }
                 }
             }
             c => out.push(c),
         }
     }
-    Err(err(line, "unterminated double-quoted string (multi-line strings are not supported)"))
+    Err(err(
+        line,
+        "unterminated double-quoted string (multi-line strings are not supported)",
+    ))
 }
 
 /// A one-line flow collection: `[a, "b", {c: d}]`, `{}`.
@@ -550,7 +624,9 @@ impl Flow<'_> {
                     match self.peek() {
                         Some(',') => self.pos += 1,
                         Some(']') => {}
-                        _ => return Err(self.error("expected `,` or `]` in a flow sequence (it must end on the same line)")),
+                        _ => return Err(self.error(
+                            "expected `,` or `]` in a flow sequence (it must end on the same line)",
+                        )),
                     }
                 }
             }
@@ -588,7 +664,9 @@ impl Flow<'_> {
                     match self.peek() {
                         Some(',') => self.pos += 1,
                         Some('}') => {}
-                        _ => return Err(self.error("expected `,` or `}` in a flow mapping (it must end on the same line)")),
+                        _ => return Err(self.error(
+                            "expected `,` or `}` in a flow mapping (it must end on the same line)",
+                        )),
                     }
                 }
             }
@@ -601,13 +679,24 @@ impl Flow<'_> {
                 let rest = &self.text[self.pos..];
                 let mut end = rest.len();
                 for (i, c) in rest.char_indices() {
-                    let next_is_space = rest[i + c.len_utf8()..].chars().next().is_none_or(|n| n == ' ');
-                    if c == ',' || c == ']' || c == '}' || (c == ':' && next_is_space) || c == '[' || c == '{' {
+                    let next_is_space = rest[i + c.len_utf8()..]
+                        .chars()
+                        .next()
+                        .map_or(true, |n| n == ' ');
+                    if c == ','
+                        || c == ']'
+                        || c == '}'
+                        || (c == ':' && next_is_space)
+                        || c == '['
+                        || c == '{'
+                    {
                         end = i;
                         break;
                     }
                     if c == '#' && i > 0 && rest[..i].ends_with(' ') {
-                        return Err(self.error("comments inside a flow collection are not supported"));
+                        return Err(
+                            self.error("comments inside a flow collection are not supported")
+                        );
                     }
                 }
                 let scalar = rest[..end].trim_end_matches(' ');
@@ -726,19 +815,28 @@ users:
         let v = ok(r#"a: "tab\there \"q\" \\ \u00e9 \x41 \U0001F600 \/"
 b: 'it''s # not a comment'
 "#);
-        assert_eq!(v, json!({"a": "tab\there \"q\" \\ é A 😀 /", "b": "it's # not a comment"}));
+        assert_eq!(
+            v,
+            json!({"a": "tab\there \"q\" \\ é A 😀 /", "b": "it's # not a comment"})
+        );
     }
 
     #[test]
     fn parses_one_line_flow_collections() {
         let v = ok("a: []\nb: {}\nc: [x, \"y, z\", 3]\nd: {k: v, 'q': [1, 2], e: }\n");
-        assert_eq!(v, json!({"a": [], "b": {}, "c": ["x", "y, z", 3], "d": {"k": "v", "q": [1, 2], "e": null}}));
+        assert_eq!(
+            v,
+            json!({"a": [], "b": {}, "c": ["x", "y, z", 3], "d": {"k": "v", "q": [1, 2], "e": null}})
+        );
     }
 
     #[test]
     fn parses_nested_sequences_and_scalar_items() {
         let v = ok("args:\n- --foo\n- \"bar\"\n- - nested\n  - two\n-\n  k: v\n- # empty item\n");
-        assert_eq!(v, json!({"args": ["--foo", "bar", ["nested", "two"], {"k": "v"}, null]}));
+        assert_eq!(
+            v,
+            json!({"args": ["--foo", "bar", ["nested", "two"], {"k": "v"}, null]})
+        );
     }
 
     #[test]
@@ -772,11 +870,26 @@ users:
       provideClusterInfo: false
 ";
         let v = ok(text);
-        assert_eq!(v["clusters"][0]["cluster"]["extensions"][0]["extension"]["last-update"], "Mon, 01 Jan 2024 10:00:00 CET");
-        assert_eq!(v["clusters"][0]["cluster"]["extensions"][0]["name"], "cluster_info");
-        assert_eq!(v["clusters"][0]["cluster"]["server"], "https://192.168.49.2:8443");
-        assert_eq!(v["users"][0]["name"], "arn:aws:eks:eu-west-1:123456789012:cluster/prod");
-        assert_eq!(v["users"][0]["user"]["exec"]["args"], json!(["--region", "eu-west-1", "eks", "get-token"]));
+        assert_eq!(
+            v["clusters"][0]["cluster"]["extensions"][0]["extension"]["last-update"],
+            "Mon, 01 Jan 2024 10:00:00 CET"
+        );
+        assert_eq!(
+            v["clusters"][0]["cluster"]["extensions"][0]["name"],
+            "cluster_info"
+        );
+        assert_eq!(
+            v["clusters"][0]["cluster"]["server"],
+            "https://192.168.49.2:8443"
+        );
+        assert_eq!(
+            v["users"][0]["name"],
+            "arn:aws:eks:eu-west-1:123456789012:cluster/prod"
+        );
+        assert_eq!(
+            v["users"][0]["user"]["exec"]["args"],
+            json!(["--region", "eu-west-1", "eks", "get-token"])
+        );
         assert_eq!(v["users"][0]["user"]["exec"]["env"], Value::Null);
         assert_eq!(v["users"][0]["user"]["exec"]["provideClusterInfo"], false);
     }
@@ -849,7 +962,9 @@ users:
         assert_eq!(fails("a:\n  b: 1\n   c: 2\n").line, 3);
         assert_eq!(fails("a:\n- 1\n - 2\n").line, 3);
         assert!(fails("a: b: c\n").message.contains("one line"));
-        assert!(fails("a: 1\nb:2\n").message.contains("space is needed after the colon"));
+        assert!(fails("a: 1\nb:2\n")
+            .message
+            .contains("space is needed after the colon"));
     }
 
     #[test]
