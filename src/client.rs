@@ -223,6 +223,7 @@ impl Client {
             }
             Credentials::TokenFile(path) => TokenSource::file(
                 path.clone(),
+                "token file",
                 format!(
                     "tokenFile of kubeconfig {}; fix the path there, or pass a different --kubeconfig",
                     config.path.display()
@@ -270,6 +271,7 @@ impl Client {
         check_url(&base_url, "KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT")?;
         let token = TokenSource::file(
             dir.join("token"),
+            "service account token",
             "is automountServiceAccountToken false? use --server with a kubectl proxy sidecar, or --kubeconfig".into(),
         )?;
         let ca_path = dir.join("ca.crt");
@@ -676,7 +678,9 @@ enum TokenSource {
     /// account tokens rotate; the kubelet swaps a symlink, so the path is opened every time).
     File {
         path: PathBuf,
-        /// Appended to "cannot read token file" errors: what the user should check.
+        /// What the file is ("service account token"), and what the user should check when it
+        /// cannot be read; both go into the error message.
+        what: &'static str,
         hint: String,
         cached: Mutex<CachedToken>,
     },
@@ -690,13 +694,18 @@ struct CachedToken {
 
 impl TokenSource {
     /// Reads the file once now, so a missing token is an error at start.
-    fn file(path: PathBuf, hint: String) -> Result<TokenSource, Error> {
-        let token = read_token_file(&path, &hint)?;
+    fn file(path: PathBuf, what: &'static str, hint: String) -> Result<TokenSource, Error> {
+        let token = read_token_file(&path, what, &hint)?;
         let cached = Mutex::new(CachedToken {
             token,
             read_at: Some(Instant::now()),
         });
-        Ok(TokenSource::File { path, hint, cached })
+        Ok(TokenSource::File {
+            path,
+            what,
+            hint,
+            cached,
+        })
     }
 
     fn is_file(&self) -> bool {
@@ -709,13 +718,18 @@ impl TokenSource {
         match self {
             TokenSource::None => Ok(None),
             TokenSource::Static(token) => Ok(Some(token.clone())),
-            TokenSource::File { path, hint, cached } => {
+            TokenSource::File {
+                path,
+                what,
+                hint,
+                cached,
+            } => {
                 let mut cached = lock(cached);
                 let fresh = cached
                     .read_at
                     .is_some_and(|at| now.saturating_duration_since(at) < TOKEN_MAX_AGE);
                 if !fresh {
-                    match read_token_file(path, hint) {
+                    match read_token_file(path, what, hint) {
                         Ok(token) => cached.token = token,
                         Err(error) => log::warn!("{error}; using the token read before"),
                     }
@@ -734,16 +748,16 @@ impl TokenSource {
     }
 }
 
-fn read_token_file(path: &Path, hint: &str) -> Result<String, Error> {
+fn read_token_file(path: &Path, what: &str, hint: &str) -> Result<String, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Error::Config(format!(
-            "cannot read service account token {}: {e} ({hint})",
+            "cannot read {what} {}: {e} ({hint})",
             path.display()
         ))
     })?;
     let token = text.trim();
     check_token(token)
-        .map_err(|why| Error::Config(format!("token file {} {why} ({hint})", path.display())))?;
+        .map_err(|why| Error::Config(format!("{what} {} {why} ({hint})", path.display())))?;
     Ok(token.to_string())
 }
 
@@ -1547,6 +1561,11 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
             body: String::from_utf8_lossy(&body).into_owned(),
         });
         for (index, piece) in pieces.iter().enumerate() {
+            if piece.is_empty() {
+                // An empty piece stands for a server that goes silent with the connection open.
+                std::thread::sleep(Duration::from_secs(3));
+                continue;
+            }
             if index > 0 {
                 std::thread::sleep(Duration::from_millis(30));
             }
@@ -1799,7 +1818,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
     fn a_token_file_is_re_read_after_a_minute_and_after_a_401() {
         let dir = TempDir::new();
         let path = dir.write("token", "first\n");
-        let source = TokenSource::file(path.clone(), "hint".into()).expect("token");
+        let source = TokenSource::file(path.clone(), "token file", "hint".into()).expect("token");
         let t0 = Instant::now();
         assert_eq!(source.bearer(t0).expect("token").as_deref(), Some("first"));
         std::fs::write(&path, "second").expect("rotate");
@@ -1832,7 +1851,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
     fn an_unreadable_token_file_keeps_the_last_token() {
         let dir = TempDir::new();
         let path = dir.write("token", "kept");
-        let source = TokenSource::file(path.clone(), "hint".into()).expect("token");
+        let source = TokenSource::file(path.clone(), "token file", "hint".into()).expect("token");
         std::fs::remove_file(&path).expect("remove");
         source.invalidate();
         assert_eq!(
@@ -2140,6 +2159,39 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
     }
 
     #[test]
+    fn a_silent_watch_is_cut_by_the_body_timeout_instead_of_hanging() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let event = "{\"type\":\"ADDED\",\"object\":{}}\n";
+        let server = FakeServer::http(vec![vec![
+            format!("{head}{:x}\r\n{event}\r\n", event.len()).into_bytes(),
+            Vec::new(),
+        ]]);
+        let client = proxy_client(&server);
+        // `watch` allows timeoutSeconds + 30 s; the same mechanism with a short bound:
+        let response = client
+            .send(
+                "watch",
+                Method::GET,
+                "/api/v1/pods?watch=1",
+                None,
+                Some(Duration::from_millis(300)),
+            )
+            .expect("watch opened");
+        let mut watch = WatchStream::new(
+            Box::new(response.into_body().into_reader()),
+            "/api/v1/pods?watch=1",
+        );
+        assert!(watch.next_line().expect("one event").is_some());
+        let started = Instant::now();
+        assert!(matches!(watch.next_line(), Err(Error::Transport(_))));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "cut after {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
     fn a_429_with_retry_after_is_retried_after_the_advertised_delay() {
         let server = FakeServer::http(vec![
             response(
@@ -2339,7 +2391,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
             ca: None,
             client_certificate: None,
             insecure: false,
-            token: TokenSource::file(token.clone(), "hint".into()).expect("token"),
+            token: TokenSource::file(token.clone(), "token file", "hint".into()).expect("token"),
             namespace: None,
             ca_hint: String::new(),
         })
