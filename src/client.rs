@@ -435,9 +435,12 @@ impl Client {
     }
 
     /// Opens a watch; `path_and_query` already holds `watch=true` and the rest. `timeout` is
-    /// the server-side `timeoutSeconds` asked for: a stream silent for `timeout + 30s` is cut
-    /// (a [`Error::Transport`] from [`WatchStream::next_line`]), so a dead connection never
-    /// hangs a watch thread. Errors are not retried here: the watch loop backs off.
+    /// the server-side `timeoutSeconds` asked for (always send one: without it the server
+    /// picks 30-60 min). The server ends the stream cleanly at `timeout`; the client cuts it at
+    /// `timeout + 30s` whatever happens (an [`Error::Transport`] from
+    /// [`WatchStream::next_line`]), so a dead connection never hangs a watch thread. Connecting
+    /// is bounded by 10 s. Errors are not retried here (except one token re-read after a 401):
+    /// the watch loop backs off.
     pub fn watch(&self, path_and_query: &str, timeout: Duration) -> Result<WatchStream, Error> {
         let body_limit = timeout.saturating_add(WATCH_GRACE);
         let response = self.send("watch", Method::GET, path_and_query, None, Some(body_limit))?;
@@ -1605,6 +1608,14 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
         format!(
             "apiVersion: v1\nkind: Config\ncurrent-context: ctx\ncontexts:\n- name: ctx\n  context:\n    cluster: c\n    user: u\n    namespace: from-kubeconfig\nclusters:\n- name: c\n  cluster:\n    server: {server}\n{cluster_extra}users:\n- name: u\n  user:\n{user}"
         )
+    }
+
+    #[test]
+    fn clients_and_watch_streams_can_move_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<Client>();
+        send::<WatchStream>();
     }
 
     // -----------------------------------------------------------------------------------------
