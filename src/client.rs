@@ -38,13 +38,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Beyond the server-side `timeoutSeconds`, how long a silent watch is kept before giving up.
 const WATCH_GRACE: Duration = Duration::from_secs(30);
 
-/// Where and how to connect; `ConnectionFlags` come from the command line / `WAVELET_*` env.
-#[derive(Debug, Clone, Default)]
-pub struct ConnectionFlags {
-    pub server: Option<String>,
-    pub kubeconfig: Option<PathBuf>,
-    pub insecure_skip_tls_verify: bool,
-}
+/// Where and how to connect: parsed from the command line and `WAVELET_*` by `config`.
+pub use crate::config::ConnectionFlags;
 
 /// The patch flavours the API server accepts, by `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -606,7 +601,7 @@ fn check_url(url: &str, what: &str) -> Result<(), Error> {
     let uri: http::Uri = url
         .parse()
         .map_err(|e| Error::Config(format!("{what} `{url}` is not a valid URL: {e}")))?;
-    if uri.host().map_or(true, str::is_empty) {
+    if uri.host().is_none_or(str::is_empty) {
         return Err(Error::Config(format!("{what} `{url}` has no host")));
     }
     if uri.query().is_some() {

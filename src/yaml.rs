@@ -471,7 +471,7 @@ fn is_decimal_float(text: &str) -> bool {
     digits(int)
         && (int == "0" || !int.starts_with('0'))
         && digits(frac)
-        && exponent.map_or(true, |e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)))
+        && exponent.is_none_or(|e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)))
 }
 
 /// Numbers that YAML 1.1 (kubectl) and YAML 1.2 read differently, or that are not plain
@@ -682,7 +682,7 @@ impl Flow<'_> {
                     let next_is_space = rest[i + c.len_utf8()..]
                         .chars()
                         .next()
-                        .map_or(true, |n| n == ' ');
+                        .is_none_or(|n| n == ' ');
                     if c == ','
                         || c == ']'
                         || c == '}'
