@@ -3,27 +3,27 @@
 #![forbid(unsafe_code)]
 
 // Configuration and connection.
+pub mod client;
 pub mod config;
 pub mod duration;
+pub mod error;
 pub mod kubeconfig;
 pub mod yaml;
-pub mod client;
-pub mod error;
 
 // What wavelet reads from the API server, and how it keeps it.
-pub mod objects;
 pub mod base64;
-pub mod watch;
 pub mod cache;
+pub mod objects;
+pub mod watch;
 
 // Decisions: pure functions.
-pub mod references;
 pub mod hash;
+pub mod references;
 pub mod selector;
 pub mod throttle;
 
 // Acting on decisions.
+pub mod controller;
+pub mod events;
 pub mod queue;
 pub mod reconcile;
-pub mod events;
-pub mod controller;

@@ -20,8 +20,12 @@ pub fn dispatch(state: &mut State, route: &Route, request: &Request) -> Response
     let result = match (request.method.as_str(), name, route.subresource.as_deref()) {
         ("GET", None, None) => Ok(list_objects(state, route, request)),
         ("GET", Some(name), None | Some("status")) => get(state, route, request, name),
-        ("POST", None, None) if route.namespace.is_some() || !resource.namespaced => write::create(state, route, request),
-        ("POST", Some(name), Some("eviction")) if resource.plural == "pods" => eviction::evict(state, route, request, name),
+        ("POST", None, None) if route.namespace.is_some() || !resource.namespaced => {
+            write::create(state, route, request)
+        }
+        ("POST", Some(name), Some("eviction")) if resource.plural == "pods" => {
+            eviction::evict(state, route, request, name)
+        }
         ("PUT", Some(name), None) => write::update(state, route, request, name, false),
         ("PUT", Some(name), Some("status")) => write::update(state, route, request, name, true),
         ("PATCH", Some(name), None) => write::patch(state, route, request, name, false),
@@ -41,19 +45,25 @@ fn list_objects(state: &mut State, route: &Route, request: &Request) -> Response
     }
 }
 
-fn get(state: &mut State, route: &Route, request: &Request, name: &str) -> Result<Response, Status> {
+fn get(
+    state: &mut State,
+    route: &Route,
+    request: &Request,
+    name: &str,
+) -> Result<Response, Status> {
     let namespace = route.namespace.as_deref().unwrap_or("");
-    let object = state.get(&route.resource, namespace, name).ok_or_else(|| status::not_found(&route.resource, name))?;
-    let body: Value = match Presentation::of(request) {
-        Presentation::Full => object,
-        Presentation::Metadata => metadata_only(&object),
-        Presentation::MetadataList => {
-            return Err(Status::new(
+    let object = state
+        .get(&route.resource, namespace, name)
+        .ok_or_else(|| status::not_found(&route.resource, name))?;
+    let body: Value =
+        match Presentation::of(request) {
+            Presentation::Full => object,
+            Presentation::Metadata => metadata_only(&object),
+            Presentation::MetadataList => return Err(Status::new(
                 406,
                 Some("NotAcceptable"),
                 "you requested PartialObjectMetadataList, but the requested object is not a list",
-            ))
-        }
-    };
+            )),
+        };
     Ok(Response::json(200, &body))
 }

@@ -7,7 +7,11 @@ const URL_SAFE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 fn encode_with(alphabet: &[u8; 64], data: &[u8], pad: bool) -> String {
     let mut out = String::new();
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..=chunk.len() {
             out.push(alphabet[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -56,9 +60,15 @@ mod tests {
     #[test]
     fn round_trips_and_reports_bad_bytes_like_go() {
         assert_eq!(encode_standard(b"stringData-wins"), "c3RyaW5nRGF0YS13aW5z");
-        assert_eq!(encode_standard(b"plain-text-token"), "cGxhaW4tdGV4dC10b2tlbg==");
+        assert_eq!(
+            encode_standard(b"plain-text-token"),
+            "cGxhaW4tdGV4dC10b2tlbg=="
+        );
         let token = encode_url_raw(b"{\"rv\":1}");
         assert_eq!(decode_url_raw(&token).unwrap(), b"{\"rv\":1}");
-        assert_eq!(decode_url_raw("not-base64!!").unwrap_err(), "illegal base64 data at input byte 10");
+        assert_eq!(
+            decode_url_raw("not-base64!!").unwrap_err(),
+            "illegal base64 data at input byte 10"
+        );
     }
 }

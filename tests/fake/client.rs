@@ -21,11 +21,15 @@ pub struct RawResponse {
 impl RawResponse {
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
     }
 
     pub fn text(&self) -> String {
@@ -45,17 +49,39 @@ pub struct RawClient {
 impl RawClient {
     /// Connects to `http://127.0.0.1:PORT`.
     pub fn connect(url: &str) -> RawClient {
-        let host = url.trim_start_matches("http://").trim_end_matches('/').to_string();
+        let host = url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
         let writer = TcpStream::connect(&host).expect("connect to the fake API server");
-        writer.set_read_timeout(Some(Duration::from_secs(10))).expect("read timeout");
+        writer
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
         let reader = BufReader::new(writer.try_clone().expect("clone stream"));
-        RawClient { writer, reader, host, token: None }
+        RawClient {
+            writer,
+            reader,
+            host,
+            token: None,
+        }
     }
 
     /// Sends a request and reads the status line and headers.
-    pub fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> io::Result<(u16, Vec<(String, String)>)> {
-        let mut out = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: wire-test/1.0\r\n", self.host);
-        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("accept")) {
+    pub fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> io::Result<(u16, Vec<(String, String)>)> {
+        let mut out = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: wire-test/1.0\r\n",
+            self.host
+        );
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("accept"))
+        {
             out.push_str("Accept: application/json\r\n");
         }
         if let Some(token) = &self.token {
@@ -79,7 +105,11 @@ impl RawClient {
         if self.reader.read_line(&mut line)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or(io::ErrorKind::InvalidData)?;
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or(io::ErrorKind::InvalidData)?;
         let mut headers = Vec::new();
         loop {
             let mut header = String::new();
@@ -100,7 +130,8 @@ impl RawClient {
         if self.reader.read_line(&mut size_line)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        let size = usize::from_str_radix(size_line.trim(), 16).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+        let size = usize::from_str_radix(size_line.trim(), 16)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
         if size == 0 {
             let mut end = String::new();
             self.reader.read_line(&mut end)?;
@@ -114,9 +145,22 @@ impl RawClient {
     }
 
     /// A whole request/response on this connection.
-    pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> RawResponse {
-        let (status, headers) = self.send(method, path, headers, body).expect("send request");
-        let find = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> RawResponse {
+        let (status, headers) = self
+            .send(method, path, headers, body)
+            .expect("send request");
+        let find = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
         let (body, chunks) = if find("transfer-encoding").as_deref() == Some("chunked") {
             let mut body = Vec::new();
             let mut sizes = Vec::new();
@@ -126,26 +170,56 @@ impl RawClient {
             }
             (body, Some(sizes))
         } else {
-            let length: usize = find("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+            let length: usize = find("content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
             let mut body = vec![0; length];
             self.reader.read_exact(&mut body).expect("read body");
             (body, None)
         };
-        RawResponse { status, headers, body, chunks }
+        RawResponse {
+            status,
+            headers,
+            body,
+            chunks,
+        }
     }
 
     pub fn get(&mut self, path: &str) -> RawResponse {
         self.request("GET", path, &[], None)
     }
 
-    pub fn json(&mut self, method: &str, path: &str, content_type: &str, body: &Value) -> RawResponse {
-        self.request(method, path, &[("Content-Type", content_type)], Some(&body.to_string()))
+    pub fn json(
+        &mut self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &Value,
+    ) -> RawResponse {
+        self.request(
+            method,
+            path,
+            &[("Content-Type", content_type)],
+            Some(&body.to_string()),
+        )
     }
 
     /// Starts a watch; the headers are read, events are read with `WatchStream`.
-    pub fn watch(mut self, path: &str) -> WatchStream {
-        let (status, headers) = self.send("GET", path, &[], None).expect("start watch");
-        WatchStream { client: self, status, headers, buffer: Vec::new(), chunks: Vec::new(), ended: false }
+    pub fn watch(self, path: &str) -> WatchStream {
+        self.watch_with(path, &[])
+    }
+
+    /// Starts a watch with extra request headers.
+    pub fn watch_with(mut self, path: &str, headers: &[(&str, &str)]) -> WatchStream {
+        let (status, headers) = self.send("GET", path, headers, None).expect("start watch");
+        WatchStream {
+            client: self,
+            status,
+            headers,
+            buffer: Vec::new(),
+            chunks: Vec::new(),
+            ended: false,
+        }
     }
 }
 
@@ -174,7 +248,10 @@ pub enum StreamEnd {
 
 impl WatchStream {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The next complete line (without "\n"), or how the stream ended.
@@ -192,14 +269,22 @@ impl WatchStream {
             if left.is_zero() {
                 return Err(StreamEnd::Timeout);
             }
-            self.client.writer.set_read_timeout(Some(left)).expect("read timeout");
+            self.client
+                .writer
+                .set_read_timeout(Some(left))
+                .expect("read timeout");
             match self.client.next_chunk() {
                 Ok(Some(chunk)) => {
                     self.chunks.push(chunk.len());
                     self.buffer.extend_from_slice(&chunk);
                 }
                 Ok(None) => self.ended = true,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
                     return Err(StreamEnd::Timeout)
                 }
                 Err(_) => return Err(StreamEnd::Broken),
@@ -210,7 +295,8 @@ impl WatchStream {
     /// The next event as JSON; panics on a line that is not JSON.
     pub fn next_event(&mut self, timeout: Duration) -> Result<Value, StreamEnd> {
         let line = self.next_line(timeout)?;
-        Ok(serde_json::from_str(&line).unwrap_or_else(|e| panic!("event line is not JSON ({e}): {line}")))
+        Ok(serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("event line is not JSON ({e}): {line}")))
     }
 
     /// Events until the stream ends or nothing arrives for `quiet`.
@@ -232,5 +318,8 @@ impl WatchStream {
 
 /// The `type` of each event.
 pub fn types(events: &[Value]) -> Vec<String> {
-    events.iter().map(|e| e["type"].as_str().unwrap_or("").to_string()).collect()
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .collect()
 }

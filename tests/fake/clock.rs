@@ -12,7 +12,10 @@ pub struct Clock {
 
 impl Clock {
     fn wall_seconds() -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
     }
 
     /// Now (never earlier than a timestamp already handed out).
@@ -30,7 +33,9 @@ impl Clock {
 
     /// Now with microseconds (`MicroTime`), for eviction bookkeeping.
     pub fn now_micros(&mut self) -> String {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         let seconds = self.last_issued.max(now.as_secs());
         let rfc = format_rfc3339(seconds);
         format!("{}.{:06}Z", rfc.trim_end_matches('Z'), now.subsec_micros())
@@ -42,7 +47,12 @@ pub fn format_rfc3339(seconds: u64) -> String {
     let days = (seconds / 86_400) as i64;
     let rem = seconds % 86_400;
     let (year, month, day) = civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// Howard Hinnant's days-to-civil algorithm.

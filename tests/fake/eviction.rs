@@ -14,7 +14,11 @@ use super::store::name_of;
 const VIOLATION: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 
 fn blocked(cause: String, retry_after: Option<u64>) -> Status {
-    let status = Status::new(429, Some("TooManyRequests"), VIOLATION).cause("DisruptionBudget", &cause, None);
+    let status = Status::new(429, Some("TooManyRequests"), VIOLATION).cause(
+        "DisruptionBudget",
+        &cause,
+        None,
+    );
     match retry_after {
         Some(seconds) => status.retry_after(seconds),
         None => status,
@@ -23,21 +27,37 @@ fn blocked(cause: String, retry_after: Option<u64>) -> Status {
 
 /// Pods that are Pending, finished or already terminating skip the PDB check.
 fn can_ignore_pdb(pod: &Value) -> bool {
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
-    matches!(phase, "Pending" | "Succeeded" | "Failed") || pod.pointer("/metadata/deletionTimestamp").is_some()
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
+    matches!(phase, "Pending" | "Succeeded" | "Failed")
+        || pod.pointer("/metadata/deletionTimestamp").is_some()
 }
 
-pub fn evict(state: &mut State, route: &Route, request: &Request, name: &str) -> Result<Response, Status> {
+pub fn evict(
+    state: &mut State,
+    route: &Route,
+    request: &Request,
+    name: &str,
+) -> Result<Response, Status> {
     let body: Value = serde_json::from_str(&request.body)
         .map_err(|_| status::bad_request(super::patch::go_json_error(&request.body)))?;
     if name_of(&body) != name {
-        return Err(status::bad_request("name in URL does not match name in Eviction object"));
+        return Err(status::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
     }
     let namespace = route.namespace.as_deref().unwrap_or("");
     let pods = route.resource.clone();
-    let pod = state.get(&pods, namespace, name).ok_or_else(|| status::not_found(&pods, name))?;
+    let pod = state
+        .get(&pods, namespace, name)
+        .ok_or_else(|| status::not_found(&pods, name))?;
     let dry = request.query_param("dryRun") == Some("All")
-        || body.pointer("/deleteOptions/dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All"));
+        || body
+            .pointer("/deleteOptions/dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|d| d.iter().any(|v| v == "All"));
     if !can_ignore_pdb(&pod) {
         let covering = pdbs_covering(state, &pod);
         if covering.len() > 1 {
@@ -68,16 +88,27 @@ pub fn evict(state: &mut State, route: &Route, request: &Request, name: &str) ->
 }
 
 fn count(pdb: &Value, field: &str) -> i64 {
-    pdb.pointer(&format!("/status/{field}")).and_then(Value::as_i64).unwrap_or(0)
+    pdb.pointer(&format!("/status/{field}"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
 }
 
 /// `checkAndDecrement`: 429 unless the budget allows one more disruption, then records it.
-fn check_and_decrement(state: &mut State, pdb: &Value, pod: &Value, dry: bool) -> Result<(), Status> {
+fn check_and_decrement(
+    state: &mut State,
+    pdb: &Value,
+    pod: &Value,
+    dry: bool,
+) -> Result<(), Status> {
     let pdb_name = name_of(pdb);
     let observed = count(pdb, "observedGeneration");
-    let generation = pdb.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+    let generation = pdb
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     if observed < generation {
-        let cause = format!("The disruption budget {pdb_name} is still being processed by the server.");
+        let cause =
+            format!("The disruption budget {pdb_name} is still being processed by the server.");
         return Err(blocked(cause, Some(10)));
     }
     let (healthy, desired) = (count(pdb, "currentHealthy"), count(pdb, "desiredHealthy"));
@@ -86,7 +117,11 @@ fn check_and_decrement(state: &mut State, pdb: &Value, pod: &Value, dry: bool) -
     }
     let allowed = count(pdb, "disruptionsAllowed");
     if allowed < 0 {
-        return Err(Status::new(403, Some("Forbidden"), "pdb disruptions allowed is negative"));
+        return Err(Status::new(
+            403,
+            Some("Forbidden"),
+            "pdb disruptions allowed is negative",
+        ));
     }
     if allowed == 0 {
         let cause = format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {healthy} currently");

@@ -23,9 +23,20 @@ pub enum Fault {
     /// The next `times` requests with this method ("GET" for list/get, "WATCH" for watch,
     /// "PATCH", "POST", "DELETE", "PUT") on `resource` get `code`, with `Retry-After: N` when
     /// given; a JSON Status body, or the APF text/plain body when `plain_text`.
-    Status { method: String, resource: String, code: u16, retry_after_secs: Option<u64>, times: u32, plain_text: bool },
+    Status {
+        method: String,
+        resource: String,
+        code: u16,
+        retry_after_secs: Option<u64>,
+        times: u32,
+        plain_text: bool,
+    },
     /// Delay the next matching response by `delay`.
-    Slow { method: String, resource: String, delay: Duration },
+    Slow {
+        method: String,
+        resource: String,
+        delay: Duration,
+    },
 }
 
 /// What a stream fault does to the event line it hits.
@@ -69,7 +80,14 @@ impl Faults {
         let index = self.queue.iter().position(
             |f| matches!(f, Fault::Status { method, resource: r, .. } if method == verb && r == resource),
         )?;
-        let Fault::Status { code, retry_after_secs, times, plain_text, .. } = &mut self.queue[index] else {
+        let Fault::Status {
+            code,
+            retry_after_secs,
+            times,
+            plain_text,
+            ..
+        } = &mut self.queue[index]
+        else {
             return None;
         };
         let response = status_fault_response(*code, *retry_after_secs, *plain_text);
@@ -81,11 +99,13 @@ impl Faults {
     }
 
     pub fn take_watch_http_gone(&mut self, resource: &str) -> bool {
-        self.take(|f| matches!(f, Fault::WatchHttpGone { resource: r } if r == resource)).is_some()
+        self.take(|f| matches!(f, Fault::WatchHttpGone { resource: r } if r == resource))
+            .is_some()
     }
 
     pub fn take_watch_error_expired(&mut self, resource: &str) -> bool {
-        self.take(|f| matches!(f, Fault::WatchErrorExpired { resource: r } if r == resource)).is_some()
+        self.take(|f| matches!(f, Fault::WatchErrorExpired { resource: r } if r == resource))
+            .is_some()
     }
 
     /// What happens to the next event line written on a watch of `resource`.
@@ -102,7 +122,11 @@ impl Faults {
 
 fn status_fault_response(code: u16, retry_after: Option<u64>, plain_text: bool) -> Response {
     if plain_text {
-        let body = if code == 429 { APF_BODY.to_string() } else { format!("{}\n", reason_phrase(code)) };
+        let body = if code == 429 {
+            APF_BODY.to_string()
+        } else {
+            format!("{}\n", reason_phrase(code))
+        };
         let mut response = Response::text(code, &body);
         if let Some(seconds) = retry_after {
             response = response.with_header("Retry-After", seconds.to_string());
@@ -110,15 +134,36 @@ fn status_fault_response(code: u16, retry_after: Option<u64>, plain_text: bool) 
         return response;
     }
     let (reason, message) = match code {
-        429 => ("TooManyRequests", "Too many requests, please try again later."),
-        500 => ("InternalError", "Internal error occurred: injected by the fake API server"),
-        503 => ("ServiceUnavailable", "the server is currently unable to handle the request"),
-        504 => ("Timeout", "Timeout: request did not complete within the allowed duration"),
-        409 => ("Conflict", "Operation cannot be fulfilled: injected conflict"),
-        404 => ("NotFound", "the server could not find the requested resource"),
+        429 => (
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        ),
+        500 => (
+            "InternalError",
+            "Internal error occurred: injected by the fake API server",
+        ),
+        503 => (
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        504 => (
+            "Timeout",
+            "Timeout: request did not complete within the allowed duration",
+        ),
+        409 => (
+            "Conflict",
+            "Operation cannot be fulfilled: injected conflict",
+        ),
+        404 => (
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
         403 => ("Forbidden", "forbidden: injected by the fake API server"),
         401 => ("Unauthorized", "Unauthorized"),
-        410 => ("Expired", "The resourceVersion for the provided list is too old."),
+        410 => (
+            "Expired",
+            "The resourceVersion for the provided list is too old.",
+        ),
         _ => ("InternalError", "injected by the fake API server"),
     };
     let mut status = Status::new(code, Some(reason), message);

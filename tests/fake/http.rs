@@ -24,12 +24,18 @@ pub struct Request {
 impl Request {
     /// The first value of a query parameter (the API server ignores repeats).
     pub fn query_param(&self, key: &str) -> Option<&str> {
-        self.query.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.query
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn header(&self, key: &str) -> Option<&str> {
         let key = key.to_ascii_lowercase();
-        self.headers.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The body as JSON; `Value::Null` when it is empty or not JSON.
@@ -57,7 +63,8 @@ impl Request {
     }
 
     pub(crate) fn wants_close(&self) -> bool {
-        self.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"))
+        self.header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
     }
 }
 
@@ -76,7 +83,12 @@ pub fn read_request(reader: &mut BufReader<TcpStream>) -> io::Result<Option<Requ
     let mut parts = line.split(' ');
     let (method, target) = match (parts.next(), parts.next()) {
         (Some(m), Some(t)) if !m.is_empty() => (m.to_string(), t.to_string()),
-        _ => return Err(io::Error::new(io::ErrorKind::InvalidData, "bad request line")),
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "bad request line",
+            ))
+        }
     };
     let mut headers = Vec::new();
     loop {
@@ -92,11 +104,18 @@ pub fn read_request(reader: &mut BufReader<TcpStream>) -> io::Result<Option<Requ
             headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
         }
     }
-    let find = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let find = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
     let body = if find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
         read_chunked_body(reader)?
     } else {
-        let length: usize = find("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let length: usize = find("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let mut body = vec![0; length];
         reader.read_exact(&mut body)?;
         body
@@ -243,9 +262,16 @@ fn head(status: u16, content_type: &str, extra: &[(String, String)]) -> String {
 /// Writes a whole response: Content-Length when the body is under 2048 bytes, else chunked
 /// in 2048-byte pieces.
 pub fn write_response(stream: &mut impl Write, response: &Response) -> io::Result<()> {
-    let mut out = head(response.status, response.content_type, &response.extra_headers).into_bytes();
+    let mut out = head(
+        response.status,
+        response.content_type,
+        &response.extra_headers,
+    )
+    .into_bytes();
     if response.body.len() < GO_BUFFER_SIZE {
-        out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", response.body.len()).as_bytes());
+        out.extend_from_slice(
+            format!("Content-Length: {}\r\n\r\n", response.body.len()).as_bytes(),
+        );
         out.extend_from_slice(&response.body);
     } else {
         out.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");

@@ -13,7 +13,9 @@ impl Default for Ids {
     fn default() -> Ids {
         let mut hasher = RandomState::new().build_hasher();
         hasher.write_u64(0x9e37_79b9_7f4a_7c15);
-        Ids { state: hasher.finish() | 1 }
+        Ids {
+            state: hasher.finish() | 1,
+        }
     }
 }
 
@@ -41,11 +43,15 @@ impl Ids {
     /// Five characters from the API server's `generateName` alphabet.
     pub fn name_suffix(&mut self) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-        (0..5).map(|_| ALPHABET[(self.next_u64() % ALPHABET.len() as u64) as usize] as char).collect()
+        (0..5)
+            .map(|_| ALPHABET[(self.next_u64() % ALPHABET.len() as u64) as usize] as char)
+            .collect()
     }
 }
 
 /// FNV-1a, 64 bit: the template hash behind ReplicaSet names.
 pub fn fnv1a(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -46,7 +46,11 @@ pub fn invalid_resource_version(raw: &str) -> Status {
 }
 
 impl ListOptions {
-    pub fn parse(request: &Request, resource: &ResourceType, watch: bool) -> Result<ListOptions, Status> {
+    pub fn parse(
+        request: &Request,
+        resource: &ResourceType,
+        watch: bool,
+    ) -> Result<ListOptions, Status> {
         let mut options = ListOptions::default();
         let param = |k: &str| request.query_param(k);
         if let Some(text) = param("labelSelector") {
@@ -54,24 +58,34 @@ impl ListOptions {
         }
         if let Some(text) = param("fieldSelector") {
             options.fields = FieldSelector::parse(text).map_err(status::bad_request)?;
-            options.fields.validate(&resource.plural).map_err(status::bad_request)?;
+            options
+                .fields
+                .validate(&resource.plural)
+                .map_err(status::bad_request)?;
         }
         if let Some(raw) = param("resourceVersion").filter(|v| !v.is_empty()) {
-            options.resource_version = Some(raw.parse().map_err(|_| invalid_resource_version(raw))?);
+            options.resource_version =
+                Some(raw.parse().map_err(|_| invalid_resource_version(raw))?);
         }
-        options.resource_version_match = param("resourceVersionMatch").filter(|v| !v.is_empty()).map(str::to_string);
+        options.resource_version_match = param("resourceVersionMatch")
+            .filter(|v| !v.is_empty())
+            .map(str::to_string);
         if let Some(raw) = param("limit") {
             let limit = raw.parse::<i64>().map_err(|_| {
                 status::bad_request(format!("limit: Invalid value: \"{raw}\": strconv.ParseInt: parsing \"{raw}\": invalid syntax"))
             })?;
             options.limit = Some(limit).filter(|l| *l > 0);
         }
-        options.continue_token = param("continue").filter(|v| !v.is_empty()).map(str::to_string);
+        options.continue_token = param("continue")
+            .filter(|v| !v.is_empty())
+            .map(str::to_string);
         options.send_initial_events = param("sendInitialEvents").map(is_truthy);
         options.allow_bookmarks = param("allowWatchBookmarks").is_some_and(is_truthy);
         if let Some(raw) = param("timeoutSeconds") {
             let seconds = raw.parse::<u64>().map_err(|_| {
-                status::bad_request(format!("timeoutSeconds: Invalid value: \"{raw}\": must be a non-negative integer"))
+                status::bad_request(format!(
+                    "timeoutSeconds: Invalid value: \"{raw}\": must be a non-negative integer"
+                ))
             })?;
             options.timeout = Some(Duration::from_secs(seconds)).filter(|d| !d.is_zero());
         }
@@ -131,7 +145,9 @@ impl ListOptions {
             }
         }
         if self.continue_token.is_some() && self.resource_version.is_some_and(|rv| rv != 0) {
-            return Err(status::bad_request("specifying resource version is not allowed when using continue"));
+            return Err(status::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
         }
         Ok(())
     }
@@ -142,7 +158,10 @@ impl ListOptions {
 
     /// Whether an object passes the namespace of the route and both selectors.
     pub fn selects(&self, route: &Route, object: &Value) -> bool {
-        route.namespace.as_deref().is_none_or(|ns| namespace_of(object) == ns)
+        route
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| namespace_of(object) == ns)
             && self.labels.matches_object(object)
             && self.fields.matches(&route.resource.plural, object)
     }
@@ -187,38 +206,66 @@ fn storage_key(route: &Route, object: &Value) -> String {
 
 /// The real token format: unpadded base64url of `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`.
 pub fn encode_continue(rv: i64, start: &str) -> String {
-    let json = format!(r#"{{"v":"meta.k8s.io/v1","rv":{rv},"start":{}}}"#, Value::String(format!("{start}\u{0}")));
+    let json = format!(
+        r#"{{"v":"meta.k8s.io/v1","rv":{rv},"start":{}}}"#,
+        Value::String(format!("{start}\u{0}"))
+    );
     base64::encode_url_raw(json.as_bytes())
 }
 
 /// Decodes a token into (rv, start key), with the server's 400 texts (wire 013, 014).
 pub fn decode_continue(token: &str) -> Result<(i64, String), Status> {
-    let invalid = |why: String| status::bad_request(format!("invalid continue token: continue key is not valid: {why}"));
+    let invalid = |why: String| {
+        status::bad_request(format!(
+            "invalid continue token: continue key is not valid: {why}"
+        ))
+    };
     let bytes = base64::decode_url_raw(token).map_err(invalid)?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let parsed: Value = serde_json::from_str(&text).map_err(|_| invalid(go_json_error(&text)))?;
     let version = parsed["v"].as_str().unwrap_or("");
     if version != "meta.k8s.io/v1" {
-        return Err(invalid(format!("server does not recognize this encoded version {version}")));
+        return Err(invalid(format!(
+            "server does not recognize this encoded version {version}"
+        )));
     }
     let rv = parsed["rv"].as_i64().unwrap_or(0);
     if rv == 0 {
-        return Err(invalid("incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into()));
+        return Err(invalid(
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into(),
+        ));
     }
     let start = parsed["start"].as_str().unwrap_or("");
     if start.is_empty() {
-        return Err(invalid("encoded start key empty (version meta.k8s.io/v1)".into()));
+        return Err(invalid(
+            "encoded start key empty (version meta.k8s.io/v1)".into(),
+        ));
     }
-    let start = if start.starts_with('/') { start.to_string() } else { format!("/{start}") };
+    // The key is compared with `>=`: "<last key>\0" is the first key after the last one.
+    let start = if start.starts_with('/') {
+        start.to_string()
+    } else {
+        format!("/{start}")
+    };
     Ok((rv, start))
 }
 
 /// Serves a LIST.
-pub fn list(state: &mut State, route: &Route, request: &Request, options: &ListOptions) -> Response {
+pub fn list(
+    state: &mut State,
+    route: &Route,
+    request: &Request,
+    options: &ListOptions,
+) -> Response {
     let resource = &route.resource;
     let presentation = Presentation::of(request);
     if presentation == Presentation::Metadata {
-        let package = resource.group.split('.').next().filter(|g| !g.is_empty()).unwrap_or("core");
+        let package = resource
+            .group
+            .split('.')
+            .next()
+            .filter(|g| !g.is_empty())
+            .unwrap_or("core");
         return Status::new(
             406,
             Some("NotAcceptable"),
@@ -233,13 +280,18 @@ pub fn list(state: &mut State, route: &Route, request: &Request, options: &ListO
             Err(status) => return status.response(),
         };
         if rv < 0 {
-            (state.store.snapshot(&resource.key).items, current, Some(start))
+            (
+                state.store.snapshot(&resource.key).items,
+                current,
+                Some(start),
+            )
         } else {
             match state.store.snapshot_at(&resource.key, rv as u64) {
                 Some(snapshot) => (snapshot.items, snapshot.rv, Some(start)),
                 None => {
                     let mut expired = Status::new(410, Some("Expired"), EXPIRED_CONTINUE);
-                    let fresh = encode_continue(-1, start.trim_start_matches('/'));
+                    let fresh =
+                        encode_continue(-1, start.trim_start_matches('/').trim_end_matches('\0'));
                     expired.metadata.insert("continue".into(), fresh.into());
                     return expired.response();
                 }
@@ -249,7 +301,12 @@ pub fn list(state: &mut State, route: &Route, request: &Request, options: &ListO
         if options.resource_version_match.as_deref() == Some("Exact") {
             let rv = options.resource_version.unwrap_or(0);
             if rv < state.store.history_floor() {
-                return Status::new(410, Some("Expired"), "The resourceVersion for the provided list is too old.").response();
+                return Status::new(
+                    410,
+                    Some("Expired"),
+                    "The resourceVersion for the provided list is too old.",
+                )
+                .response();
             }
         }
         if let Some(rv) = options.resource_version.filter(|rv| *rv > current) {
@@ -259,7 +316,9 @@ pub fn list(state: &mut State, route: &Route, request: &Request, options: &ListO
         (snapshot.items, snapshot.rv, None)
     };
     // The watch cache ignores limit for resourceVersion=0 (§1.3).
-    let limit = options.limit.filter(|_| options.resource_version != Some(0) || options.continue_token.is_some());
+    let limit = options
+        .limit
+        .filter(|_| options.resource_version != Some(0) || options.continue_token.is_some());
     let matching: Vec<&Value> = items
         .iter()
         .filter(|o| options.selects(route, o))
@@ -271,14 +330,23 @@ pub fn list(state: &mut State, route: &Route, request: &Request, options: &ListO
     let mut metadata = Map::new();
     metadata.insert("resourceVersion".into(), list_rv.to_string().into());
     if remaining > 0 {
-        let last = page.last().map(|o| storage_key(route, o)).unwrap_or_default();
-        metadata.insert("continue".into(), encode_continue(list_rv as i64, &last).into());
+        let last = page
+            .last()
+            .map(|o| storage_key(route, o))
+            .unwrap_or_default();
+        metadata.insert(
+            "continue".into(),
+            encode_continue(list_rv as i64, &last).into(),
+        );
         if !options.has_selector() {
             metadata.insert("remainingItemCount".into(), remaining.into());
         }
     }
     let (kind, api_version) = match presentation {
-        Presentation::MetadataList => ("PartialObjectMetadataList".to_string(), "meta.k8s.io/v1".to_string()),
+        Presentation::MetadataList => (
+            "PartialObjectMetadataList".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        ),
         _ => (resource.list_kind(), resource.api_version()),
     };
     let items: Vec<Value> = page
@@ -294,12 +362,23 @@ pub fn list(state: &mut State, route: &Route, request: &Request, options: &ListO
             o
         })
         .collect();
-    Response::json(200, &json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items}))
+    Response::json(
+        200,
+        &json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items}),
+    )
 }
 
 /// 504 for a resourceVersion the server has not reached (wire 027).
 pub fn too_large_resource_version(rv: u64, current: u64) -> Status {
-    Status::new(504, Some("Timeout"), format!("Timeout: Too large resource version: {rv}, current: {current}"))
-        .cause("ResourceVersionTooLarge", "Too large resource version", None)
-        .retry_after(1)
+    Status::new(
+        504,
+        Some("Timeout"),
+        format!("Timeout: Too large resource version: {rv}, current: {current}"),
+    )
+    .cause(
+        "ResourceVersionTooLarge",
+        "Too large resource version",
+        None,
+    )
+    .retry_after(1)
 }

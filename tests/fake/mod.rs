@@ -61,7 +61,11 @@ impl FakeApi {
             let shared = Arc::clone(&shared);
             thread::spawn(move || server::tick_loop(shared))
         };
-        FakeApi { shared, address, threads: vec![accept, ticker] }
+        FakeApi {
+            shared,
+            address,
+            threads: vec![accept, ticker],
+        }
     }
 
     /// `http://127.0.0.1:PORT`
@@ -79,7 +83,9 @@ impl FakeApi {
     }
 
     fn resource_type(state: &State, plural: &str) -> ResourceType {
-        state.find_type(plural).unwrap_or_else(|| panic!("the fake API server does not serve {plural:?}"))
+        state
+            .find_type(plural)
+            .unwrap_or_else(|| panic!("the fake API server does not serve {plural:?}"))
     }
 
     /// Creates or replaces an object (by apiVersion+kind+namespace+name) as a user with
@@ -92,13 +98,17 @@ impl FakeApi {
         self.with_state(|state| {
             let api_version = object["apiVersion"].as_str().unwrap_or("");
             let kind = object["kind"].as_str().unwrap_or("");
-            let resource = state
-                .type_of_kind(api_version, kind)
-                .unwrap_or_else(|| panic!("apply: the fake API server does not serve {api_version} {kind}"));
+            let resource = state.type_of_kind(api_version, kind).unwrap_or_else(|| {
+                panic!("apply: the fake API server does not serve {api_version} {kind}")
+            });
             let mut object = object.clone();
             let namespace = if resource.namespaced {
                 let namespace = namespace_of(&object).to_string();
-                let namespace = if namespace.is_empty() { "default".to_string() } else { namespace };
+                let namespace = if namespace.is_empty() {
+                    "default".to_string()
+                } else {
+                    namespace
+                };
                 object["metadata"]["namespace"] = namespace.clone().into();
                 state.ensure_namespace(&namespace);
                 namespace
@@ -132,11 +142,15 @@ impl FakeApi {
     pub fn merge_patch(&self, resource: &str, ns: &str, name: &str, patch: Value) -> Value {
         self.with_state(|state| {
             let resource = Self::resource_type(state, resource);
-            let old = state
-                .get(&resource, ns, name)
-                .unwrap_or_else(|| panic!("merge_patch: {} {ns}/{name} does not exist", resource.plural));
+            let old = state.get(&resource, ns, name).unwrap_or_else(|| {
+                panic!(
+                    "merge_patch: {} {ns}/{name} does not exist",
+                    resource.plural
+                )
+            });
             let patched = patch::merge_patch(&old, &patch);
-            let processed = resource.plural == "poddisruptionbudgets" && patch.pointer("/status/observedGeneration").is_none();
+            let processed = resource.plural == "poddisruptionbudgets"
+                && patch.pointer("/status/observedGeneration").is_none();
             let stored = state.update(&resource, &old, patched);
             if processed {
                 mark_pdb_processed(state, &resource, &stored);
@@ -226,7 +240,10 @@ impl FakeApi {
     pub fn events_for(&self, ns: &str, name: &str) -> Vec<Value> {
         let state = self.shared.lock();
         let about = |event: &Value, reference: &str| {
-            event.pointer(&format!("/{reference}/name")).and_then(Value::as_str) == Some(name)
+            event
+                .pointer(&format!("/{reference}/name"))
+                .and_then(Value::as_str)
+                == Some(name)
         };
         state
             .types
@@ -279,7 +296,12 @@ impl FakeApi {
 
     /// How many watches of this resource are open.
     pub fn open_watches(&self, resource: &str) -> usize {
-        self.shared.lock().watches.values().filter(|w| w.resource == resource).count()
+        self.shared
+            .lock()
+            .watches
+            .values()
+            .filter(|w| w.resource == resource)
+            .count()
     }
 
     /// How long pods made by ReplicaSets stay Pending before turning Running and Ready

@@ -28,7 +28,12 @@ pub fn merge_patch(target: &Value, patch: &Value) -> Value {
 /// every other list is replaced.
 fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets"
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
         | "resourceClaims" => "name",
         "volumeMounts" => "mountPath",
         "volumeDevices" => "devicePath",
@@ -65,7 +70,9 @@ pub fn strategic_merge_patch(target: &Value, patch: &Value) -> Result<Value, Str
             continue; // ordering hints do not change content
         }
         if key.starts_with('$') {
-            return Err(format!("the fake does not implement the strategic merge patch directive {key}"));
+            return Err(format!(
+                "the fake does not implement the strategic merge patch directive {key}"
+            ));
         }
         match value {
             Value::Null => {
@@ -77,8 +84,16 @@ pub fn strategic_merge_patch(target: &Value, patch: &Value) -> Result<Value, Str
             }
             Value::Array(items) => {
                 let merged = match (merge_key(key), out.get(key)) {
-                    (Some(merge_key), Some(Value::Array(existing))) => merge_list(existing, items, merge_key)?,
-                    _ => Value::Array(items.iter().filter(|i| i.get("$patch").is_none()).cloned().collect()),
+                    (Some(merge_key), Some(Value::Array(existing))) => {
+                        merge_list(existing, items, merge_key)?
+                    }
+                    _ => Value::Array(
+                        items
+                            .iter()
+                            .filter(|i| i.get("$patch").is_none())
+                            .cloned()
+                            .collect(),
+                    ),
                 };
                 out.insert(key.clone(), merged);
             }
@@ -94,7 +109,9 @@ fn merge_list(existing: &[Value], patch: &[Value], merge_key: &str) -> Result<Va
     let mut out: Vec<Value> = existing.to_vec();
     for item in patch {
         let Some(key_value) = item.get(merge_key) else {
-            return Err(format!("map: {item} does not contain declared merge key: {merge_key}"));
+            return Err(format!(
+                "map: {item} does not contain declared merge key: {merge_key}"
+            ));
         };
         let position = out.iter().position(|e| e.get(merge_key) == Some(key_value));
         let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
@@ -126,14 +143,19 @@ pub fn json_patch(target: &Value, ops: &[Value]) -> Result<Value, String> {
                 add(&mut doc, path, value_of(op)?)?;
             }
             "test" => {
-                let actual = doc.pointer(&pointer(path)?).ok_or("test: path does not exist")?;
+                let actual = doc
+                    .pointer(&pointer(path)?)
+                    .ok_or("test: path does not exist")?;
                 if actual != &value_of(op)? {
                     return Err(format!("testing value {path} failed"));
                 }
             }
             "copy" | "move" => {
                 let from = op["from"].as_str().ok_or("missing from")?;
-                let value = doc.pointer(&pointer(from)?).cloned().ok_or("from path does not exist")?;
+                let value = doc
+                    .pointer(&pointer(from)?)
+                    .cloned()
+                    .ok_or("from path does not exist")?;
                 if name == "move" {
                     remove(&mut doc, from)?;
                 }
@@ -146,7 +168,9 @@ pub fn json_patch(target: &Value, ops: &[Value]) -> Result<Value, String> {
 }
 
 fn value_of(op: &Value) -> Result<Value, String> {
-    op.get("value").cloned().ok_or_else(|| "missing value".to_string())
+    op.get("value")
+        .cloned()
+        .ok_or_else(|| "missing value".to_string())
 }
 
 /// Validates a JSON pointer and returns it in the form `Value::pointer` takes.
@@ -176,21 +200,29 @@ fn add(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
             Ok(())
         }
         Some(Value::Array(items)) => {
-            let index = if last == "-" { items.len() } else { last.parse().map_err(|_| "bad array index")? };
+            let index = if last == "-" {
+                items.len()
+            } else {
+                last.parse().map_err(|_| "bad array index")?
+            };
             if index > items.len() {
                 return Err("array index out of bounds".into());
             }
             items.insert(index, value);
             Ok(())
         }
-        _ => Err(format!("add operation does not apply: doc is missing path: \"{path}\"")),
+        _ => Err(format!(
+            "add operation does not apply: doc is missing path: \"{path}\""
+        )),
     }
 }
 
 fn remove(doc: &mut Value, path: &str) -> Result<Value, String> {
     let (parent, last) = split(path)?;
     match doc.pointer_mut(&parent) {
-        Some(Value::Object(map)) => map.remove(&last).ok_or_else(|| format!("missing path {path}")),
+        Some(Value::Object(map)) => map
+            .remove(&last)
+            .ok_or_else(|| format!("missing path {path}")),
         Some(Value::Array(items)) => {
             let index: usize = last.parse().map_err(|_| "bad array index")?;
             if index >= items.len() {
@@ -198,7 +230,9 @@ fn remove(doc: &mut Value, path: &str) -> Result<Value, String> {
             }
             Ok(items.remove(index))
         }
-        _ => Err(format!("remove operation does not apply: doc is missing path: \"{path}\"")),
+        _ => Err(format!(
+            "remove operation does not apply: doc is missing path: \"{path}\""
+        )),
     }
 }
 
@@ -249,26 +283,53 @@ mod tests {
             out,
             json!({"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "2"}, {"name": "c", "image": "3"}], "args": ["y"]})
         );
-        let deleted = strategic_merge_patch(&out, &json!({"containers": [{"name": "a", "$patch": "delete"}]})).unwrap();
+        let deleted = strategic_merge_patch(
+            &out,
+            &json!({"containers": [{"name": "a", "$patch": "delete"}]}),
+        )
+        .unwrap();
         assert_eq!(deleted["containers"].as_array().unwrap().len(), 2);
-        let replaced = strategic_merge_patch(&json!({"m": {"a": 1}}), &json!({"m": {"$patch": "replace", "b": 2}})).unwrap();
+        let replaced = strategic_merge_patch(
+            &json!({"m": {"a": 1}}),
+            &json!({"m": {"$patch": "replace", "b": 2}}),
+        )
+        .unwrap();
         assert_eq!(replaced, json!({"m": {"b": 2}}));
     }
 
     #[test]
     fn json_patch_escapes_and_fails_on_missing_parents() {
         let target = json!({"metadata": {"annotations": {}}});
-        let out = json_patch(&target, &[json!({"op": "add", "path": "/metadata/annotations/a~1b~0c", "value": "v"})]).unwrap();
+        let out = json_patch(
+            &target,
+            &[json!({"op": "add", "path": "/metadata/annotations/a~1b~0c", "value": "v"})],
+        )
+        .unwrap();
         assert_eq!(out["metadata"]["annotations"]["a/b~c"], "v");
-        assert!(json_patch(&json!({}), &[json!({"op": "add", "path": "/a/b", "value": 1})]).is_err());
-        assert!(json_patch(&json!({"r": 1}), &[json!({"op": "test", "path": "/r", "value": 5})]).is_err());
-        let moved = json_patch(&json!({"a": 1}), &[json!({"op": "move", "from": "/a", "path": "/b"})]).unwrap();
+        assert!(json_patch(
+            &json!({}),
+            &[json!({"op": "add", "path": "/a/b", "value": 1})]
+        )
+        .is_err());
+        assert!(json_patch(
+            &json!({"r": 1}),
+            &[json!({"op": "test", "path": "/r", "value": 5})]
+        )
+        .is_err());
+        let moved = json_patch(
+            &json!({"a": 1}),
+            &[json!({"op": "move", "from": "/a", "path": "/b"})],
+        )
+        .unwrap();
         assert_eq!(moved, json!({"b": 1}));
     }
 
     #[test]
     fn go_json_errors_read_like_go() {
-        assert_eq!(go_json_error("{not json"), "invalid character 'n' looking for beginning of object key string");
+        assert_eq!(
+            go_json_error("{not json"),
+            "invalid character 'n' looking for beginning of object key string"
+        );
         assert_eq!(go_json_error(""), "unexpected end of JSON input");
     }
 }

@@ -16,8 +16,18 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
-    fn builtin(plural: &str, group: &str, version: &str, kind: &str, namespaced: bool) -> ResourceType {
-        let key = if plural == "events" && !group.is_empty() { format!("{plural}.{group}") } else { plural.into() };
+    fn builtin(
+        plural: &str,
+        group: &str,
+        version: &str,
+        kind: &str,
+        namespaced: bool,
+    ) -> ResourceType {
+        let key = if plural == "events" && !group.is_empty() {
+            format!("{plural}.{group}")
+        } else {
+            plural.into()
+        };
         ResourceType {
             key,
             plural: plural.into(),
@@ -64,17 +74,26 @@ impl ResourceType {
 
     /// Writes to the main resource keep the stored `status` (§3.5).
     pub fn has_status_subresource(&self) -> bool {
-        !matches!(self.plural.as_str(), "configmaps" | "secrets" | "events" | "leases")
+        !matches!(
+            self.plural.as_str(),
+            "configmaps" | "secrets" | "events" | "leases"
+        )
     }
 
     /// Kinds whose `metadata.generation` the server maintains.
     pub fn has_generation(&self) -> bool {
-        !matches!(self.plural.as_str(), "configmaps" | "secrets" | "events" | "leases" | "namespaces")
+        !matches!(
+            self.plural.as_str(),
+            "configmaps" | "secrets" | "events" | "leases" | "namespaces"
+        )
     }
 
     /// Workloads whose pod template the simulated controller rolls out.
     pub fn is_workload(&self) -> bool {
-        matches!(self.plural.as_str(), "deployments" | "statefulsets" | "daemonsets") || !self.builtin
+        matches!(
+            self.plural.as_str(),
+            "deployments" | "statefulsets" | "daemonsets"
+        ) || !self.builtin
     }
 
     /// Kinds whose PUT may create a missing object (`AllowCreateOnUpdate`).
@@ -100,7 +119,13 @@ pub fn builtin_types() -> Vec<ResourceType> {
         ResourceType::builtin("statefulsets", "apps", "v1", "StatefulSet", true),
         ResourceType::builtin("daemonsets", "apps", "v1", "DaemonSet", true),
         ResourceType::builtin("replicasets", "apps", "v1", "ReplicaSet", true),
-        ResourceType::builtin("poddisruptionbudgets", "policy", "v1", "PodDisruptionBudget", true),
+        ResourceType::builtin(
+            "poddisruptionbudgets",
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            true,
+        ),
         ResourceType::builtin("leases", "coordination.k8s.io", "v1", "Lease", true),
         ResourceType::builtin("events", "events.k8s.io", "v1", "Event", true),
     ]
@@ -121,7 +146,9 @@ fn split_prefix(path: &str) -> Option<(String, String, Vec<&str>)> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segments.as_slice() {
         ["api", version, rest @ ..] => Some((String::new(), version.to_string(), rest.to_vec())),
-        ["apis", group, version, rest @ ..] => Some((group.to_string(), version.to_string(), rest.to_vec())),
+        ["apis", group, version, rest @ ..] => {
+            Some((group.to_string(), version.to_string(), rest.to_vec()))
+        }
         _ => None,
     }
 }
@@ -130,7 +157,10 @@ fn split_prefix(path: &str) -> Option<(String, String, Vec<&str>)> {
 pub fn route(types: &[ResourceType], path: &str) -> Option<Route> {
     let (group, version, rest) = split_prefix(path)?;
     let find = |plural: &str| {
-        types.iter().find(|t| t.plural == plural && t.group == group && t.version == version).cloned()
+        types
+            .iter()
+            .find(|t| t.plural == plural && t.group == group && t.version == version)
+            .cloned()
     };
     let (resource, namespace, tail) = match rest.as_slice() {
         ["namespaces", ns, plural, tail @ ..] if find(plural).is_some_and(|t| t.namespaced) => {
@@ -176,15 +206,28 @@ mod tests {
     fn routes_namespaced_cluster_wide_and_subresource_paths() {
         let types = builtin_types();
         let r = route(&types, "/apis/apps/v1/namespaces/ns/deployments/web").unwrap();
-        assert_eq!((r.resource.plural.as_str(), r.namespace.as_deref(), r.name.as_deref()), ("deployments", Some("ns"), Some("web")));
+        assert_eq!(
+            (
+                r.resource.plural.as_str(),
+                r.namespace.as_deref(),
+                r.name.as_deref()
+            ),
+            ("deployments", Some("ns"), Some("web"))
+        );
         let r = route(&types, "/api/v1/configmaps").unwrap();
         assert_eq!((r.namespace, r.name), (None, None));
         let r = route(&types, "/api/v1/namespaces/ns/pods/p/eviction").unwrap();
         assert_eq!(r.subresource.as_deref(), Some("eviction"));
         let r = route(&types, "/api/v1/namespaces/ns").unwrap();
-        assert_eq!((r.resource.plural.as_str(), r.name.as_deref()), ("namespaces", Some("ns")));
+        assert_eq!(
+            (r.resource.plural.as_str(), r.name.as_deref()),
+            ("namespaces", Some("ns"))
+        );
         assert!(route(&types, "/api/v1/namespaces/ns/nosuchresources").is_none());
         assert!(route(&types, "/apis/apps/v2/namespaces/ns/deployments").is_none());
-        assert_eq!(plural_in_path("/api/v1/namespaces/ns/pods/p/eviction"), "pods");
+        assert_eq!(
+            plural_in_path("/api/v1/namespaces/ns/pods/p/eviction"),
+            "pods"
+        );
     }
 }

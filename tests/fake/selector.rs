@@ -41,7 +41,12 @@ impl LabelSelector {
     /// Matches an object by its `metadata.labels`.
     pub fn matches_object(&self, object: &Value) -> bool {
         let empty = Map::new();
-        self.matches(object.pointer("/metadata/labels").and_then(Value::as_object).unwrap_or(&empty))
+        self.matches(
+            object
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .unwrap_or(&empty),
+        )
     }
 }
 
@@ -55,9 +60,10 @@ impl Requirement {
             Op::Exists => value.is_some(),
             Op::DoesNotExist => value.is_none(),
             Op::GreaterThan | Op::LessThan => {
-                let (Some(have), Some(want)) =
-                    (value.and_then(|v| v.parse::<i64>().ok()), self.values.first().and_then(|v| v.parse::<i64>().ok()))
-                else {
+                let (Some(have), Some(want)) = (
+                    value.and_then(|v| v.parse::<i64>().ok()),
+                    self.values.first().and_then(|v| v.parse::<i64>().ok()),
+                ) else {
                     return false;
                 };
                 if self.op == Op::GreaterThan {
@@ -143,7 +149,10 @@ fn lex(input: &str) -> Vec<(Token, String)> {
             }
             match last {
                 Some(item) => tokens.push(item),
-                None => tokens.push((Token::Error, format!("error expected: keyword found '{buffer}'"))),
+                None => tokens.push((
+                    Token::Error,
+                    format!("error expected: keyword found '{buffer}'"),
+                )),
             }
         } else {
             let start = i;
@@ -186,8 +195,9 @@ impl Parser {
             let (token, literal) = self.lookahead(true);
             match token {
                 Token::Identifier | Token::DoesNotExist => {
-                    let requirement =
-                        self.requirement().map_err(|e| format!("unable to parse requirement: {e}"))?;
+                    let requirement = self
+                        .requirement()
+                        .map_err(|e| format!("unable to parse requirement: {e}"))?;
                     selector.requirements.push(requirement);
                     let (token, literal) = self.consume(true);
                     match token {
@@ -195,14 +205,24 @@ impl Parser {
                         Token::Comma => {
                             let (next, next_literal) = self.lookahead(true);
                             if next != Token::Identifier && next != Token::DoesNotExist {
-                                return Err(format!("found '{next_literal}', expected: identifier after ','"));
+                                return Err(format!(
+                                    "found '{next_literal}', expected: identifier after ','"
+                                ));
                             }
                         }
-                        _ => return Err(format!("found '{literal}', expected: ',' or 'end of string'")),
+                        _ => {
+                            return Err(format!(
+                                "found '{literal}', expected: ',' or 'end of string'"
+                            ))
+                        }
                     }
                 }
                 Token::End => break,
-                _ => return Err(format!("found '{literal}', expected: !, identifier, or 'end of string'")),
+                _ => {
+                    return Err(format!(
+                        "found '{literal}', expected: !, identifier, or 'end of string'"
+                    ))
+                }
             }
         }
         selector.requirements.sort_by(|a, b| a.key.cmp(&b.key));
@@ -228,7 +248,11 @@ impl Parser {
             op = Some(Op::Exists);
         }
         if let Some(op) = op {
-            return Ok(Requirement { key, op, values: Vec::new() });
+            return Ok(Requirement {
+                key,
+                op,
+                values: Vec::new(),
+            });
         }
         let (token, literal) = self.consume(false);
         let op = match token {
@@ -238,7 +262,11 @@ impl Parser {
             Token::LessThan => Op::LessThan,
             Token::NotIn => Op::NotIn,
             Token::NotEquals => Op::NotEquals,
-            _ => return Err(format!("found '{literal}', expected: in, notin, =, ==, !=, gt, lt")),
+            _ => {
+                return Err(format!(
+                    "found '{literal}', expected: in, notin, =, ==, !=, gt, lt"
+                ))
+            }
         };
         let values = match op {
             Op::In | Op::NotIn => self.set_values()?,
@@ -267,7 +295,9 @@ impl Parser {
                 self.consume(true);
                 Ok(vec![String::new()])
             }
-            _ => Err(format!("found '{literal}', expected: ',', ')' or identifier")),
+            _ => Err(format!(
+                "found '{literal}', expected: ',', ')' or identifier"
+            )),
         }
     }
 
@@ -349,7 +379,11 @@ fn validate_requirement(key: &str, op: Op, values: &[String]) -> Result<(), Stri
 
 /// Parses a `labelSelector` query value. Errors carry the API server's parser text.
 pub fn parse(input: &str) -> Result<LabelSelector, String> {
-    Parser { tokens: lex(input), position: 0 }.parse()
+    Parser {
+        tokens: lex(input),
+        position: 0,
+    }
+    .parse()
 }
 
 fn is_alnum(c: u8) -> bool {
@@ -362,7 +396,8 @@ fn is_name_part(s: &str) -> bool {
     !b.is_empty()
         && is_alnum(b[0])
         && is_alnum(b[b.len() - 1])
-        && b.iter().all(|c| is_alnum(*c) || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|c| is_alnum(*c) || matches!(c, b'-' | b'_' | b'.'))
 }
 
 const NAME_PART_FORMAT: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
@@ -378,7 +413,8 @@ pub fn is_dns_subdomain(s: &str) -> bool {
                 && !b[0].is_ascii_uppercase()
                 && b[b.len() - 1].is_ascii_alphanumeric()
                 && !b[b.len() - 1].is_ascii_uppercase()
-                && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         })
 }
 
@@ -437,7 +473,12 @@ pub fn object_selects(selector: &Value, labels: &Map<String, Value>) -> bool {
     let expressions = selector.get("matchExpressions").and_then(Value::as_array);
     expressions.into_iter().flatten().all(|e| {
         let key = e["key"].as_str().unwrap_or("");
-        let values: Vec<&str> = e["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
         match e["operator"].as_str().unwrap_or("") {
             "In" => label(key).is_some_and(|v| values.contains(&v)),
             "NotIn" => !label(key).is_some_and(|v| values.contains(&v)),
@@ -465,7 +506,9 @@ impl FieldSelector {
             } else if let Some((f, v)) = term.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(format!("invalid selector: '{input}'; can't understand '{term}'"));
+                return Err(format!(
+                    "invalid selector: '{input}'; can't understand '{term}'"
+                ));
             };
             terms.push((field.trim().to_string(), equal, value.trim().to_string()));
         }
@@ -481,8 +524,13 @@ impl FieldSelector {
     pub fn field_value(resource: &str, object: &Value, field: &str) -> Option<String> {
         let supported = match field {
             "metadata.name" | "metadata.namespace" => true,
-            "spec.nodeName" | "spec.restartPolicy" | "spec.schedulerName" | "spec.serviceAccountName"
-            | "status.phase" | "status.podIP" | "status.nominatedNodeName" => resource == "pods",
+            "spec.nodeName"
+            | "spec.restartPolicy"
+            | "spec.schedulerName"
+            | "spec.serviceAccountName"
+            | "status.phase"
+            | "status.podIP"
+            | "status.nominatedNodeName" => resource == "pods",
             "type" => resource == "secrets" || resource == "events",
             "reason" | "source" | "reportingComponent" => resource == "events",
             f if f.starts_with("involvedObject.") => resource == "events",
@@ -492,7 +540,13 @@ impl FieldSelector {
             return None;
         }
         let pointer = format!("/{}", field.replace('.', "/"));
-        Some(object.pointer(&pointer).and_then(Value::as_str).unwrap_or("").to_string())
+        Some(
+            object
+                .pointer(&pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        )
     }
 
     /// Checks every field is supported for the resource; the error is the server's text.
@@ -524,9 +578,18 @@ mod tests {
 
     #[test]
     fn errors_match_the_recordings() {
-        assert_eq!(parse("app in web").unwrap_err(), "unable to parse requirement: found 'web' expected: '('");
-        assert_eq!(parse("=web").unwrap_err(), "found '=', expected: !, identifier, or 'end of string'");
-        assert_eq!(parse("app=web,,").unwrap_err(), "found ',', expected: identifier after ','");
+        assert_eq!(
+            parse("app in web").unwrap_err(),
+            "unable to parse requirement: found 'web' expected: '('"
+        );
+        assert_eq!(
+            parse("=web").unwrap_err(),
+            "found '=', expected: !, identifier, or 'end of string'"
+        );
+        assert_eq!(
+            parse("app=web,,").unwrap_err(),
+            "found ',', expected: identifier after ','"
+        );
         assert_eq!(
             parse("Bad Key=x").unwrap_err(),
             "unable to parse requirement: found 'Key', expected: in, notin, =, ==, !=, gt, lt"
@@ -536,7 +599,10 @@ mod tests {
             parse(&format!("app={long}")).unwrap_err(),
             format!("unable to parse requirement: values[0][app]: Invalid value: \"{long}\": must be no more than 63 bytes")
         );
-        assert_eq!(parse("app=web)").unwrap_err(), "found ')', expected: ',' or 'end of string'");
+        assert_eq!(
+            parse("app=web)").unwrap_err(),
+            "found ')', expected: ',' or 'end of string'"
+        );
         assert!(parse("!a=b").is_err());
         assert!(parse("app=web,").is_err());
     }
@@ -544,12 +610,21 @@ mod tests {
     #[test]
     fn grammar_edge_cases_parse() {
         assert_eq!(parse("app==").unwrap().requirements[0].values, vec![""]);
-        assert_eq!(parse("x in (in)").unwrap().requirements[0].values, vec!["in"]);
-        assert_eq!(parse("x in (a,,b)").unwrap().requirements[0].values, vec!["", "a", "b"]);
+        assert_eq!(
+            parse("x in (in)").unwrap().requirements[0].values,
+            vec!["in"]
+        );
+        assert_eq!(
+            parse("x in (a,,b)").unwrap().requirements[0].values,
+            vec!["", "a", "b"]
+        );
         assert_eq!(parse("x in ()").unwrap().requirements[0].values, vec![""]);
         assert!(parse("").unwrap().is_empty());
         assert!(parse("  ").unwrap().is_empty());
-        assert_eq!(parse("!legacy").unwrap().requirements[0].op, Op::DoesNotExist);
+        assert_eq!(
+            parse("!legacy").unwrap().requirements[0].op,
+            Op::DoesNotExist
+        );
         assert_eq!(parse("partition").unwrap().requirements[0].op, Op::Exists);
         assert!(parse("x > abc").is_err());
     }
@@ -579,9 +654,18 @@ mod tests {
     #[test]
     fn field_selectors_support_names_and_pod_fields() {
         let pod = json!({"metadata": {"name": "a", "namespace": "ns"}, "spec": {}});
-        assert!(FieldSelector::parse("metadata.name=a").unwrap().matches("pods", &pod));
-        assert!(FieldSelector::parse("spec.nodeName=").unwrap().matches("pods", &pod));
-        assert!(!FieldSelector::parse("metadata.name!=a").unwrap().matches("pods", &pod));
-        assert!(FieldSelector::parse("spec.nodeName=").unwrap().validate("configmaps").is_err());
+        assert!(FieldSelector::parse("metadata.name=a")
+            .unwrap()
+            .matches("pods", &pod));
+        assert!(FieldSelector::parse("spec.nodeName=")
+            .unwrap()
+            .matches("pods", &pod));
+        assert!(!FieldSelector::parse("metadata.name!=a")
+            .unwrap()
+            .matches("pods", &pod));
+        assert!(FieldSelector::parse("spec.nodeName=")
+            .unwrap()
+            .validate("configmaps")
+            .is_err());
     }
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::api;
 use super::http::{read_request, write_response, Request, Response};
-use super::list::{ListOptions, too_large_resource_version};
+use super::list::{too_large_resource_version, ListOptions};
 use super::resources::route;
 use super::state::State;
 use super::status::{self, Status};
@@ -50,7 +50,11 @@ impl Shared {
     }
 
     /// Waits for a change (or the timeout) with the lock released meanwhile.
-    pub fn wait<'a>(&self, guard: MutexGuard<'a, State>, timeout: Duration) -> MutexGuard<'a, State> {
+    pub fn wait<'a>(
+        &self,
+        guard: MutexGuard<'a, State>,
+        timeout: Duration,
+    ) -> MutexGuard<'a, State> {
         match self.changed.wait_timeout(guard, timeout) {
             Ok((guard, _)) => guard,
             Err(e) => e.into_inner().0,
@@ -64,7 +68,12 @@ impl Shared {
 
     /// Ends every connection (used when the server stops).
     pub fn close_connections(&self) {
-        for (_, stream) in self.connections.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+        for (_, stream) in self
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+        {
             let _ = stream.shutdown(std::net::Shutdown::Both);
         }
     }
@@ -108,7 +117,11 @@ fn serve_connection(shared: &Shared, mut stream: TcpStream) {
         return;
     };
     if let Ok(tracked) = stream.try_clone() {
-        shared.connections.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tracked);
+        shared
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tracked);
     }
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(reader_stream);
@@ -120,7 +133,11 @@ fn serve_connection(shared: &Shared, mut stream: TcpStream) {
         }
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
-    shared.connections.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+    shared
+        .connections
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
 }
 
 /// The bearer-token check (wire 087).
@@ -143,7 +160,10 @@ fn non_resource(path: &str) -> Option<Response> {
                 "buildDate": "1970-01-01T00:00:00Z", "goVersion": "go1.27.3", "compiler": "gc", "platform": "linux/amd64"
             }),
         )),
-        "/healthz" | "/readyz" | "/livez" => Some(Response { content_type: "text/plain; charset=utf-8", ..Response::text(200, "ok") }),
+        "/healthz" | "/readyz" | "/livez" => Some(Response {
+            content_type: "text/plain; charset=utf-8",
+            ..Response::text(200, "ok")
+        }),
         _ => None,
     }
 }
@@ -194,7 +214,10 @@ fn wait_for_resource_version(shared: &Shared, request: &Request, route: &super::
     let Ok(options) = ListOptions::parse(request, &route.resource, false) else {
         return;
     };
-    let Some(wanted) = options.resource_version.filter(|_| options.continue_token.is_none()) else {
+    let Some(wanted) = options
+        .resource_version
+        .filter(|_| options.continue_token.is_none())
+    else {
         return;
     };
     let deadline = Instant::now() + TOO_LARGE_RV_WAIT;

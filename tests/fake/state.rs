@@ -79,7 +79,10 @@ impl State {
     }
 
     pub fn type_of_kind(&self, api_version: &str, kind: &str) -> Option<ResourceType> {
-        self.types.iter().find(|t| t.kind == kind && t.api_version() == api_version).cloned()
+        self.types
+            .iter()
+            .find(|t| t.kind == kind && t.api_version() == api_version)
+            .cloned()
     }
 
     pub fn register_watch(&mut self, watch: OpenWatch) -> u64 {
@@ -112,7 +115,9 @@ impl State {
         if namespace.is_empty() || self.store.get("namespaces", "", namespace).is_some() {
             return;
         }
-        let namespaces = self.find_type("namespaces").expect("namespaces are built in");
+        let namespaces = self
+            .find_type("namespaces")
+            .expect("namespaces are built in");
         self.create(&namespaces, json!({"metadata": {"name": namespace}}));
     }
 
@@ -120,14 +125,32 @@ impl State {
     /// the controllers react. Returns the object as created.
     pub fn create(&mut self, resource: &ResourceType, mut object: Value) -> Value {
         set_type_meta(resource, &mut object);
-        let metadata = object["metadata"].as_object_mut().expect("metadata is an object");
+        let metadata = object["metadata"]
+            .as_object_mut()
+            .expect("metadata is an object");
         metadata.remove("resourceVersion");
-        if metadata.get("name").and_then(Value::as_str).unwrap_or("").is_empty() {
-            let prefix = metadata.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
-            metadata.insert("name".into(), format!("{prefix}{}", self.ids.name_suffix()).into());
+        if metadata
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+        {
+            let prefix = metadata
+                .get("generateName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            metadata.insert(
+                "name".into(),
+                format!("{prefix}{}", self.ids.name_suffix()).into(),
+            );
         }
         metadata.insert("uid".into(), self.ids.uid().into());
-        let created = if resource.plural == "pods" { self.clock.strictly_later() } else { self.clock.now() };
+        let created = if resource.plural == "pods" {
+            self.clock.strictly_later()
+        } else {
+            self.clock.now()
+        };
         metadata.insert("creationTimestamp".into(), created.into());
         if resource.has_generation() {
             metadata.insert("generation".into(), 1.into());
@@ -149,9 +172,22 @@ impl State {
         self.write_update(resource, old, object, false)
     }
 
-    fn write_update(&mut self, resource: &ResourceType, old: &Value, mut object: Value, bump: bool) -> Value {
+    fn write_update(
+        &mut self,
+        resource: &ResourceType,
+        old: &Value,
+        mut object: Value,
+        bump: bool,
+    ) -> Value {
         set_type_meta(resource, &mut object);
-        for key in ["name", "namespace", "uid", "creationTimestamp", "generation", "resourceVersion"] {
+        for key in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "resourceVersion",
+        ] {
             match old["metadata"].get(key) {
                 Some(value) => object["metadata"][key] = value.clone(),
                 None => {
@@ -166,7 +202,10 @@ impl State {
             return old.clone();
         }
         if bump && resource.has_generation() && generation_changes(resource, old, &object) {
-            let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             object["metadata"]["generation"] = (generation + 1).into();
         }
         let stored = self.store.put(&resource.key, object);
@@ -177,7 +216,12 @@ impl State {
     /// Deletes an object. Pods are first written with `deletionTimestamp` (MODIFIED) and then
     /// removed (DELETED), as an immediate deletion does (§4.2); the returned object is that
     /// MODIFIED state. Namespaces turn Terminating and their contents go.
-    pub fn delete(&mut self, resource: &ResourceType, namespace: &str, name: &str) -> Option<Value> {
+    pub fn delete(
+        &mut self,
+        resource: &ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Value> {
         let old = self.get(resource, namespace, name)?;
         if resource.plural == "namespaces" {
             return Some(self.terminate_namespace(old));
@@ -187,7 +231,10 @@ impl State {
             let mut marked = old.clone();
             marked["metadata"]["deletionTimestamp"] = self.clock.now().into();
             marked["metadata"]["deletionGracePeriodSeconds"] = 0.into();
-            let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             marked["metadata"]["generation"] = (generation + 1).into();
             returned = self.store.put(&resource.key, marked);
         }
@@ -217,7 +264,10 @@ impl State {
 
     /// Time-driven work: namespaces whose deletion is due, pods that become Ready.
     pub fn tick(&mut self, now: Instant) {
-        let (due, pending): (Vec<_>, Vec<_>) = self.terminating_namespaces.drain(..).partition(|(_, at)| *at <= now);
+        let (due, pending): (Vec<_>, Vec<_>) = self
+            .terminating_namespaces
+            .drain(..)
+            .partition(|(_, at)| *at <= now);
         self.terminating_namespaces = pending;
         for (name, _) in due {
             self.store.remove("namespaces", "", &name);
@@ -240,7 +290,9 @@ pub fn set_type_meta(resource: &ResourceType, object: &mut Value) {
 
 /// Secret `stringData` is folded into base64 `data` (winning on a clash) and not stored.
 fn fold_string_data(object: &mut Value) {
-    let Some(Value::Object(string_data)) = object.as_object_mut().and_then(|o| o.remove("stringData")) else {
+    let Some(Value::Object(string_data)) =
+        object.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
         return;
     };
     if !object["data"].is_object() {
@@ -273,7 +325,9 @@ fn apply_defaults(resource: &ResourceType, object: &mut Value) {
             object["status"] = json!({"phase": "Pending"});
         }
         "deployments" | "statefulsets" | "replicasets" => {
-            if object.pointer("/spec/replicas").is_none() && object.get("spec").is_some_and(Value::is_object) {
+            if object.pointer("/spec/replicas").is_none()
+                && object.get("spec").is_some_and(Value::is_object)
+            {
                 object["spec"]["replicas"] = 1.into();
             }
             if object.get("status").is_none() {

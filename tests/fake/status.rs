@@ -19,11 +19,19 @@ pub struct Status {
 
 impl Status {
     pub fn new(code: u16, reason: Option<&'static str>, message: impl Into<String>) -> Status {
-        Status { code, reason, message: message.into(), details: None, metadata: Map::new() }
+        Status {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            metadata: Map::new(),
+        }
     }
 
     pub fn detail(mut self, key: &str, value: impl Into<Value>) -> Status {
-        self.details.get_or_insert_with(Map::new).insert(key.to_string(), value.into());
+        self.details
+            .get_or_insert_with(Map::new)
+            .insert(key.to_string(), value.into());
         self
     }
 
@@ -48,12 +56,17 @@ impl Status {
 
     pub fn cause(mut self, reason: &str, message: &str, field: Option<&str>) -> Status {
         let details = self.details.get_or_insert_with(Map::new);
-        let causes = details.entry("causes").or_insert_with(|| Value::Array(Vec::new()));
+        let causes = details
+            .entry("causes")
+            .or_insert_with(|| Value::Array(Vec::new()));
         let mut cause = json!({"reason": reason, "message": message});
         if let Some(field) = field {
             cause["field"] = field.into();
         }
-        causes.as_array_mut().expect("causes is an array").push(cause);
+        causes
+            .as_array_mut()
+            .expect("causes is an array")
+            .push(cause);
         self
     }
 
@@ -81,7 +94,11 @@ impl Status {
     /// The HTTP response; `Retry-After` whenever `retryAfterSeconds > 0`.
     pub fn response(&self) -> Response {
         let mut response = Response::json(self.code, &self.to_json());
-        let retry = self.details.as_ref().and_then(|d| d.get("retryAfterSeconds")).and_then(Value::as_u64);
+        let retry = self
+            .details
+            .as_ref()
+            .and_then(|d| d.get("retryAfterSeconds"))
+            .and_then(Value::as_u64);
         if let Some(seconds) = retry.filter(|s| *s > 0) {
             response = response.with_header("Retry-After", seconds.to_string());
         }
@@ -90,23 +107,40 @@ impl Status {
 }
 
 pub fn not_found(resource: &ResourceType, name: &str) -> Status {
-    Status::new(404, Some("NotFound"), format!("{} \"{name}\" not found", resource.qualified()))
-        .about(resource, Some(name))
+    Status::new(
+        404,
+        Some("NotFound"),
+        format!("{} \"{name}\" not found", resource.qualified()),
+    )
+    .about(resource, Some(name))
 }
 
 /// The 404 for paths the server does not serve (wire 101).
 pub fn no_such_route() -> Status {
-    Status::new(404, Some("NotFound"), "the server could not find the requested resource").empty_details()
+    Status::new(
+        404,
+        Some("NotFound"),
+        "the server could not find the requested resource",
+    )
+    .empty_details()
 }
 
 pub fn method_not_allowed() -> Status {
-    Status::new(405, Some("MethodNotAllowed"), "the server does not allow this method on the requested resource")
-        .empty_details()
+    Status::new(
+        405,
+        Some("MethodNotAllowed"),
+        "the server does not allow this method on the requested resource",
+    )
+    .empty_details()
 }
 
 pub fn already_exists(resource: &ResourceType, name: &str) -> Status {
-    Status::new(409, Some("AlreadyExists"), format!("{} \"{name}\" already exists", resource.qualified()))
-        .about(resource, Some(name))
+    Status::new(
+        409,
+        Some("AlreadyExists"),
+        format!("{} \"{name}\" already exists", resource.qualified()),
+    )
+    .about(resource, Some(name))
 }
 
 /// The optimistic-lock 409 (wire 094, 104).
@@ -129,10 +163,22 @@ pub fn bad_request(message: impl Into<String>) -> Status {
 /// `<Kind> "<name>" is invalid: <causes>` with one cause per field error (`NewInvalid`).
 /// `kind_label` is what the message and `details.kind` name (a Kind, or `ListOptions`...).
 pub fn invalid(kind_label: &str, group: &str, name: &str, causes: &[FieldError]) -> Status {
-    let qualified = if group.is_empty() { kind_label.to_string() } else { format!("{kind_label}.{group}") };
+    let qualified = if group.is_empty() {
+        kind_label.to_string()
+    } else {
+        format!("{kind_label}.{group}")
+    };
     let rendered: Vec<String> = causes.iter().map(FieldError::render).collect();
-    let summary = if rendered.len() == 1 { rendered[0].clone() } else { format!("[{}]", rendered.join(", ")) };
-    let mut status = Status::new(422, Some("Invalid"), format!("{qualified} \"{name}\" is invalid: {summary}"));
+    let summary = if rendered.len() == 1 {
+        rendered[0].clone()
+    } else {
+        format!("[{}]", rendered.join(", "))
+    };
+    let mut status = Status::new(
+        422,
+        Some("Invalid"),
+        format!("{qualified} \"{name}\" is invalid: {summary}"),
+    );
     if !name.is_empty() {
         status = status.detail("name", name);
     }
@@ -156,16 +202,32 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn required(field: &str) -> FieldError {
-        FieldError { reason: "FieldValueRequired", field: field.into(), message: "Required value".into() }
+        FieldError {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message: "Required value".into(),
+        }
     }
     pub fn required_because(field: &str, why: &str) -> FieldError {
-        FieldError { reason: "FieldValueRequired", field: field.into(), message: format!("Required value: {why}") }
+        FieldError {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message: format!("Required value: {why}"),
+        }
     }
     pub fn invalid(field: &str, value: &str, why: &str) -> FieldError {
-        FieldError { reason: "FieldValueInvalid", field: field.into(), message: format!("Invalid value: {value}: {why}") }
+        FieldError {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value}: {why}"),
+        }
     }
     pub fn forbidden(field: &str, why: &str) -> FieldError {
-        FieldError { reason: "FieldValueForbidden", field: field.into(), message: format!("Forbidden: {why}") }
+        FieldError {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            message: format!("Forbidden: {why}"),
+        }
     }
     pub fn not_supported(field: &str, value: &str, supported: &str) -> FieldError {
         FieldError {
@@ -181,7 +243,8 @@ impl FieldError {
 
 /// A Success Status (DELETE of non-pods, eviction).
 pub fn success(details: Option<Value>, code: Option<u16>) -> Value {
-    let mut out = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"});
+    let mut out =
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"});
     if let Some(details) = details {
         out["details"] = details;
     }

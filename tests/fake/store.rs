@@ -60,16 +60,26 @@ pub struct Store {
 }
 
 pub fn namespace_of(object: &Value) -> &str {
-    object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("")
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 pub fn name_of(object: &Value) -> &str {
-    object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// The object's `metadata.resourceVersion` as a number (0 when missing).
 pub fn rv_of(object: &Value) -> u64 {
-    object.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 fn set_rv(object: &mut Value, rv: u64) {
@@ -98,12 +108,17 @@ impl Store {
     }
 
     pub fn get(&self, key: &str, namespace: &str, name: &str) -> Option<&Value> {
-        self.objects.get(key)?.get(&(namespace.to_string(), name.to_string()))
+        self.objects
+            .get(key)?
+            .get(&(namespace.to_string(), name.to_string()))
     }
 
     /// Every object of a type, sorted by namespace then name (the storage key order).
     pub fn list(&self, key: &str) -> Vec<Value> {
-        self.objects.get(key).map(|m| m.values().cloned().collect()).unwrap_or_default()
+        self.objects
+            .get(key)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     fn record(&mut self, event: StoredEvent) {
@@ -119,16 +134,36 @@ impl Store {
     pub fn put(&mut self, key: &str, mut object: Value) -> Value {
         self.rv += 1;
         set_rv(&mut object, self.rv);
-        let id = (namespace_of(&object).to_string(), name_of(&object).to_string());
-        let previous = self.objects.entry(key.to_string()).or_default().insert(id, object.clone());
-        let event_type = if previous.is_some() { EventType::Modified } else { EventType::Added };
-        self.record(StoredEvent { rv: self.rv, resource_key: key.into(), event_type, object: object.clone(), previous });
+        let id = (
+            namespace_of(&object).to_string(),
+            name_of(&object).to_string(),
+        );
+        let previous = self
+            .objects
+            .entry(key.to_string())
+            .or_default()
+            .insert(id, object.clone());
+        let event_type = if previous.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.record(StoredEvent {
+            rv: self.rv,
+            resource_key: key.into(),
+            event_type,
+            object: object.clone(),
+            previous,
+        });
         object
     }
 
     /// Removes an object; the DELETED event carries its last state at the deletion RV.
     pub fn remove(&mut self, key: &str, namespace: &str, name: &str) -> Option<Value> {
-        let mut object = self.objects.get_mut(key)?.remove(&(namespace.to_string(), name.to_string()))?;
+        let mut object = self
+            .objects
+            .get_mut(key)?
+            .remove(&(namespace.to_string(), name.to_string()))?;
         self.rv += 1;
         set_rv(&mut object, self.rv);
         self.record(StoredEvent {
@@ -147,7 +182,12 @@ impl Store {
             return Err(self.history_floor);
         }
         let start = self.history.partition_point(|e| e.rv <= rv);
-        Ok(self.history.range(start..).filter(|e| e.resource_key == key).cloned().collect())
+        Ok(self
+            .history
+            .range(start..)
+            .filter(|e| e.resource_key == key)
+            .cloned()
+            .collect())
     }
 
     /// Drops all history and snapshots: older watches get 410, continue tokens expire.
@@ -159,10 +199,18 @@ impl Store {
 
     /// Pins the current state of a type for continue tokens; returns its RV.
     pub fn snapshot(&mut self, key: &str) -> Snapshot {
-        if let Some(s) = self.snapshots.iter().find(|s| s.resource_key == key && s.rv == self.rv) {
+        if let Some(s) = self
+            .snapshots
+            .iter()
+            .find(|s| s.resource_key == key && s.rv == self.rv)
+        {
             return s.clone();
         }
-        let snapshot = Snapshot { resource_key: key.into(), rv: self.rv, items: Arc::new(self.list(key)) };
+        let snapshot = Snapshot {
+            resource_key: key.into(),
+            rv: self.rv,
+            items: Arc::new(self.list(key)),
+        };
         self.snapshots.push_back(snapshot.clone());
         while self.snapshots.len() > SNAPSHOT_CAPACITY {
             self.snapshots.pop_front();
@@ -171,7 +219,10 @@ impl Store {
     }
 
     pub fn snapshot_at(&self, key: &str, rv: u64) -> Option<Snapshot> {
-        self.snapshots.iter().find(|s| s.resource_key == key && s.rv == rv).cloned()
+        self.snapshots
+            .iter()
+            .find(|s| s.resource_key == key && s.rv == rv)
+            .cloned()
     }
 }
 
@@ -192,8 +243,16 @@ mod tests {
         store.put("configmaps", cm("a"));
         let deleted = store.remove("configmaps", "ns", "a").unwrap();
         assert_eq!(rv_of(&deleted), 104);
-        let types: Vec<_> = store.events_after("configmaps", 100).unwrap().iter().map(|e| e.event_type).collect();
-        assert_eq!(types, [EventType::Added, EventType::Modified, EventType::Deleted]);
+        let types: Vec<_> = store
+            .events_after("configmaps", 100)
+            .unwrap()
+            .iter()
+            .map(|e| e.event_type)
+            .collect();
+        assert_eq!(
+            types,
+            [EventType::Added, EventType::Modified, EventType::Deleted]
+        );
         assert_eq!(store.events_after("configmaps", 102).unwrap().len(), 2);
         store.compact();
         assert_eq!(store.events_after("configmaps", 103).err(), Some(104));

@@ -18,20 +18,29 @@ fn is_dns_label(name: &str) -> bool {
 /// `metadata.name` (wire 097); namespaces must be DNS labels, everything else subdomains.
 pub fn name(resource: &ResourceType, object: &Value) -> Result<(), Status> {
     let name = name_of(object);
-    let generate_name = object.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("");
+    let generate_name = object
+        .pointer("/metadata/generateName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if name.is_empty() {
         if generate_name.is_empty() {
             return Err(status::invalid(
                 &resource.kind,
                 "",
                 "",
-                &[FieldError::required_because("metadata.name", "name or generateName is required")],
+                &[FieldError::required_because(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
             ));
         }
         return Ok(());
     }
-    let (valid, format) =
-        if resource.plural == "namespaces" { (is_dns_label(name), LABEL_FORMAT) } else { (is_dns_subdomain(name), SUBDOMAIN_FORMAT) };
+    let (valid, format) = if resource.plural == "namespaces" {
+        (is_dns_label(name), LABEL_FORMAT)
+    } else {
+        (is_dns_subdomain(name), SUBDOMAIN_FORMAT)
+    };
     if valid {
         return Ok(());
     }
@@ -68,11 +77,16 @@ fn secret(object: &Value) -> Result<(), Status> {
 /// MicroTime fields decode only with exactly six fractional digits (wire 106).
 fn lease(object: &Value) -> Result<(), Status> {
     for field in ["acquireTime", "renewTime"] {
-        let Some(text) = object.pointer(&format!("/spec/{field}")).and_then(Value::as_str) else {
+        let Some(text) = object
+            .pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_str)
+        else {
             continue;
         };
         let rest = text.get(19..).unwrap_or("");
-        let fraction_ok = rest.len() > 7 && rest.starts_with('.') && rest[1..7].bytes().all(|b| b.is_ascii_digit());
+        let fraction_ok = rest.len() > 7
+            && rest.starts_with('.')
+            && rest[1..7].bytes().all(|b| b.is_ascii_digit());
         let zone = if fraction_ok { &rest[7..] } else { "" };
         if fraction_ok && (zone == "Z" || zone.starts_with('+') || zone.starts_with('-')) {
             continue;
@@ -86,9 +100,17 @@ fn lease(object: &Value) -> Result<(), Status> {
 }
 
 fn involved_namespace_cause(object: &Value, reference: &str) -> Option<FieldError> {
-    let involved = object.pointer(&format!("/{reference}/namespace")).and_then(Value::as_str).unwrap_or("");
-    (involved != namespace_of(object))
-        .then(|| FieldError::invalid("involvedObject.namespace", &format!("\"{involved}\""), "does not match event.namespace"))
+    let involved = object
+        .pointer(&format!("/{reference}/namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    (involved != namespace_of(object)).then(|| {
+        FieldError::invalid(
+            "involvedObject.namespace",
+            &format!("\"{involved}\""),
+            "does not match event.namespace",
+        )
+    })
 }
 
 /// core/v1 Events: only the involved object's namespace is checked (wire 110–112).
@@ -103,26 +125,40 @@ fn core_event(object: &Value) -> Result<(), Status> {
 /// fields once those pass (wire 107, 108).
 fn events_v1_event(object: &Value) -> Result<(), Status> {
     let text = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or("");
-    let mut causes: Vec<FieldError> = involved_namespace_cause(object, "regarding").into_iter().collect();
+    let mut causes: Vec<FieldError> = involved_namespace_cause(object, "regarding")
+        .into_iter()
+        .collect();
     if text("eventTime").is_empty() {
         causes.push(FieldError::required("eventTime"));
     }
     let event_type = text("type");
     if event_type != "Normal" && event_type != "Warning" {
-        causes.push(FieldError::invalid("type", &format!("\"{event_type}\""), &format!("has invalid value: {event_type}")));
+        causes.push(FieldError::invalid(
+            "type",
+            &format!("\"{event_type}\""),
+            &format!("has invalid value: {event_type}"),
+        ));
     }
     if causes.is_empty() {
         let controller = text("reportingController");
         if controller.is_empty() {
             causes.push(FieldError::required("reportingController"));
-            causes.push(FieldError::invalid("reportingController", "\"\"", "name part must be non-empty"));
+            causes.push(FieldError::invalid(
+                "reportingController",
+                "\"\"",
+                "name part must be non-empty",
+            ));
             causes.push(FieldError::invalid(
                 "reportingController",
                 "\"\"",
                 "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
             ));
         } else if let Err(why) = qualified_name(controller) {
-            causes.push(FieldError::invalid("reportingController", &format!("\"{controller}\""), &why));
+            causes.push(FieldError::invalid(
+                "reportingController",
+                &format!("\"{controller}\""),
+                &why,
+            ));
         }
         for field in ["reportingInstance", "action", "reason"] {
             if text(field).is_empty() {

@@ -36,7 +36,11 @@ struct WatchView<'a> {
 
 impl WatchView<'_> {
     fn line(&self, event_type: &str, object: &Value) -> String {
-        let object = if self.presentation == Presentation::Metadata { metadata_only(object) } else { object.clone() };
+        let object = if self.presentation == Presentation::Metadata {
+            metadata_only(object)
+        } else {
+            object.clone()
+        };
         format!("{{\"type\":\"{event_type}\",\"object\":{object}}}\n")
     }
 
@@ -66,8 +70,14 @@ impl WatchView<'_> {
 
     fn bookmark(&self, rv: u64, initial_events_end: bool) -> String {
         let (kind, api_version) = match self.presentation {
-            Presentation::Full => (self.route.resource.kind.clone(), self.route.resource.api_version()),
-            _ => ("PartialObjectMetadata".to_string(), "meta.k8s.io/v1".to_string()),
+            Presentation::Full => (
+                self.route.resource.kind.clone(),
+                self.route.resource.api_version(),
+            ),
+            _ => (
+                "PartialObjectMetadata".to_string(),
+                "meta.k8s.io/v1".to_string(),
+            ),
         };
         let mut metadata = json!({"resourceVersion": rv.to_string()});
         if initial_events_end {
@@ -100,7 +110,10 @@ enum Start {
 fn with_faults(state: &mut State, resource: &str, lines: Vec<String>) -> Vec<Line> {
     lines
         .into_iter()
-        .map(|l| Line { fault: state.faults.take_line_fault(resource), bytes: l.into_bytes() })
+        .map(|l| Line {
+            fault: state.faults.take_line_fault(resource),
+            bytes: l.into_bytes(),
+        })
         .collect()
 }
 
@@ -134,27 +147,43 @@ fn client_gone(stream: &TcpStream) -> bool {
     if stream.set_nonblocking(true).is_err() {
         return true;
     }
-    let gone = matches!(stream.peek(&mut [0u8; 1]), Ok(0)) ;
+    let gone = matches!(stream.peek(&mut [0u8; 1]), Ok(0));
     let _ = stream.set_nonblocking(false);
     gone
 }
 
 /// Serves one watch request on this connection until it ends. `Ok(false)` means the
 /// connection must be closed.
-pub fn serve(shared: &Shared, stream: &mut TcpStream, request: &Request, route: &Route) -> io::Result<bool> {
+pub fn serve(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    request: &Request,
+    route: &Route,
+) -> io::Result<bool> {
     let options = match ListOptions::parse(request, &route.resource, true) {
         Ok(options) => options,
         Err(status) => return write_response(stream, &status.response()).map(|_| true),
     };
     let presentation = Presentation::of(request);
-    let view = WatchView { route, options: &options, presentation };
+    let view = WatchView {
+        route,
+        options: &options,
+        presentation,
+    };
     let plural = route.resource.plural.clone();
     let deadline = options.timeout.map(|t| Instant::now() + t);
 
     let mut state = shared.lock();
     if state.faults.take_watch_http_gone(&plural) {
         let rv = options.resource_version.unwrap_or(0);
-        let status = Status::new(410, Some("Expired"), format!("too old resource version: {rv} ({})", state.store.current_rv()));
+        let status = Status::new(
+            410,
+            Some("Expired"),
+            format!(
+                "too old resource version: {rv} ({})",
+                state.store.current_rv()
+            ),
+        );
         drop(state);
         return write_response(stream, &status.response()).map(|_| true);
     }
@@ -163,11 +192,17 @@ pub fn serve(shared: &Shared, stream: &mut TcpStream, request: &Request, route: 
         Start::Error(view.too_old(rv, state.store.current_rv()))
     } else if presentation == Presentation::MetadataList {
         // The server cannot encode a list type per event: the stream just ends (wire 038).
-        Start::Stream { burst: Vec::new(), cursor: u64::MAX }
+        Start::Stream {
+            burst: Vec::new(),
+            cursor: u64::MAX,
+        }
     } else {
         start_of(&state, &view)
     };
-    let id = state.register_watch(OpenWatch { resource: plural.clone(), bookmarks: options.allow_bookmarks });
+    let id = state.register_watch(OpenWatch {
+        resource: plural.clone(),
+        bookmarks: options.allow_bookmarks,
+    });
     let mut bookmark_generation = state.bookmark_generation;
     let close_generation = state.close_generation;
     let (burst, mut cursor) = match start {
@@ -219,7 +254,9 @@ pub fn serve(shared: &Shared, stream: &mut TcpStream, request: &Request, route: 
                 if !lines.is_empty() {
                     break Some(with_faults(&mut state, &plural, lines));
                 }
-                let wait = deadline.map_or(LIVENESS_POLL, |d| d.saturating_duration_since(now).min(LIVENESS_POLL));
+                let wait = deadline.map_or(LIVENESS_POLL, |d| {
+                    d.saturating_duration_since(now).min(LIVENESS_POLL)
+                });
                 state = shared.wait(state, wait);
                 if client_gone(out.stream()) {
                     return Ok(false);
@@ -248,7 +285,9 @@ pub fn serve(shared: &Shared, stream: &mut TcpStream, request: &Request, route: 
 fn start_of(state: &State, view: &WatchView) -> Start {
     let options = view.options;
     let current = state.store.current_rv();
-    let initial = options.send_initial_events.unwrap_or(matches!(options.resource_version, None | Some(0)));
+    let initial = options
+        .send_initial_events
+        .unwrap_or(matches!(options.resource_version, None | Some(0)));
     if initial {
         let mut burst: Vec<String> = state
             .list(&view.route.resource, view.route.namespace.as_deref())
@@ -259,15 +298,24 @@ fn start_of(state: &State, view: &WatchView) -> Start {
         if options.allow_bookmarks {
             burst.push(view.bookmark(current, true));
         }
-        return Start::Stream { burst, cursor: current };
+        return Start::Stream {
+            burst,
+            cursor: current,
+        };
     }
     let Some(rv) = options.resource_version else {
-        return Start::Stream { burst: Vec::new(), cursor: current };
+        return Start::Stream {
+            burst: Vec::new(),
+            cursor: current,
+        };
     };
     match state.store.events_after(&view.route.resource.key, rv) {
         Ok(events) => {
             let burst = events.iter().filter_map(|e| view.view(e)).collect();
-            Start::Stream { burst, cursor: rv.max(current) }
+            Start::Stream {
+                burst,
+                cursor: rv.max(current),
+            }
         }
         Err(floor) => Start::Error(view.too_old(rv, floor)),
     }

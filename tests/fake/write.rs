@@ -27,7 +27,11 @@ fn dry_run(request: &Request, options_kind: &str) -> Result<bool, Status> {
             options_kind,
             "meta.k8s.io",
             "",
-            &[FieldError::not_supported("dryRun", &format!("[\"{other}\"]"), "\"All\"")],
+            &[FieldError::not_supported(
+                "dryRun",
+                &format!("[\"{other}\"]"),
+                "\"All\"",
+            )],
         )),
     }
 }
@@ -35,7 +39,10 @@ fn dry_run(request: &Request, options_kind: &str) -> Result<bool, Status> {
 /// The request body as a JSON object (400 with Go's decoder text otherwise).
 fn body_object(request: &Request) -> Result<Value, Status> {
     let value: Value = serde_json::from_str(&request.body).map_err(|_| {
-        status::bad_request(format!("couldn't get version/kind; json parse error: {}", go_json_error(&request.body)))
+        status::bad_request(format!(
+            "couldn't get version/kind; json parse error: {}",
+            go_json_error(&request.body)
+        ))
     })?;
     if !value.is_object() {
         return Err(status::bad_request("couldn't get version/kind; json parse error: json: cannot unmarshal into Go value of type struct"));
@@ -44,7 +51,9 @@ fn body_object(request: &Request) -> Result<Value, Status> {
 }
 
 fn namespace_mismatch() -> Status {
-    status::bad_request("the namespace of the provided object does not match the namespace sent on the request")
+    status::bad_request(
+        "the namespace of the provided object does not match the namespace sent on the request",
+    )
 }
 
 /// The URL namespace goes into the object; a different one in the body is a 400 (wire 099).
@@ -52,7 +61,10 @@ fn place_in_namespace(route: &Route, object: &mut Value) -> Result<(), Status> {
     let Some(namespace) = &route.namespace else {
         return Ok(());
     };
-    match object.pointer("/metadata/namespace").and_then(Value::as_str) {
+    match object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+    {
         Some(body) if !body.is_empty() && body != namespace => Err(namespace_mismatch()),
         _ => {
             set_type_meta(&route.resource, object);
@@ -83,7 +95,12 @@ fn namespace_accepts_creates(state: &State, route: &Route, name: &str) -> Result
     }
 }
 
-fn create_object(state: &mut State, route: &Route, mut object: Value, dry: bool) -> Result<Response, Status> {
+fn create_object(
+    state: &mut State,
+    route: &Route,
+    mut object: Value,
+    dry: bool,
+) -> Result<Response, Status> {
     let resource = &route.resource;
     place_in_namespace(route, &mut object)?;
     set_type_meta(resource, &mut object);
@@ -111,7 +128,13 @@ pub fn create(state: &mut State, route: &Route, request: &Request) -> Result<Res
     create_object(state, route, object, dry)
 }
 
-pub fn update(state: &mut State, route: &Route, request: &Request, name: &str, status_only: bool) -> Result<Response, Status> {
+pub fn update(
+    state: &mut State,
+    route: &Route,
+    request: &Request,
+    name: &str,
+    status_only: bool,
+) -> Result<Response, Status> {
     let resource = &route.resource;
     let dry = dry_run(request, "UpdateOptions")?;
     let mut object = body_object(request)?;
@@ -132,11 +155,26 @@ pub fn update(state: &mut State, route: &Route, request: &Request, name: &str, s
         }
         return Err(status::not_found(resource, name));
     };
-    match object.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|rv| !rv.is_empty()) {
-        Some(rv) if rv != old["metadata"]["resourceVersion"] => return Err(status::conflict(resource, name)),
+    match object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|rv| !rv.is_empty())
+    {
+        Some(rv) if rv != old["metadata"]["resourceVersion"] => {
+            return Err(status::conflict(resource, name))
+        }
         None if resource.requires_resource_version_on_update() => {
-            let cause = FieldError::invalid("metadata.resourceVersion", "0", "must be specified for an update");
-            return Err(status::invalid(&resource.plural, &resource.group, name, &[cause]));
+            let cause = FieldError::invalid(
+                "metadata.resourceVersion",
+                "0",
+                "must be specified for an update",
+            );
+            return Err(status::invalid(
+                &resource.plural,
+                &resource.group,
+                name,
+                &[cause],
+            ));
         }
         _ => {}
     }
@@ -168,15 +206,23 @@ fn write_new_version(
     if dry {
         return Ok(Response::json(200, &object));
     }
-    let stored =
-        if status_only { state.update_status(resource, old, object) } else { state.update(resource, old, object) };
+    let stored = if status_only {
+        state.update_status(resource, old, object)
+    } else {
+        state.update(resource, old, object)
+    };
     Ok(Response::json(200, &stored))
 }
 
 fn unsupported_media_type(resource: &ResourceType) -> Status {
     if resource.builtin {
         // go-restful's own 415 (wire 046, 047).
-        return Status::new(415, Some("UnsupportedMediaType"), "415: Unsupported Media Type").empty_details();
+        return Status::new(
+            415,
+            Some("UnsupportedMediaType"),
+            "415: Unsupported Media Type",
+        )
+        .empty_details();
     }
     Status::new(
         415,
@@ -189,23 +235,48 @@ fn patch_options_invalid(cause: FieldError) -> Status {
     status::invalid("PatchOptions", "meta.k8s.io", "", &[cause])
 }
 
-pub fn patch(state: &mut State, route: &Route, request: &Request, name: &str, status_only: bool) -> Result<Response, Status> {
+pub fn patch(
+    state: &mut State,
+    route: &Route,
+    request: &Request,
+    name: &str,
+    status_only: bool,
+) -> Result<Response, Status> {
     let resource = &route.resource;
-    let content_type = request.header("content-type").unwrap_or("").split(';').next().unwrap_or("").trim().to_string();
+    let content_type = request
+        .header("content-type")
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
     let accepted = [JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH];
-    if !accepted.contains(&content_type.as_str()) || (content_type == STRATEGIC_PATCH && !resource.builtin) {
+    if !accepted.contains(&content_type.as_str())
+        || (content_type == STRATEGIC_PATCH && !resource.builtin)
+    {
         return Err(unsupported_media_type(resource));
     }
     let dry = dry_run(request, "PatchOptions")?;
     let apply = content_type == APPLY_PATCH;
     if !apply && request.query_param("force").is_some() {
-        return Err(patch_options_invalid(FieldError::forbidden("force", "may not be specified for non-apply patch")));
+        return Err(patch_options_invalid(FieldError::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        )));
     }
     if apply && request.query_param("fieldManager").unwrap_or("").is_empty() {
-        return Err(patch_options_invalid(FieldError::required_because("fieldManager", "is required for apply patch")));
+        return Err(patch_options_invalid(FieldError::required_because(
+            "fieldManager",
+            "is required for apply patch",
+        )));
     }
-    let body: Value = serde_json::from_str(&request.body).map_err(|_| status::bad_request(go_json_error(&request.body)))?;
-    if apply && (body["apiVersion"] != resource.api_version().as_str() || body["kind"] != resource.kind.as_str()) {
+    let body: Value = serde_json::from_str(&request.body)
+        .map_err(|_| status::bad_request(go_json_error(&request.body)))?;
+    if apply
+        && (body["apiVersion"] != resource.api_version().as_str()
+            || body["kind"] != resource.kind.as_str())
+    {
         return Err(status::bad_request(format!(
             "Incorrect version specified in apply patch. Specified patch version: {}, expected: {}",
             body["apiVersion"].as_str().unwrap_or(""),
@@ -224,15 +295,23 @@ pub fn patch(state: &mut State, route: &Route, request: &Request, name: &str, st
     let patched = match content_type.as_str() {
         JSON_PATCH => {
             let ops = body.as_array().ok_or_else(|| {
-                status::bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+                status::bad_request(
+                    "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+                )
             })?;
             json_patch(&old, ops).map_err(|_| {
                 // A failed op is a generic 422 (wire 045).
-                Status::new(422, Some("Invalid"), "the server rejected our request due to an error in our request")
-                    .empty_details()
+                Status::new(
+                    422,
+                    Some("Invalid"),
+                    "the server rejected our request due to an error in our request",
+                )
+                .empty_details()
             })?
         }
-        STRATEGIC_PATCH => strategic_merge_patch(&old, &body).map_err(|e| Status::new(422, Some("Invalid"), e))?,
+        STRATEGIC_PATCH => {
+            strategic_merge_patch(&old, &body).map_err(|e| Status::new(422, Some("Invalid"), e))?
+        }
         _ => merge_patch(&old, &body),
     };
     if rv_of(&patched) != rv_of(&old) {
@@ -245,20 +324,36 @@ pub fn patch(state: &mut State, route: &Route, request: &Request, name: &str, st
 /// Delete options come from the body when it has one, else from the query (§4.1).
 fn delete_options(request: &Request) -> Result<Value, Status> {
     if !request.body.trim().is_empty() {
-        return serde_json::from_str(&request.body).map_err(|_| status::bad_request(go_json_error(&request.body)));
+        return serde_json::from_str(&request.body)
+            .map_err(|_| status::bad_request(go_json_error(&request.body)));
     }
     let mut options = Map::new();
     for key in ["propagationPolicy", "gracePeriodSeconds", "dryRun"] {
         if let Some(value) = request.query_param(key) {
-            let value = if key == "dryRun" { json!([value]) } else { json!(value) };
+            let value = if key == "dryRun" {
+                json!([value])
+            } else {
+                json!(value)
+            };
             options.insert(key.into(), value);
         }
     }
     Ok(Value::Object(options))
 }
 
-fn precondition_conflict(resource: &ResourceType, name: &str, what: &str, wanted: &str, actual: &str, hint: &str) -> Status {
-    let qualified = if resource.group.is_empty() { resource.kind.clone() } else { format!("{}.{}", resource.kind, resource.group) };
+fn precondition_conflict(
+    resource: &ResourceType,
+    name: &str,
+    what: &str,
+    wanted: &str,
+    actual: &str,
+    hint: &str,
+) -> Status {
+    let qualified = if resource.group.is_empty() {
+        resource.kind.clone()
+    } else {
+        format!("{}.{}", resource.kind, resource.group)
+    };
     let mut status = Status::new(
         409,
         Some("Conflict"),
@@ -271,7 +366,12 @@ fn precondition_conflict(resource: &ResourceType, name: &str, what: &str, wanted
     status.detail("kind", resource.kind.clone())
 }
 
-pub fn delete(state: &mut State, route: &Route, request: &Request, name: &str) -> Result<Response, Status> {
+pub fn delete(
+    state: &mut State,
+    route: &Route,
+    request: &Request,
+    name: &str,
+) -> Result<Response, Status> {
     let resource = &route.resource;
     let options = delete_options(request)?;
     if let Some(policy) = options.get("propagationPolicy").and_then(Value::as_str) {
@@ -281,27 +381,57 @@ pub fn delete(state: &mut State, route: &Route, request: &Request, name: &str) -
                 &format!("\"{policy}\""),
                 "\"Foreground\", \"Background\", \"Orphan\"",
             );
-            return Err(status::invalid("DeleteOptions", "meta.k8s.io", "", &[cause]));
+            return Err(status::invalid(
+                "DeleteOptions",
+                "meta.k8s.io",
+                "",
+                &[cause],
+            ));
         }
     }
-    let dry = options["dryRun"].as_array().is_some_and(|d| d.iter().any(|v| v == "All"));
+    let dry = options["dryRun"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|v| v == "All"));
     let namespace = route.namespace.as_deref().unwrap_or("");
-    let old = state.get(resource, namespace, name).ok_or_else(|| status::not_found(resource, name))?;
+    let old = state
+        .get(resource, namespace, name)
+        .ok_or_else(|| status::not_found(resource, name))?;
     let actual_uid = old["metadata"]["uid"].as_str().unwrap_or("");
-    if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str) {
+    if let Some(uid) = options
+        .pointer("/preconditions/uid")
+        .and_then(Value::as_str)
+    {
         if uid != actual_uid {
             let hint = "The object might have been deleted and then recreated";
-            return Err(precondition_conflict(resource, name, "UID", uid, actual_uid, hint));
+            return Err(precondition_conflict(
+                resource, name, "UID", uid, actual_uid, hint,
+            ));
         }
     }
     let actual_rv = old["metadata"]["resourceVersion"].as_str().unwrap_or("");
-    if let Some(rv) = options.pointer("/preconditions/resourceVersion").and_then(Value::as_str) {
+    if let Some(rv) = options
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+    {
         if rv != actual_rv {
             let hint = "The object might have been modified";
-            return Err(precondition_conflict(resource, name, "ResourceVersion", rv, actual_rv, hint));
+            return Err(precondition_conflict(
+                resource,
+                name,
+                "ResourceVersion",
+                rv,
+                actual_rv,
+                hint,
+            ));
         }
     }
-    let returned = if dry { old.clone() } else { state.delete(resource, namespace, name).unwrap_or(old.clone()) };
+    let returned = if dry {
+        old.clone()
+    } else {
+        state
+            .delete(resource, namespace, name)
+            .unwrap_or(old.clone())
+    };
     if matches!(resource.plural.as_str(), "pods" | "namespaces") {
         return Ok(Response::json(200, &returned));
     }
@@ -314,19 +444,30 @@ pub fn delete(state: &mut State, route: &Route, request: &Request, name: &str) -
 
 /// DELETE on a collection: deletes what the list options select and returns the list as
 /// it was before (§4.3, wire 069–071).
-pub fn delete_collection(state: &mut State, route: &Route, request: &Request) -> Result<Response, Status> {
+pub fn delete_collection(
+    state: &mut State,
+    route: &Route,
+    request: &Request,
+) -> Result<Response, Status> {
     let resource = &route.resource;
     let options = ListOptions::parse(request, resource, false)?;
     let dry = dry_run(request, "DeleteOptions")?;
-    let mut items: Vec<Value> =
-        state.list(resource, route.namespace.as_deref()).into_iter().filter(|o| options.selects(route, o)).collect();
+    let mut items: Vec<Value> = state
+        .list(resource, route.namespace.as_deref())
+        .into_iter()
+        .filter(|o| options.selects(route, o))
+        .collect();
     if let Some(limit) = options.limit {
         items.truncate(limit as usize);
     }
     let rv = state.store.current_rv();
     if !dry {
         for item in &items {
-            let namespace = item.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+            let namespace = item
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             state.delete(resource, &namespace, name_of(item));
         }
     }
