@@ -815,3 +815,222 @@ fn metadata_only_reads_match_034_to_036_and_038() {
         "ends silently with no events"
     );
 }
+
+fn deployment_with_pending_pods(fake: &FakeApi, client: &mut RawClient) -> Value {
+    fake.set_ready_delay(Duration::from_secs(3600));
+    replay(client, &recording("002-create-namespace.json"));
+    let rec = recording("039-create-deployment.json");
+    let ours = replay(client, &rec);
+    assert_object(&ours, &rec);
+    let ours = ours.json();
+    assert_eq!(ours["metadata"]["generation"], 1);
+    assert_eq!(ours["status"], json!({}));
+    ours
+}
+
+#[test]
+fn a_deployment_gets_a_replica_set_and_pods_like_039_to_041() {
+    let fake = FakeApi::start();
+    let mut client = RawClient::connect(&fake.url());
+    let deployment = deployment_with_pending_pods(&fake, &mut client);
+    let rec = recording("040-list-replicasets-initial.json");
+    let ours = replay(&mut client, &rec).json();
+    let (rs, recorded) = (&ours["items"][0], &rec["response"]["body"]["items"][0]);
+    assert_eq!(keys(rs), keys(recorded));
+    assert_eq!(keys(&rs["metadata"]["annotations"]), keys(&recorded["metadata"]["annotations"]));
+    assert_eq!(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1");
+    let hash = rs["metadata"]["labels"]["pod-template-hash"].as_str().unwrap();
+    assert_eq!(hash.len(), 10);
+    assert_eq!(rs["metadata"]["name"], format!("web-{hash}"));
+    let mut owner = recorded["metadata"]["ownerReferences"][0].clone();
+    owner["uid"] = deployment["metadata"]["uid"].clone();
+    assert_eq!(rs["metadata"]["ownerReferences"][0], owner);
+    assert_eq!(rs["spec"]["selector"]["matchLabels"]["pod-template-hash"], hash);
+
+    let rec = recording("041-list-pods-pending.json");
+    let pods = replay(&mut client, &rec).json();
+    let recorded = &rec["response"]["body"]["items"];
+    assert_eq!(names(&pods).len(), recorded.as_array().unwrap().len());
+    for pod in pods["items"].as_array().unwrap() {
+        assert_eq!(pod["metadata"]["generateName"], format!("web-{hash}-"));
+        assert_eq!(pod["metadata"]["labels"], recorded[0]["metadata"]["labels"].clone().tap_hash(hash));
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["name"], format!("web-{hash}"));
+        assert_eq!(pod["metadata"]["generation"], 1);
+        assert_eq!(pod["status"]["phase"], "Pending");
+    }
+    assert_eq!(fake.revisions("deployments", "wire-rec", "web"), 1);
+}
+
+trait TapHash {
+    fn tap_hash(self, hash: &str) -> Value;
+}
+
+impl TapHash for Value {
+    /// Recorded labels with this server's pod-template-hash.
+    fn tap_hash(mut self, hash: &str) -> Value {
+        self["pod-template-hash"] = hash.into();
+        self
+    }
+}
+
+#[test]
+fn template_patches_roll_out_like_042_to_049() {
+    let fake = FakeApi::start();
+    let mut client = RawClient::connect(&fake.url());
+    deployment_with_pending_pods(&fake, &mut client);
+    let patches = [
+        ("042-patch-deployment-strategic.json", "wavelet.dev/config-hash", "aaaa"),
+        ("043-patch-deployment-merge.json", "wavelet.dev/config-hash", "bbbb"),
+        ("044-patch-deployment-jsonpatch.json", "wavelet.dev/restarted-at", "2026-01-01T00:00:00Z"),
+    ];
+    for (generation, (file, key, value)) in (2..).zip(patches) {
+        let rec = recording(file);
+        let ours = replay(&mut client, &rec);
+        assert_object(&ours, &rec);
+        let ours = ours.json();
+        assert_eq!(ours["metadata"]["generation"], generation, "{file}");
+        assert_eq!(ours["spec"]["template"]["metadata"]["annotations"][key], value, "{file}");
+        assert!(ours["status"]["observedGeneration"].as_i64().unwrap() < generation, "{file}: status lags");
+    }
+    assert_eq!(fake.revisions("deployments", "wire-rec", "web"), 4);
+    assert_eq!(fake.patches("deployments", "wire-rec", "web").len(), 3);
+    for file in [
+        "045-patch-deployment-jsonpatch-test-fails.json",
+        "046-patch-deployment-content-type-json.json",
+        "047-patch-deployment-content-type-text.json",
+        "048-patch-deployment-not-found.json",
+        "050-patch-deployment-bare-dryrun.json",
+        "051-patch-deployment-malformed-body.json",
+        "053-apply-without-fieldmanager.json",
+    ] {
+        let rec = recording(file);
+        assert_status(&replay(&mut client, &rec), &rec, None);
+    }
+    assert_eq!(fake.revisions("deployments", "wire-rec", "web"), 4, "failed patches change nothing");
+
+    let rec = recording("049-list-replicasets-after-patches.json");
+    let ours = replay(&mut client, &rec).json();
+    let revision = |rs: &Value| rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"].as_str().unwrap().to_string();
+    let mut revisions: Vec<String> = ours["items"].as_array().unwrap().iter().map(revision).collect();
+    revisions.sort();
+    assert_eq!(revisions, ["1", "2", "3", "4"]);
+    let live: Vec<&Value> = ours["items"].as_array().unwrap().iter().filter(|rs| rs["spec"]["replicas"] != 0).collect();
+    assert_eq!(live.len(), 1);
+    assert_eq!(revision(live[0]), "4");
+
+    let rec = recording("052-apply-deployment-ssa.json");
+    let ours = replay(&mut client, &rec);
+    assert_object(&ours, &rec);
+    assert_eq!(ours.json()["spec"]["template"]["metadata"]["annotations"]["x"], "1");
+}
+
+#[test]
+fn a_patch_that_changes_nothing_writes_nothing() {
+    let fake = FakeApi::start();
+    let mut client = RawClient::connect(&fake.url());
+    deployment_with_pending_pods(&fake, &mut client);
+    let rec = recording("042-patch-deployment-strategic.json");
+    replay(&mut client, &rec);
+    let list_rv = |client: &mut RawClient| client.get("/api/v1/namespaces/wire-rec/configmaps").json()["metadata"]["resourceVersion"].clone();
+    let (stored, before) = (fake.get("deployments", "wire-rec", "web").unwrap(), list_rv(&mut client));
+    let again = replay(&mut client, &rec).json();
+    assert_eq!(again, stored, "the unchanged object");
+    assert_eq!(list_rv(&mut client), before, "no new resourceVersion anywhere");
+    let dry = replay_with(&mut client, &rec, Some("/apis/apps/v1/namespaces/wire-rec/deployments/web?dryRun=All"), Some(&json!({"spec": {"template": {"metadata": {"annotations": {"d": "1"}}}}})));
+    assert_eq!(dry.status, 200);
+    assert!(fake.get("deployments", "wire-rec", "web").unwrap()["spec"]["template"]["metadata"]["annotations"].get("d").is_none());
+    let stale = json!({"metadata": {"resourceVersion": "1"}, "spec": {"template": {"metadata": {"annotations": {"e": "1"}}}}});
+    let conflict = client.json("PATCH", "/apis/apps/v1/namespaces/wire-rec/deployments/web", "application/merge-patch+json", &stale);
+    assert_eq!(conflict.status, 409);
+    assert_eq!(conflict.json()["message"], "Operation cannot be fulfilled on deployments.apps \"web\": the object has been modified; please apply your changes to the latest version and try again");
+}
+
+/// The pods of the selector recordings: three template pods, web-canary and api-1, unscheduled.
+fn selector_pods() -> (FakeApi, RawClient) {
+    let fake = FakeApi::start();
+    let client = RawClient::connect(&fake.url());
+    for (name, labels) in [
+        ("api-1", json!({"app": "api"})),
+        ("web-65fcdbbc7d-dtg45", json!({"app": "web", "pod-template-hash": "65fcdbbc7d"})),
+        ("web-6b67dc7859-rpd82", json!({"app": "web", "pod-template-hash": "6b67dc7859"})),
+        ("web-b7db5bfb4-ms9qx", json!({"app": "web", "pod-template-hash": "b7db5bfb4"})),
+        ("web-canary", json!({"app": "web", "canary": "yes"})),
+    ] {
+        fake.apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "wire-rec", "labels": labels}, "spec": {"containers": [{"name": "main", "image": "pause"}]}}));
+    }
+    fake.apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scheduled", "namespace": "wire-rec", "labels": {"x": "y"}}, "spec": {"nodeName": "node-1"}}));
+    (fake, client)
+}
+
+#[test]
+fn label_and_field_selectors_match_055_to_064() {
+    let (_fake, mut client) = selector_pods();
+    for file in ["055-list-pods-selector-equality.json", "056-list-pods-selector-setbased.json", "057-list-pods-selector-eq-eq-empty.json", "064-list-pods-fieldselector.json"] {
+        let rec = recording(file);
+        let ours = replay(&mut client, &rec);
+        assert_eq!(ours.status, 200, "{file}");
+        assert_eq!(names(&ours.json()), names(&rec["response"]["body"]), "{file}");
+    }
+    for n in 1..=6 {
+        let file = std::fs::read_dir(format!("{}/../shared/k8s-wire", env!("CARGO_MANIFEST_DIR")))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|f| f.starts_with(&format!("{:03}-", 57 + n)))
+            .unwrap();
+        let rec = recording(&file);
+        assert_status(&replay(&mut client, &rec), &rec, None);
+    }
+}
+
+#[test]
+fn pod_deletes_match_065_to_068() {
+    let (fake, mut client) = selector_pods();
+    let before = fake.get("pods", "wire-rec", "api-1").unwrap();
+    let list_rv = client.get("/api/v1/namespaces/wire-rec/pods").json()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut stream = watch(&fake, &format!("/api/v1/namespaces/wire-rec/pods?watch=1&resourceVersion={list_rv}&fieldSelector=metadata.name%3Dapi-1"));
+    let rec = recording("065-delete-pod.json");
+    let ours = replay(&mut client, &rec);
+    assert_object(&ours, &rec);
+    let ours = ours.json();
+    assert_eq!(keys(&ours["metadata"]).len() + 1, keys(&rec["response"]["body"]["metadata"]).len(), "all but managedFields");
+    assert_eq!(ours["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(ours["metadata"]["generation"], 2);
+    let (modified, deleted) = (stream.next_event(LONG).unwrap(), stream.next_event(LONG).unwrap());
+    assert_eq!(types(&[modified.clone(), deleted.clone()]), ["MODIFIED", "DELETED"]);
+    assert_eq!(rv(&modified["object"]), rv(&ours));
+    assert!(rv(&deleted["object"]) > rv(&ours) && rv(&ours) > rv(&before));
+
+    let canary = fake.get("pods", "wire-rec", "web-canary").unwrap();
+    let rec = recording("066-delete-pod-wrong-uid-precondition.json");
+    let recorded_uid = "bad6b96a-3354-4ebe-820a-134c5ce7013f";
+    let message = rec["response"]["body"]["message"].as_str().unwrap().replace(recorded_uid, canary["metadata"]["uid"].as_str().unwrap());
+    assert_status(&replay(&mut client, &rec), &rec, Some(&message));
+    let rec = recording("067-delete-pod-wrong-rv-precondition.json");
+    let message = rec["response"]["body"]["message"].as_str().unwrap().replace("19112", canary["metadata"]["resourceVersion"].as_str().unwrap());
+    assert_status(&replay(&mut client, &rec), &rec, Some(&message));
+    let rec = recording("068-delete-pod-not-found.json");
+    assert_status(&replay(&mut client, &rec), &rec, None);
+}
+
+#[test]
+fn delete_collection_returns_the_deleted_list_like_069_to_071() {
+    let (fake, mut client) = selector_pods();
+    let rec = recording("069-deletecollection-pods-selector.json");
+    let ours = replay(&mut client, &rec);
+    assert_object(&ours, &rec);
+    let ours = ours.json();
+    assert_eq!(names(&ours), names(&rec["response"]["body"]));
+    assert!(ours["items"][0]["metadata"].get("deletionTimestamp").is_none(), "items as before deletion");
+    assert_eq!(names(&client.get("/api/v1/namespaces/wire-rec/pods").json()), ["api-1", "scheduled"]);
+    for name in ["lonely-1", "lonely-2"] {
+        fake.apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "wire-empty"}}));
+    }
+    let rec = recording("070-deletecollection-pods-no-selector.json");
+    assert_eq!(names(&replay(&mut client, &rec).json()), ["lonely-1", "lonely-2"]);
+    fake.apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lonely-3", "namespace": "wire-empty", "labels": {"z": "c"}}}));
+    let rec = recording("071-deletecollection-pods-empty-selector-param.json");
+    assert_eq!(names(&replay(&mut client, &rec).json()), ["lonely-3"]);
+    assert!(fake.pods("wire-empty").is_empty());
+    let deletes = fake.requests().iter().filter(|r| r.method == "DELETE" && r.path.ends_with("/pods")).count();
+    assert_eq!(deletes, 3, "collection deletes are recorded");
+}
