@@ -1034,3 +1034,199 @@ fn delete_collection_returns_the_deleted_list_like_069_to_071() {
     let deletes = fake.requests().iter().filter(|r| r.method == "DELETE" && r.path.ends_with("/pods")).count();
     assert_eq!(deletes, 3, "collection deletes are recorded");
 }
+
+/// 072–085: a Deployment-less namespace with the PDB of the recording and evict-a/evict-b.
+fn eviction_setup() -> (FakeApi, RawClient) {
+    let fake = FakeApi::start();
+    let mut client = RawClient::connect(&fake.url());
+    replay(&mut client, &recording("002-create-namespace.json"));
+    for (name, labels) in [
+        ("evict-a", json!({"app": "web", "role": "evict-test"})),
+        ("evict-b", json!({"app": "web", "role": "evict-test-b"})),
+        ("pending-1", json!({"app": "web"})),
+    ] {
+        fake.apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "wire-rec", "labels": labels}, "spec": {"containers": [{"name": "main", "image": "pause"}]}}));
+    }
+    let rec = recording("072-create-pdb.json");
+    let ours = replay(&mut client, &rec);
+    assert_object(&ours, &rec);
+    assert_eq!(ours.json()["status"], rec["response"]["body"]["status"]);
+    (fake, client)
+}
+
+#[test]
+fn evictions_respect_the_budget_like_072_to_080() {
+    let (fake, mut client) = eviction_setup();
+    let rec = recording("073-evict-pending-pod-with-pdb.json");
+    let ours = replay_with(&mut client, &rec, Some("/api/v1/namespaces/wire-rec/pods/pending-1/eviction"), Some(&json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "pending-1", "namespace": "wire-rec"}})));
+    assert_wire(&ours, &rec);
+    assert_eq!(ours.json(), rec["response"]["body"]);
+
+    let rec = recording("074-patch-pod-status-running-ready.json");
+    let ours = replay(&mut client, &rec);
+    assert_eq!(ours.status, 200);
+    assert_eq!(ours.json()["status"]["phase"], "Running");
+
+    for file in ["075-evict-pdb-not-processed.json"] {
+        let rec = recording(file);
+        assert_status(&replay(&mut client, &rec), &rec, None);
+    }
+    let rec = recording("076-put-pdb-status.json");
+    let mut body = rec["request"]["body"].clone();
+    body["metadata"] = fake.get("poddisruptionbudgets", "wire-rec", "web-pdb").unwrap()["metadata"].clone();
+    let ours = replay_with(&mut client, &rec, None, Some(&body));
+    assert_object(&ours, &rec);
+    assert_eq!(ours.json()["status"]["currentHealthy"], 1);
+
+    let rec = recording("077-evict-pdb-zero-disruptions.json");
+    assert_status(&replay(&mut client, &rec), &rec, None);
+
+    fake.merge_patch("poddisruptionbudgets", "wire-rec", "web-pdb", json!({"status": {"disruptionsAllowed": 1}}));
+    let pod_rv = fake.get("pods", "wire-rec", "evict-a").unwrap()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut stream = watch(&fake, &format!("/api/v1/namespaces/wire-rec/pods?watch=true&resourceVersion={pod_rv}&fieldSelector=metadata.name%3Devict-a"));
+    let rec = recording("078-evict-pdb-allows-one.json");
+    let ours = replay(&mut client, &rec);
+    assert_wire(&ours, &rec);
+    assert_eq!(ours.json(), rec["response"]["body"]);
+
+    let rec = recording("079-watch-pod-during-eviction.json");
+    let events: Vec<Value> = (0..3).map(|_| stream.next_event(LONG).expect("event")).collect();
+    assert_eq!(types(&events), types(rec["response"]["events"].as_array().unwrap()));
+    let condition = |e: &Value| e["object"]["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "DisruptionTarget" && c["reason"] == "EvictionByEvictionAPI");
+    assert!(events.iter().all(condition));
+    assert!(events[0]["object"]["metadata"].get("deletionTimestamp").is_none());
+    assert!(events[1]["object"]["metadata"]["deletionTimestamp"].is_string());
+
+    let rec = recording("080-get-pdb-after-eviction.json");
+    let ours = replay(&mut client, &rec);
+    assert_object(&ours, &rec);
+    let status = &ours.json()["status"];
+    assert_eq!(status["disruptionsAllowed"], 0);
+    assert!(status["disruptedPods"]["evict-a"].is_string());
+}
+
+#[test]
+fn eviction_errors_match_081_to_085() {
+    let (fake, mut client) = eviction_setup();
+    fake.merge_patch("pods", "wire-rec", "evict-b", json!({"status": {"phase": "Running"}}));
+    fake.apply(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "other-pdb", "namespace": "wire-rec"}, "spec": {"selector": {"matchLabels": {"role": "evict-test-b"}}}}));
+    let rec = recording("081-evict-two-pdbs.json");
+    assert_status(&replay(&mut client, &rec), &rec, None);
+    let rec = recording("082-delete-pdb.json");
+    let uid = fake.get("poddisruptionbudgets", "wire-rec", "web-pdb").unwrap()["metadata"]["uid"].clone();
+    let ours = replay(&mut client, &rec);
+    assert_wire(&ours, &rec);
+    let mut expected = rec["response"]["body"].clone();
+    expected["details"]["uid"] = uid;
+    assert_eq!(ours.json(), expected);
+    fake.delete("poddisruptionbudgets", "wire-rec", "other-pdb");
+    for file in ["083-evict-no-pdb.json"] {
+        let rec = recording(file);
+        let ours = replay(&mut client, &rec);
+        assert_wire(&ours, &rec);
+        assert_eq!(ours.json(), rec["response"]["body"]);
+    }
+    for file in ["084-evict-missing-pod.json", "085-evict-name-mismatch.json"] {
+        let rec = recording(file);
+        assert_status(&replay(&mut client, &rec), &rec, None);
+    }
+}
+
+#[test]
+fn errors_and_auth_match_086_087_101_120() {
+    let (fake, mut client) = wire_rec();
+    for file in ["086-get-configmap-not-found.json", "101-unknown-resource-404.json", "120-proxy-get-not-found.json"] {
+        let rec = recording(file);
+        assert_status(&replay(&mut client, &rec), &rec, None);
+    }
+    fake.require_token(Some("admintoken"));
+    let rec = recording("087-wrong-token-401.json");
+    client.token = Some("wrong-token".into());
+    assert_status(&replay(&mut client, &rec), &rec, None);
+    client.token = None;
+    assert_eq!(client.get("/api/v1/namespaces/wire-rec/configmaps").status, 401, "no token is rejected too");
+    client.token = Some("admintoken".into());
+    assert_eq!(client.get("/api/v1/namespaces/wire-rec/configmaps").status, 200);
+    fake.require_token(None);
+}
+
+#[test]
+fn updates_and_creates_fail_like_094_to_099() {
+    let (_fake, mut client) = wire_rec();
+    let current = client.get("/api/v1/namespaces/wire-rec/configmaps/app-config").json();
+    client.json("PATCH", "/api/v1/namespaces/wire-rec/configmaps/app-config", "application/merge-patch+json", &json!({"data": {"n": "1"}}));
+    let rec = recording("094-put-configmap-stale-rv-409.json");
+    let mut body = rec["request"]["body"].clone();
+    body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    assert_status(&replay_with(&mut client, &rec, None, Some(&body)), &rec, None);
+    let rec = recording("095-put-configmap-without-rv.json");
+    let ours = replay(&mut client, &rec);
+    assert_object(&ours, &rec);
+    assert_eq!(ours.json()["data"], rec["response"]["body"]["data"]);
+    for file in ["096-create-configmap-already-exists.json", "097-create-configmap-invalid-name.json", "098-create-in-missing-namespace.json", "099-create-namespace-mismatch.json"] {
+        let rec = recording(file);
+        assert_status(&replay(&mut client, &rec), &rec, None);
+    }
+}
+
+#[test]
+fn leases_match_102_to_106() {
+    let (_fake, mut client) = wire_rec();
+    let rec = recording("102-create-lease.json");
+    let created = replay(&mut client, &rec);
+    assert_object(&created, &rec);
+    let created = created.json();
+    assert_eq!(created["spec"], rec["response"]["body"]["spec"]);
+    let rec = recording("103-update-lease.json");
+    let mut body = rec["request"]["body"].clone();
+    body["metadata"] = created["metadata"].clone();
+    let renewed = replay_with(&mut client, &rec, None, Some(&body));
+    assert_object(&renewed, &rec);
+    assert!(rv(&renewed.json()) > rv(&created));
+    let rec = recording("104-update-lease-stale-409.json");
+    let mut body = rec["request"]["body"].clone();
+    body["metadata"] = created["metadata"].clone();
+    assert_status(&replay_with(&mut client, &rec, None, Some(&body)), &rec, None);
+    for file in ["105-update-lease-without-rv.json", "106-create-lease-seconds-precision.json"] {
+        let rec = recording(file);
+        assert_status(&replay(&mut client, &rec), &rec, None);
+    }
+}
+
+#[test]
+fn events_match_107_to_112() {
+    let (fake, mut client) = wire_rec();
+    for file in ["107-events-v1-minimal-422.json", "108-events-v1-partial-422.json", "110-events-core-minimal-422.json"] {
+        let rec = recording(file);
+        assert_status(&replay(&mut client, &rec), &rec, None);
+    }
+    for file in ["109-events-v1-valid.json", "111-events-core-valid.json", "112-events-core-bad-type.json"] {
+        let rec = recording(file);
+        let ours = replay(&mut client, &rec);
+        assert_eq!(ours.status, 201, "{file}: {}", ours.text());
+        assert_eq!(ours.json()["kind"], "Event");
+    }
+    let names: Vec<String> = fake.events_for("wire-rec", "web").iter().map(|e| e["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["web.wavelet.2", "web.wavelet.3", "web.wavelet.1"]);
+}
+
+#[test]
+fn namespace_deletion_matches_114_to_118() {
+    let (fake, mut client) = wire_rec();
+    let rec = recording("114-delete-namespace.json");
+    let ours = replay(&mut client, &rec);
+    assert_object(&ours, &rec);
+    assert_eq!(ours.json()["status"], rec["response"]["body"]["status"]);
+    let rec = recording("115-create-in-terminating-namespace.json");
+    assert_status(&replay(&mut client, &rec), &rec, None);
+    for file in ["116-get-terminating-namespace.json", "117-delete-namespace-again.json"] {
+        let rec = recording(file);
+        let ours = replay(&mut client, &rec);
+        assert_eq!(ours.status, 200, "{file}");
+        assert_eq!(ours.json()["status"]["phase"], "Terminating");
+    }
+    assert!(fake.list("configmaps", Some("wire-rec")).is_empty(), "contents are deleted");
+    assert!(fake.wait_until(LONG, |f| f.get("namespaces", "", "wire-rec").is_none()));
+    let rec = recording("118-get-deleted-namespace.json");
+    assert_status(&replay(&mut client, &rec), &rec, None);
+}
