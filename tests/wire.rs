@@ -837,15 +837,26 @@ fn a_deployment_gets_a_replica_set_and_pods_like_039_to_041() {
     let ours = replay(&mut client, &rec).json();
     let (rs, recorded) = (&ours["items"][0], &rec["response"]["body"]["items"][0]);
     assert_eq!(keys(rs), keys(recorded));
-    assert_eq!(keys(&rs["metadata"]["annotations"]), keys(&recorded["metadata"]["annotations"]));
-    assert_eq!(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1");
-    let hash = rs["metadata"]["labels"]["pod-template-hash"].as_str().unwrap();
+    assert_eq!(
+        keys(&rs["metadata"]["annotations"]),
+        keys(&recorded["metadata"]["annotations"])
+    );
+    assert_eq!(
+        rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    let hash = rs["metadata"]["labels"]["pod-template-hash"]
+        .as_str()
+        .unwrap();
     assert_eq!(hash.len(), 10);
     assert_eq!(rs["metadata"]["name"], format!("web-{hash}"));
     let mut owner = recorded["metadata"]["ownerReferences"][0].clone();
     owner["uid"] = deployment["metadata"]["uid"].clone();
     assert_eq!(rs["metadata"]["ownerReferences"][0], owner);
-    assert_eq!(rs["spec"]["selector"]["matchLabels"]["pod-template-hash"], hash);
+    assert_eq!(
+        rs["spec"]["selector"]["matchLabels"]["pod-template-hash"],
+        hash
+    );
 
     let rec = recording("041-list-pods-pending.json");
     let pods = replay(&mut client, &rec).json();
@@ -853,8 +864,14 @@ fn a_deployment_gets_a_replica_set_and_pods_like_039_to_041() {
     assert_eq!(names(&pods).len(), recorded.as_array().unwrap().len());
     for pod in pods["items"].as_array().unwrap() {
         assert_eq!(pod["metadata"]["generateName"], format!("web-{hash}-"));
-        assert_eq!(pod["metadata"]["labels"], recorded[0]["metadata"]["labels"].clone().tap_hash(hash));
-        assert_eq!(pod["metadata"]["ownerReferences"][0]["name"], format!("web-{hash}"));
+        assert_eq!(
+            pod["metadata"]["labels"],
+            recorded[0]["metadata"]["labels"].clone().tap_hash(hash)
+        );
+        assert_eq!(
+            pod["metadata"]["ownerReferences"][0]["name"],
+            format!("web-{hash}")
+        );
         assert_eq!(pod["metadata"]["generation"], 1);
         assert_eq!(pod["status"]["phase"], "Pending");
     }
@@ -879,9 +896,21 @@ fn template_patches_roll_out_like_042_to_049() {
     let mut client = RawClient::connect(&fake.url());
     deployment_with_pending_pods(&fake, &mut client);
     let patches = [
-        ("042-patch-deployment-strategic.json", "wavelet.dev/config-hash", "aaaa"),
-        ("043-patch-deployment-merge.json", "wavelet.dev/config-hash", "bbbb"),
-        ("044-patch-deployment-jsonpatch.json", "wavelet.dev/restarted-at", "2026-01-01T00:00:00Z"),
+        (
+            "042-patch-deployment-strategic.json",
+            "wavelet.dev/config-hash",
+            "aaaa",
+        ),
+        (
+            "043-patch-deployment-merge.json",
+            "wavelet.dev/config-hash",
+            "bbbb",
+        ),
+        (
+            "044-patch-deployment-jsonpatch.json",
+            "wavelet.dev/restarted-at",
+            "2026-01-01T00:00:00Z",
+        ),
     ];
     for (generation, (file, key, value)) in (2..).zip(patches) {
         let rec = recording(file);
@@ -889,8 +918,14 @@ fn template_patches_roll_out_like_042_to_049() {
         assert_object(&ours, &rec);
         let ours = ours.json();
         assert_eq!(ours["metadata"]["generation"], generation, "{file}");
-        assert_eq!(ours["spec"]["template"]["metadata"]["annotations"][key], value, "{file}");
-        assert!(ours["status"]["observedGeneration"].as_i64().unwrap() < generation, "{file}: status lags");
+        assert_eq!(
+            ours["spec"]["template"]["metadata"]["annotations"][key], value,
+            "{file}"
+        );
+        assert!(
+            ours["status"]["observedGeneration"].as_i64().unwrap() < generation,
+            "{file}: status lags"
+        );
     }
     assert_eq!(fake.revisions("deployments", "wire-rec", "web"), 4);
     assert_eq!(fake.patches("deployments", "wire-rec", "web").len(), 3);
@@ -906,22 +941,44 @@ fn template_patches_roll_out_like_042_to_049() {
         let rec = recording(file);
         assert_status(&replay(&mut client, &rec), &rec, None);
     }
-    assert_eq!(fake.revisions("deployments", "wire-rec", "web"), 4, "failed patches change nothing");
+    assert_eq!(
+        fake.revisions("deployments", "wire-rec", "web"),
+        4,
+        "failed patches change nothing"
+    );
 
     let rec = recording("049-list-replicasets-after-patches.json");
     let ours = replay(&mut client, &rec).json();
-    let revision = |rs: &Value| rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"].as_str().unwrap().to_string();
-    let mut revisions: Vec<String> = ours["items"].as_array().unwrap().iter().map(revision).collect();
+    let revision = |rs: &Value| {
+        rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let mut revisions: Vec<String> = ours["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(revision)
+        .collect();
     revisions.sort();
     assert_eq!(revisions, ["1", "2", "3", "4"]);
-    let live: Vec<&Value> = ours["items"].as_array().unwrap().iter().filter(|rs| rs["spec"]["replicas"] != 0).collect();
+    let live: Vec<&Value> = ours["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|rs| rs["spec"]["replicas"] != 0)
+        .collect();
     assert_eq!(live.len(), 1);
     assert_eq!(revision(live[0]), "4");
 
     let rec = recording("052-apply-deployment-ssa.json");
     let ours = replay(&mut client, &rec);
     assert_object(&ours, &rec);
-    assert_eq!(ours.json()["spec"]["template"]["metadata"]["annotations"]["x"], "1");
+    assert_eq!(
+        ours.json()["spec"]["template"]["metadata"]["annotations"]["x"],
+        "1"
+    );
 }
 
 #[test]
@@ -931,16 +988,41 @@ fn a_patch_that_changes_nothing_writes_nothing() {
     deployment_with_pending_pods(&fake, &mut client);
     let rec = recording("042-patch-deployment-strategic.json");
     replay(&mut client, &rec);
-    let list_rv = |client: &mut RawClient| client.get("/api/v1/namespaces/wire-rec/configmaps").json()["metadata"]["resourceVersion"].clone();
-    let (stored, before) = (fake.get("deployments", "wire-rec", "web").unwrap(), list_rv(&mut client));
+    let list_rv = |client: &mut RawClient| {
+        client.get("/api/v1/namespaces/wire-rec/configmaps").json()["metadata"]["resourceVersion"]
+            .clone()
+    };
+    let (stored, before) = (
+        fake.get("deployments", "wire-rec", "web").unwrap(),
+        list_rv(&mut client),
+    );
     let again = replay(&mut client, &rec).json();
     assert_eq!(again, stored, "the unchanged object");
-    assert_eq!(list_rv(&mut client), before, "no new resourceVersion anywhere");
-    let dry = replay_with(&mut client, &rec, Some("/apis/apps/v1/namespaces/wire-rec/deployments/web?dryRun=All"), Some(&json!({"spec": {"template": {"metadata": {"annotations": {"d": "1"}}}}})));
+    assert_eq!(
+        list_rv(&mut client),
+        before,
+        "no new resourceVersion anywhere"
+    );
+    let dry = replay_with(
+        &mut client,
+        &rec,
+        Some("/apis/apps/v1/namespaces/wire-rec/deployments/web?dryRun=All"),
+        Some(&json!({"spec": {"template": {"metadata": {"annotations": {"d": "1"}}}}})),
+    );
     assert_eq!(dry.status, 200);
-    assert!(fake.get("deployments", "wire-rec", "web").unwrap()["spec"]["template"]["metadata"]["annotations"].get("d").is_none());
+    assert!(
+        fake.get("deployments", "wire-rec", "web").unwrap()["spec"]["template"]["metadata"]
+            ["annotations"]
+            .get("d")
+            .is_none()
+    );
     let stale = json!({"metadata": {"resourceVersion": "1"}, "spec": {"template": {"metadata": {"annotations": {"e": "1"}}}}});
-    let conflict = client.json("PATCH", "/apis/apps/v1/namespaces/wire-rec/deployments/web", "application/merge-patch+json", &stale);
+    let conflict = client.json(
+        "PATCH",
+        "/apis/apps/v1/namespaces/wire-rec/deployments/web",
+        "application/merge-patch+json",
+        &stale,
+    );
     assert_eq!(conflict.status, 409);
     assert_eq!(conflict.json()["message"], "Operation cannot be fulfilled on deployments.apps \"web\": the object has been modified; please apply your changes to the latest version and try again");
 }
@@ -951,9 +1033,18 @@ fn selector_pods() -> (FakeApi, RawClient) {
     let client = RawClient::connect(&fake.url());
     for (name, labels) in [
         ("api-1", json!({"app": "api"})),
-        ("web-65fcdbbc7d-dtg45", json!({"app": "web", "pod-template-hash": "65fcdbbc7d"})),
-        ("web-6b67dc7859-rpd82", json!({"app": "web", "pod-template-hash": "6b67dc7859"})),
-        ("web-b7db5bfb4-ms9qx", json!({"app": "web", "pod-template-hash": "b7db5bfb4"})),
+        (
+            "web-65fcdbbc7d-dtg45",
+            json!({"app": "web", "pod-template-hash": "65fcdbbc7d"}),
+        ),
+        (
+            "web-6b67dc7859-rpd82",
+            json!({"app": "web", "pod-template-hash": "6b67dc7859"}),
+        ),
+        (
+            "web-b7db5bfb4-ms9qx",
+            json!({"app": "web", "pod-template-hash": "b7db5bfb4"}),
+        ),
         ("web-canary", json!({"app": "web", "canary": "yes"})),
     ] {
         fake.apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "wire-rec", "labels": labels}, "spec": {"containers": [{"name": "main", "image": "pause"}]}}));
@@ -965,11 +1056,20 @@ fn selector_pods() -> (FakeApi, RawClient) {
 #[test]
 fn label_and_field_selectors_match_055_to_064() {
     let (_fake, mut client) = selector_pods();
-    for file in ["055-list-pods-selector-equality.json", "056-list-pods-selector-setbased.json", "057-list-pods-selector-eq-eq-empty.json", "064-list-pods-fieldselector.json"] {
+    for file in [
+        "055-list-pods-selector-equality.json",
+        "056-list-pods-selector-setbased.json",
+        "057-list-pods-selector-eq-eq-empty.json",
+        "064-list-pods-fieldselector.json",
+    ] {
         let rec = recording(file);
         let ours = replay(&mut client, &rec);
         assert_eq!(ours.status, 200, "{file}");
-        assert_eq!(names(&ours.json()), names(&rec["response"]["body"]), "{file}");
+        assert_eq!(
+            names(&ours.json()),
+            names(&rec["response"]["body"]),
+            "{file}"
+        );
     }
     for n in 1..=6 {
         let file = std::fs::read_dir(format!("{}/../shared/k8s-wire", env!("CARGO_MANIFEST_DIR")))
@@ -986,27 +1086,50 @@ fn label_and_field_selectors_match_055_to_064() {
 fn pod_deletes_match_065_to_068() {
     let (fake, mut client) = selector_pods();
     let before = fake.get("pods", "wire-rec", "api-1").unwrap();
-    let list_rv = client.get("/api/v1/namespaces/wire-rec/pods").json()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let list_rv = client.get("/api/v1/namespaces/wire-rec/pods").json()["metadata"]
+        ["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut stream = watch(&fake, &format!("/api/v1/namespaces/wire-rec/pods?watch=1&resourceVersion={list_rv}&fieldSelector=metadata.name%3Dapi-1"));
     let rec = recording("065-delete-pod.json");
     let ours = replay(&mut client, &rec);
     assert_object(&ours, &rec);
     let ours = ours.json();
-    assert_eq!(keys(&ours["metadata"]).len() + 1, keys(&rec["response"]["body"]["metadata"]).len(), "all but managedFields");
+    assert_eq!(
+        keys(&ours["metadata"]).len() + 1,
+        keys(&rec["response"]["body"]["metadata"]).len(),
+        "all but managedFields"
+    );
     assert_eq!(ours["metadata"]["deletionGracePeriodSeconds"], 0);
     assert_eq!(ours["metadata"]["generation"], 2);
-    let (modified, deleted) = (stream.next_event(LONG).unwrap(), stream.next_event(LONG).unwrap());
-    assert_eq!(types(&[modified.clone(), deleted.clone()]), ["MODIFIED", "DELETED"]);
+    let (modified, deleted) = (
+        stream.next_event(LONG).unwrap(),
+        stream.next_event(LONG).unwrap(),
+    );
+    assert_eq!(
+        types(&[modified.clone(), deleted.clone()]),
+        ["MODIFIED", "DELETED"]
+    );
     assert_eq!(rv(&modified["object"]), rv(&ours));
     assert!(rv(&deleted["object"]) > rv(&ours) && rv(&ours) > rv(&before));
 
     let canary = fake.get("pods", "wire-rec", "web-canary").unwrap();
     let rec = recording("066-delete-pod-wrong-uid-precondition.json");
     let recorded_uid = "bad6b96a-3354-4ebe-820a-134c5ce7013f";
-    let message = rec["response"]["body"]["message"].as_str().unwrap().replace(recorded_uid, canary["metadata"]["uid"].as_str().unwrap());
+    let message = rec["response"]["body"]["message"]
+        .as_str()
+        .unwrap()
+        .replace(recorded_uid, canary["metadata"]["uid"].as_str().unwrap());
     assert_status(&replay(&mut client, &rec), &rec, Some(&message));
     let rec = recording("067-delete-pod-wrong-rv-precondition.json");
-    let message = rec["response"]["body"]["message"].as_str().unwrap().replace("19112", canary["metadata"]["resourceVersion"].as_str().unwrap());
+    let message = rec["response"]["body"]["message"]
+        .as_str()
+        .unwrap()
+        .replace(
+            "19112",
+            canary["metadata"]["resourceVersion"].as_str().unwrap(),
+        );
     assert_status(&replay(&mut client, &rec), &rec, Some(&message));
     let rec = recording("068-delete-pod-not-found.json");
     assert_status(&replay(&mut client, &rec), &rec, None);
@@ -1020,18 +1143,33 @@ fn delete_collection_returns_the_deleted_list_like_069_to_071() {
     assert_object(&ours, &rec);
     let ours = ours.json();
     assert_eq!(names(&ours), names(&rec["response"]["body"]));
-    assert!(ours["items"][0]["metadata"].get("deletionTimestamp").is_none(), "items as before deletion");
-    assert_eq!(names(&client.get("/api/v1/namespaces/wire-rec/pods").json()), ["api-1", "scheduled"]);
+    assert!(
+        ours["items"][0]["metadata"]
+            .get("deletionTimestamp")
+            .is_none(),
+        "items as before deletion"
+    );
+    assert_eq!(
+        names(&client.get("/api/v1/namespaces/wire-rec/pods").json()),
+        ["api-1", "scheduled"]
+    );
     for name in ["lonely-1", "lonely-2"] {
         fake.apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "wire-empty"}}));
     }
     let rec = recording("070-deletecollection-pods-no-selector.json");
-    assert_eq!(names(&replay(&mut client, &rec).json()), ["lonely-1", "lonely-2"]);
+    assert_eq!(
+        names(&replay(&mut client, &rec).json()),
+        ["lonely-1", "lonely-2"]
+    );
     fake.apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lonely-3", "namespace": "wire-empty", "labels": {"z": "c"}}}));
     let rec = recording("071-deletecollection-pods-empty-selector-param.json");
     assert_eq!(names(&replay(&mut client, &rec).json()), ["lonely-3"]);
     assert!(fake.pods("wire-empty").is_empty());
-    let deletes = fake.requests().iter().filter(|r| r.method == "DELETE" && r.path.ends_with("/pods")).count();
+    let deletes = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "DELETE" && r.path.ends_with("/pods"))
+        .count();
     assert_eq!(deletes, 3, "collection deletes are recorded");
 }
 
@@ -1058,7 +1196,14 @@ fn eviction_setup() -> (FakeApi, RawClient) {
 fn evictions_respect_the_budget_like_072_to_080() {
     let (fake, mut client) = eviction_setup();
     let rec = recording("073-evict-pending-pod-with-pdb.json");
-    let ours = replay_with(&mut client, &rec, Some("/api/v1/namespaces/wire-rec/pods/pending-1/eviction"), Some(&json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "pending-1", "namespace": "wire-rec"}})));
+    let ours = replay_with(
+        &mut client,
+        &rec,
+        Some("/api/v1/namespaces/wire-rec/pods/pending-1/eviction"),
+        Some(
+            &json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "pending-1", "namespace": "wire-rec"}}),
+        ),
+    );
     assert_wire(&ours, &rec);
     assert_eq!(ours.json(), rec["response"]["body"]);
 
@@ -1073,7 +1218,10 @@ fn evictions_respect_the_budget_like_072_to_080() {
     }
     let rec = recording("076-put-pdb-status.json");
     let mut body = rec["request"]["body"].clone();
-    body["metadata"] = fake.get("poddisruptionbudgets", "wire-rec", "web-pdb").unwrap()["metadata"].clone();
+    body["metadata"] = fake
+        .get("poddisruptionbudgets", "wire-rec", "web-pdb")
+        .unwrap()["metadata"]
+        .clone();
     let ours = replay_with(&mut client, &rec, None, Some(&body));
     assert_object(&ours, &rec);
     assert_eq!(ours.json()["status"]["currentHealthy"], 1);
@@ -1081,8 +1229,16 @@ fn evictions_respect_the_budget_like_072_to_080() {
     let rec = recording("077-evict-pdb-zero-disruptions.json");
     assert_status(&replay(&mut client, &rec), &rec, None);
 
-    fake.merge_patch("poddisruptionbudgets", "wire-rec", "web-pdb", json!({"status": {"disruptionsAllowed": 1}}));
-    let pod_rv = fake.get("pods", "wire-rec", "evict-a").unwrap()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    fake.merge_patch(
+        "poddisruptionbudgets",
+        "wire-rec",
+        "web-pdb",
+        json!({"status": {"disruptionsAllowed": 1}}),
+    );
+    let pod_rv = fake.get("pods", "wire-rec", "evict-a").unwrap()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut stream = watch(&fake, &format!("/api/v1/namespaces/wire-rec/pods?watch=true&resourceVersion={pod_rv}&fieldSelector=metadata.name%3Devict-a"));
     let rec = recording("078-evict-pdb-allows-one.json");
     let ours = replay(&mut client, &rec);
@@ -1090,11 +1246,24 @@ fn evictions_respect_the_budget_like_072_to_080() {
     assert_eq!(ours.json(), rec["response"]["body"]);
 
     let rec = recording("079-watch-pod-during-eviction.json");
-    let events: Vec<Value> = (0..3).map(|_| stream.next_event(LONG).expect("event")).collect();
-    assert_eq!(types(&events), types(rec["response"]["events"].as_array().unwrap()));
-    let condition = |e: &Value| e["object"]["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "DisruptionTarget" && c["reason"] == "EvictionByEvictionAPI");
+    let events: Vec<Value> = (0..3)
+        .map(|_| stream.next_event(LONG).expect("event"))
+        .collect();
+    assert_eq!(
+        types(&events),
+        types(rec["response"]["events"].as_array().unwrap())
+    );
+    let condition = |e: &Value| {
+        e["object"]["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "DisruptionTarget" && c["reason"] == "EvictionByEvictionAPI")
+    };
     assert!(events.iter().all(condition));
-    assert!(events[0]["object"]["metadata"].get("deletionTimestamp").is_none());
+    assert!(events[0]["object"]["metadata"]
+        .get("deletionTimestamp")
+        .is_none());
     assert!(events[1]["object"]["metadata"]["deletionTimestamp"].is_string());
 
     let rec = recording("080-get-pdb-after-eviction.json");
@@ -1108,12 +1277,20 @@ fn evictions_respect_the_budget_like_072_to_080() {
 #[test]
 fn eviction_errors_match_081_to_085() {
     let (fake, mut client) = eviction_setup();
-    fake.merge_patch("pods", "wire-rec", "evict-b", json!({"status": {"phase": "Running"}}));
+    fake.merge_patch(
+        "pods",
+        "wire-rec",
+        "evict-b",
+        json!({"status": {"phase": "Running"}}),
+    );
     fake.apply(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "other-pdb", "namespace": "wire-rec"}, "spec": {"selector": {"matchLabels": {"role": "evict-test-b"}}}}));
     let rec = recording("081-evict-two-pdbs.json");
     assert_status(&replay(&mut client, &rec), &rec, None);
     let rec = recording("082-delete-pdb.json");
-    let uid = fake.get("poddisruptionbudgets", "wire-rec", "web-pdb").unwrap()["metadata"]["uid"].clone();
+    let uid = fake
+        .get("poddisruptionbudgets", "wire-rec", "web-pdb")
+        .unwrap()["metadata"]["uid"]
+        .clone();
     let ours = replay(&mut client, &rec);
     assert_wire(&ours, &rec);
     let mut expected = rec["response"]["body"].clone();
@@ -1135,7 +1312,11 @@ fn eviction_errors_match_081_to_085() {
 #[test]
 fn errors_and_auth_match_086_087_101_120() {
     let (fake, mut client) = wire_rec();
-    for file in ["086-get-configmap-not-found.json", "101-unknown-resource-404.json", "120-proxy-get-not-found.json"] {
+    for file in [
+        "086-get-configmap-not-found.json",
+        "101-unknown-resource-404.json",
+        "120-proxy-get-not-found.json",
+    ] {
         let rec = recording(file);
         assert_status(&replay(&mut client, &rec), &rec, None);
     }
@@ -1144,26 +1325,49 @@ fn errors_and_auth_match_086_087_101_120() {
     client.token = Some("wrong-token".into());
     assert_status(&replay(&mut client, &rec), &rec, None);
     client.token = None;
-    assert_eq!(client.get("/api/v1/namespaces/wire-rec/configmaps").status, 401, "no token is rejected too");
+    assert_eq!(
+        client.get("/api/v1/namespaces/wire-rec/configmaps").status,
+        401,
+        "no token is rejected too"
+    );
     client.token = Some("admintoken".into());
-    assert_eq!(client.get("/api/v1/namespaces/wire-rec/configmaps").status, 200);
+    assert_eq!(
+        client.get("/api/v1/namespaces/wire-rec/configmaps").status,
+        200
+    );
     fake.require_token(None);
 }
 
 #[test]
 fn updates_and_creates_fail_like_094_to_099() {
     let (_fake, mut client) = wire_rec();
-    let current = client.get("/api/v1/namespaces/wire-rec/configmaps/app-config").json();
-    client.json("PATCH", "/api/v1/namespaces/wire-rec/configmaps/app-config", "application/merge-patch+json", &json!({"data": {"n": "1"}}));
+    let current = client
+        .get("/api/v1/namespaces/wire-rec/configmaps/app-config")
+        .json();
+    client.json(
+        "PATCH",
+        "/api/v1/namespaces/wire-rec/configmaps/app-config",
+        "application/merge-patch+json",
+        &json!({"data": {"n": "1"}}),
+    );
     let rec = recording("094-put-configmap-stale-rv-409.json");
     let mut body = rec["request"]["body"].clone();
     body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-    assert_status(&replay_with(&mut client, &rec, None, Some(&body)), &rec, None);
+    assert_status(
+        &replay_with(&mut client, &rec, None, Some(&body)),
+        &rec,
+        None,
+    );
     let rec = recording("095-put-configmap-without-rv.json");
     let ours = replay(&mut client, &rec);
     assert_object(&ours, &rec);
     assert_eq!(ours.json()["data"], rec["response"]["body"]["data"]);
-    for file in ["096-create-configmap-already-exists.json", "097-create-configmap-invalid-name.json", "098-create-in-missing-namespace.json", "099-create-namespace-mismatch.json"] {
+    for file in [
+        "096-create-configmap-already-exists.json",
+        "097-create-configmap-invalid-name.json",
+        "098-create-in-missing-namespace.json",
+        "099-create-namespace-mismatch.json",
+    ] {
         let rec = recording(file);
         assert_status(&replay(&mut client, &rec), &rec, None);
     }
@@ -1186,8 +1390,15 @@ fn leases_match_102_to_106() {
     let rec = recording("104-update-lease-stale-409.json");
     let mut body = rec["request"]["body"].clone();
     body["metadata"] = created["metadata"].clone();
-    assert_status(&replay_with(&mut client, &rec, None, Some(&body)), &rec, None);
-    for file in ["105-update-lease-without-rv.json", "106-create-lease-seconds-precision.json"] {
+    assert_status(
+        &replay_with(&mut client, &rec, None, Some(&body)),
+        &rec,
+        None,
+    );
+    for file in [
+        "105-update-lease-without-rv.json",
+        "106-create-lease-seconds-precision.json",
+    ] {
         let rec = recording(file);
         assert_status(&replay(&mut client, &rec), &rec, None);
     }
@@ -1196,17 +1407,29 @@ fn leases_match_102_to_106() {
 #[test]
 fn events_match_107_to_112() {
     let (fake, mut client) = wire_rec();
-    for file in ["107-events-v1-minimal-422.json", "108-events-v1-partial-422.json", "110-events-core-minimal-422.json"] {
+    for file in [
+        "107-events-v1-minimal-422.json",
+        "108-events-v1-partial-422.json",
+        "110-events-core-minimal-422.json",
+    ] {
         let rec = recording(file);
         assert_status(&replay(&mut client, &rec), &rec, None);
     }
-    for file in ["109-events-v1-valid.json", "111-events-core-valid.json", "112-events-core-bad-type.json"] {
+    for file in [
+        "109-events-v1-valid.json",
+        "111-events-core-valid.json",
+        "112-events-core-bad-type.json",
+    ] {
         let rec = recording(file);
         let ours = replay(&mut client, &rec);
         assert_eq!(ours.status, 201, "{file}: {}", ours.text());
         assert_eq!(ours.json()["kind"], "Event");
     }
-    let names: Vec<String> = fake.events_for("wire-rec", "web").iter().map(|e| e["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    let names: Vec<String> = fake
+        .events_for("wire-rec", "web")
+        .iter()
+        .map(|e| e["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(names, ["web.wavelet.2", "web.wavelet.3", "web.wavelet.1"]);
 }
 
@@ -1219,13 +1442,19 @@ fn namespace_deletion_matches_114_to_118() {
     assert_eq!(ours.json()["status"], rec["response"]["body"]["status"]);
     let rec = recording("115-create-in-terminating-namespace.json");
     assert_status(&replay(&mut client, &rec), &rec, None);
-    for file in ["116-get-terminating-namespace.json", "117-delete-namespace-again.json"] {
+    for file in [
+        "116-get-terminating-namespace.json",
+        "117-delete-namespace-again.json",
+    ] {
         let rec = recording(file);
         let ours = replay(&mut client, &rec);
         assert_eq!(ours.status, 200, "{file}");
         assert_eq!(ours.json()["status"]["phase"], "Terminating");
     }
-    assert!(fake.list("configmaps", Some("wire-rec")).is_empty(), "contents are deleted");
+    assert!(
+        fake.list("configmaps", Some("wire-rec")).is_empty(),
+        "contents are deleted"
+    );
     assert!(fake.wait_until(LONG, |f| f.get("namespaces", "", "wire-rec").is_none()));
     let rec = recording("118-get-deleted-namespace.json");
     assert_status(&replay(&mut client, &rec), &rec, None);

@@ -44,6 +44,8 @@ pub struct RawClient {
     host: String,
     /// Sent with every request when set.
     pub token: Option<String>,
+    /// Bytes of a chunk cut short by a broken connection.
+    partial: Vec<u8>,
 }
 
 impl RawClient {
@@ -63,6 +65,7 @@ impl RawClient {
             reader,
             host,
             token: None,
+            partial: Vec::new(),
         }
     }
 
@@ -137,8 +140,14 @@ impl RawClient {
             self.reader.read_line(&mut end)?;
             return Ok(None);
         }
-        let mut data = vec![0; size];
-        self.reader.read_exact(&mut data)?;
+        let mut data = Vec::with_capacity(size);
+        (&mut self.reader)
+            .take(size as u64)
+            .read_to_end(&mut data)?;
+        if data.len() < size {
+            self.partial = data;
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
         let mut crlf = [0; 2];
         self.reader.read_exact(&mut crlf)?;
         Ok(Some(data))
@@ -287,7 +296,10 @@ impl WatchStream {
                 {
                     return Err(StreamEnd::Timeout)
                 }
-                Err(_) => return Err(StreamEnd::Broken),
+                Err(_) => {
+                    self.buffer.append(&mut self.client.partial);
+                    return Err(StreamEnd::Broken);
+                }
             }
         }
     }

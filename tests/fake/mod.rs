@@ -25,6 +25,9 @@ pub mod validate;
 pub mod watch;
 pub mod write;
 
+#[cfg(test)]
+mod tests;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
