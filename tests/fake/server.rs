@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::api;
 use super::http::{read_request, write_response, Request, Response};
-use super::list::{too_large_resource_version, ListOptions};
+use super::list::ListOptions;
 use super::resources::route;
 use super::state::State;
 use super::status::{self, Status};
@@ -160,10 +160,7 @@ fn non_resource(path: &str) -> Option<Response> {
                 "buildDate": "1970-01-01T00:00:00Z", "goVersion": "go1.27.3", "compiler": "gc", "platform": "linux/amd64"
             }),
         )),
-        "/healthz" | "/readyz" | "/livez" => Some(Response {
-            content_type: "text/plain; charset=utf-8",
-            ..Response::text(200, "ok")
-        }),
+        "/healthz" | "/readyz" | "/livez" => Some(Response::text(200, "ok")),
         _ => None,
     }
 }
@@ -225,7 +222,6 @@ fn wait_for_resource_version(shared: &Shared, request: &Request, route: &super::
     while state.store.current_rv() < wanted {
         let now = Instant::now();
         if now >= deadline {
-            let _ = too_large_resource_version(wanted, state.store.current_rv());
             return;
         }
         state = shared.wait(state, deadline - now);
