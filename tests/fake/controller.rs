@@ -1,0 +1,540 @@
+//! The simulated workload controllers: they count pod-template revisions of Deployments,
+//! StatefulSets, DaemonSets and custom resources, give every Deployment template a
+//! ReplicaSet, keep each ReplicaSet's Pods (scheduled, Ready after `ready_delay`), collect
+//! garbage by ownerReferences, and write status back through the store like real ones.
+//!
+//! Writes only enqueue work; the outermost writer drains the queue, so the controllers
+//! never re-enter themselves and see the level state, as a real work queue does.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use super::ids::fnv1a;
+use super::resources::ResourceType;
+use super::selector::object_selects;
+use super::state::State;
+use super::store::{name_of, namespace_of};
+
+/// How long a deleted namespace stays Terminating (about 5 s on the recorded server).
+pub const NAMESPACE_FINALIZE_DELAY: Duration = Duration::from_millis(200);
+const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
+const NODE_NAME: &str = "node-1";
+
+#[derive(Clone, Debug, PartialEq)]
+enum Work {
+    Workload {
+        key: String,
+        namespace: String,
+        name: String,
+    },
+    ReplicaSet {
+        namespace: String,
+        name: String,
+    },
+    CollectDependents {
+        namespace: String,
+        owner_uid: String,
+    },
+}
+
+#[derive(Debug, Default)]
+pub struct Controller {
+    /// (type key, namespace, name) → (revisions rolled out, current template hash).
+    revisions: HashMap<(String, String, String), (u64, String)>,
+    queue: VecDeque<Work>,
+    running: bool,
+    pub ready_delay: Duration,
+    /// Pods that become Ready at the given time.
+    pending_ready: Vec<(String, String, Instant)>,
+}
+
+fn uid_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The owner of a kind named in `ownerReferences`, as (name, uid).
+fn owner(object: &Value, kind: &str) -> Option<(String, String)> {
+    let refs = object.pointer("/metadata/ownerReferences")?.as_array()?;
+    let r = refs.iter().find(|r| r["kind"] == kind)?;
+    Some((
+        r["name"].as_str()?.to_string(),
+        r["uid"].as_str().unwrap_or("").to_string(),
+    ))
+}
+
+fn owned_by(object: &Value, owner_uid: &str) -> bool {
+    let refs = object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array);
+    refs.is_some_and(|refs| refs.iter().any(|r| r["uid"] == owner_uid))
+}
+
+fn owner_reference(owner: &Value) -> Value {
+    json!([{
+        "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true
+    }])
+}
+
+/// `pod-template-hash`: 10 hex digits of a hash of the template.
+pub fn template_hash(template: &Value) -> String {
+    format!(
+        "{:010x}",
+        fnv1a(template.to_string().as_bytes()) & 0xff_ffff_ffff
+    )
+}
+
+pub fn is_pod_ready(pod: &Value) -> bool {
+    let conditions = pod.pointer("/status/conditions").and_then(Value::as_array);
+    conditions.is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+fn replicas_of(object: &Value) -> u64 {
+    object
+        .pointer("/spec/replicas")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+}
+
+fn with_label(mut labels: Value, key: &str, value: &str) -> Value {
+    if !labels.is_object() {
+        labels = json!({});
+    }
+    labels[key] = value.into();
+    labels
+}
+
+impl Controller {
+    pub fn revisions(&self, key: &str, namespace: &str, name: &str) -> u64 {
+        self.revisions
+            .get(&(key.to_string(), namespace.to_string(), name.to_string()))
+            .map_or(0, |r| r.0)
+    }
+
+    /// Called after every store write: queue what the controllers must look at, and drain
+    /// the queue unless an outer call is already draining it.
+    pub fn after_write(
+        state: &mut State,
+        resource: &ResourceType,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) {
+        let object = new.or(old).expect("a write has an object");
+        let namespace = namespace_of(object).to_string();
+        let name = name_of(object).to_string();
+        let mut work = Vec::new();
+        if resource.is_workload() {
+            match new {
+                Some(_) => work.push(Work::Workload {
+                    key: resource.key.clone(),
+                    namespace,
+                    name,
+                }),
+                None => {
+                    state.controller.revisions.remove(&(
+                        resource.key.clone(),
+                        namespace.clone(),
+                        name,
+                    ));
+                    work.push(Work::CollectDependents {
+                        namespace,
+                        owner_uid: uid_of(object).into(),
+                    });
+                }
+            }
+        } else if resource.plural == "replicasets" {
+            if new.is_some() {
+                work.push(Work::ReplicaSet { namespace, name });
+            } else {
+                work.push(Work::CollectDependents {
+                    namespace,
+                    owner_uid: uid_of(object).into(),
+                });
+            }
+        } else if resource.plural == "pods" {
+            if let Some((rs, _)) = owner(object, "ReplicaSet") {
+                work.push(Work::ReplicaSet {
+                    namespace,
+                    name: rs,
+                });
+            }
+        }
+        for item in work {
+            if !state.controller.queue.contains(&item) {
+                state.controller.queue.push_back(item);
+            }
+        }
+        if state.controller.running {
+            return;
+        }
+        state.controller.running = true;
+        while let Some(item) = state.controller.queue.pop_front() {
+            match item {
+                Work::Workload {
+                    key,
+                    namespace,
+                    name,
+                } => sync_workload(state, &key, &namespace, &name),
+                Work::ReplicaSet { namespace, name } => sync_replica_set(state, &namespace, &name),
+                Work::CollectDependents {
+                    namespace,
+                    owner_uid,
+                } => collect_dependents(state, &namespace, &owner_uid),
+            }
+        }
+        state.controller.running = false;
+    }
+
+    /// Pods whose readiness delay has passed become Running and Ready.
+    pub fn tick(state: &mut State, now: Instant) {
+        let (due, pending): (Vec<_>, Vec<_>) = state
+            .controller
+            .pending_ready
+            .drain(..)
+            .partition(|(_, _, at)| *at <= now);
+        state.controller.pending_ready = pending;
+        for (namespace, name, _) in due {
+            make_ready(state, &namespace, &name);
+        }
+    }
+}
+
+fn type_named(state: &State, plural: &str) -> ResourceType {
+    state.find_type(plural).expect("built-in type")
+}
+
+fn sync_workload(state: &mut State, key: &str, namespace: &str, name: &str) {
+    let Some(resource) = state.types.iter().find(|t| t.key == key).cloned() else {
+        return;
+    };
+    let Some(workload) = state.get(&resource, namespace, name) else {
+        return;
+    };
+    let Some(template) = workload.pointer("/spec/template") else {
+        return;
+    };
+    let hash = template_hash(template);
+    let id = (key.to_string(), namespace.to_string(), name.to_string());
+    let rollout = state
+        .controller
+        .revisions
+        .entry(id)
+        .or_insert((0, String::new()));
+    let template_changed = rollout.1 != hash;
+    if template_changed {
+        rollout.0 += 1;
+        rollout.1 = hash.clone();
+    }
+    match resource.plural.as_str() {
+        "deployments" => sync_deployment(state, &resource, workload, &hash, template_changed),
+        "statefulsets" | "daemonsets" => {
+            let generation = workload
+                .pointer("/metadata/generation")
+                .cloned()
+                .unwrap_or(json!(1));
+            let revision = format!("{name}-{hash}");
+            let mut status = workload.get("status").cloned().unwrap_or(json!({}));
+            if resource.plural == "statefulsets" {
+                let replicas = replicas_of(&workload);
+                for field in [
+                    "replicas",
+                    "readyReplicas",
+                    "currentReplicas",
+                    "updatedReplicas",
+                    "availableReplicas",
+                ] {
+                    status[field] = replicas.into();
+                }
+                status["currentRevision"] = revision.clone().into();
+                status["updateRevision"] = revision.into();
+            } else {
+                for field in [
+                    "desiredNumberScheduled",
+                    "currentNumberScheduled",
+                    "numberReady",
+                    "updatedNumberScheduled",
+                    "numberAvailable",
+                ] {
+                    status[field] = 1.into();
+                }
+            }
+            status["observedGeneration"] = generation;
+            let mut updated = workload.clone();
+            updated["status"] = status;
+            state.update_status(&resource, &workload, updated);
+        }
+        _ => {}
+    }
+}
+
+/// Gives the current template its ReplicaSet (new revision when the template changed),
+/// scales the others to zero and writes the revision annotation and status.
+fn sync_deployment(
+    state: &mut State,
+    resource: &ResourceType,
+    deployment: Value,
+    hash: &str,
+    template_changed: bool,
+) {
+    let namespace = namespace_of(&deployment).to_string();
+    let name = name_of(&deployment).to_string();
+    let replicas = replicas_of(&deployment);
+    let replica_sets = type_named(state, "replicasets");
+    let owned: Vec<Value> = state
+        .list(&replica_sets, Some(&namespace))
+        .into_iter()
+        .filter(|rs| owned_by(rs, uid_of(&deployment)))
+        .collect();
+    let revision_of = |rs: &Value| {
+        rs.pointer(&format!(
+            "/metadata/annotations/{}",
+            REVISION_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .and_then(|r| r.parse::<u64>().ok())
+        .unwrap_or(0)
+    };
+    let max_revision = owned.iter().map(revision_of).max().unwrap_or(0);
+    let current_name = format!("{name}-{hash}");
+    let existing = owned.iter().find(|rs| name_of(rs) == current_name).cloned();
+    let revision = match &existing {
+        Some(rs) if !template_changed || revision_of(rs) == max_revision => revision_of(rs),
+        _ => max_revision + 1,
+    };
+    let template = deployment
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(json!({}));
+    let mut rs_template = template.clone();
+    rs_template["metadata"]["labels"] = with_label(
+        template["metadata"]["labels"].clone(),
+        "pod-template-hash",
+        hash,
+    );
+    let mut selector = deployment
+        .pointer("/spec/selector")
+        .cloned()
+        .unwrap_or(json!({}));
+    selector["matchLabels"] =
+        with_label(selector["matchLabels"].clone(), "pod-template-hash", hash);
+    let annotations = json!({
+        "deployment.kubernetes.io/desired-replicas": replicas.to_string(),
+        "deployment.kubernetes.io/max-replicas": (replicas + replicas.div_ceil(4)).to_string(),
+        REVISION_ANNOTATION: revision.to_string(),
+    });
+    match existing {
+        Some(rs) => {
+            let mut updated = rs.clone();
+            updated["spec"]["replicas"] = replicas.into();
+            updated["metadata"]["annotations"] = annotations;
+            state.update(&replica_sets, &rs, updated);
+        }
+        None => {
+            let rs = json!({
+                "metadata": {
+                    "name": current_name, "namespace": namespace,
+                    "labels": rs_template["metadata"]["labels"].clone(),
+                    "annotations": annotations,
+                    "ownerReferences": owner_reference(&deployment),
+                },
+                "spec": {"replicas": replicas, "selector": selector, "template": rs_template},
+            });
+            state.create(&replica_sets, rs);
+        }
+    }
+    for old in owned
+        .iter()
+        .filter(|rs| name_of(rs) != current_name && replicas_of(rs) != 0)
+    {
+        let mut scaled = old.clone();
+        scaled["spec"]["replicas"] = 0.into();
+        state.update(&replica_sets, old, scaled);
+    }
+    write_deployment_status(state, resource, &namespace, &name, Some(revision));
+}
+
+fn write_deployment_status(
+    state: &mut State,
+    resource: &ResourceType,
+    namespace: &str,
+    name: &str,
+    revision: Option<u64>,
+) {
+    let Some(deployment) = state.get(resource, namespace, name) else {
+        return;
+    };
+    let replica_sets = type_named(state, "replicasets");
+    let pods = type_named(state, "pods");
+    let owned: Vec<Value> = state
+        .list(&replica_sets, Some(namespace))
+        .into_iter()
+        .filter(|rs| owned_by(rs, uid_of(&deployment)))
+        .collect();
+    let hash = deployment
+        .pointer("/spec/template")
+        .map(template_hash)
+        .unwrap_or_default();
+    let all_pods: Vec<Value> = state
+        .list(&pods, Some(namespace))
+        .into_iter()
+        .filter(|p| owned.iter().any(|rs| owned_by(p, uid_of(rs))))
+        .collect();
+    let updated_pods = all_pods
+        .iter()
+        .filter(|p| p.pointer("/metadata/labels/pod-template-hash") == Some(&json!(hash)));
+    let ready = all_pods.iter().filter(|p| is_pod_ready(p)).count();
+    let mut updated = deployment.clone();
+    if let Some(revision) = revision {
+        updated["metadata"]["annotations"][REVISION_ANNOTATION] = revision.to_string().into();
+    }
+    let status = &mut updated["status"];
+    if !status.is_object() {
+        *status = json!({});
+    }
+    status["observedGeneration"] = deployment
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(json!(1));
+    status["replicas"] = all_pods.len().into();
+    status["updatedReplicas"] = updated_pods.count().into();
+    status["readyReplicas"] = ready.into();
+    status["availableReplicas"] = ready.into();
+    state.update_status(resource, &deployment, updated);
+}
+
+/// Keeps `spec.replicas` live Pods for a ReplicaSet and writes its status.
+fn sync_replica_set(state: &mut State, namespace: &str, name: &str) {
+    let replica_sets = type_named(state, "replicasets");
+    let pods = type_named(state, "pods");
+    let Some(rs) = state.get(&replica_sets, namespace, name) else {
+        return;
+    };
+    let want = replicas_of(&rs) as usize;
+    let mut live: Vec<Value> = state
+        .list(&pods, Some(namespace))
+        .into_iter()
+        .filter(|p| owned_by(p, uid_of(&rs)) && p.pointer("/metadata/deletionTimestamp").is_none())
+        .collect();
+    while live.len() < want {
+        live.push(create_pod(state, &pods, &rs));
+    }
+    if live.len() > want {
+        live.sort_by(|a, b| {
+            b["metadata"]["creationTimestamp"]
+                .as_str()
+                .cmp(&a["metadata"]["creationTimestamp"].as_str())
+        });
+        for extra in live.drain(..live.len() - want) {
+            state.delete(&pods, namespace, name_of(&extra));
+        }
+    }
+    let live: Vec<Value> = live
+        .iter()
+        .filter_map(|p| state.get(&pods, namespace, name_of(p)))
+        .collect();
+    let ready = live.iter().filter(|p| is_pod_ready(p)).count();
+    let mut updated = rs.clone();
+    updated["status"] = json!({
+        "replicas": live.len(), "fullyLabeledReplicas": live.len(), "readyReplicas": ready,
+        "availableReplicas": ready, "observedGeneration": rs["metadata"]["generation"].clone(),
+    });
+    state.update_status(&replica_sets, &rs, updated);
+    if let Some((deployment, _)) = owner(&rs, "Deployment") {
+        let deployments = type_named(state, "deployments");
+        write_deployment_status(state, &deployments, namespace, &deployment, None);
+    }
+}
+
+fn create_pod(state: &mut State, pods: &ResourceType, rs: &Value) -> Value {
+    let template = rs.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let mut metadata = Map::new();
+    metadata.insert("generateName".into(), format!("{}-", name_of(rs)).into());
+    metadata.insert("namespace".into(), namespace_of(rs).into());
+    for key in ["labels", "annotations"] {
+        if let Some(value) = template.pointer(&format!("/metadata/{key}")) {
+            metadata.insert(key.into(), value.clone());
+        }
+    }
+    metadata.insert("ownerReferences".into(), owner_reference(rs));
+    let mut spec = template.get("spec").cloned().unwrap_or(json!({}));
+    if !spec.is_object() {
+        spec = json!({});
+    }
+    spec["nodeName"] = NODE_NAME.into();
+    let pod = state.create(
+        pods,
+        json!({"metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}),
+    );
+    let (namespace, name) = (namespace_of(&pod).to_string(), name_of(&pod).to_string());
+    if state.controller.ready_delay.is_zero() {
+        make_ready(state, &namespace, &name);
+    } else {
+        let due = Instant::now() + state.controller.ready_delay;
+        state.controller.pending_ready.push((namespace, name, due));
+    }
+    pod
+}
+
+/// What a kubelet would report once the containers run.
+fn make_ready(state: &mut State, namespace: &str, name: &str) {
+    let pods = type_named(state, "pods");
+    let Some(pod) = state.get(&pods, namespace, name) else {
+        return;
+    };
+    let now = state.clock.now();
+    let mut updated = pod.clone();
+    let conditions: Vec<Value> = [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
+    .iter()
+    .map(|t| json!({"type": t, "status": "True", "lastTransitionTime": now}))
+    .collect();
+    updated["status"] = json!({"phase": "Running", "conditions": conditions, "hostIP": "10.0.0.1", "podIP": "10.244.0.10", "startTime": now});
+    state.update_status(&pods, &pod, updated);
+}
+
+/// Garbage collection: objects whose owner is gone are deleted.
+fn collect_dependents(state: &mut State, namespace: &str, owner_uid: &str) {
+    for plural in ["replicasets", "pods"] {
+        let resource = type_named(state, plural);
+        for dependent in state
+            .list(&resource, Some(namespace))
+            .into_iter()
+            .filter(|o| owned_by(o, owner_uid))
+        {
+            state.delete(&resource, namespace, name_of(&dependent));
+        }
+    }
+}
+
+/// PDBs of a namespace whose selector matches the pod's labels.
+pub fn pdbs_covering(state: &State, pod: &Value) -> Vec<Value> {
+    let pdbs = type_named(state, "poddisruptionbudgets");
+    let empty = Map::new();
+    let labels = pod
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    state
+        .list(&pdbs, Some(namespace_of(pod)))
+        .into_iter()
+        .filter(|pdb| {
+            object_selects(
+                pdb.pointer("/spec/selector").unwrap_or(&Value::Null),
+                labels,
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,178 @@
+//! Injected faults: a queue of one-shot (or `times`-shot) misbehaviours, each consumed by
+//! the first request or watch event it matches.
+
+use std::time::Duration;
+
+use super::http::{reason_phrase, Response};
+use super::status::Status;
+
+/// A misbehaviour to inject; see `FakeApi::inject`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    /// The next event written on a watch of `resource`: write only its first half, then drop
+    /// the TCP connection (no terminating chunk).
+    DropWatchMidEvent { resource: String },
+    /// The next event line on a watch of `resource` is cut in half and terminated with "\n"
+    /// (a truncated JSON line), then the stream continues normally.
+    TruncatedLine { resource: String },
+    /// The next watch request on `resource`: 200, one ERROR event with Status 410 Expired
+    /// ("too old resource version: X (Y)"), then end.
+    WatchErrorExpired { resource: String },
+    /// The next watch request on `resource` gets HTTP 410 with an Expired Status body.
+    WatchHttpGone { resource: String },
+    /// The next `times` requests with this method ("GET" for list/get, "WATCH" for watch,
+    /// "PATCH", "POST", "DELETE", "PUT") on `resource` get `code`, with `Retry-After: N` when
+    /// given; a JSON Status body, or the APF text/plain body when `plain_text`.
+    Status {
+        method: String,
+        resource: String,
+        code: u16,
+        retry_after_secs: Option<u64>,
+        times: u32,
+        plain_text: bool,
+    },
+    /// Delay the next matching response by `delay`.
+    Slow {
+        method: String,
+        resource: String,
+        delay: Duration,
+    },
+}
+
+/// What a stream fault does to the event line it hits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LineFault {
+    None,
+    /// Write half the line plus "\n", then go on.
+    Truncate,
+    /// Write half the line, then drop the connection.
+    Drop,
+}
+
+/// The APF rejection body (§8.3).
+pub const APF_BODY: &str = "Too many requests, please try again later.\n";
+
+#[derive(Debug, Default)]
+pub struct Faults {
+    queue: Vec<Fault>,
+}
+
+impl Faults {
+    pub fn push(&mut self, fault: Fault) {
+        self.queue.push(fault);
+    }
+
+    fn take(&mut self, matches: impl Fn(&Fault) -> bool) -> Option<Fault> {
+        let index = self.queue.iter().position(matches)?;
+        Some(self.queue.remove(index))
+    }
+
+    /// A delay for this request, if a `Slow` fault matches.
+    pub fn take_slow(&mut self, verb: &str, resource: &str) -> Option<Duration> {
+        match self.take(|f| matches!(f, Fault::Slow { method, resource: r, .. } if method == verb && r == resource))? {
+            Fault::Slow { delay, .. } => Some(delay),
+            _ => None,
+        }
+    }
+
+    /// An error response for this request, if a `Status` fault matches (counts down `times`).
+    pub fn take_status(&mut self, verb: &str, resource: &str) -> Option<Response> {
+        let index = self.queue.iter().position(
+            |f| matches!(f, Fault::Status { method, resource: r, .. } if method == verb && r == resource),
+        )?;
+        let Fault::Status {
+            code,
+            retry_after_secs,
+            times,
+            plain_text,
+            ..
+        } = &mut self.queue[index]
+        else {
+            return None;
+        };
+        let response = status_fault_response(*code, *retry_after_secs, *plain_text);
+        *times = times.saturating_sub(1);
+        if *times == 0 {
+            self.queue.remove(index);
+        }
+        Some(response)
+    }
+
+    pub fn take_watch_http_gone(&mut self, resource: &str) -> bool {
+        self.take(|f| matches!(f, Fault::WatchHttpGone { resource: r } if r == resource))
+            .is_some()
+    }
+
+    pub fn take_watch_error_expired(&mut self, resource: &str) -> bool {
+        self.take(|f| matches!(f, Fault::WatchErrorExpired { resource: r } if r == resource))
+            .is_some()
+    }
+
+    /// What happens to the next event line written on a watch of `resource`.
+    pub fn take_line_fault(&mut self, resource: &str) -> LineFault {
+        match self.take(|f| {
+            matches!(f, Fault::DropWatchMidEvent { resource: r } | Fault::TruncatedLine { resource: r } if r == resource)
+        }) {
+            Some(Fault::DropWatchMidEvent { .. }) => LineFault::Drop,
+            Some(Fault::TruncatedLine { .. }) => LineFault::Truncate,
+            _ => LineFault::None,
+        }
+    }
+}
+
+fn status_fault_response(code: u16, retry_after: Option<u64>, plain_text: bool) -> Response {
+    if plain_text {
+        let body = if code == 429 {
+            APF_BODY.to_string()
+        } else {
+            format!("{}\n", reason_phrase(code))
+        };
+        let mut response = Response::text(code, &body);
+        if let Some(seconds) = retry_after {
+            response = response.with_header("Retry-After", seconds.to_string());
+        }
+        return response;
+    }
+    let (reason, message) = match code {
+        429 => (
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        ),
+        500 => (
+            "InternalError",
+            "Internal error occurred: injected by the fake API server",
+        ),
+        503 => (
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        504 => (
+            "Timeout",
+            "Timeout: request did not complete within the allowed duration",
+        ),
+        409 => (
+            "Conflict",
+            "Operation cannot be fulfilled: injected conflict",
+        ),
+        404 => (
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
+        403 => ("Forbidden", "forbidden: injected by the fake API server"),
+        401 => ("Unauthorized", "Unauthorized"),
+        410 => (
+            "Expired",
+            "The resourceVersion for the provided list is too old.",
+        ),
+        _ => ("InternalError", "injected by the fake API server"),
+    };
+    let mut status = Status::new(code, Some(reason), message);
+    if let Some(seconds) = retry_after {
+        status = status.retry_after(seconds);
+    }
+    let mut response = status.response();
+    if retry_after == Some(0) {
+        response = response.with_header("Retry-After", "0");
+    }
+    response
+}

@@ -1,0 +1,229 @@
+//! The server loop: the accept thread, one thread per keep-alive connection, and the path
+//! every request takes (record → auth → faults → route → handler → response).
+
+use std::collections::HashMap;
+use std::io::BufReader;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::api;
+use super::http::{read_request, write_response, Request, Response};
+use super::list::ListOptions;
+use super::resources::route;
+use super::state::State;
+use super::status::{self, Status};
+use super::watch;
+
+/// How long a LIST waits for a resourceVersion the store has not reached (3 s on a real
+/// server; shorter here to keep tests fast).
+const TOO_LARGE_RV_WAIT: Duration = Duration::from_secs(1);
+/// How often time-driven controller work runs.
+const TICK: Duration = Duration::from_millis(5);
+
+/// What every thread of one fake server shares.
+#[derive(Debug)]
+pub struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    connections: Mutex<HashMap<u64, TcpStream>>,
+    next_connection: AtomicU64,
+}
+
+impl Shared {
+    pub fn new() -> Shared {
+        Shared {
+            state: Mutex::new(State::new()),
+            changed: Condvar::new(),
+            connections: Mutex::new(HashMap::new()),
+            next_connection: AtomicU64::new(1),
+        }
+    }
+
+    /// The state; a panic in another thread does not make it unusable.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for a change (or the timeout) with the lock released meanwhile.
+    pub fn wait<'a>(
+        &self,
+        guard: MutexGuard<'a, State>,
+        timeout: Duration,
+    ) -> MutexGuard<'a, State> {
+        match self.changed.wait_timeout(guard, timeout) {
+            Ok((guard, _)) => guard,
+            Err(e) => e.into_inner().0,
+        }
+    }
+
+    /// Wakes every waiting watch.
+    pub fn notify(&self) {
+        self.changed.notify_all();
+    }
+
+    /// Ends every connection (used when the server stops).
+    pub fn close_connections(&self) {
+        for (_, stream) in self
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+        {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// The accept loop: one thread per connection, until the server is shut down.
+pub fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    for stream in listener.incoming() {
+        if shared.lock().shutdown {
+            break;
+        }
+        let Ok(stream) = stream else {
+            continue;
+        };
+        let shared = Arc::clone(&shared);
+        thread::spawn(move || serve_connection(&shared, stream));
+    }
+}
+
+/// The controllers' clock: time-driven work (Ready pods, namespace removal).
+pub fn tick_loop(shared: Arc<Shared>) {
+    loop {
+        thread::sleep(TICK);
+        let mut state = shared.lock();
+        if state.shutdown {
+            break;
+        }
+        let before = state.store.current_rv();
+        state.tick(Instant::now());
+        let changed = state.store.current_rv() != before;
+        drop(state);
+        if changed {
+            shared.notify();
+        }
+    }
+}
+
+fn serve_connection(shared: &Shared, mut stream: TcpStream) {
+    let id = shared.next_connection.fetch_add(1, Ordering::Relaxed);
+    let Ok(reader_stream) = stream.try_clone() else {
+        return;
+    };
+    if let Ok(tracked) = stream.try_clone() {
+        shared
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tracked);
+    }
+    let _ = stream.set_nodelay(true);
+    let mut reader = BufReader::new(reader_stream);
+    while let Ok(Some(request)) = read_request(&mut reader) {
+        let close = request.wants_close();
+        match handle(shared, &mut stream, request) {
+            Ok(true) if !close => {}
+            _ => break,
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    shared
+        .connections
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
+}
+
+/// The bearer-token check (wire 087).
+fn authorized(state: &State, request: &Request) -> bool {
+    match &state.token {
+        None => true,
+        Some(token) => request.header("authorization") == Some(&format!("Bearer {token}")),
+    }
+}
+
+/// Paths outside the resource API that clients probe.
+fn non_resource(path: &str) -> Option<Response> {
+    match path {
+        "/version" => Some(Response::json(
+            200,
+            &json!({
+                "major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
+                "minCompatibilityMajor": "1", "minCompatibilityMinor": "35",
+                "gitVersion": "v1.36.0-fake", "gitCommit": "fake", "gitTreeState": "clean",
+                "buildDate": "1970-01-01T00:00:00Z", "goVersion": "go1.27.3", "compiler": "gc", "platform": "linux/amd64"
+            }),
+        )),
+        "/healthz" | "/readyz" | "/livez" => Some(Response::text(200, "ok")),
+        _ => None,
+    }
+}
+
+/// Handles one request; `Ok(false)` closes the connection.
+fn handle(shared: &Shared, stream: &mut TcpStream, request: Request) -> std::io::Result<bool> {
+    let verb = request.fault_verb().to_string();
+    let plural = request.resource();
+    let mut state = shared.lock();
+    state.requests.push(request.clone());
+    if !authorized(&state, &request) {
+        drop(state);
+        let status = Status::new(401, Some("Unauthorized"), "Unauthorized");
+        return write_response(stream, &status.response()).map(|_| true);
+    }
+    let delay = state.faults.take_slow(&verb, &plural);
+    let injected = state.faults.take_status(&verb, &plural);
+    drop(state);
+    if let Some(delay) = delay {
+        thread::sleep(delay);
+    }
+    if let Some(response) = injected {
+        return write_response(stream, &response).map(|_| true);
+    }
+    if let Some(response) = non_resource(&request.path) {
+        return write_response(stream, &response).map(|_| true);
+    }
+    let types = shared.lock().types.clone();
+    let Some(route) = route(&types, &request.path) else {
+        return write_response(stream, &status::no_such_route().response()).map(|_| true);
+    };
+    if request.method == "GET" && request.is_watch() && route.name.is_none() {
+        return watch::serve(shared, stream, &request, &route);
+    }
+    if request.method == "GET" && route.name.is_none() {
+        wait_for_resource_version(shared, &request, &route);
+    }
+    let mut state = shared.lock();
+    let response = api::dispatch(&mut state, &route, &request);
+    drop(state);
+    shared.notify();
+    write_response(stream, &response).map(|_| true)
+}
+
+/// A LIST at a resourceVersion not reached yet waits a little for it (§1.3), then the
+/// handler answers 504 if it is still ahead.
+fn wait_for_resource_version(shared: &Shared, request: &Request, route: &super::resources::Route) {
+    let Ok(options) = ListOptions::parse(request, &route.resource, false) else {
+        return;
+    };
+    let Some(wanted) = options
+        .resource_version
+        .filter(|_| options.continue_token.is_none())
+    else {
+        return;
+    };
+    let deadline = Instant::now() + TOO_LARGE_RV_WAIT;
+    let mut state = shared.lock();
+    while state.store.current_rv() < wanted {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        state = shared.wait(state, deadline - now);
+    }
+}
