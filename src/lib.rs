@@ -26,6 +26,8 @@ pub mod throttle;
 // Acting on decisions.
 pub mod queue;
 pub mod reconcile;
+pub mod deletemode;
+pub mod state;
 pub mod events;
 pub mod controller;
 pub mod commands;
