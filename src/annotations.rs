@@ -32,7 +32,9 @@ pub enum Flavor {
 impl Flavor {
     /// The opt-in flavor from a workload's metadata annotations; wavelet's key wins if both
     /// are set. Only the exact value `"true"` opts in.
-    pub fn from_annotations(annotations: &std::collections::BTreeMap<String, String>) -> Option<Flavor> {
+    pub fn from_annotations(
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Option<Flavor> {
         if annotations.get(WAVELET_OPT_IN).map(String::as_str) == Some("true") {
             Some(Flavor::Wavelet)
         } else if annotations.get(WAVE_OPT_IN).map(String::as_str) == Some("true") {
@@ -56,14 +58,26 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn only_the_exact_value_true_opts_in() {
-        assert_eq!(Flavor::from_annotations(&annotations(&[(WAVELET_OPT_IN, "true")])), Some(Flavor::Wavelet));
-        assert_eq!(Flavor::from_annotations(&annotations(&[(WAVELET_OPT_IN, "True")])), None);
-        assert_eq!(Flavor::from_annotations(&annotations(&[(WAVELET_OPT_IN, "yes")])), None);
+        assert_eq!(
+            Flavor::from_annotations(&annotations(&[(WAVELET_OPT_IN, "true")])),
+            Some(Flavor::Wavelet)
+        );
+        assert_eq!(
+            Flavor::from_annotations(&annotations(&[(WAVELET_OPT_IN, "True")])),
+            None
+        );
+        assert_eq!(
+            Flavor::from_annotations(&annotations(&[(WAVELET_OPT_IN, "yes")])),
+            None
+        );
     }
 
     #[test]

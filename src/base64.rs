@@ -35,7 +35,9 @@ pub fn decode(input: &[u8]) -> Result<Vec<u8>, InvalidBase64> {
         }
     }
     if bits >= 6 || padding > 2 {
-        return Err(InvalidBase64 { position: input.len() });
+        return Err(InvalidBase64 {
+            position: input.len(),
+        });
     }
     Ok(out)
 }
@@ -45,7 +47,11 @@ pub fn encode(input: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
     for chunk in input.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -87,7 +93,11 @@ mod tests {
             ("fooba", "Zm9vYmE="),
             ("foobar", "Zm9vYmFy"),
         ] {
-            assert_eq!(decode(encoded.as_bytes()).unwrap(), plain.as_bytes(), "{encoded}");
+            assert_eq!(
+                decode(encoded.as_bytes()).unwrap(),
+                plain.as_bytes(),
+                "{encoded}"
+            );
             assert_eq!(encode(plain.as_bytes()), encoded);
         }
     }

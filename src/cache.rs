@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use crate::annotations::{self, Flavor};
-use crate::objects::{ConfigKey, ConfigKind, ConfigObject, Digest, Resource, WorkloadKey, WorkloadObject};
+use crate::objects::{
+    ConfigKey, ConfigKind, ConfigObject, Digest, Resource, WorkloadKey, WorkloadObject,
+};
 use crate::references::{self, Reference};
 
 /// A ConfigMap or Secret as wavelet remembers it.
@@ -33,7 +35,9 @@ impl ConfigEntry {
             .or_else(|| annotations.get(annotations::MAGALIX_POD_DELETE_MATCH))
             .cloned();
         ConfigEntry {
-            pod_delete_strategy: annotations.get(annotations::WAVELET_POD_DELETE_STRATEGY).cloned(),
+            pod_delete_strategy: annotations
+                .get(annotations::WAVELET_POD_DELETE_STRATEGY)
+                .cloned(),
             pod_delete_match,
             uid: obj.metadata.uid,
             resource_version: obj.metadata.resource_version,
@@ -76,10 +80,11 @@ impl WorkloadEntry {
     pub fn from_object(obj: &WorkloadObject) -> Option<WorkloadEntry> {
         let meta = &obj.metadata;
         let flavor = Flavor::from_annotations(&meta.annotations);
-        let metadata_hash_keys: Vec<&'static str> = [annotations::WAVELET_HASH, annotations::WAVE_HASH]
-            .into_iter()
-            .filter(|k| meta.annotations.contains_key(*k))
-            .collect();
+        let metadata_hash_keys: Vec<&'static str> =
+            [annotations::WAVELET_HASH, annotations::WAVE_HASH]
+                .into_iter()
+                .filter(|k| meta.annotations.contains_key(*k))
+                .collect();
         if flavor.is_none() && metadata_hash_keys.is_empty() {
             return None;
         }
@@ -88,7 +93,11 @@ impl WorkloadEntry {
         Some(WorkloadEntry {
             uid: meta.uid.clone(),
             resource_version: meta.resource_version.clone(),
-            references: if flavor.is_some() { references::references(obj) } else { Vec::new() },
+            references: if flavor.is_some() {
+                references::references(obj)
+            } else {
+                Vec::new()
+            },
             template_hash: lookup(&obj.spec.template.metadata.annotations),
             metadata_hash: lookup(&meta.annotations),
             flavor,
@@ -98,7 +107,9 @@ impl WorkloadEntry {
 
     /// The hash the running Pods were given: the template's, else the adopted one.
     pub fn recorded_hash(&self) -> Option<&str> {
-        self.template_hash.as_deref().or(self.metadata_hash.as_deref())
+        self.template_hash
+            .as_deref()
+            .or(self.metadata_hash.as_deref())
     }
 }
 
@@ -135,7 +146,9 @@ impl Cache {
             Some(old) if old.resource_version == entry.resource_version && old.uid == entry.uid => {
                 return (key, ConfigChange::Unchanged)
             }
-            Some(old) if old.digests != entry.digests || old.uid != entry.uid => ConfigChange::DataChanged,
+            Some(old) if old.digests != entry.digests || old.uid != entry.uid => {
+                ConfigChange::DataChanged
+            }
             Some(_) => ConfigChange::MetadataOnly,
         };
         configs.insert(key.clone(), Arc::new(entry));
@@ -170,7 +183,13 @@ impl Cache {
 
     /// Workloads that reference `key`.
     pub fn dependents(&self, key: &ConfigKey) -> Vec<WorkloadKey> {
-        self.workloads.read().unwrap().dependents.get(key).cloned().unwrap_or_default()
+        self.workloads
+            .read()
+            .unwrap()
+            .dependents
+            .get(key)
+            .cloned()
+            .unwrap_or_default()
     }
 
     pub fn workload(&self, key: &WorkloadKey) -> Option<Arc<WorkloadEntry>> {
@@ -191,8 +210,14 @@ impl Cache {
             None => workloads.entries.remove(key),
         };
         let new = workloads.entries.get(key).cloned();
-        let old_refs = old.as_ref().map(|e| e.references.as_slice()).unwrap_or_default();
-        let new_refs = new.as_ref().map(|e| e.references.as_slice()).unwrap_or_default();
+        let old_refs = old
+            .as_ref()
+            .map(|e| e.references.as_slice())
+            .unwrap_or_default();
+        let new_refs = new
+            .as_ref()
+            .map(|e| e.references.as_slice())
+            .unwrap_or_default();
         for r in old_refs {
             if !new_refs.iter().any(|n| n.config == r.config) {
                 if let Some(list) = workloads.dependents.get_mut(&r.config) {
@@ -226,7 +251,10 @@ impl Cache {
 
     /// (ConfigMaps and Secrets, workloads) cached.
     pub fn sizes(&self) -> (usize, usize) {
-        (self.configs.read().unwrap().len(), self.workloads.read().unwrap().entries.len())
+        (
+            self.configs.read().unwrap().len(),
+            self.workloads.read().unwrap().entries.len(),
+        )
     }
 }
 
@@ -234,7 +262,12 @@ impl Cache {
 mod tests {
     use super::*;
 
-    fn configmap(name: &str, rv: &str, data: &[(&str, &str)], labels: &[(&str, &str)]) -> ConfigObject {
+    fn configmap(
+        name: &str,
+        rv: &str,
+        data: &[(&str, &str)],
+        labels: &[(&str, &str)],
+    ) -> ConfigObject {
         let json = serde_json::json!({
             "metadata": {"name": name, "namespace": "ns", "uid": "u", "resourceVersion": rv,
                          "labels": labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()},
@@ -243,7 +276,11 @@ mod tests {
         ConfigObject::configmap(json).unwrap()
     }
 
-    fn deployment(name: &str, annotations: serde_json::Value, volumes: serde_json::Value) -> WorkloadObject {
+    fn deployment(
+        name: &str,
+        annotations: serde_json::Value,
+        volumes: serde_json::Value,
+    ) -> WorkloadObject {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "namespace": "ns", "uid": "u1", "resourceVersion": "1", "annotations": annotations},
             "spec": {"template": {"spec": {"volumes": volumes, "containers": []}}}
@@ -252,32 +289,73 @@ mod tests {
     }
 
     fn key(name: &str) -> WorkloadKey {
-        WorkloadKey { resource: Arc::new(Resource::deployments()), namespace: "ns".into(), name: name.into() }
+        WorkloadKey {
+            resource: Arc::new(Resource::deployments()),
+            namespace: "ns".into(),
+            name: name.into(),
+        }
     }
 
     #[test]
     fn a_label_only_change_is_metadata_only() {
         let cache = Cache::new();
-        assert_eq!(cache.upsert_config(ConfigKind::ConfigMap, configmap("a", "1", &[("k", "v")], &[])).1, ConfigChange::Created);
         assert_eq!(
-            cache.upsert_config(ConfigKind::ConfigMap, configmap("a", "2", &[("k", "v")], &[("x", "y")])).1,
+            cache
+                .upsert_config(
+                    ConfigKind::ConfigMap,
+                    configmap("a", "1", &[("k", "v")], &[])
+                )
+                .1,
+            ConfigChange::Created
+        );
+        assert_eq!(
+            cache
+                .upsert_config(
+                    ConfigKind::ConfigMap,
+                    configmap("a", "2", &[("k", "v")], &[("x", "y")])
+                )
+                .1,
             ConfigChange::MetadataOnly
         );
-        assert_eq!(cache.upsert_config(ConfigKind::ConfigMap, configmap("a", "3", &[("k", "w")], &[])).1, ConfigChange::DataChanged);
-        assert_eq!(cache.upsert_config(ConfigKind::ConfigMap, configmap("a", "3", &[("k", "w")], &[])).1, ConfigChange::Unchanged);
+        assert_eq!(
+            cache
+                .upsert_config(
+                    ConfigKind::ConfigMap,
+                    configmap("a", "3", &[("k", "w")], &[])
+                )
+                .1,
+            ConfigChange::DataChanged
+        );
+        assert_eq!(
+            cache
+                .upsert_config(
+                    ConfigKind::ConfigMap,
+                    configmap("a", "3", &[("k", "w")], &[])
+                )
+                .1,
+            ConfigChange::Unchanged
+        );
     }
 
     #[test]
     fn the_reverse_index_follows_reference_changes() {
         let cache = Cache::new();
         let opted = serde_json::json!({"wavelet.dev/update-on-config-change": "true"});
-        let web = deployment("web", opted.clone(), serde_json::json!([{"name": "v", "configMap": {"name": "one"}}]));
+        let web = deployment(
+            "web",
+            opted.clone(),
+            serde_json::json!([{"name": "v", "configMap": {"name": "one"}}]),
+        );
         cache.upsert_workload(&key("web"), WorkloadEntry::from_object(&web));
         let one = ConfigKey::new(ConfigKind::ConfigMap, "ns", "one");
         let two = ConfigKey::new(ConfigKind::ConfigMap, "ns", "two");
         assert_eq!(cache.dependents(&one), vec![key("web")]);
 
-        let moved = deployment("web", opted, serde_json::json!([{"name": "v", "configMap": {"name": "two"}}]));
+        let moved = deployment(
+            "web",
+            opted,
+            serde_json::json!([{"name": "v", "configMap": {"name": "two"}}]),
+        );
         cache.upsert_workload(&key("web"), WorkloadEntry::from_object(&moved));
         assert!(cache.dependents(&one).is_empty());
         assert_eq!(cache.dependents(&two), vec![key("web")]);
@@ -290,7 +368,11 @@ mod tests {
     fn workloads_that_never_opted_in_are_not_cached() {
         let plain = deployment("plain", serde_json::json!({}), serde_json::json!([]));
         assert!(WorkloadEntry::from_object(&plain).is_none());
-        let leftover = deployment("old", serde_json::json!({"wavelet.dev/config-hash": "abc"}), serde_json::json!([]));
+        let leftover = deployment(
+            "old",
+            serde_json::json!({"wavelet.dev/config-hash": "abc"}),
+            serde_json::json!([]),
+        );
         let entry = WorkloadEntry::from_object(&leftover).unwrap();
         assert_eq!(entry.flavor, None);
         assert_eq!(entry.metadata_hash_keys, vec![annotations::WAVELET_HASH]);
@@ -304,6 +386,9 @@ mod tests {
             "spec": {"template": {"metadata": {"annotations": {"wavelet.dev/config-hash": "tmpl"}}}}
         }))
         .unwrap();
-        assert_eq!(WorkloadEntry::from_object(&obj).unwrap().recorded_hash(), Some("tmpl"));
+        assert_eq!(
+            WorkloadEntry::from_object(&obj).unwrap().recorded_hash(),
+            Some("tmpl")
+        );
     }
 }

@@ -1,1 +1,2524 @@
-//! (placeholder: being written)
+//! The API client: where to connect (flags, kubeconfig, in-cluster), TLS and bearer tokens,
+//! one pooled HTTP/1.1 agent, typed `Status` errors, bounded retries, and watch streams split
+//! into lines.
+//!
+//! Every request goes through [`Client::send`], the one place that authenticates, counts,
+//! logs, turns a non-2xx answer into [`Error::Api`] and decides whether to try again.
+
+use crate::error::{Error, Status};
+use crate::kubeconfig::{self, Credentials, Pem};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use ureq::http::{self, header, Method};
+
+/// Where the kubelet mounts the service account token, CA and namespace.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// A token read from a file is re-read when older than this (client-go uses one minute).
+const TOKEN_MAX_AGE: Duration = Duration::from_secs(60);
+/// Retries of a 429/5xx that carries a Retry-After.
+const MAX_RETRIES: u32 = 3;
+/// The longest Retry-After the client sleeps inside a call.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
+/// The longest watch event accepted.
+const MAX_WATCH_LINE: usize = 64 << 20;
+/// Error bodies are read up to this size; the rest is dropped with the connection.
+const MAX_ERROR_BODY: u64 = 1 << 20;
+/// A 2xx body up to this size is kept aside to recognise a `Status` with `status: Failure`.
+const STATUS_PEEK: usize = 64 << 10;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Beyond the server-side `timeoutSeconds`, how long a silent watch is kept before giving up.
+const WATCH_GRACE: Duration = Duration::from_secs(30);
+
+/// Where and how to connect: parsed from the command line and `WAVELET_*` by `config`.
+pub use crate::config::ConnectionFlags;
+
+/// The patch flavours the API server accepts, by `Content-Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/strategic-merge-patch+json` (built-in kinds only).
+    Strategic,
+    /// `application/merge-patch+json` (RFC 7386; works for custom resources).
+    Merge,
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+}
+
+impl PatchType {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Strategic => "application/strategic-merge-patch+json",
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+        }
+    }
+}
+
+/// A connection to one API server. Cheap to clone; shared by all threads.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    agent: ureq::Agent,
+    /// Scheme, host, port and optional path prefix; no trailing slash.
+    base_url: String,
+    token: TokenSource,
+    namespace: Option<String>,
+    counts: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    /// Injectable so retry tests do not sleep.
+    sleep: Box<dyn Fn(Duration) + Send + Sync>,
+}
+
+/// Everything needed to build a [`Client`], gathered from flags, kubeconfig or the pod.
+struct Setup {
+    base_url: String,
+    ca: Option<Pem>,
+    client_certificate: Option<(Pem, Pem)>,
+    insecure: bool,
+    token: TokenSource,
+    namespace: Option<String>,
+    /// Says which setting provides a CA, for the "no CA" error.
+    ca_hint: String,
+}
+
+impl Client {
+    /// Precedence: `--server` > `--kubeconfig` > `$KUBECONFIG` (first path of a `:` list) >
+    /// in-cluster (`KUBERNETES_SERVICE_HOST`/`PORT` and the service account files) >
+    /// `~/.kube/config`.
+    ///
+    /// `--server http://...` (a `kubectl proxy`) never sends credentials. `--server https://...`
+    /// takes the CA and credentials of `--kubeconfig` when that is given as well (as kubectl
+    /// does), and otherwise needs `--insecure-skip-tls-verify`.
+    pub fn from_flags(flags: &ConnectionFlags) -> Result<Client, Error> {
+        Client::from_flags_with_env(flags, &|name| std::env::var_os(name))
+    }
+
+    fn from_flags_with_env(
+        flags: &ConnectionFlags,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<Client, Error> {
+        let non_empty = |name: &str| env(name).filter(|v| !v.is_empty());
+        if let Some(server) = &flags.server {
+            return Client::from_server_flag(server, flags);
+        }
+        if let Some(path) = &flags.kubeconfig {
+            return Client::from_kubeconfig(path, flags.insecure_skip_tls_verify);
+        }
+        if let Some(list) = non_empty("KUBECONFIG") {
+            let list = PathBuf::from(list);
+            let first = std::env::split_paths(&list).find(|p| !p.as_os_str().is_empty());
+            if let Some(path) = first {
+                return Client::from_kubeconfig(&path, flags.insecure_skip_tls_verify);
+            }
+        }
+        if let (Some(host), Some(port)) = (
+            non_empty("KUBERNETES_SERVICE_HOST"),
+            non_empty("KUBERNETES_SERVICE_PORT"),
+        ) {
+            return Client::in_cluster_from(
+                Path::new(SERVICE_ACCOUNT_DIR),
+                &host.to_string_lossy(),
+                &port.to_string_lossy(),
+                flags.insecure_skip_tls_verify,
+            );
+        }
+        let home = non_empty("HOME").map(PathBuf::from);
+        if let Some(path) = home.as_ref().map(|home| home.join(".kube").join("config")) {
+            if path.exists() {
+                return Client::from_kubeconfig(&path, flags.insecure_skip_tls_verify);
+            }
+        }
+        Err(Error::Config(format!(
+            "no API server configured: not in a cluster (KUBERNETES_SERVICE_HOST is unset) and {} does not exist; \
+             pass --server URL (e.g. http://127.0.0.1:8001 with `kubectl proxy`) or --kubeconfig PATH",
+            home.map(|h| h.join(".kube/config").display().to_string()).unwrap_or_else(|| "~/.kube/config".into())
+        )))
+    }
+
+    fn from_server_flag(server: &str, flags: &ConnectionFlags) -> Result<Client, Error> {
+        let server = server.trim_end_matches('/');
+        check_url(server, "--server")?;
+        if server.starts_with("http://") {
+            if flags.kubeconfig.is_some() {
+                log::debug!(
+                    "--server {server} is plain HTTP (a kubectl proxy); --kubeconfig is not used"
+                );
+            }
+            return Client::build(Setup {
+                base_url: server.to_string(),
+                ca: None,
+                client_certificate: None,
+                insecure: false,
+                token: TokenSource::None,
+                namespace: None,
+                ca_hint: String::new(),
+            });
+        }
+        let mut setup = match &flags.kubeconfig {
+            Some(path) => Client::kubeconfig_setup(&kubeconfig::load(path)?, flags.insecure_skip_tls_verify)?,
+            None => Setup {
+                base_url: String::new(),
+                ca: None,
+                client_certificate: None,
+                insecure: flags.insecure_skip_tls_verify,
+                token: TokenSource::None,
+                namespace: None,
+                ca_hint: "--server https://... has no certificate authority: pass --kubeconfig with the cluster's CA, \
+                          use --server http://127.0.0.1:8001 with `kubectl proxy`, or (for testing only) \
+                          --insecure-skip-tls-verify"
+                    .into(),
+            },
+        };
+        setup.base_url = server.to_string();
+        setup.namespace = None;
+        Client::build(setup)
+    }
+
+    fn from_kubeconfig(path: &Path, insecure_flag: bool) -> Result<Client, Error> {
+        let config = kubeconfig::load(path)?;
+        Client::build(Client::kubeconfig_setup(&config, insecure_flag)?)
+    }
+
+    fn kubeconfig_setup(
+        config: &kubeconfig::Kubeconfig,
+        insecure_flag: bool,
+    ) -> Result<Setup, Error> {
+        let server = config.server.trim_end_matches('/').to_string();
+        check_url(
+            &server,
+            &format!("kubeconfig {} server", config.path.display()),
+        )?;
+        let plain_http = server.starts_with("http://");
+        let token = match &config.credentials {
+            _ if plain_http => {
+                if config.credentials != Credentials::None {
+                    log::warn!(
+                        "kubeconfig {}: server {server} is plain HTTP; wavelet sends no credentials over it",
+                        config.path.display()
+                    );
+                }
+                TokenSource::None
+            }
+            Credentials::None => TokenSource::None,
+            Credentials::Token(token) => {
+                check_token(token).map_err(|why| {
+                    Error::Config(format!("kubeconfig {}: the user's token {why}", config.path.display()))
+                })?;
+                TokenSource::Static(token.clone())
+            }
+            Credentials::TokenFile(path) => TokenSource::file(
+                path.clone(),
+                "token file",
+                format!(
+                    "tokenFile of kubeconfig {}; fix the path there, or pass a different --kubeconfig",
+                    config.path.display()
+                ),
+            )?,
+        };
+        let insecure = insecure_flag || config.insecure_skip_tls_verify;
+        Ok(Setup {
+            base_url: server,
+            ca: if insecure { None } else { config.ca.clone() },
+            client_certificate: if plain_http { None } else { config.client_certificate.clone() },
+            insecure,
+            token,
+            namespace: config.namespace.clone(),
+            ca_hint: format!(
+                "kubeconfig {} cluster of context `{}` has no certificate authority: set certificate-authority or \
+                 certificate-authority-data there, or (for testing only) pass --insecure-skip-tls-verify",
+                config.path.display(),
+                config.context
+            ),
+        })
+    }
+
+    /// In-cluster configuration from the service account files in `dir` (normally
+    /// [`SERVICE_ACCOUNT_DIR`]) and the API server address `host`:`port`.
+    pub fn in_cluster_from(
+        dir: &Path,
+        host: &str,
+        port: &str,
+        insecure: bool,
+    ) -> Result<Client, Error> {
+        if host.is_empty() || port.is_empty() {
+            return Err(Error::Config(
+                "KUBERNETES_SERVICE_HOST or KUBERNETES_SERVICE_PORT is empty: not running in a cluster; \
+                 pass --server or --kubeconfig"
+                    .into(),
+            ));
+        }
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        let base_url = format!("https://{host}:{port}");
+        check_url(&base_url, "KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT")?;
+        let token = TokenSource::file(
+            dir.join("token"),
+            "service account token",
+            "is automountServiceAccountToken false? use --server with a kubectl proxy sidecar, or --kubeconfig".into(),
+        )?;
+        let ca_path = dir.join("ca.crt");
+        let ca = if insecure {
+            None
+        } else {
+            let bytes = std::fs::read(&ca_path).map_err(|e| {
+                Error::Config(format!(
+                    "cannot read service account CA {}: {e} (is the service account volume mounted? use --server \
+                     with a kubectl proxy sidecar, or --kubeconfig)",
+                    ca_path.display()
+                ))
+            })?;
+            Some(Pem {
+                bytes,
+                origin: ca_path.display().to_string(),
+            })
+        };
+        let namespace_path = dir.join("namespace");
+        let namespace = match std::fs::read_to_string(&namespace_path) {
+            Ok(ns) if !ns.trim().is_empty() => Some(ns.trim().to_string()),
+            Ok(_) => None,
+            Err(e) => {
+                log::debug!(
+                    "no in-cluster namespace: cannot read {}: {e}",
+                    namespace_path.display()
+                );
+                None
+            }
+        };
+        Client::build(Setup {
+            base_url,
+            ca,
+            client_certificate: None,
+            insecure,
+            token,
+            namespace,
+            ca_hint: format!("the service account CA {} is missing", ca_path.display()),
+        })
+    }
+
+    fn build(setup: Setup) -> Result<Client, Error> {
+        let mut config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .user_agent(format!("wavelet/{}", env!("CARGO_PKG_VERSION")))
+            .accept("application/json")
+            // The API server does not redirect; never follow one with credentials.
+            .max_redirects(0)
+            .max_idle_connections_per_host(8)
+            .timeout_resolve(Some(CONNECT_TIMEOUT))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_send_request(Some(Duration::from_secs(30)))
+            .timeout_send_body(Some(Duration::from_secs(60)))
+            // The API server ends non-watch requests after 60 s.
+            .timeout_recv_response(Some(Duration::from_secs(90)))
+            .timeout_recv_body(Some(Duration::from_secs(300)));
+        if setup.base_url.starts_with("https://") {
+            config = config.tls_config(tls_config(
+                setup.ca.as_ref(),
+                setup.client_certificate.as_ref(),
+                setup.insecure,
+                &setup.ca_hint,
+            )?);
+        }
+        if is_loopback_url(&setup.base_url) {
+            // Like Go's ProxyFromEnvironment: a local kubectl proxy is never reached through HTTP(S)_PROXY.
+            config = config.proxy(None);
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                agent: ureq::Agent::new_with_config(config.build()),
+                base_url: setup.base_url,
+                token: setup.token,
+                namespace: setup.namespace,
+                counts: Mutex::new(BTreeMap::new()),
+                sleep: Box::new(std::thread::sleep),
+            }),
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.inner.base_url
+    }
+
+    /// The namespace wavelet runs in: the in-cluster namespace file, or the kubeconfig
+    /// context's namespace; `None` with `--server`.
+    pub fn default_namespace(&self) -> Option<String> {
+        self.inner.namespace.clone()
+    }
+
+    /// GET and decode the body as it streams in (lists can be many MB).
+    pub fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> Result<T, Error> {
+        let response = self.send(
+            get_verb(path_and_query),
+            Method::GET,
+            path_and_query,
+            None,
+            None,
+        )?;
+        decode(response, "GET", path_and_query)
+    }
+
+    pub fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<T, Error> {
+        let body = encode(body)?;
+        let response = self.send(
+            "create",
+            Method::POST,
+            path,
+            Some(("application/json", &body)),
+            None,
+        )?;
+        decode(response, "POST", path)
+    }
+
+    pub fn put<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<T, Error> {
+        let body = encode(body)?;
+        let response = self.send(
+            "update",
+            Method::PUT,
+            path,
+            Some(("application/json", &body)),
+            None,
+        )?;
+        decode(response, "PUT", path)
+    }
+
+    pub fn patch<T: DeserializeOwned>(
+        &self,
+        path_and_query: &str,
+        patch: PatchType,
+        body: &serde_json::Value,
+    ) -> Result<T, Error> {
+        let body = encode(body)?;
+        let response = self.send(
+            "patch",
+            Method::PATCH,
+            path_and_query,
+            Some((patch.content_type(), &body)),
+            None,
+        )?;
+        decode(response, "PATCH", path_and_query)
+    }
+
+    pub fn delete<T: DeserializeOwned>(
+        &self,
+        path_and_query: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<T, Error> {
+        let body = body.map(encode).transpose()?;
+        let body = body.as_deref().map(|b| ("application/json", b));
+        let response = self.send("delete", Method::DELETE, path_and_query, body, None)?;
+        decode(response, "DELETE", path_and_query)
+    }
+
+    /// Opens a watch; `path_and_query` already holds `watch=true` and the rest. `timeout` is
+    /// the server-side `timeoutSeconds` asked for (always send one: without it the server
+    /// picks 30-60 min). The server ends the stream cleanly at `timeout`; the client cuts it at
+    /// `timeout + 30s` whatever happens (an [`Error::Transport`] from
+    /// [`WatchStream::next_line`]), so a dead connection never hangs a watch thread. Connecting
+    /// is bounded by 10 s. Errors are not retried here (except one token re-read after a 401):
+    /// the watch loop backs off.
+    pub fn watch(&self, path_and_query: &str, timeout: Duration) -> Result<WatchStream, Error> {
+        let body_limit = timeout.saturating_add(WATCH_GRACE);
+        let response = self.send("watch", Method::GET, path_and_query, None, Some(body_limit))?;
+        Ok(WatchStream::new(
+            Box::new(response.into_body().into_reader()),
+            path_and_query,
+        ))
+    }
+
+    /// Requests sent so far by (verb, HTTP code); code 0 counts transport errors.
+    pub fn request_counts(&self) -> Vec<((&'static str, u16), u64)> {
+        lock(&self.inner.counts)
+            .iter()
+            .map(|(key, count)| (*key, *count))
+            .collect()
+    }
+
+    /// The main request loop: authenticate, send, count, log, turn a non-2xx answer into
+    /// [`Error::Api`]; re-read a token file once after a 401; retry a 429/5xx that carries a
+    /// Retry-After up to [`MAX_RETRIES`] times (not for watches, which have their own loop).
+    fn send(
+        &self,
+        verb: &'static str,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(&'static str, &[u8])>,
+        watch_body_timeout: Option<Duration>,
+    ) -> Result<http::Response<ureq::Body>, Error> {
+        let inner = &self.inner;
+        if !path_and_query.starts_with('/') {
+            return Err(Error::Config(format!(
+                "request path `{path_and_query}` must start with `/`"
+            )));
+        }
+        let url = format!("{}{}", inner.base_url, path_and_query);
+        let log_path = path_and_query.split('?').next().unwrap_or(path_and_query);
+        let mut retries = 0;
+        let mut reread_token = false;
+        loop {
+            let token = inner.token.bearer(Instant::now())?;
+            let started = Instant::now();
+            let result = self.run_once(&method, &url, token.as_deref(), body, watch_body_timeout);
+            let response = match result {
+                Ok(response) => response,
+                Err(error) => {
+                    self.count(verb, 0);
+                    log::debug!(
+                        "{verb} {method} {log_path} -> transport error after {:?}",
+                        started.elapsed()
+                    );
+                    return Err(error);
+                }
+            };
+            let code = response.status().as_u16();
+            self.count(verb, code);
+            log::debug!(
+                "{verb} {method} {log_path} -> {code} in {:?}",
+                started.elapsed()
+            );
+            if (200..300).contains(&code) {
+                return Ok(response);
+            }
+            let status = status_from_response(response, &method);
+            if code == 401 && inner.token.is_file() {
+                inner.token.invalidate();
+                if !reread_token {
+                    reread_token = true;
+                    log::debug!("401 Unauthorized: re-reading the token file and retrying once");
+                    continue;
+                }
+            }
+            if watch_body_timeout.is_none() && (code == 429 || code >= 500) && retries < MAX_RETRIES
+            {
+                if let Some(delay) = status.retry_after {
+                    retries += 1;
+                    let delay = delay.min(MAX_RETRY_DELAY);
+                    log::debug!(
+                        "{code} with Retry-After: retry {retries}/{MAX_RETRIES} in {delay:?}"
+                    );
+                    (inner.sleep)(delay);
+                    continue;
+                }
+            }
+            return Err(Error::Api(status));
+        }
+    }
+
+    fn run_once(
+        &self,
+        method: &Method,
+        url: &str,
+        token: Option<&str>,
+        body: Option<(&'static str, &[u8])>,
+        watch_body_timeout: Option<Duration>,
+    ) -> Result<http::Response<ureq::Body>, Error> {
+        let agent = &self.inner.agent;
+        let mut builder = http::Request::builder().method(method.clone()).uri(url);
+        if let Some(token) = token {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let invalid = |e: http::Error| {
+            Error::Config(format!(
+                "cannot build request {method} {}: {e}",
+                strip_query(url)
+            ))
+        };
+        let result = match body {
+            Some((content_type, bytes)) => {
+                let request = builder
+                    .header(header::CONTENT_TYPE, content_type)
+                    .body(bytes)
+                    .map_err(invalid)?;
+                agent.run(request)
+            }
+            None => {
+                let request = builder.body(()).map_err(invalid)?;
+                match watch_body_timeout {
+                    Some(limit) => {
+                        let request = agent
+                            .configure_request(request)
+                            .timeout_recv_response(Some(Duration::from_secs(60)))
+                            .timeout_recv_body(Some(limit))
+                            .build();
+                        agent.run(request)
+                    }
+                    None => agent.run(request),
+                }
+            }
+        };
+        result.map_err(|e| transport_error(method, url, e))
+    }
+
+    fn count(&self, verb: &'static str, code: u16) {
+        *lock(&self.inner.counts).entry((verb, code)).or_insert(0) += 1;
+    }
+
+    #[cfg(test)]
+    fn with_sleep(mut self, sleep: impl Fn(Duration) + Send + Sync + 'static) -> Client {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.sleep = Box::new(sleep),
+            None => panic!("with_sleep on a shared client"),
+        }
+        self
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn strip_query(url: &str) -> &str {
+    url.split('?').next().unwrap_or(url)
+}
+
+fn check_url(url: &str, what: &str) -> Result<(), Error> {
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(Error::Config(format!(
+            "{what} `{url}` must start with https:// or http:// (e.g. http://127.0.0.1:8001 for `kubectl proxy`)"
+        )));
+    }
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| Error::Config(format!("{what} `{url}` is not a valid URL: {e}")))?;
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(Error::Config(format!("{what} `{url}` has no host")));
+    }
+    if uri.query().is_some() {
+        return Err(Error::Config(format!(
+            "{what} `{url}` must not contain a query"
+        )));
+    }
+    Ok(())
+}
+
+fn is_loopback_url(url: &str) -> bool {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    let host = uri
+        .host()
+        .unwrap_or("")
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn transport_error(method: &Method, url: &str, error: ureq::Error) -> Error {
+    let hint = match &error {
+        ureq::Error::Rustls(_) | ureq::Error::Tls(_) => {
+            " (TLS: check the certificate authority: certificate-authority(-data) in the kubeconfig, or the \
+             service account ca.crt)"
+        }
+        ureq::Error::Timeout(_) => " (timed out)",
+        _ => "",
+    };
+    Error::Transport(format!("{method} {}: {error}{hint}", strip_query(url)))
+}
+
+fn encode(body: &serde_json::Value) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(body).map_err(|e| Error::Decode(format!("cannot encode request body: {e}")))
+}
+
+/// The authorization verb of a GET, as the API server derives it: a collection is `list`,
+/// a named object (or a non-resource path such as `/version`) is `get`.
+fn get_verb(path_and_query: &str) -> &'static str {
+    let path = path_and_query.split('?').next().unwrap_or("");
+    let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match parts.first() {
+        Some(&"api") if parts.len() >= 2 => &parts[2..],
+        Some(&"apis") if parts.len() >= 3 => &parts[3..],
+        _ => return "get",
+    };
+    let rest = if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
+        &rest[2..]
+    } else {
+        rest
+    };
+    if rest.len() == 1 {
+        "list"
+    } else {
+        "get"
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bearer tokens
+
+/// Where the bearer token comes from.
+enum TokenSource {
+    None,
+    Static(String),
+    /// Re-read by path when older than [`TOKEN_MAX_AGE`] and after a 401 (bound service
+    /// account tokens rotate; the kubelet swaps a symlink, so the path is opened every time).
+    File {
+        path: PathBuf,
+        /// What the file is ("service account token"), and what the user should check when it
+        /// cannot be read; both go into the error message.
+        what: &'static str,
+        hint: String,
+        cached: Mutex<CachedToken>,
+    },
+}
+
+/// The last token read from a file; `read_at: None` means "re-read before the next use".
+struct CachedToken {
+    token: String,
+    read_at: Option<Instant>,
+}
+
+impl TokenSource {
+    /// Reads the file once now, so a missing token is an error at start.
+    fn file(path: PathBuf, what: &'static str, hint: String) -> Result<TokenSource, Error> {
+        let token = read_token_file(&path, what, &hint)?;
+        let cached = Mutex::new(CachedToken {
+            token,
+            read_at: Some(Instant::now()),
+        });
+        Ok(TokenSource::File {
+            path,
+            what,
+            hint,
+            cached,
+        })
+    }
+
+    fn is_file(&self) -> bool {
+        matches!(self, TokenSource::File { .. })
+    }
+
+    /// The token to send at `now`, re-reading the file when the cached copy is stale. When the
+    /// file cannot be read any more, the last token is used (and a warning logged), as client-go does.
+    fn bearer(&self, now: Instant) -> Result<Option<String>, Error> {
+        match self {
+            TokenSource::None => Ok(None),
+            TokenSource::Static(token) => Ok(Some(token.clone())),
+            TokenSource::File {
+                path,
+                what,
+                hint,
+                cached,
+            } => {
+                let mut cached = lock(cached);
+                let fresh = cached
+                    .read_at
+                    .is_some_and(|at| now.saturating_duration_since(at) < TOKEN_MAX_AGE);
+                if !fresh {
+                    match read_token_file(path, what, hint) {
+                        Ok(token) => cached.token = token,
+                        Err(error) => log::warn!("{error}; using the token read before"),
+                    }
+                    cached.read_at = Some(now);
+                }
+                Ok(Some(cached.token.clone()))
+            }
+        }
+    }
+
+    /// Marks the cached token stale so the next request re-reads the file (after a 401).
+    fn invalidate(&self) {
+        if let TokenSource::File { cached, .. } = self {
+            lock(cached).read_at = None;
+        }
+    }
+}
+
+fn read_token_file(path: &Path, what: &str, hint: &str) -> Result<String, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::Config(format!(
+            "cannot read {what} {}: {e} ({hint})",
+            path.display()
+        ))
+    })?;
+    let token = text.trim();
+    check_token(token)
+        .map_err(|why| Error::Config(format!("{what} {} {why} ({hint})", path.display())))?;
+    Ok(token.to_string())
+}
+
+/// A bearer token must be non-empty visible ASCII to go into a header.
+fn check_token(token: &str) -> Result<(), &'static str> {
+    if token.is_empty() {
+        return Err("is empty");
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("contains characters that cannot be sent in an HTTP header");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// TLS
+
+/// The rustls configuration for an `https` server: the CA roots (required unless `insecure`),
+/// and the client certificate when there is one. PEM problems are reported here, at start,
+/// naming the file or kubeconfig field, rather than as a failed handshake later.
+fn tls_config(
+    ca: Option<&Pem>,
+    client_certificate: Option<&(Pem, Pem)>,
+    insecure: bool,
+    ca_hint: &str,
+) -> Result<ureq::tls::TlsConfig, Error> {
+    let mut builder = ureq::tls::TlsConfig::builder();
+    if insecure {
+        log::warn!("TLS certificate verification is disabled (insecure-skip-tls-verify): use this only for testing");
+        builder = builder.disable_verification(true);
+    } else {
+        let ca = ca.ok_or_else(|| Error::Config(ca_hint.to_string()))?;
+        let roots = parse_ca(ca)?;
+        let roots: Vec<_> = roots
+            .iter()
+            .map(|der| ureq::tls::Certificate::from_der(der.as_ref()).to_owned())
+            .collect();
+        builder = builder.root_certs(ureq::tls::RootCerts::new_with_certs(&roots));
+    }
+    if let Some((cert, key)) = client_certificate {
+        builder = builder.client_cert(Some(parse_client_certificate(cert, key)?));
+    }
+    Ok(builder.build())
+}
+
+fn parse_ca(ca: &Pem) -> Result<Vec<CertificateDer<'static>>, Error> {
+    let mut certs = Vec::new();
+    for item in CertificateDer::pem_slice_iter(&ca.bytes) {
+        certs.push(item.map_err(|e| {
+            Error::Config(format!(
+                "certificate authority {}: invalid PEM ({e})",
+                ca.origin
+            ))
+        })?);
+    }
+    if certs.is_empty() {
+        return Err(Error::Config(format!(
+            "certificate authority {} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)",
+            ca.origin
+        )));
+    }
+    let mut store = rustls::RootCertStore::empty();
+    for (index, cert) in certs.iter().enumerate() {
+        store.add(cert.clone()).map_err(|e| {
+            Error::Config(format!(
+                "certificate authority {}: certificate {} cannot be used as a trust root ({e})",
+                ca.origin,
+                index + 1
+            ))
+        })?;
+    }
+    Ok(certs)
+}
+
+fn parse_client_certificate(cert: &Pem, key: &Pem) -> Result<ureq::tls::ClientCert, Error> {
+    let mut chain = Vec::new();
+    for item in CertificateDer::pem_slice_iter(&cert.bytes) {
+        chain.push(item.map_err(|e| {
+            Error::Config(format!(
+                "client certificate {}: invalid PEM ({e})",
+                cert.origin
+            ))
+        })?);
+    }
+    if chain.is_empty() {
+        return Err(Error::Config(format!(
+            "client certificate {} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)",
+            cert.origin
+        )));
+    }
+    let private_key = PrivateKeyDer::from_pem_slice(&key.bytes).map_err(|e| {
+        Error::Config(format!(
+            "client key {}: no usable PEM private key (expected -----BEGIN PRIVATE KEY-----, \
+             -----BEGIN RSA PRIVATE KEY----- or -----BEGIN EC PRIVATE KEY-----; {e})",
+            key.origin
+        ))
+    })?;
+    // Let rustls check the key type and that the key belongs to the certificate, so a bad
+    // pair is reported now (ureq would only fail later, at the first handshake).
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| {
+            b.with_root_certificates(rustls::RootCertStore::empty())
+                .with_client_auth_cert(chain.clone(), private_key.clone_key())
+        })
+        .map_err(|e| {
+            Error::Config(format!(
+                "client certificate {} and key {} cannot be used together: {e}",
+                cert.origin, key.origin
+            ))
+        })?;
+    let chain: Vec<_> = chain
+        .iter()
+        .map(|der| ureq::tls::Certificate::from_der(der.as_ref()).to_owned())
+        .collect();
+    // The same PEM rustls just accepted; ureq keeps its own copy with the key kind.
+    let private_key = ureq::tls::PrivateKey::from_pem(&key.bytes)
+        .map_err(|e| Error::Config(format!("client key {}: {e}", key.origin)))?;
+    Ok(ureq::tls::ClientCert::new_with_certs(&chain, private_key))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status errors
+
+/// The parts of a `metav1.Status` body that wavelet uses.
+#[derive(Deserialize)]
+struct StatusBody {
+    kind: Option<String>,
+    status: Option<String>,
+    message: Option<String>,
+    reason: Option<String>,
+    code: Option<u16>,
+    details: Option<StatusDetails>,
+}
+
+#[derive(Deserialize)]
+struct StatusDetails {
+    #[serde(rename = "retryAfterSeconds")]
+    retry_after_seconds: Option<u64>,
+}
+
+/// Reads (a bounded part of) a non-2xx response and turns it into a [`Status`].
+fn status_from_response(response: http::Response<ureq::Body>, method: &Method) -> Status {
+    let code = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let mut body = Vec::new();
+    if let Err(e) = response
+        .into_body()
+        .into_reader()
+        .take(MAX_ERROR_BODY)
+        .read_to_end(&mut body)
+    {
+        log::debug!("reading the body of a {code} response failed: {e}");
+    }
+    status_from_body(code, &body, retry_after, method.as_str())
+}
+
+/// The `Status` of a non-2xx answer: from a Status JSON body when there is one, otherwise
+/// synthesized from the HTTP code as client-go does (`NewGenericServerResponse`), with the
+/// start of a plain-text body (an APF 429, a kubectl proxy 403) as the message.
+fn status_from_body(
+    code: u16,
+    body: &[u8],
+    retry_after_header: Option<Duration>,
+    method: &str,
+) -> Status {
+    if let Ok(parsed) = serde_json::from_slice::<StatusBody>(body) {
+        if parsed.kind.as_deref() == Some("Status") {
+            return Status {
+                code,
+                reason: parsed.reason.unwrap_or_default(),
+                message: parsed.message.unwrap_or_default(),
+                retry_after: retry_after_header.or_else(|| details_retry_after(&parsed.details)),
+            };
+        }
+    }
+    let (reason, default_message) = match code {
+        400 => (
+            "BadRequest",
+            "the server rejected our request for an unknown reason",
+        ),
+        401 => (
+            "Unauthorized",
+            "the server has asked for the client to provide credentials",
+        ),
+        403 => (
+            "Forbidden",
+            "the server does not allow access to the requested resource",
+        ),
+        404 => (
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
+        405 => (
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        ),
+        406 => (
+            "NotAcceptable",
+            "the server was unable to respond with a content type that the client supports",
+        ),
+        409 if method == "POST" => ("AlreadyExists", "the server reported a conflict"),
+        409 => ("Conflict", "the server reported a conflict"),
+        410 => ("Gone", "the requested resource is no longer available"),
+        413 => ("RequestEntityTooLarge", "the request is too large"),
+        415 => (
+            "UnsupportedMediaType",
+            "the server does not support the content type of the request",
+        ),
+        422 => (
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        ),
+        429 => (
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later",
+        ),
+        503 => (
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        504 => (
+            "Timeout",
+            "the server was unable to return a response in the time allotted",
+        ),
+        c if c >= 500 => (
+            "InternalError",
+            "an error on the server has prevented the request from succeeding",
+        ),
+        _ => ("", "unexpected response from the server"),
+    };
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    let message = if text.is_empty() {
+        default_message.to_string()
+    } else {
+        truncate_chars(text, 200)
+    };
+    Status {
+        code,
+        reason: reason.to_string(),
+        message,
+        retry_after: retry_after_header,
+    }
+}
+
+fn details_retry_after(details: &Option<StatusDetails>) -> Option<Duration> {
+    details
+        .as_ref()
+        .and_then(|d| d.retry_after_seconds)
+        .filter(|&s| s > 0)
+        .map(Duration::from_secs)
+}
+
+fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// A 2xx body that is a `Status` with `status: "Failure"` (an eviction blocked by two PDBs)
+/// is an error too, as in client-go's `Result.Get`.
+fn failure_status(body: &[u8], http_code: u16) -> Option<Status> {
+    let parsed: StatusBody = serde_json::from_slice(body).ok()?;
+    if parsed.kind.as_deref() != Some("Status") || parsed.status.as_deref() != Some("Failure") {
+        return None;
+    }
+    let code = parsed
+        .code
+        .filter(|&c| c >= 400)
+        .unwrap_or(if http_code >= 400 { http_code } else { 500 });
+    Some(Status {
+        code,
+        reason: parsed.reason.unwrap_or_default(),
+        message: parsed.message.unwrap_or_default(),
+        retry_after: details_retry_after(&parsed.details),
+    })
+}
+
+/// Decodes a 2xx body as it streams in, keeping its first [`STATUS_PEEK`] bytes aside to
+/// recognise a Failure `Status` (such bodies are small; a large body never is one).
+fn decode<T: DeserializeOwned>(
+    response: http::Response<ureq::Body>,
+    method: &str,
+    path: &str,
+) -> Result<T, Error> {
+    let code = response.status().as_u16();
+    let mut peek = Peek {
+        inner: response.into_body().into_reader(),
+        kept: Vec::new(),
+        total: 0,
+        eof: false,
+    };
+    let result = serde_json::from_reader::<_, T>(BufReader::with_capacity(64 << 10, &mut peek));
+    if !peek.eof && peek.total <= STATUS_PEEK {
+        // Decoding stopped early (e.g. a Status where an object was expected): read the rest of
+        // a small body so it can be recognised.
+        let _ = io::copy(
+            &mut (&mut peek).take((STATUS_PEEK + 1) as u64),
+            &mut io::sink(),
+        );
+    }
+    if peek.eof && peek.total <= STATUS_PEEK {
+        if let Some(status) = failure_status(&peek.kept, code) {
+            return Err(Error::Api(status));
+        }
+    }
+    result.map_err(|e| {
+        let path = path.split('?').next().unwrap_or(path);
+        if e.is_io() {
+            Error::Transport(format!("{method} {path}: reading the response failed: {e}"))
+        } else {
+            Error::Decode(format!("{method} {path}: unexpected response body: {e}"))
+        }
+    })
+}
+
+/// Passes bytes through, keeping the first [`STATUS_PEEK`] of them.
+struct Peek<R> {
+    inner: R,
+    kept: Vec<u8>,
+    total: usize,
+    eof: bool,
+}
+
+impl<R: Read> Read for Peek<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && !buf.is_empty() {
+            self.eof = true;
+        }
+        if self.total < STATUS_PEEK {
+            let room = STATUS_PEEK - self.total;
+            self.kept.extend_from_slice(&buf[..n.min(room)]);
+        }
+        self.total = self.total.saturating_add(n);
+        Ok(n)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watch streams
+
+/// The body of a watch: one JSON event per `\n`-terminated line.
+pub struct WatchStream {
+    reader: Box<dyn Read + Send>,
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes in `buf`.
+    start: usize,
+    /// `buf[start..scanned]` is known to hold no `\n`.
+    scanned: usize,
+    eof: bool,
+    max_line: usize,
+    /// The watched path (no query), for messages.
+    what: String,
+}
+
+impl WatchStream {
+    fn new(reader: Box<dyn Read + Send>, path_and_query: &str) -> WatchStream {
+        WatchStream {
+            reader,
+            buf: Vec::new(),
+            start: 0,
+            scanned: 0,
+            eof: false,
+            max_line: MAX_WATCH_LINE,
+            what: format!(
+                "watch {}",
+                path_and_query.split('?').next().unwrap_or(path_and_query)
+            ),
+        }
+    }
+
+    /// The next newline-terminated line, without the `\n`; `Ok(None)` at a clean end of the
+    /// stream. Lines are split on `\n` only, never on chunk or read boundaries; blank lines
+    /// are skipped. A broken connection, or a stream that ends in the middle of a line, is
+    /// [`Error::Transport`]; a line longer than 64 MiB is [`Error::Decode`].
+    pub fn next_line(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        loop {
+            if let Some(offset) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
+                let end = self.scanned + offset;
+                let line = &self.buf[self.start..end];
+                let blank = line.iter().all(|b| b.is_ascii_whitespace());
+                let line = if blank { None } else { Some(line.to_vec()) };
+                self.start = end + 1;
+                self.scanned = self.start;
+                if let Some(line) = line {
+                    return Ok(Some(line));
+                }
+                continue;
+            }
+            self.scanned = self.buf.len();
+            let pending = self.buf.len() - self.start;
+            if self.eof {
+                let partial = self.buf[self.start..]
+                    .iter()
+                    .any(|b| !b.is_ascii_whitespace());
+                self.buf.clear();
+                self.start = 0;
+                self.scanned = 0;
+                if partial {
+                    return Err(Error::Transport(format!(
+                        "{}: the stream ended in the middle of an event ({pending} bytes without a newline)",
+                        self.what
+                    )));
+                }
+                return Ok(None);
+            }
+            if pending > self.max_line {
+                return Err(Error::Decode(format!(
+                    "{}: an event is longer than {} MiB; giving up on this stream",
+                    self.what,
+                    self.max_line >> 20
+                )));
+            }
+            self.fill()?;
+        }
+    }
+
+    /// Reads more bytes, first dropping the consumed ones (and excess capacity after a huge event).
+    fn fill(&mut self) -> Result<(), Error> {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.scanned -= self.start;
+            self.start = 0;
+        }
+        if self.buf.capacity() > (4 << 20) && self.buf.len() < (64 << 10) {
+            self.buf.shrink_to(256 << 10);
+        }
+        let old_len = self.buf.len();
+        self.buf.resize(old_len + (64 << 10), 0);
+        let result = loop {
+            match self.reader.read(&mut self.buf[old_len..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        match result {
+            Ok(n) => {
+                self.buf.truncate(old_len + n);
+                if n == 0 {
+                    self.eof = true;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.buf.truncate(old_len);
+                Err(Error::Transport(format!(
+                    "{}: connection broken: {e}",
+                    self.what
+                )))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+    use std::io::{BufRead, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+
+    // Test PKI made with openssl for these tests (EC P-256, valid until 2126): a CA, a server
+    // certificate for 127.0.0.1/localhost and a client certificate signed by it, an unrelated
+    // key and an unrelated CA.
+    const CA_CRT: &str = "-----BEGIN CERTIFICATE-----
+MIIBmjCCAUGgAwIBAgIUKLUx/NN+jo8OHca5uS+YPNKQaSwwCgYIKoZIzj0EAwIw
+GjEYMBYGA1UEAwwPd2F2ZWxldC10ZXN0LWNhMCAXDTI2MTEyMjA0MjgxM1oYDzIx
+MjYxMDI5MDQyODEzWjAaMRgwFgYDVQQDDA93YXZlbGV0LXRlc3QtY2EwWTATBgcq
+hkjOPQIBBggqhkjOPQMBBwNCAAR4iToxJ+svWBItJBddIZKuplmbZY3ZCeAfjNAn
+Ilw0K/EVqBlinGdEtZEwPGELeis6nxKGZgQuPvGYPCO0AC9uo2MwYTAdBgNVHQ4E
+FgQUmtbeb6zSdUuIJQ0ZRMwtOwKw408wHwYDVR0jBBgwFoAUmtbeb6zSdUuIJQ0Z
+RMwtOwKw408wDwYDVR0TAQH/BAUwAwEB/zAOBgNVHQ8BAf8EBAMCAQYwCgYIKoZI
+zj0EAwIDRwAwRAIgOa/eQ8OdVX6Hn8Qug1+HLWiicwGl4m3hLlaiCgJlgW4CIFhk
+NNj1gaqPiv1/L5RiMCplO6SP3b1dla0maZGmP9us
+-----END CERTIFICATE-----
+";
+    const SERVER_CRT: &str = "-----BEGIN CERTIFICATE-----
+MIIBwjCCAWigAwIBAgIUWToFdB32ONCocTj/Qo1BXNXX57MwCgYIKoZIzj0EAwIw
+GjEYMBYGA1UEAwwPd2F2ZWxldC10ZXN0LWNhMCAXDTI2MTEyMjA0MjgxM1oYDzIx
+MjYxMDI5MDQyODEzWjAUMRIwEAYDVQQDDAkxMjcuMC4wLjEwWTATBgcqhkjOPQIB
+BggqhkjOPQMBBwNCAATYhoZwUan0mZ1jyZqCC/iVAriEJE4fwzhynHn08v4/oHFu
+1/q5iwobjcS3F3omNTraXfNPkDf23zt/QGT2W1/So4GPMIGMMBoGA1UdEQQTMBGH
+BH8AAAGCCWxvY2FsaG9zdDATBgNVHSUEDDAKBggrBgEFBQcDATAJBgNVHRMEAjAA
+MA4GA1UdDwEB/wQEAwIHgDAdBgNVHQ4EFgQUbHdlHoV/dmywU9ASzVTdtFhLbKIw
+HwYDVR0jBBgwFoAUmtbeb6zSdUuIJQ0ZRMwtOwKw408wCgYIKoZIzj0EAwIDSAAw
+RQIhAJsvQiOZo1KJ0p24zeok5XTF70sCgTckisCQQYg+AssFAiBWTzsEg0m7lcCu
+Ewgc99IpdT+fix2gXgRr2nq9yzqZbQ==
+-----END CERTIFICATE-----
+";
+    const SERVER_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgviM+bbHjjUmoNf32
+034WUloq7DZVgBwBjS6HAuekUhqhRANCAATYhoZwUan0mZ1jyZqCC/iVAriEJE4f
+wzhynHn08v4/oHFu1/q5iwobjcS3F3omNTraXfNPkDf23zt/QGT2W1/S
+-----END PRIVATE KEY-----
+";
+    const CLIENT_CRT: &str = "-----BEGIN CERTIFICATE-----
+MIIBrTCCAVSgAwIBAgIUWToFdB32ONCocTj/Qo1BXNXX57QwCgYIKoZIzj0EAwIw
+GjEYMBYGA1UEAwwPd2F2ZWxldC10ZXN0LWNhMCAXDTI2MTEyMjA0MjgxM1oYDzIx
+MjYxMDI5MDQyODEzWjAeMRwwGgYDVQQDDBN3YXZlbGV0LXRlc3QtY2xpZW50MFkw
+EwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKmb7WDenjIFRGm9S+srMGrVBnsllnOm7
+OqsWckrOGfkgzBr1JcMZfFoeWQuHEQDsVUj9J5bzLBUvGWkZqH5SIqNyMHAwEwYD
+VR0lBAwwCgYIKwYBBQUHAwIwCQYDVR0TBAIwADAOBgNVHQ8BAf8EBAMCB4AwHQYD
+VR0OBBYEFLgy7xGSZcy5eA24IZEgR7dh9h4EMB8GA1UdIwQYMBaAFJrW3m+s0nVL
+iCUNGUTMLTsCsONPMAoGCCqGSM49BAMCA0cAMEQCIC/4CKrcbw5N0Tnjica0OEaP
+7EAb9Kp/QZJ7BJy9L2ZuAiA5Cp0k5ssQnGNLROXgtrObszeQ86BOxcOJgbs9vZf4
+Nw==
+-----END CERTIFICATE-----
+";
+    const CLIENT_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgaQ2f/orVZee4slRO
+vLYn/yUZ6uqnjl0hK2IuMa9z1NqhRANCAAQqZvtYN6eMgVEab1L6yswatUGeyWWc
+6bs6qxZySs4Z+SDMGvUlwxl8Wh5ZC4cRAOxVSP0nlvMsFS8ZaRmoflIi
+-----END PRIVATE KEY-----
+";
+    const OTHER_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgej+Gz2wwXz1TBPmS
+vIY4i1YGAsLX09f2tvmTdwz7zpahRANCAAQ48xJyQcaRvmAhoDiwqS7G0XYoAujG
+fHlXW8qK4It8prL3IpM9Z0xF0YnJnE431aU0zevgR512DrMMooBci2vW
+-----END PRIVATE KEY-----
+";
+    const OTHER_CA_CRT: &str = "-----BEGIN CERTIFICATE-----
+MIIBlTCCATugAwIBAgIUT2LSEWvtLRiHE5HutaQCyZA0OnowCgYIKoZIzj0EAwIw
+FzEVMBMGA1UEAwwMdW5yZWxhdGVkLWNhMCAXDTI2MTEyMjA0MzAzM1oYDzIxMjYx
+MDI5MDQzMDMzWjAXMRUwEwYDVQQDDAx1bnJlbGF0ZWQtY2EwWTATBgcqhkjOPQIB
+BggqhkjOPQMBBwNCAARV1dgRauh/BY4JEyvtbBA7DxxIhmquAVESMq84DR4oAWPz
+pdtm7shVJ3/i2L1MBbmpoMhWJHWJGc02aPpiKfqxo2MwYTAdBgNVHQ4EFgQUpivU
+zuqsjT/HIl5CFIBe2gWduSIwHwYDVR0jBBgwFoAUpivUzuqsjT/HIl5CFIBe2gWd
+uSIwDwYDVR0TAQH/BAUwAwEB/zAOBgNVHQ8BAf8EBAMCAQYwCgYIKoZIzj0EAwID
+SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
+6PfdX9E/I3nxziX2aFBJ94ICRXLEz8s0HQ==
+-----END CERTIFICATE-----
+";
+
+    // -----------------------------------------------------------------------------------------
+    // Helpers
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> TempDir {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "wavelet-client-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&dir).expect("create temp dir");
+            TempDir(dir)
+        }
+
+        fn write(&self, name: &str, contents: &str) -> PathBuf {
+            let path = self.0.join(name);
+            std::fs::write(&path, contents).expect("write temp file");
+            path
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A reader that hands out its bytes in pieces of the given sizes (cycling), then `end`.
+    struct Pieces {
+        data: Vec<u8>,
+        pos: usize,
+        sizes: Vec<usize>,
+        turn: usize,
+        broken_at_end: bool,
+    }
+
+    impl Read for Pieces {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.pos == self.data.len() {
+                if self.broken_at_end {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        "connection reset by peer",
+                    ));
+                }
+                return Ok(0);
+            }
+            let size = self.sizes[self.turn % self.sizes.len()]
+                .min(buf.len())
+                .min(self.data.len() - self.pos);
+            self.turn += 1;
+            buf[..size].copy_from_slice(&self.data[self.pos..self.pos + size]);
+            self.pos += size;
+            Ok(size)
+        }
+    }
+
+    fn stream(data: &[u8], sizes: &[usize], broken_at_end: bool) -> WatchStream {
+        let reader = Pieces {
+            data: data.to_vec(),
+            pos: 0,
+            sizes: sizes.to_vec(),
+            turn: 0,
+            broken_at_end,
+        };
+        WatchStream::new(Box::new(reader), "/api/v1/configmaps?watch=true")
+    }
+
+    fn all_lines(stream: &mut WatchStream) -> Result<Vec<String>, Error> {
+        let mut lines = Vec::new();
+        while let Some(line) = stream.next_line()? {
+            lines.push(String::from_utf8(line).expect("utf-8"));
+        }
+        Ok(lines)
+    }
+
+    fn api_status(result: Result<impl std::fmt::Debug, Error>) -> Status {
+        match result {
+            Err(Error::Api(status)) => status,
+            other => panic!("expected an API error, got {other:?}"),
+        }
+    }
+
+    fn config_message<T>(result: Result<T, Error>) -> String {
+        match result {
+            Err(Error::Config(message)) => message,
+            Err(other) => panic!("expected a config error, got {other}"),
+            Ok(_) => panic!("expected a config error, got a client"),
+        }
+    }
+
+    /// A canned HTTP/1.1 response with `Connection: close` and a Content-Length.
+    fn response(status: &str, headers: &[(&str, &str)], body: &str) -> Vec<Vec<u8>> {
+        let mut head = format!(
+            "HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        vec![format!("{head}\r\n{body}").into_bytes()]
+    }
+
+    fn json_response(status: &str, body: &Value) -> Vec<Vec<u8>> {
+        response(
+            status,
+            &[("Content-Type", "application/json")],
+            &body.to_string(),
+        )
+    }
+
+    /// One request as the fake server received it.
+    struct Received {
+        head: String,
+        body: String,
+    }
+
+    impl Received {
+        fn header(&self, name: &str) -> Option<String> {
+            self.head.lines().skip(1).find_map(|line| {
+                let (n, v) = line.split_once(':')?;
+                n.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| v.trim().to_string())
+            })
+        }
+
+        fn request_line(&self) -> &str {
+            self.head.lines().next().unwrap_or("")
+        }
+    }
+
+    /// A tiny HTTP(S)/1.1 server on 127.0.0.1:0 that answers one connection per canned
+    /// response (each written in pieces with a pause between, then closed).
+    struct FakeServer {
+        url: String,
+        received: mpsc::Receiver<Received>,
+    }
+
+    impl FakeServer {
+        fn start(replies: Vec<Vec<Vec<u8>>>, tls: Option<Arc<rustls::ServerConfig>>) -> FakeServer {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+            let port = listener.local_addr().expect("local addr").port();
+            let (sender, received) = mpsc::channel();
+            std::thread::spawn(move || {
+                for pieces in replies {
+                    let Ok((tcp, _)) = listener.accept() else {
+                        return;
+                    };
+                    let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
+                    match &tls {
+                        Some(config) => {
+                            let Ok(connection) = rustls::ServerConnection::new(config.clone())
+                            else {
+                                return;
+                            };
+                            let mut tls_stream = rustls::StreamOwned::new(connection, tcp);
+                            if answer(&mut tls_stream, &pieces, &sender).is_ok() {
+                                tls_stream.conn.send_close_notify();
+                                let _ = tls_stream.flush();
+                            }
+                        }
+                        None => {
+                            let mut tcp: TcpStream = tcp;
+                            let _ = answer(&mut tcp, &pieces, &sender);
+                        }
+                    }
+                }
+            });
+            FakeServer {
+                url: format!("127.0.0.1:{port}"),
+                received,
+            }
+        }
+
+        fn http(replies: Vec<Vec<Vec<u8>>>) -> FakeServer {
+            let mut server = FakeServer::start(replies, None);
+            server.url = format!("http://{}", server.url);
+            server
+        }
+
+        fn https(replies: Vec<Vec<Vec<u8>>>, require_client_certificate: bool) -> FakeServer {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let chain: Vec<_> = CertificateDer::pem_slice_iter(SERVER_CRT.as_bytes())
+                .map(|c| c.expect("pem"))
+                .collect();
+            let key = PrivateKeyDer::from_pem_slice(SERVER_KEY.as_bytes()).expect("key");
+            let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+                .with_safe_default_protocol_versions()
+                .expect("versions");
+            let builder = if require_client_certificate {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in CertificateDer::pem_slice_iter(CA_CRT.as_bytes()) {
+                    roots.add(cert.expect("pem")).expect("root");
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .expect("client verifier");
+                builder.with_client_cert_verifier(verifier)
+            } else {
+                builder.with_no_client_auth()
+            };
+            let config = builder.with_single_cert(chain, key).expect("server config");
+            let mut server = FakeServer::start(replies, Some(Arc::new(config)));
+            server.url = format!("https://{}", server.url);
+            server
+        }
+
+        fn next(&self) -> Received {
+            self.received
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the fake server received a request")
+        }
+
+        fn port(&self) -> String {
+            self.url.rsplit(':').next().unwrap_or_default().to_string()
+        }
+    }
+
+    fn answer<S: Read + Write>(
+        stream: &mut S,
+        pieces: &[Vec<u8>],
+        sender: &mpsc::Sender<Received>,
+    ) -> io::Result<()> {
+        let mut reader = io::BufReader::new(&mut *stream);
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            if line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let length = head
+            .lines()
+            .find_map(|l| {
+                l.split_once(':')
+                    .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            })
+            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        drop(reader);
+        let _ = sender.send(Received {
+            head,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+        for (index, piece) in pieces.iter().enumerate() {
+            if piece.is_empty() {
+                // An empty piece stands for a server that goes silent with the connection open.
+                std::thread::sleep(Duration::from_secs(3));
+                continue;
+            }
+            if index > 0 {
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            stream.write_all(piece)?;
+            stream.flush()?;
+        }
+        Ok(())
+    }
+
+    fn proxy_client(server: &FakeServer) -> Client {
+        Client::from_flags(&ConnectionFlags {
+            server: Some(server.url.clone()),
+            ..ConnectionFlags::default()
+        })
+        .expect("client for --server http://")
+    }
+
+    fn recorded_sleeps(client: Client) -> (Client, Arc<Mutex<Vec<Duration>>>) {
+        let sleeps = Arc::new(Mutex::new(Vec::new()));
+        let record = sleeps.clone();
+        (client.with_sleep(move |d| lock(&record).push(d)), sleeps)
+    }
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    fn kubeconfig_text(server: &str, cluster_extra: &str, user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: ctx\ncontexts:\n- name: ctx\n  context:\n    cluster: c\n    user: u\n    namespace: from-kubeconfig\nclusters:\n- name: c\n  cluster:\n    server: {server}\n{cluster_extra}users:\n- name: u\n  user:\n{user}"
+        )
+    }
+
+    #[test]
+    fn clients_and_watch_streams_can_move_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<Client>();
+        send::<WatchStream>();
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Status parsing
+
+    #[test]
+    fn status_json_bodies_keep_code_reason_message_and_retry_after() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (18593)","reason":"Expired","code":410}"#;
+        let status = status_from_body(410, body, None, "GET");
+        assert_eq!(status.reason, "Expired");
+        assert_eq!(status.message, "too old resource version: 1 (18593)");
+        assert!(status.is_expired());
+        assert_eq!(status.retry_after, None);
+
+        let body = br#"{"kind":"Status","status":"Failure","message":"couldn't update","reason":"Timeout","details":{"retryAfterSeconds":10},"code":504}"#;
+        assert_eq!(
+            status_from_body(504, body, None, "POST").retry_after,
+            Some(Duration::from_secs(10))
+        );
+        // The header wins over details.retryAfterSeconds.
+        let status = status_from_body(504, body, Some(Duration::from_secs(2)), "POST");
+        assert_eq!(status.retry_after, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn recorded_401_and_403_status_bodies_parse() {
+        // k8s-wire 087 and 090.
+        let unauthorized = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
+        let status = status_from_body(401, unauthorized, None, "GET");
+        assert!(status.is_unauthorized());
+        assert_eq!(
+            (status.reason.as_str(), status.message.as_str()),
+            ("Unauthorized", "Unauthorized")
+        );
+        let forbidden = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"system:serviceaccount:wire-rec:nobody\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"wire-rec\"","reason":"Forbidden","details":{"kind":"configmaps"},"code":403}"#;
+        let status = status_from_body(403, forbidden, None, "GET");
+        assert_eq!(status.reason, "Forbidden");
+        assert!(status.message.starts_with(
+            "configmaps is forbidden: User \"system:serviceaccount:wire-rec:nobody\""
+        ));
+    }
+
+    #[test]
+    fn a_text_plain_429_with_retry_after_becomes_too_many_requests() {
+        let status = status_from_body(
+            429,
+            b"Too many requests, please try again later.\n",
+            Some(Duration::from_secs(1)),
+            "GET",
+        );
+        assert_eq!(
+            status,
+            Status {
+                code: 429,
+                reason: "TooManyRequests".into(),
+                message: "Too many requests, please try again later.".into(),
+                retry_after: Some(Duration::from_secs(1)),
+            }
+        );
+        assert!(status.is_too_many_requests() && status.is_retryable());
+    }
+
+    #[test]
+    fn non_json_error_bodies_are_synthesized_from_the_http_code_like_client_go() {
+        let cases = [
+            (403, "POST", "Forbidden", "Forbidden"),
+            (500, "GET", "InternalError", "InternalError"),
+            (503, "GET", "ServiceUnavailable", "ServiceUnavailable"),
+            (504, "GET", "Timeout", "Timeout"),
+            (409, "POST", "AlreadyExists", "AlreadyExists"),
+            (409, "PUT", "Conflict", "Conflict"),
+            (404, "GET", "NotFound", "NotFound"),
+            (422, "PATCH", "Invalid", "Invalid"),
+            (401, "GET", "Unauthorized", "Unauthorized"),
+        ];
+        for (code, method, text, reason) in cases {
+            let status = status_from_body(code, text.as_bytes(), None, method);
+            assert_eq!(
+                (status.code, status.reason.as_str(), status.message.as_str()),
+                (code, reason, text)
+            );
+        }
+        let status = status_from_body(404, b"", None, "GET");
+        assert_eq!(
+            status.message,
+            "the server could not find the requested resource"
+        );
+        let status = status_from_body(502, "é".repeat(500).as_bytes(), None, "GET");
+        assert_eq!(
+            status.message.chars().count(),
+            203,
+            "200 characters and an ellipsis"
+        );
+        // JSON that is not a Status (e.g. an HTML-ish proxy page or some other object).
+        let status = status_from_body(500, br#"{"error":"upstream"}"#, None, "GET");
+        assert_eq!(status.reason, "InternalError");
+    }
+
+    #[test]
+    fn a_2xx_body_with_a_failure_status_is_an_error_and_a_success_status_is_not() {
+        // k8s-wire 081: eviction of a pod covered by two PDBs.
+        let two_pdbs = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.","code":500}"#;
+        let status = failure_status(two_pdbs, 201).expect("a failure");
+        assert_eq!(status.code, 500);
+        assert!(status.message.contains("more than one PodDisruptionBudget"));
+        let success =
+            br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#;
+        assert_eq!(failure_status(success, 201), None);
+        assert_eq!(
+            failure_status(br#"{"kind":"ConfigMap","metadata":{"name":"x"}}"#, 200),
+            None
+        );
+    }
+
+    #[test]
+    fn get_counts_collections_as_list_and_named_objects_as_get() {
+        for (path, verb) in [
+            ("/api/v1/namespaces/ns/configmaps?limit=500", "list"),
+            ("/api/v1/configmaps", "list"),
+            ("/apis/apps/v1/deployments", "list"),
+            ("/apis/apps/v1/namespaces/ns/deployments", "list"),
+            ("/api/v1/namespaces", "list"),
+            ("/api/v1/namespaces/ns", "get"),
+            ("/api/v1/namespaces/ns/configmaps/app", "get"),
+            (
+                "/apis/coordination.k8s.io/v1/namespaces/ns/leases/wavelet",
+                "get",
+            ),
+            ("/version", "get"),
+            ("/apis/apps/v1", "get"),
+        ] {
+            assert_eq!(get_verb(path), verb, "{path}");
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Watch line framing
+
+    #[test]
+    fn watch_lines_are_split_on_newlines_never_on_read_boundaries() {
+        let events = [
+            r#"{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"1"}}}"#,
+            r#"{"type":"MODIFIED","object":{"kind":"ConfigMap","metadata":{"name":"b","resourceVersion":"2"}}}"#,
+            r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"3"}}}"#,
+        ];
+        let body = format!("{}\n\n{}\n{}\n", events[0], events[1], events[2]);
+        for sizes in [
+            vec![1],
+            vec![2],
+            vec![3, 7],
+            vec![5, 1, 64],
+            vec![97],
+            vec![1 << 20],
+        ] {
+            let lines =
+                all_lines(&mut stream(body.as_bytes(), &sizes, false)).expect("clean stream");
+            assert_eq!(lines, events, "read sizes {sizes:?}");
+        }
+    }
+
+    #[test]
+    fn a_clean_end_of_the_stream_is_none_and_stays_none() {
+        let mut s = stream(b"{\"type\":\"ADDED\"}\n  \n", &[4], false);
+        assert_eq!(
+            s.next_line().expect("line"),
+            Some(b"{\"type\":\"ADDED\"}".to_vec())
+        );
+        assert_eq!(s.next_line().expect("end"), None);
+        assert_eq!(s.next_line().expect("still the end"), None);
+        assert_eq!(
+            stream(b"", &[1], false).next_line().expect("empty stream"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_stream_that_ends_in_the_middle_of_a_line_is_a_transport_error() {
+        let mut s = stream(b"{\"type\":\"ADDED\"}\n{\"type\":\"MODI", &[3], false);
+        assert!(s.next_line().expect("first line").is_some());
+        match s.next_line() {
+            Err(Error::Transport(message)) => {
+                assert!(message.contains("middle of an event"), "{message}")
+            }
+            other => panic!("expected a transport error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_broken_connection_is_a_transport_error() {
+        let mut s = stream(b"{\"type\":\"ADDED\"}\n{\"ty", &[100], true);
+        assert!(s.next_line().expect("first line").is_some());
+        match s.next_line() {
+            Err(Error::Transport(message)) => {
+                assert!(message.contains("connection broken"), "{message}")
+            }
+            other => panic!("expected a transport error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_is_an_error() {
+        let mut s = stream(&vec![b'x'; 300_000], &[70_000], false);
+        s.max_line = 100_000;
+        assert!(matches!(s.next_line(), Err(Error::Decode(_))));
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Tokens
+
+    #[test]
+    fn a_token_file_is_re_read_after_a_minute_and_after_a_401() {
+        let dir = TempDir::new();
+        let path = dir.write("token", "first\n");
+        let source = TokenSource::file(path.clone(), "token file", "hint".into()).expect("token");
+        let t0 = Instant::now();
+        assert_eq!(source.bearer(t0).expect("token").as_deref(), Some("first"));
+        std::fs::write(&path, "second").expect("rotate");
+        assert_eq!(
+            source
+                .bearer(t0 + Duration::from_secs(30))
+                .expect("token")
+                .as_deref(),
+            Some("first")
+        );
+        assert_eq!(
+            source
+                .bearer(t0 + Duration::from_secs(61))
+                .expect("token")
+                .as_deref(),
+            Some("second")
+        );
+        std::fs::write(&path, "third").expect("rotate");
+        source.invalidate();
+        assert_eq!(
+            source
+                .bearer(t0 + Duration::from_secs(62))
+                .expect("token")
+                .as_deref(),
+            Some("third")
+        );
+    }
+
+    #[test]
+    fn an_unreadable_token_file_keeps_the_last_token() {
+        let dir = TempDir::new();
+        let path = dir.write("token", "kept");
+        let source = TokenSource::file(path.clone(), "token file", "hint".into()).expect("token");
+        std::fs::remove_file(&path).expect("remove");
+        source.invalidate();
+        assert_eq!(
+            source.bearer(Instant::now()).expect("token").as_deref(),
+            Some("kept")
+        );
+    }
+
+    #[test]
+    fn a_missing_token_file_names_the_file_and_the_flags_that_help() {
+        let dir = TempDir::new();
+        dir.write("ca.crt", CA_CRT);
+        let m = config_message(Client::in_cluster_from(&dir.0, "10.96.0.1", "443", false));
+        assert!(
+            m.contains(&dir.0.join("token").display().to_string()),
+            "{m}"
+        );
+        assert!(
+            m.contains("automountServiceAccountToken")
+                && m.contains("--server")
+                && m.contains("--kubeconfig"),
+            "{m}"
+        );
+        dir.write("token", "  \n");
+        assert!(
+            config_message(Client::in_cluster_from(&dir.0, "10.96.0.1", "443", false))
+                .contains("is empty")
+        );
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // TLS construction
+
+    fn pem(text: &str, origin: &str) -> Pem {
+        Pem {
+            bytes: text.as_bytes().to_vec(),
+            origin: origin.into(),
+        }
+    }
+
+    #[test]
+    fn https_without_a_ca_says_which_kubeconfig_field_to_set() {
+        let dir = TempDir::new();
+        let path = dir.write(
+            "config",
+            &kubeconfig_text("https://10.0.0.1:6443", "", "    token: t\n"),
+        );
+        let m = config_message(Client::from_flags(&ConnectionFlags {
+            kubeconfig: Some(path),
+            ..Default::default()
+        }));
+        assert!(
+            m.contains("certificate-authority-data") && m.contains("--insecure-skip-tls-verify"),
+            "{m}"
+        );
+        let m = config_message(Client::in_cluster_from(&dir.0, "10.96.0.1", "443", false));
+        assert!(m.contains("token"), "{m}");
+    }
+
+    #[test]
+    fn ca_pem_problems_are_clear_errors() {
+        let m = config_message(parse_ca(&pem("not a certificate", "/etc/ca.crt")));
+        assert!(
+            m.contains("/etc/ca.crt") && m.contains("BEGIN CERTIFICATE"),
+            "{m}"
+        );
+        let m = config_message(parse_ca(&pem(
+            "-----BEGIN CERTIFICATE-----\nAAAA\n",
+            "/etc/ca.crt",
+        )));
+        assert!(
+            m.contains("/etc/ca.crt") && m.contains("invalid PEM"),
+            "{m}"
+        );
+        let m = config_message(parse_ca(&pem(
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+            "x",
+        )));
+        assert!(m.contains("cannot be used as a trust root"), "{m}");
+        let bundle = format!("{CA_CRT}{OTHER_CA_CRT}");
+        assert_eq!(parse_ca(&pem(&bundle, "bundle")).expect("two CAs").len(), 2);
+    }
+
+    #[test]
+    fn client_certificate_problems_are_clear_errors() {
+        assert!(parse_client_certificate(&pem(CLIENT_CRT, "crt"), &pem(CLIENT_KEY, "key")).is_ok());
+        let m = config_message(parse_client_certificate(
+            &pem(CLIENT_CRT, "crt"),
+            &pem(OTHER_KEY, "other.key"),
+        ));
+        assert!(m.contains("cannot be used together"), "{m}");
+        let m = config_message(parse_client_certificate(
+            &pem(CLIENT_CRT, "crt"),
+            &pem(CLIENT_CRT, "cert-as-key"),
+        ));
+        assert!(
+            m.contains("cert-as-key") && m.contains("no usable PEM private key"),
+            "{m}"
+        );
+        let m = config_message(parse_client_certificate(
+            &pem("", "empty.crt"),
+            &pem(CLIENT_KEY, "key"),
+        ));
+        assert!(m.contains("empty.crt"), "{m}");
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Where to connect
+
+    #[test]
+    fn server_flag_wins_and_plain_http_has_no_namespace() {
+        let dir = TempDir::new();
+        let kubeconfig = dir.write(
+            "config",
+            &kubeconfig_text("https://10.0.0.1:6443", "", "    token: t\n"),
+        );
+        let flags = ConnectionFlags {
+            server: Some("http://127.0.0.1:8001/".into()),
+            kubeconfig: Some(kubeconfig),
+            insecure_skip_tls_verify: false,
+        };
+        let client =
+            Client::from_flags_with_env(&flags, &env(&[("KUBERNETES_SERVICE_HOST", "10.96.0.1")]))
+                .expect("client");
+        assert_eq!(client.base_url(), "http://127.0.0.1:8001");
+        assert_eq!(client.default_namespace(), None);
+        assert!(matches!(client.inner.token, TokenSource::None));
+    }
+
+    #[test]
+    fn kubeconfig_flag_wins_over_the_environment_and_kubeconfig_env_uses_the_first_path() {
+        let dir = TempDir::new();
+        let insecure = "    insecure-skip-tls-verify: true\n";
+        let a = dir.write(
+            "a",
+            &kubeconfig_text("https://a.example:6443", insecure, "    token: t\n"),
+        );
+        let b = dir.write(
+            "b",
+            &kubeconfig_text("https://b.example:6443", insecure, "    token: t\n"),
+        );
+        let list = format!("{}:{}", b.display(), a.display());
+        let vars = env(&[
+            ("KUBECONFIG", &list),
+            ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+        ]);
+        let flags = ConnectionFlags {
+            kubeconfig: Some(a.clone()),
+            ..Default::default()
+        };
+        assert_eq!(
+            Client::from_flags_with_env(&flags, &vars)
+                .expect("client")
+                .base_url(),
+            "https://a.example:6443"
+        );
+        let client =
+            Client::from_flags_with_env(&ConnectionFlags::default(), &vars).expect("client");
+        assert_eq!(client.base_url(), "https://b.example:6443");
+        assert_eq!(
+            client.default_namespace().as_deref(),
+            Some("from-kubeconfig")
+        );
+    }
+
+    #[test]
+    fn in_cluster_comes_before_the_home_kubeconfig() {
+        let home = TempDir::new();
+        std::fs::create_dir_all(home.0.join(".kube")).expect("mkdir");
+        home.write(
+            ".kube/config",
+            &kubeconfig_text(
+                "https://home.example",
+                "    insecure-skip-tls-verify: true\n",
+                "    token: t\n",
+            ),
+        );
+        let home_path = home.0.display().to_string();
+        let client =
+            Client::from_flags_with_env(&ConnectionFlags::default(), &env(&[("HOME", &home_path)]))
+                .expect("home kubeconfig");
+        assert_eq!(client.base_url(), "https://home.example");
+        if !Path::new(SERVICE_ACCOUNT_DIR).exists() {
+            let vars = env(&[
+                ("HOME", &home_path),
+                ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+                ("KUBERNETES_SERVICE_PORT", "443"),
+            ]);
+            let m = config_message(Client::from_flags_with_env(
+                &ConnectionFlags::default(),
+                &vars,
+            ));
+            assert!(
+                m.contains(SERVICE_ACCOUNT_DIR) && m.contains("automountServiceAccountToken"),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_configured_says_which_flags_to_pass() {
+        let home = TempDir::new();
+        let m = config_message(Client::from_flags_with_env(
+            &ConnectionFlags::default(),
+            &env(&[("HOME", &home.0.display().to_string())]),
+        ));
+        assert!(
+            m.contains("--server") && m.contains("--kubeconfig") && m.contains(".kube/config"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn server_flag_with_https_needs_a_ca_or_the_insecure_flag() {
+        let flags = ConnectionFlags {
+            server: Some("https://10.0.0.1:6443".into()),
+            ..Default::default()
+        };
+        let m = config_message(Client::from_flags(&flags));
+        assert!(
+            m.contains("--insecure-skip-tls-verify") && m.contains("--kubeconfig"),
+            "{m}"
+        );
+        let flags = ConnectionFlags {
+            insecure_skip_tls_verify: true,
+            ..flags
+        };
+        assert_eq!(
+            Client::from_flags(&flags)
+                .expect("insecure client")
+                .base_url(),
+            "https://10.0.0.1:6443"
+        );
+        let flags = ConnectionFlags {
+            server: Some("127.0.0.1:8001".into()),
+            ..Default::default()
+        };
+        assert!(config_message(Client::from_flags(&flags)).contains("http://"));
+    }
+
+    #[test]
+    fn in_cluster_brackets_ipv6_hosts_and_reads_the_namespace() {
+        let dir = TempDir::new();
+        dir.write("token", "t");
+        dir.write("ca.crt", CA_CRT);
+        dir.write("namespace", "wavelet-system\n");
+        let client = Client::in_cluster_from(&dir.0, "fd00::1", "443", false).expect("client");
+        assert_eq!(client.base_url(), "https://[fd00::1]:443");
+        assert_eq!(
+            client.default_namespace().as_deref(),
+            Some("wavelet-system")
+        );
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Against a fake server on 127.0.0.1
+
+    #[test]
+    fn a_chunked_watch_split_mid_line_yields_whole_lines_then_a_clean_end() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+        let first =
+            "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n{\"type\":\"MODI";
+        let second = "FIED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n";
+        let server = FakeServer::http(vec![vec![
+            format!("{head}{:x}\r\n{first}\r\n", first.len()).into_bytes(),
+            format!("{:x}\r\n{second}\r\n", second.len()).into_bytes(),
+            b"0\r\n\r\n".to_vec(),
+        ]]);
+        let client = proxy_client(&server);
+        let mut watch = client
+            .watch(
+                "/api/v1/configmaps?watch=true&resourceVersion=5&timeoutSeconds=60",
+                Duration::from_secs(60),
+            )
+            .expect("watch opened");
+        let lines = all_lines(&mut watch).expect("clean end");
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[1].starts_with("{\"type\":\"MODIFIED\"") && lines[1].ends_with("}}}"),
+            "{}",
+            lines[1]
+        );
+        assert!(server
+            .next()
+            .request_line()
+            .starts_with("GET /api/v1/configmaps?watch=true&resourceVersion=5"));
+        assert_eq!(client.request_counts(), vec![(("watch", 200), 1)]);
+    }
+
+    #[test]
+    fn a_watch_cut_before_the_terminating_chunk_is_a_transport_error() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+        let event = "{\"type\":\"ADDED\",\"object\":{}}\n";
+        let server = FakeServer::http(vec![vec![format!(
+            "{head}{:x}\r\n{event}\r\n",
+            event.len()
+        )
+        .into_bytes()]]);
+        let mut watch = proxy_client(&server)
+            .watch("/api/v1/pods?watch=1", Duration::from_secs(5))
+            .expect("watch");
+        assert!(watch.next_line().expect("one event").is_some());
+        assert!(matches!(watch.next_line(), Err(Error::Transport(_))));
+    }
+
+    #[test]
+    fn a_silent_watch_is_cut_by_the_body_timeout_instead_of_hanging() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let event = "{\"type\":\"ADDED\",\"object\":{}}\n";
+        let server = FakeServer::http(vec![vec![
+            format!("{head}{:x}\r\n{event}\r\n", event.len()).into_bytes(),
+            Vec::new(),
+        ]]);
+        let client = proxy_client(&server);
+        // `watch` allows timeoutSeconds + 30 s; the same mechanism with a short bound:
+        let response = client
+            .send(
+                "watch",
+                Method::GET,
+                "/api/v1/pods?watch=1",
+                None,
+                Some(Duration::from_millis(300)),
+            )
+            .expect("watch opened");
+        let mut watch = WatchStream::new(
+            Box::new(response.into_body().into_reader()),
+            "/api/v1/pods?watch=1",
+        );
+        assert!(watch.next_line().expect("one event").is_some());
+        let started = Instant::now();
+        assert!(matches!(watch.next_line(), Err(Error::Transport(_))));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "cut after {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_429_with_retry_after_is_retried_after_the_advertised_delay() {
+        let server = FakeServer::http(vec![
+            response(
+                "429 Too Many Requests",
+                &[("Content-Type", "text/plain"), ("Retry-After", "1")],
+                "Too many requests, please try again later.\n",
+            ),
+            json_response("200 OK", &json!({"kind": "ConfigMapList", "items": []})),
+        ]);
+        let (client, sleeps) = recorded_sleeps(proxy_client(&server));
+        let list: Value = client
+            .get("/api/v1/namespaces/ns/configmaps")
+            .expect("retried list");
+        assert_eq!(list["kind"], "ConfigMapList");
+        assert_eq!(*lock(&sleeps), vec![Duration::from_secs(1)]);
+        assert_eq!(
+            client.request_counts(),
+            vec![(("list", 200), 1), (("list", 429), 1)]
+        );
+    }
+
+    #[test]
+    fn retries_stop_after_three_and_sleep_at_most_ten_seconds() {
+        let busy = || {
+            response(
+                "503 Service Unavailable",
+                &[("Retry-After", "120")],
+                "starting up",
+            )
+        };
+        let server = FakeServer::http(vec![busy(), busy(), busy(), busy()]);
+        let (client, sleeps) = recorded_sleeps(proxy_client(&server));
+        let status = api_status(client.get::<Value>("/api/v1/namespaces/ns/configmaps/a"));
+        assert_eq!(
+            (status.code, status.reason.as_str()),
+            (503, "ServiceUnavailable")
+        );
+        assert_eq!(*lock(&sleeps), vec![Duration::from_secs(10); 3]);
+        assert_eq!(client.request_counts(), vec![(("get", 503), 4)]);
+    }
+
+    #[test]
+    fn a_429_without_retry_after_is_returned_at_once() {
+        let pdb = json!({"kind": "Status", "status": "Failure", "reason": "TooManyRequests", "code": 429,
+            "message": "Cannot evict pod as it would violate the pod's disruption budget."});
+        let server = FakeServer::http(vec![json_response("429 Too Many Requests", &pdb)]);
+        let (client, sleeps) = recorded_sleeps(proxy_client(&server));
+        let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "ns"}});
+        let status =
+            api_status(client.post::<Value>("/api/v1/namespaces/ns/pods/p/eviction", &eviction));
+        assert_eq!((status.code, status.retry_after), (429, None));
+        assert!(lock(&sleeps).is_empty());
+    }
+
+    #[test]
+    fn a_text_plain_403_from_kubectl_proxy_is_forbidden_and_no_credentials_are_sent() {
+        let server = FakeServer::http(vec![response(
+            "403 Forbidden",
+            &[("Content-Type", "text/plain")],
+            "Forbidden\n",
+        )]);
+        let client = proxy_client(&server);
+        let status = api_status(client.get::<Value>("/api/v1/namespaces/ns/pods/p/exec"));
+        assert_eq!(
+            (status.code, status.reason.as_str(), status.message.as_str()),
+            (403, "Forbidden", "Forbidden")
+        );
+        let request = server.next();
+        assert_eq!(request.header("authorization"), None);
+        assert_eq!(
+            request.header("accept").as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(
+            request.header("user-agent"),
+            Some(format!("wavelet/{}", env!("CARGO_PKG_VERSION")))
+        );
+        assert!(request
+            .head
+            .starts_with("GET /api/v1/namespaces/ns/pods/p/exec HTTP/1.1\r\n"));
+    }
+
+    #[test]
+    fn an_eviction_answered_2xx_with_a_failure_status_is_an_api_error() {
+        let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 500,
+            "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."});
+        let server = FakeServer::http(vec![json_response("201 Created", &body)]);
+        let client = proxy_client(&server);
+        let eviction =
+            json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}});
+        let status =
+            api_status(client.post::<Value>("/api/v1/namespaces/ns/pods/p/eviction", &eviction));
+        assert_eq!(status.code, 500);
+        assert!(status.message.contains("more than one PodDisruptionBudget"));
+        let request = server.next();
+        assert_eq!(
+            request.header("content-type").as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&request.body).expect("json body"),
+            eviction
+        );
+    }
+
+    #[test]
+    fn a_failure_status_is_recognised_even_when_the_target_type_cannot_hold_it() {
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Pod {
+            spec: Value,
+        }
+        let body =
+            json!({"kind": "Status", "status": "Failure", "code": 500, "message": "two PDBs"});
+        let server = FakeServer::http(vec![json_response("200 OK", &body)]);
+        let status = api_status(
+            proxy_client(&server).post::<Pod>("/api/v1/namespaces/ns/pods/p/eviction", &json!({})),
+        );
+        assert_eq!(status.message, "two PDBs");
+    }
+
+    #[test]
+    fn patch_and_delete_send_their_content_types_and_bodies() {
+        let ok = || {
+            json_response(
+                "200 OK",
+                &json!({"kind": "Deployment", "metadata": {"name": "web"}}),
+            )
+        };
+        let server = FakeServer::http(vec![ok(), ok(), ok(), ok()]);
+        let client = proxy_client(&server);
+        let patch = json!({"spec": {"template": {"metadata": {"annotations": {"wavelet.dev/config-hash": "abc"}}}}});
+        for (kind, content_type) in [
+            (
+                PatchType::Strategic,
+                "application/strategic-merge-patch+json",
+            ),
+            (PatchType::Merge, "application/merge-patch+json"),
+        ] {
+            let _: Value = client
+                .patch("/apis/apps/v1/namespaces/ns/deployments/web", kind, &patch)
+                .expect("patched");
+            let request = server.next();
+            assert!(request
+                .request_line()
+                .starts_with("PATCH /apis/apps/v1/namespaces/ns/deployments/web "));
+            assert_eq!(
+                request.header("content-type").as_deref(),
+                Some(content_type)
+            );
+            assert_eq!(
+                serde_json::from_str::<Value>(&request.body).expect("json"),
+                patch
+            );
+        }
+        let options =
+            json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "u1"}});
+        let _: Value = client
+            .delete("/api/v1/namespaces/ns/pods/p", Some(&options))
+            .expect("deleted");
+        let request = server.next();
+        assert!(request
+            .request_line()
+            .starts_with("DELETE /api/v1/namespaces/ns/pods/p "));
+        assert_eq!(
+            serde_json::from_str::<Value>(&request.body).expect("json"),
+            options
+        );
+        let _: Value = client
+            .delete("/api/v1/namespaces/ns/pods/q", None)
+            .expect("deleted");
+        assert_eq!(server.next().body, "");
+        assert_eq!(
+            client.request_counts(),
+            vec![(("delete", 200), 2), (("patch", 200), 2)]
+        );
+    }
+
+    #[test]
+    fn a_401_re_reads_the_rotated_token_file_and_retries_once() {
+        let dir = TempDir::new();
+        let token = dir.write("token", "old-token");
+        let unauthorized = || {
+            json_response(
+                "401 Unauthorized",
+                &json!({"kind": "Status", "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
+            )
+        };
+        let server = FakeServer::http(vec![
+            unauthorized(),
+            json_response("200 OK", &json!({"ok": true})),
+            unauthorized(),
+            unauthorized(),
+        ]);
+        let client = Client::build(Setup {
+            base_url: server.url.clone(),
+            ca: None,
+            client_certificate: None,
+            insecure: false,
+            token: TokenSource::file(token.clone(), "token file", "hint".into()).expect("token"),
+            namespace: None,
+            ca_hint: String::new(),
+        })
+        .expect("client");
+        std::fs::write(&token, "new-token\n").expect("rotate");
+        let answer: Value = client
+            .get("/api/v1/namespaces/ns/configmaps/a")
+            .expect("retried with the new token");
+        assert_eq!(answer["ok"], true);
+        assert_eq!(
+            server.next().header("authorization").as_deref(),
+            Some("Bearer old-token")
+        );
+        assert_eq!(
+            server.next().header("authorization").as_deref(),
+            Some("Bearer new-token")
+        );
+        // A 401 with the fresh token too is returned after one retry.
+        assert!(
+            api_status(client.get::<Value>("/api/v1/namespaces/ns/configmaps/a")).is_unauthorized()
+        );
+        assert_eq!(
+            client.request_counts(),
+            vec![(("get", 200), 1), (("get", 401), 3)]
+        );
+    }
+
+    #[test]
+    fn an_unreachable_server_is_a_transport_error_counted_with_code_zero() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let client = Client::from_flags(&ConnectionFlags {
+            server: Some(format!("http://127.0.0.1:{port}")),
+            ..Default::default()
+        })
+        .expect("client");
+        assert!(matches!(
+            client.get::<Value>("/version"),
+            Err(Error::Transport(_))
+        ));
+        assert_eq!(client.request_counts(), vec![(("get", 0), 1)]);
+    }
+
+    #[test]
+    fn a_body_that_is_not_the_expected_json_is_a_decode_error_naming_the_path() {
+        let server = FakeServer::http(vec![response(
+            "200 OK",
+            &[("Content-Type", "application/json")],
+            "[1, 2",
+        )]);
+        match proxy_client(&server).get::<Value>("/api/v1/namespaces/ns/configmaps?limit=2") {
+            Err(Error::Decode(message)) => assert!(
+                message.contains("GET /api/v1/namespaces/ns/configmaps:"),
+                "{message}"
+            ),
+            other => panic!("expected a decode error, got {other:?}"),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // HTTPS against the fake server with the test PKI
+
+    #[test]
+    fn in_cluster_https_verifies_the_server_against_ca_crt_and_sends_the_token() {
+        let server = FakeServer::https(
+            vec![json_response("200 OK", &json!({"kind": "ConfigMap"}))],
+            false,
+        );
+        let dir = TempDir::new();
+        dir.write("token", "sa-token\n");
+        dir.write("ca.crt", CA_CRT);
+        dir.write("namespace", "apps");
+        let client =
+            Client::in_cluster_from(&dir.0, "127.0.0.1", &server.port(), false).expect("client");
+        let cm: Value = client
+            .get("/api/v1/namespaces/apps/configmaps/a")
+            .expect("TLS request");
+        assert_eq!(cm["kind"], "ConfigMap");
+        assert_eq!(
+            server.next().header("authorization").as_deref(),
+            Some("Bearer sa-token")
+        );
+    }
+
+    #[test]
+    fn a_server_certificate_from_another_ca_is_refused() {
+        let server = FakeServer::https(vec![json_response("200 OK", &json!({}))], false);
+        let dir = TempDir::new();
+        dir.write("token", "sa-token");
+        dir.write("ca.crt", OTHER_CA_CRT);
+        let client =
+            Client::in_cluster_from(&dir.0, "127.0.0.1", &server.port(), false).expect("client");
+        match client.get::<Value>("/version") {
+            Err(Error::Transport(message)) => assert!(message.contains("certificate"), "{message}"),
+            other => panic!("expected a TLS failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn kubeconfig_client_certificates_are_presented_to_the_server() {
+        let server = FakeServer::https(vec![json_response("200 OK", &json!({"major": "1"}))], true);
+        let dir = TempDir::new();
+        dir.write("client.crt", CLIENT_CRT);
+        dir.write("client.key", CLIENT_KEY);
+        let ca_data = crate::base64::encode(CA_CRT.as_bytes());
+        let text = kubeconfig_text(
+            &server.url,
+            &format!("    certificate-authority-data: {ca_data}\n"),
+            "    client-certificate: client.crt\n    client-key: client.key\n",
+        );
+        let path = dir.write("config", &text);
+        let client = Client::from_flags(&ConnectionFlags {
+            kubeconfig: Some(path),
+            ..Default::default()
+        })
+        .expect("client");
+        let version: Value = client.get("/version").expect("mutual TLS request");
+        assert_eq!(version["major"], "1");
+        assert_eq!(server.next().header("authorization"), None);
+    }
+}

@@ -8,7 +8,9 @@ use crate::client::Client;
 use crate::controller::list_all;
 use crate::error::Error;
 use crate::hash;
-use crate::objects::{ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey, WorkloadObject};
+use crate::objects::{
+    ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey, WorkloadObject,
+};
 use crate::references::Reference;
 
 /// `deployment`, `deploy`, `deployments`, `sts`, ... to the resource.
@@ -25,13 +27,23 @@ pub fn workload_resource(kind: &str) -> Result<Resource, Error> {
 
 /// Prints the hash `run` would write for one workload, and its inputs: object names,
 /// whether each exists, and the keys that count — never values or their digests.
-pub fn hash(client: &Client, namespace: &str, kind: &str, name: &str, out: &mut dyn Write) -> Result<(), Error> {
+pub fn hash(
+    client: &Client,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     let resource = workload_resource(kind)?;
     let workload: WorkloadObject = client.get(&resource.object_path(namespace, name))?;
     let references = crate::references::references(&workload);
     let mut resolved: Vec<(&Reference, Option<ConfigObject>)> = Vec::new();
     for reference in &references {
-        let path = reference.config.kind.resource().object_path(&reference.config.namespace, &reference.config.name);
+        let path = reference
+            .config
+            .kind
+            .resource()
+            .object_path(&reference.config.namespace, &reference.config.name);
         let object = match reference.config.kind {
             ConfigKind::ConfigMap => client.get::<ConfigMapItem>(&path).map(|i| i.0),
             ConfigKind::Secret => client.get::<SecretItem>(&path).map(|i| i.0),
@@ -42,26 +54,52 @@ pub fn hash(client: &Client, namespace: &str, kind: &str, name: &str, out: &mut 
             Err(err) => return Err(err),
         }
     }
-    let computed = hash::compute(resolved.iter().map(|(r, o)| (*r, o.as_ref().map(|o| o.digests.as_slice()))), None);
+    let computed = hash::compute(
+        resolved
+            .iter()
+            .map(|(r, o)| (*r, o.as_ref().map(|o| o.digests.as_slice()))),
+        None,
+    );
     let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
     writeln!(out, "{}", computed.hash).map_err(write_err)?;
     for (reference, object) in &resolved {
-        let state = if object.is_some() { "present" } else { "absent" };
-        let required = if reference.required { "required" } else { "optional" };
+        let state = if object.is_some() {
+            "present"
+        } else {
+            "absent"
+        };
+        let required = if reference.required {
+            "required"
+        } else {
+            "optional"
+        };
         let keys = if reference.all_keys {
             "all keys".to_string()
         } else {
-            format!("keys {}", reference.keys.keys().cloned().collect::<Vec<_>>().join(","))
+            format!(
+                "keys {}",
+                reference.keys.keys().cloned().collect::<Vec<_>>().join(",")
+            )
         };
         writeln!(out, "  {} ({state}, {required}, {keys})", reference.config).map_err(write_err)?;
     }
     for missing in &computed.missing {
         writeln!(out, "  missing: {missing}").map_err(write_err)?;
     }
-    if workload.metadata.annotations.contains_key(crate::annotations::WAVELET_OPT_IN)
-        || workload.metadata.annotations.contains_key(crate::annotations::WAVE_OPT_IN)
+    if workload
+        .metadata
+        .annotations
+        .contains_key(crate::annotations::WAVELET_OPT_IN)
+        || workload
+            .metadata
+            .annotations
+            .contains_key(crate::annotations::WAVE_OPT_IN)
     {
-        writeln!(out, "  note: with --hash-key-file, run publishes an HMAC instead").map_err(write_err)?;
+        writeln!(
+            out,
+            "  note: with --hash-key-file, run publishes an HMAC instead"
+        )
+        .map_err(write_err)?;
     }
     Ok(())
 }
@@ -77,20 +115,52 @@ pub fn status(client: &Client, namespace: Option<&str>, out: &mut dyn Write) -> 
         cache.upsert_config(ConfigKind::Secret, item.0);
     }
     let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
-    writeln!(out, "{:<12} {:<40} {:<10} {:<10} {:<5} STATUS", "KIND", "WORKLOAD", "RECORDED", "CURRENT", "REFS").map_err(write_err)?;
-    for resource in [Resource::deployments(), Resource::statefulsets(), Resource::daemonsets()] {
+    writeln!(
+        out,
+        "{:<12} {:<40} {:<10} {:<10} {:<5} STATUS",
+        "KIND", "WORKLOAD", "RECORDED", "CURRENT", "REFS"
+    )
+    .map_err(write_err)?;
+    for resource in [
+        Resource::deployments(),
+        Resource::statefulsets(),
+        Resource::daemonsets(),
+    ] {
         let resource = Arc::new(resource);
         for workload in list_all::<WorkloadObject>(client, &resource, namespace)? {
-            let Some(entry) = WorkloadEntry::from_object(&workload) else { continue };
+            let Some(entry) = WorkloadEntry::from_object(&workload) else {
+                continue;
+            };
             if entry.flavor.is_none() {
                 continue;
             }
-            let key = WorkloadKey { resource: Arc::clone(&resource), namespace: workload.metadata.namespace.clone(), name: workload.metadata.name.clone() };
-            let resolved: Vec<_> = entry.references.iter().map(|r| (r, cache.config(&r.config))).collect();
-            let computed = hash::compute(resolved.iter().map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))), None);
+            let key = WorkloadKey {
+                resource: Arc::clone(&resource),
+                namespace: workload.metadata.namespace.clone(),
+                name: workload.metadata.name.clone(),
+            };
+            let resolved: Vec<_> = entry
+                .references
+                .iter()
+                .map(|r| (r, cache.config(&r.config)))
+                .collect();
+            let computed = hash::compute(
+                resolved
+                    .iter()
+                    .map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))),
+                None,
+            );
             let recorded = entry.recorded_hash().unwrap_or("-");
             let state = if !computed.missing.is_empty() {
-                format!("missing: {}", computed.missing.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
+                format!(
+                    "missing: {}",
+                    computed
+                        .missing
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
             } else if entry.recorded_hash().is_none() {
                 "not adopted yet".into()
             } else if recorded == computed.hash {
@@ -112,7 +182,12 @@ pub fn status(client: &Client, namespace: Option<&str>, out: &mut dyn Write) -> 
     }
     let delete_mode = cache.delete_mode_configs();
     if !delete_mode.is_empty() {
-        writeln!(out, "\n{:<50} {:<30} STRATEGY", "DELETE-MODE OBJECT", "SELECTOR").map_err(write_err)?;
+        writeln!(
+            out,
+            "\n{:<50} {:<30} STRATEGY",
+            "DELETE-MODE OBJECT", "SELECTOR"
+        )
+        .map_err(write_err)?;
         for (key, entry) in delete_mode {
             writeln!(
                 out,

@@ -16,7 +16,10 @@ use crate::config::{RunConfig, WorkloadKind};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::events::Recorder;
-use crate::objects::{ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, ObjectMeta, Resource, SecretItem, WorkloadKey, WorkloadObject};
+use crate::objects::{
+    ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, ObjectMeta, Resource, SecretItem,
+    WorkloadKey, WorkloadObject,
+};
 use crate::queue::{Backoff, WorkQueue};
 use crate::reconcile::{HashModeSettings, Next, Reconciler};
 use crate::selector::percent_encode_query_value;
@@ -51,15 +54,30 @@ impl Controller {
             rollout_burst: config.rollout_burst,
             min_rollout_interval: config.min_rollout_interval,
         };
-        let reconciler = Arc::new(Reconciler::new(client.clone(), Arc::clone(&cache), Recorder::new(client.clone()), settings));
+        let reconciler = Arc::new(Reconciler::new(
+            client.clone(),
+            Arc::clone(&cache),
+            Recorder::new(client.clone()),
+            settings,
+        ));
 
-        let mut workload_resources = vec![Resource::deployments(), Resource::statefulsets(), Resource::daemonsets()];
+        let mut workload_resources = vec![
+            Resource::deployments(),
+            Resource::statefulsets(),
+            Resource::daemonsets(),
+        ];
         for kind in &config.workload_kinds {
             workload_resources.push(discover(&client, kind));
         }
-        let namespaces: Vec<Option<String>> =
-            if config.namespaces.is_empty() { vec![None] } else { config.namespaces.iter().cloned().map(Some).collect() };
-        let watch_config = WatchConfig { resync: config.resync, ..WatchConfig::default() };
+        let namespaces: Vec<Option<String>> = if config.namespaces.is_empty() {
+            vec![None]
+        } else {
+            config.namespaces.iter().cloned().map(Some).collect()
+        };
+        let watch_config = WatchConfig {
+            resync: config.resync,
+            ..WatchConfig::default()
+        };
         let watchers = namespaces.len() * (2 + workload_resources.len());
         let synced = Arc::new(Latch::new(watchers));
 
@@ -78,10 +96,18 @@ impl Controller {
                 let source = ApiSource::new(client.clone(), kind.resource(), namespace.clone());
                 let stop = Arc::clone(&stop);
                 match kind {
-                    ConfigKind::ConfigMap => {
-                        spawn_watch(source, watch_config.clone(), stop, move |e: Event<ConfigMapItem>| sink.handle(e))
-                    }
-                    ConfigKind::Secret => spawn_watch(source, watch_config.clone(), stop, move |e: Event<SecretItem>| sink.handle(e)),
+                    ConfigKind::ConfigMap => spawn_watch(
+                        source,
+                        watch_config.clone(),
+                        stop,
+                        move |e: Event<ConfigMapItem>| sink.handle(e),
+                    ),
+                    ConfigKind::Secret => spawn_watch(
+                        source,
+                        watch_config.clone(),
+                        stop,
+                        move |e: Event<SecretItem>| sink.handle(e),
+                    ),
                 }
             }
             for resource in &workload_resources {
@@ -95,7 +121,12 @@ impl Controller {
                     relist: Relist::default(),
                 };
                 let source = ApiSource::new(client.clone(), (*resource).clone(), namespace.clone());
-                spawn_watch(source, watch_config.clone(), Arc::clone(&stop), move |e: Event<WorkloadObject>| sink.handle(e));
+                spawn_watch(
+                    source,
+                    watch_config.clone(),
+                    Arc::clone(&stop),
+                    move |e: Event<WorkloadObject>| sink.handle(e),
+                );
             }
         }
 
@@ -114,7 +145,11 @@ impl Controller {
 
         let mut workers: Vec<JoinHandle<()>> = (0..config.workers.max(1))
             .map(|n| {
-                let (queue, reconciler, synced) = (Arc::clone(&queue), Arc::clone(&reconciler), Arc::clone(&synced));
+                let (queue, reconciler, synced) = (
+                    Arc::clone(&queue),
+                    Arc::clone(&reconciler),
+                    Arc::clone(&synced),
+                );
                 std::thread::Builder::new()
                     .name(format!("worker-{n}"))
                     .spawn(move || {
@@ -137,7 +172,14 @@ impl Controller {
                 workers.push(worker);
             }
         }
-        Ok(Controller { stop, queue, delete_mode, workers, cache, synced })
+        Ok(Controller {
+            stop,
+            queue,
+            delete_mode,
+            workers,
+            cache,
+            synced,
+        })
     }
 
     /// True once every watcher has completed its first list.
@@ -193,8 +235,17 @@ fn work(queue: &WorkQueue<WorkloadKey>, reconciler: &Reconciler) {
 /// Delete mode needs a namespace for its `wavelet-state` ConfigMap: `--state-namespace`,
 /// else the in-cluster namespace. Without one it is disabled (with an error naming the
 /// flag) while hash mode runs on: refusing to start would punish users of hash mode only.
-fn start_delete_mode(client: &Client, config: &RunConfig, cache: &Arc<Cache>, hmac_key: Option<Vec<u8>>) -> Option<Arc<DeleteMode>> {
-    let Some(namespace) = config.state_namespace.clone().or_else(|| client.default_namespace()) else {
+fn start_delete_mode(
+    client: &Client,
+    config: &RunConfig,
+    cache: &Arc<Cache>,
+    hmac_key: Option<Vec<u8>>,
+) -> Option<Arc<DeleteMode>> {
+    let Some(namespace) = config
+        .state_namespace
+        .clone()
+        .or_else(|| client.default_namespace())
+    else {
         log::error!(
             "delete mode (magalix.com/podDeleteMatch) is disabled: it keeps its state in ConfigMap {STATE_CONFIGMAP}, and out of a cluster there is no namespace for it; set --state-namespace (hash mode is not affected)"
         );
@@ -208,19 +259,34 @@ fn start_delete_mode(client: &Client, config: &RunConfig, cache: &Arc<Cache>, hm
         hmac_key,
     };
     let state = StateStore::new(client.clone(), namespace, config.dry_run);
-    Some(Arc::new(DeleteMode::new(client.clone(), Arc::clone(cache), Recorder::new(client.clone()), state, settings)))
+    Some(Arc::new(DeleteMode::new(
+        client.clone(),
+        Arc::clone(cache),
+        Recorder::new(client.clone()),
+        state,
+        settings,
+    )))
 }
 
 fn read_hash_key(config: &RunConfig) -> Result<Option<Vec<u8>>, Error> {
-    let Some(path) = &config.hash_key_file else { return Ok(None) };
-    let mut key = std::fs::read(path)
-        .map_err(|e| Error::Config(format!("cannot read --hash-key-file {}: {e}", path.display())))?;
+    let Some(path) = &config.hash_key_file else {
+        return Ok(None);
+    };
+    let mut key = std::fs::read(path).map_err(|e| {
+        Error::Config(format!(
+            "cannot read --hash-key-file {}: {e}",
+            path.display()
+        ))
+    })?;
     // A key written with `echo` ends in a newline that is not part of it.
     if key.last() == Some(&b'\n') {
         key.pop();
     }
     if key.is_empty() {
-        return Err(Error::Config(format!("--hash-key-file {} is empty", path.display())));
+        return Err(Error::Config(format!(
+            "--hash-key-file {} is empty",
+            path.display()
+        )));
     }
     Ok(Some(key))
 }
@@ -238,15 +304,32 @@ fn discover(client: &Client, kind: &WorkloadKind) -> Resource {
         name: String,
         kind: String,
     }
-    let path = if kind.group.is_empty() { format!("/api/{}", kind.version) } else { format!("/apis/{}/{}", kind.group, kind.version) };
-    let found = client.get::<ApiResourceList>(&path).ok().and_then(|list| list.resources.into_iter().find(|r| r.name == kind.resource));
+    let path = if kind.group.is_empty() {
+        format!("/api/{}", kind.version)
+    } else {
+        format!("/apis/{}/{}", kind.group, kind.version)
+    };
+    let found = client
+        .get::<ApiResourceList>(&path)
+        .ok()
+        .and_then(|list| list.resources.into_iter().find(|r| r.name == kind.resource));
     let kind_name = match found {
         Some(r) => r.kind,
         None => {
             let singular = kind.resource.strip_suffix('s').unwrap_or(&kind.resource);
             let mut chars = singular.chars();
-            let guessed: String = chars.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(chars).collect();
-            log::warn!("could not discover the kind of {}/{}/{}; assuming {guessed}", kind.group, kind.version, kind.resource);
+            let guessed: String = chars
+                .next()
+                .map(|c| c.to_ascii_uppercase())
+                .into_iter()
+                .chain(chars)
+                .collect();
+            log::warn!(
+                "could not discover the kind of {}/{}/{}; assuming {guessed}",
+                kind.group,
+                kind.version,
+                kind.resource
+            );
             guessed
         }
     };
@@ -279,7 +362,10 @@ struct Latch {
 
 impl Latch {
     fn new(count: usize) -> Latch {
-        Latch { pending: Mutex::new(count), opened: Condvar::new() }
+        Latch {
+            pending: Mutex::new(count),
+            opened: Condvar::new(),
+        }
     }
 
     fn count_down(&self) {
@@ -330,44 +416,54 @@ struct Relist<K> {
 
 impl<K> Default for Relist<K> {
     fn default() -> Relist<K> {
-        Relist { seen: None, first_done: false }
+        Relist {
+            seen: None,
+            first_done: false,
+        }
     }
 }
 
 impl ConfigSink {
     fn handle<I: ConfigItem>(&mut self, event: Event<I>) {
         match event {
-                Event::InitStart => self.relist.seen = Some(HashSet::new()),
-                Event::InitApply(item) => {
-                    let key = self.apply(item.into_object());
-                    self.relist.seen.get_or_insert_with(HashSet::new).insert(key);
-                }
-                Event::Apply(item) => {
-                    self.apply(item.into_object());
-                }
-                Event::Delete(item) => {
-                    let obj = item.into_object();
-                    let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
-                    self.remove(&key);
-                }
-                Event::InitDone => {
-                    let seen = self.relist.seen.take().unwrap_or_default();
-                    for key in self.cache.config_keys(self.kind, self.namespace.as_deref()) {
-                        if !seen.contains(&key) {
-                            log::debug!("{key}: gone after relist");
-                            self.remove(&key);
-                        }
-                    }
-                    if !self.relist.first_done {
-                        self.relist.first_done = true;
-                        self.synced.count_down();
+            Event::InitStart => self.relist.seen = Some(HashSet::new()),
+            Event::InitApply(item) => {
+                let key = self.apply(item.into_object());
+                self.relist
+                    .seen
+                    .get_or_insert_with(HashSet::new)
+                    .insert(key);
+            }
+            Event::Apply(item) => {
+                self.apply(item.into_object());
+            }
+            Event::Delete(item) => {
+                let obj = item.into_object();
+                let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
+                self.remove(&key);
+            }
+            Event::InitDone => {
+                let seen = self.relist.seen.take().unwrap_or_default();
+                for key in self.cache.config_keys(self.kind, self.namespace.as_deref()) {
+                    if !seen.contains(&key) {
+                        log::debug!("{key}: gone after relist");
+                        self.remove(&key);
                     }
                 }
+                if !self.relist.first_done {
+                    self.relist.first_done = true;
+                    self.synced.count_down();
+                }
+            }
         }
     }
 
     fn apply(&self, obj: ConfigObject) -> ConfigKey {
-        let old = self.cache.config(&ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name));
+        let old = self.cache.config(&ConfigKey::new(
+            self.kind,
+            &obj.metadata.namespace,
+            &obj.metadata.name,
+        ));
         let was_delete_mode = old.is_some_and(|e| e.pod_delete_match.is_some());
         let (key, change) = self.cache.upsert_config(self.kind, obj);
         match change {
@@ -378,7 +474,10 @@ impl ConfigSink {
         // recorded before its next data change, and one removed stops a replacement.
         // Delete mode compares data hashes, so a metadata change never replaces a Pod.
         if change != ConfigChange::Unchanged {
-            let is_delete_mode = self.cache.config(&key).is_some_and(|e| e.pod_delete_match.is_some());
+            let is_delete_mode = self
+                .cache
+                .config(&key)
+                .is_some_and(|e| e.pod_delete_match.is_some());
             if is_delete_mode || was_delete_mode {
                 self.delete_mode_changed(&key, is_delete_mode, change);
             }
@@ -426,42 +525,55 @@ struct WorkloadSink {
 impl WorkloadSink {
     fn handle(&mut self, event: Event<WorkloadObject>) {
         match event {
-                Event::InitStart => self.relist.seen = Some(HashSet::new()),
-                Event::InitApply(obj) => {
-                    let key = self.apply(&obj);
-                    self.relist.seen.get_or_insert_with(HashSet::new).insert(key);
+            Event::InitStart => self.relist.seen = Some(HashSet::new()),
+            Event::InitApply(obj) => {
+                let key = self.apply(&obj);
+                self.relist
+                    .seen
+                    .get_or_insert_with(HashSet::new)
+                    .insert(key);
+            }
+            Event::Apply(obj) => {
+                self.apply(&obj);
+            }
+            Event::Delete(obj) => {
+                let key = self.key(&obj.metadata);
+                if self.cache.upsert_workload(&key, None) {
+                    self.queue.add(key);
                 }
-                Event::Apply(obj) => {
-                    self.apply(&obj);
-                }
-                Event::Delete(obj) => {
-                    let key = self.key(&obj.metadata);
-                    if self.cache.upsert_workload(&key, None) {
+            }
+            Event::InitDone => {
+                let seen = self.relist.seen.take().unwrap_or_default();
+                for key in self
+                    .cache
+                    .workload_keys(&self.resource, self.namespace.as_deref())
+                {
+                    if !seen.contains(&key) && self.cache.upsert_workload(&key, None) {
                         self.queue.add(key);
                     }
                 }
-                Event::InitDone => {
-                    let seen = self.relist.seen.take().unwrap_or_default();
-                    for key in self.cache.workload_keys(&self.resource, self.namespace.as_deref()) {
-                        if !seen.contains(&key) && self.cache.upsert_workload(&key, None) {
-                            self.queue.add(key);
-                        }
-                    }
-                    if !self.relist.first_done {
-                        self.relist.first_done = true;
-                        self.synced.count_down();
-                    }
+                if !self.relist.first_done {
+                    self.relist.first_done = true;
+                    self.synced.count_down();
                 }
+            }
         }
     }
 
     fn key(&self, meta: &ObjectMeta) -> WorkloadKey {
-        WorkloadKey { resource: Arc::clone(&self.resource), namespace: meta.namespace.clone(), name: meta.name.clone() }
+        WorkloadKey {
+            resource: Arc::clone(&self.resource),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+        }
     }
 
     fn apply(&self, obj: &WorkloadObject) -> WorkloadKey {
         let key = self.key(&obj.metadata);
-        if self.cache.upsert_workload(&key, WorkloadEntry::from_object(obj)) {
+        if self
+            .cache
+            .upsert_workload(&key, WorkloadEntry::from_object(obj))
+        {
             self.queue.add(key.clone());
         }
         key
@@ -504,8 +616,16 @@ impl watch::Object for WorkloadObject {
 }
 
 /// Lists every object of a resource, page by page (for the one-shot subcommands).
-pub fn list_all<T: watch::Object>(client: &Client, resource: &Resource, namespace: Option<&str>) -> Result<Vec<T>, Error> {
-    let source = ApiSource::new(client.clone(), resource.clone(), namespace.map(String::from));
+pub fn list_all<T: watch::Object>(
+    client: &Client,
+    resource: &Resource,
+    namespace: Option<&str>,
+) -> Result<Vec<T>, Error> {
+    let source = ApiSource::new(
+        client.clone(),
+        resource.clone(),
+        namespace.map(String::from),
+    );
     let mut items = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -527,7 +647,11 @@ pub struct ApiSource {
 
 impl ApiSource {
     pub fn new(client: Client, resource: Resource, namespace: Option<String>) -> ApiSource {
-        ApiSource { client, resource, namespace }
+        ApiSource {
+            client,
+            resource,
+            namespace,
+        }
     }
 
     fn describe(&self) -> String {
@@ -537,7 +661,10 @@ impl ApiSource {
         }
     }
 
-    fn list_page<T: DeserializeOwned>(&self, continue_token: Option<&str>) -> Result<Page<T>, Error> {
+    fn list_page<T: DeserializeOwned>(
+        &self,
+        continue_token: Option<&str>,
+    ) -> Result<Page<T>, Error> {
         #[derive(serde::Deserialize)]
         struct ListMeta {
             #[serde(default, rename = "resourceVersion")]
@@ -554,18 +681,32 @@ impl ApiSource {
             items: Vec<T>,
         }
         fn empty_meta() -> ListMeta {
-            ListMeta { resource_version: String::new(), continue_token: None }
+            ListMeta {
+                resource_version: String::new(),
+                continue_token: None,
+            }
         }
-        let mut path = format!("{}?limit={PAGE_SIZE}", self.resource.collection_path(self.namespace.as_deref()));
+        let mut path = format!(
+            "{}?limit={PAGE_SIZE}",
+            self.resource.collection_path(self.namespace.as_deref())
+        );
         if let Some(token) = continue_token {
             path.push_str("&continue=");
             path.push_str(&percent_encode_query_value(token));
         }
         let list: List<T> = self.client.get(&path)?;
-        Ok(Page { items: list.items, resource_version: list.metadata.resource_version, continue_token: list.metadata.continue_token })
+        Ok(Page {
+            items: list.items,
+            resource_version: list.metadata.resource_version,
+            continue_token: list.metadata.continue_token,
+        })
     }
 
-    fn open_watch(&self, resource_version: &str, timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+    fn open_watch(
+        &self,
+        resource_version: &str,
+        timeout: Duration,
+    ) -> Result<Box<dyn LineStream>, Error> {
         let path = format!(
             "{}?watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}",
             self.resource.collection_path(self.namespace.as_deref()),
@@ -586,7 +727,11 @@ impl<T: watch::Object> Source<T> for ApiSource {
     fn list(&self, continue_token: Option<&str>) -> Result<Page<T>, Error> {
         self.list_page(continue_token)
     }
-    fn watch(&self, resource_version: &str, timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+    fn watch(
+        &self,
+        resource_version: &str,
+        timeout: Duration,
+    ) -> Result<Box<dyn LineStream>, Error> {
         self.open_watch(resource_version, timeout)
     }
 }

@@ -53,7 +53,10 @@ use crate::state::{Entry, StateStore};
 
 /// Retries of refused evictions and failed steps: 250ms doubling up to 5s (the interval at
 /// which `kubectl drain` retries a 429).
-const BACKOFF: Backoff = Backoff { initial: Duration::from_millis(250), max: Duration::from_secs(5) };
+const BACKOFF: Backoff = Backoff {
+    initial: Duration::from_millis(250),
+    max: Duration::from_secs(5),
+};
 
 /// How often a rolling replacement looks whether the Pods are Ready again.
 const READY_POLL: Duration = Duration::from_millis(200);
@@ -141,7 +144,8 @@ pub fn data_hash(digests: &[(String, Digest)], hmac_key: Option<&[u8]>) -> Strin
 /// almost never what someone who wrote "replace the Pods of this app" meant. Every useful
 /// selector names an app with `=`, `in` or an existence test.
 pub fn validate_selector(text: &str) -> Result<Selector, String> {
-    let selector = Selector::parse(text).map_err(|e| format!("invalid pod selector {text:?}: {e}; no Pods are replaced"))?;
+    let selector = Selector::parse(text)
+        .map_err(|e| format!("invalid pod selector {text:?}: {e}; no Pods are replaced"))?;
     if selector.selects_everything() {
         return Err(format!("empty pod selector {text:?} would match every Pod in the namespace; no Pods are replaced"));
     }
@@ -169,7 +173,11 @@ pub fn created_before(pod: &Pod, observation: &Observation) -> bool {
     if observation.listed.contains(&pod.metadata.uid) {
         return true;
     }
-    let created = pod.metadata.creation_timestamp.as_deref().and_then(parse_rfc3339);
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .as_deref()
+        .and_then(parse_rfc3339);
     created.is_some_and(|created| created < observation.at)
 }
 
@@ -184,17 +192,36 @@ pub fn ready_again(pods: &[Pod], want: usize) -> bool {
 /// Unix seconds of an RFC 3339 UTC timestamp (`2026-11-22T03:14:34Z`, fractions allowed
 /// and ignored), as the API server writes them.
 pub fn parse_rfc3339(text: &str) -> Option<u64> {
-    let text = text.strip_suffix('Z').or_else(|| text.strip_suffix("+00:00"))?;
+    let text = text
+        .strip_suffix('Z')
+        .or_else(|| text.strip_suffix("+00:00"))?;
     let (date, time) = text.split_once('T')?;
     let time = time.split('.').next()?;
     let number = |s: &str, len: usize| -> Option<i64> {
-        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
+        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
     };
     let mut d = date.split('-');
-    let (year, month, day) = (number(d.next()?, 4)?, number(d.next()?, 2)?, number(d.next()?, 2)?);
+    let (year, month, day) = (
+        number(d.next()?, 4)?,
+        number(d.next()?, 2)?,
+        number(d.next()?, 2)?,
+    );
     let mut t = time.split(':');
-    let (hour, minute, second) = (number(t.next()?, 2)?, number(t.next()?, 2)?, number(t.next()?, 2)?);
-    if d.next().is_some() || t.next().is_some() || !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    let (hour, minute, second) = (
+        number(t.next()?, 2)?,
+        number(t.next()?, 2)?,
+        number(t.next()?, 2)?,
+    );
+    if d.next().is_some()
+        || t.next().is_some()
+        || !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
         return None;
     }
     let days = days_from_civil(year, month, day);
@@ -213,7 +240,10 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 }
 
 fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// What the queue should do with the key after a reconcile.
@@ -238,15 +268,21 @@ pub enum Outcome {
     InvalidSelector,
     UnknownStrategy,
     /// A replacement started (or resumed after a restart) for this many Pods.
-    Started { pods: usize },
+    Started {
+        pods: usize,
+    },
     /// A replacement took a step and is not finished.
     InProgress,
     /// Evictions are being refused (PodDisruptionBudget).
     Blocked,
     /// The replacement finished.
-    Replaced { pods: usize },
+    Replaced {
+        pods: usize,
+    },
     /// `--dry-run`: this many Pods would have been replaced.
-    DryRun { pods: usize },
+    DryRun {
+        pods: usize,
+    },
 }
 
 /// A Pod to replace, by name and UID (a StatefulSet's successor has the same name).
@@ -313,8 +349,22 @@ pub struct DeleteMode {
 }
 
 impl DeleteMode {
-    pub fn new(client: Client, cache: Arc<Cache>, recorder: Recorder, state: StateStore, settings: DeleteModeSettings) -> DeleteMode {
-        DeleteMode { queue: WorkQueue::new(BACKOFF), client, cache, recorder, state, settings, memory: Mutex::new(HashMap::new()) }
+    pub fn new(
+        client: Client,
+        cache: Arc<Cache>,
+        recorder: Recorder,
+        state: StateStore,
+        settings: DeleteModeSettings,
+    ) -> DeleteMode {
+        DeleteMode {
+            queue: WorkQueue::new(BACKOFF),
+            client,
+            cache,
+            recorder,
+            state,
+            settings,
+            memory: Mutex::new(HashMap::new()),
+        }
     }
 
     /// An annotated object was created, changed, opted out or removed: look at it after the
@@ -365,7 +415,11 @@ impl DeleteMode {
         result
     }
 
-    fn reconcile_with(&self, key: &ConfigKey, memory: &mut Memory) -> Result<(Next, Outcome), Error> {
+    fn reconcile_with(
+        &self,
+        key: &ConfigKey,
+        memory: &mut Memory,
+    ) -> Result<(Next, Outcome), Error> {
         // 1.
         let Some(entry) = self.cache.config(key) else {
             if memory.replacement.take().is_some() {
@@ -401,11 +455,31 @@ impl DeleteMode {
         // 3.
         let selector = match validate_selector(&selector_text) {
             Ok(selector) => selector,
-            Err(message) => return Ok(self.refuse(key, &about, memory, "InvalidSelector", message, data_hash, Outcome::InvalidSelector)),
+            Err(message) => {
+                return Ok(self.refuse(
+                    key,
+                    &about,
+                    memory,
+                    "InvalidSelector",
+                    message,
+                    data_hash,
+                    Outcome::InvalidSelector,
+                ))
+            }
         };
         let strategy = match Strategy::parse(entry.pod_delete_strategy.as_deref()) {
             Ok(strategy) => strategy,
-            Err(message) => return Ok(self.refuse(key, &about, memory, "UnknownStrategy", message, data_hash, Outcome::UnknownStrategy)),
+            Err(message) => {
+                return Ok(self.refuse(
+                    key,
+                    &about,
+                    memory,
+                    "UnknownStrategy",
+                    message,
+                    data_hash,
+                    Outcome::UnknownStrategy,
+                ))
+            }
         };
         memory.warned = None;
 
@@ -413,15 +487,32 @@ impl DeleteMode {
         let recorded = self.state.get(key)?;
         let observation = match recorded {
             None => {
-                self.state.set(key, Some(&Entry::Acted { hash: data_hash.clone() }))?;
+                self.state.set(
+                    key,
+                    Some(&Entry::Acted {
+                        hash: data_hash.clone(),
+                    }),
+                )?;
                 log::info!("{key}: delete mode for Pods matching {selector}: first seen, data hash {} recorded, nothing replaced", hash::short(&data_hash));
                 return Ok((Next::Done, Outcome::Recorded));
             }
-            Some(Entry::Acted { hash }) if hash == data_hash => return Ok((Next::Done, Outcome::UpToDate)),
+            Some(Entry::Acted { hash }) if hash == data_hash => {
+                return Ok((Next::Done, Outcome::UpToDate))
+            }
             // 6.
-            Some(Entry::Replacing { hash, observed, pods }) if hash == data_hash => {
-                log::info!("{key}: resuming the replacement of Pods matching {selector} for data {}", hash::short(&data_hash));
-                Some(Observation { at: observed, listed: pods.into_iter().collect() })
+            Some(Entry::Replacing {
+                hash,
+                observed,
+                pods,
+            }) if hash == data_hash => {
+                log::info!(
+                    "{key}: resuming the replacement of Pods matching {selector} for data {}",
+                    hash::short(&data_hash)
+                );
+                Some(Observation {
+                    at: observed,
+                    listed: pods.into_iter().collect(),
+                })
             }
             Some(_) => None,
         };
@@ -436,12 +527,29 @@ impl DeleteMode {
         let mut targets: Vec<(&Pod, Target)> = pods
             .iter()
             .filter(|p| !p.is_terminating() && created_before(p, &observation))
-            .map(|p| (p, Target { name: p.metadata.name.clone(), uid: p.metadata.uid.clone() }))
+            .map(|p| {
+                (
+                    p,
+                    Target {
+                        name: p.metadata.name.clone(),
+                        uid: p.metadata.uid.clone(),
+                    },
+                )
+            })
             .collect();
         // Oldest first: the Pods that have run the old configuration longest go first.
-        targets.sort_by(|a, b| (&a.0.metadata.creation_timestamp, &a.1.name).cmp(&(&b.0.metadata.creation_timestamp, &b.1.name)));
+        targets.sort_by(|a, b| {
+            (&a.0.metadata.creation_timestamp, &a.1.name)
+                .cmp(&(&b.0.metadata.creation_timestamp, &b.1.name))
+        });
         let targets: VecDeque<Target> = targets.into_iter().map(|(_, t)| t).collect();
-        let names = || targets.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ");
+        let names = || {
+            targets
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
 
         if self.settings.dry_run {
             let message = format!(
@@ -454,19 +562,36 @@ impl DeleteMode {
             if !targets.is_empty() {
                 self.recorder.normal(&about, "PodsReplaced", &message);
             }
-            self.state.set(key, Some(&Entry::Acted { hash: data_hash }))?;
-            return Ok((Next::Done, Outcome::DryRun { pods: targets.len() }));
+            self.state
+                .set(key, Some(&Entry::Acted { hash: data_hash }))?;
+            return Ok((
+                Next::Done,
+                Outcome::DryRun {
+                    pods: targets.len(),
+                },
+            ));
         }
         if targets.is_empty() {
-            log::info!("{key}: data changed ({}); no Pods match {selector}, nothing to replace", hash::short(&data_hash));
-            self.state.set(key, Some(&Entry::Acted { hash: data_hash }))?;
+            log::info!(
+                "{key}: data changed ({}); no Pods match {selector}, nothing to replace",
+                hash::short(&data_hash)
+            );
+            self.state
+                .set(key, Some(&Entry::Acted { hash: data_hash }))?;
             return Ok((Next::Done, Outcome::Replaced { pods: 0 }));
         }
         if !resumed {
             // Before the first Pod is touched: a restart from here on resumes, not repeats.
             let mut listed: Vec<String> = observation.listed.into_iter().collect();
             listed.sort();
-            self.state.set(key, Some(&Entry::Replacing { hash: data_hash.clone(), observed: observation.at, pods: listed }))?;
+            self.state.set(
+                key,
+                Some(&Entry::Replacing {
+                    hash: data_hash.clone(),
+                    observed: observation.at,
+                    pods: listed,
+                }),
+            )?;
             log::info!(
                 "{key}: data changed ({}); replacing {} Pod(s) matching {selector} ({strategy}): {}",
                 hash::short(&data_hash),
@@ -477,7 +602,9 @@ impl DeleteMode {
         let count = targets.len();
         let step = match strategy {
             // Nothing is evicted while some matching Pod is not Ready.
-            Strategy::Rolling => Step::AwaitReady { deadline: Instant::now() + self.settings.rolling_timeout },
+            Strategy::Rolling => Step::AwaitReady {
+                deadline: Instant::now() + self.settings.rolling_timeout,
+            },
             Strategy::Evict | Strategy::Delete => Step::Replace,
         };
         memory.replacement = Some(Replacement {
@@ -492,7 +619,14 @@ impl DeleteMode {
             warned_blocked: false,
         });
         let (next, outcome) = self.step(key, &about, memory)?;
-        Ok((next, if outcome == Outcome::InProgress || outcome == Outcome::Blocked { Outcome::Started { pods: count } } else { outcome }))
+        Ok((
+            next,
+            if outcome == Outcome::InProgress || outcome == Outcome::Blocked {
+                Outcome::Started { pods: count }
+            } else {
+                outcome
+            },
+        ))
     }
 
     /// Annotations delete mode cannot act on: a Warning Event and an error log, once per
@@ -518,8 +652,16 @@ impl DeleteMode {
     }
 
     /// Moves the replacement in `memory` forward as far as it goes without waiting.
-    fn step(&self, key: &ConfigKey, about: &ObjectRef, memory: &mut Memory) -> Result<(Next, Outcome), Error> {
-        let r = memory.replacement.as_mut().expect("a replacement in progress");
+    fn step(
+        &self,
+        key: &ConfigKey,
+        about: &ObjectRef,
+        memory: &mut Memory,
+    ) -> Result<(Next, Outcome), Error> {
+        let r = memory
+            .replacement
+            .as_mut()
+            .expect("a replacement in progress");
         loop {
             match r.step.clone() {
                 Step::AwaitReady { deadline } => {
@@ -557,18 +699,33 @@ impl DeleteMode {
                         };
                         match attempt {
                             Attempt::Replaced => {
-                                log::info!("{key}: {} Pod {}/{}", past_tense(r.strategy), key.namespace, target.name);
+                                log::info!(
+                                    "{key}: {} Pod {}/{}",
+                                    past_tense(r.strategy),
+                                    key.namespace,
+                                    target.name
+                                );
                                 r.replaced += 1;
                                 r.blocked_since = None;
                                 r.warned_blocked = false;
                                 if one_at_a_time {
-                                    r.step = Step::AwaitReady { deadline: Instant::now() + self.settings.rolling_timeout };
+                                    r.step = Step::AwaitReady {
+                                        deadline: Instant::now() + self.settings.rolling_timeout,
+                                    };
                                     break;
                                 }
                             }
-                            Attempt::Gone => log::debug!("{key}: Pod {}/{} is already gone", key.namespace, target.name),
+                            Attempt::Gone => log::debug!(
+                                "{key}: Pod {}/{} is already gone",
+                                key.namespace,
+                                target.name
+                            ),
                             Attempt::Blocked(message) => {
-                                log::debug!("{key}: eviction of Pod {}/{} refused: {message}", key.namespace, target.name);
+                                log::debug!(
+                                    "{key}: eviction of Pod {}/{} refused: {message}",
+                                    key.namespace,
+                                    target.name
+                                );
                                 refusal = Some(message);
                                 blocked.push(target);
                                 if one_at_a_time {
@@ -583,7 +740,9 @@ impl DeleteMode {
                             r.remaining.push_front(target);
                         }
                         let since = *r.blocked_since.get_or_insert_with(Instant::now);
-                        if !r.warned_blocked && since.elapsed() >= self.settings.eviction_warning_after {
+                        if !r.warned_blocked
+                            && since.elapsed() >= self.settings.eviction_warning_after
+                        {
                             let message = format!(
                                 "evictions of {} Pod(s) matching {} refused for {:?}: {message} Still retrying.",
                                 r.remaining.len(),
@@ -605,8 +764,16 @@ impl DeleteMode {
         }
 
         // Done: record the data hash.
-        let r = memory.replacement.take().expect("a replacement in progress");
-        self.state.set(key, Some(&Entry::Acted { hash: r.hash.clone() }))?;
+        let r = memory
+            .replacement
+            .take()
+            .expect("a replacement in progress");
+        self.state.set(
+            key,
+            Some(&Entry::Acted {
+                hash: r.hash.clone(),
+            }),
+        )?;
         let message = format!(
             "replaced {} Pod(s) matching {} with strategy {} after a data change ({})",
             r.replaced,
@@ -620,13 +787,19 @@ impl DeleteMode {
     }
 
     /// Evicts or deletes one Pod, on condition that it is still the Pod that was listed.
-    fn replace(&self, namespace: &str, target: &Target, strategy: Strategy) -> Result<Attempt, Error> {
+    fn replace(
+        &self,
+        namespace: &str,
+        target: &Target,
+        strategy: Strategy,
+    ) -> Result<Attempt, Error> {
         let path = Resource::pods().object_path(namespace, &target.name);
         let preconditions = json!({"uid": target.uid});
         let result = match strategy {
             Strategy::Delete => {
                 let body = json!({"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions});
-                self.client.delete::<serde::de::IgnoredAny>(&path, Some(&body))
+                self.client
+                    .delete::<serde::de::IgnoredAny>(&path, Some(&body))
             }
             Strategy::Evict | Strategy::Rolling => {
                 let body = json!({
@@ -635,16 +808,23 @@ impl DeleteMode {
                     "metadata": {"name": target.name, "namespace": namespace},
                     "deleteOptions": {"preconditions": preconditions},
                 });
-                self.client.post::<serde::de::IgnoredAny>(&format!("{path}/eviction"), &body)
+                self.client
+                    .post::<serde::de::IgnoredAny>(&format!("{path}/eviction"), &body)
             }
         };
         match result {
             Ok(_) => Ok(Attempt::Replaced),
-            Err(Error::Api(status)) if status.is_not_found() || status.is_conflict() => Ok(Attempt::Gone),
-            Err(Error::Api(status)) if status.is_too_many_requests() => Ok(Attempt::Blocked(status.message)),
+            Err(Error::Api(status)) if status.is_not_found() || status.is_conflict() => {
+                Ok(Attempt::Gone)
+            }
+            Err(Error::Api(status)) if status.is_too_many_requests() => {
+                Ok(Attempt::Blocked(status.message))
+            }
             // "This pod has more than one PodDisruptionBudget, which the eviction subresource
             // does not support." — a 500 that will not go away by itself.
-            Err(Error::Api(status)) if status.code == 500 && status.message.contains("PodDisruptionBudget") => {
+            Err(Error::Api(status))
+                if status.code == 500 && status.message.contains("PodDisruptionBudget") =>
+            {
                 Ok(Attempt::Blocked(status.message))
             }
             Err(err) => Err(err),
@@ -675,9 +855,15 @@ impl DeleteMode {
         let mut path = base.clone();
         loop {
             let page: PodList = self.client.get(&path)?;
-            pods.extend(page.items.into_iter().filter(|p| selector.matches(&p.metadata.labels)));
+            pods.extend(
+                page.items
+                    .into_iter()
+                    .filter(|p| selector.matches(&p.metadata.labels)),
+            );
             match page.metadata.continue_token.filter(|t| !t.is_empty()) {
-                Some(token) => path = format!("{base}&continue={}", percent_encode_query_value(&token)),
+                Some(token) => {
+                    path = format!("{base}&continue={}", percent_encode_query_value(&token))
+                }
                 None => return Ok(pods),
             }
         }
@@ -705,14 +891,24 @@ mod tests {
     }
 
     fn digests(pairs: &[(&str, &str)]) -> Vec<(String, Digest)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), Sha256::digest(v.as_bytes()).into())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Sha256::digest(v.as_bytes()).into()))
+            .collect()
     }
 
     #[test]
     fn data_hash_is_sha256_of_one_line_per_key_in_key_order() {
         let d = digests(&[("b", "2"), ("a", "1")]);
-        let expected = format!("a sha256:{}\nb sha256:{}\n", hash::hex(&Sha256::digest(b"1")), hash::hex(&Sha256::digest(b"2")));
-        assert_eq!(data_hash(&d, None), hash::hex(&Sha256::digest(expected.as_bytes())));
+        let expected = format!(
+            "a sha256:{}\nb sha256:{}\n",
+            hash::hex(&Sha256::digest(b"1")),
+            hash::hex(&Sha256::digest(b"2"))
+        );
+        assert_eq!(
+            data_hash(&d, None),
+            hash::hex(&Sha256::digest(expected.as_bytes()))
+        );
         let reordered = digests(&[("a", "1"), ("b", "2")]);
         assert_eq!(data_hash(&d, None), data_hash(&reordered, None));
     }
@@ -735,7 +931,10 @@ mod tests {
         assert_eq!(Strategy::parse(Some(" delete ")), Ok(Strategy::Delete));
         assert_eq!(Strategy::parse(Some("rolling")), Ok(Strategy::Rolling));
         let err = Strategy::parse(Some("Rolling")).unwrap_err();
-        assert!(err.contains("unknown wavelet.dev/pod-delete-strategy \"Rolling\""), "{err}");
+        assert!(
+            err.contains("unknown wavelet.dev/pod-delete-strategy \"Rolling\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -743,34 +942,74 @@ mod tests {
         assert!(validate_selector("app=web").is_ok());
         assert!(validate_selector("app in (web, api),!canary").is_ok());
         assert!(validate_selector("app").is_ok());
-        for bad in ["", "   ", "!canary", "tier notin (db)", "app!=web", "app=web,", "=web", "app in web"] {
+        for bad in [
+            "",
+            "   ",
+            "!canary",
+            "tier notin (db)",
+            "app!=web",
+            "app=web,",
+            "=web",
+            "app in web",
+        ] {
             assert!(validate_selector(bad).is_err(), "{bad:?} accepted");
         }
-        assert!(validate_selector("").unwrap_err().starts_with("empty pod selector"));
-        assert!(validate_selector("app=web,").unwrap_err().starts_with("invalid pod selector"));
+        assert!(validate_selector("")
+            .unwrap_err()
+            .starts_with("empty pod selector"));
+        assert!(validate_selector("app=web,")
+            .unwrap_err()
+            .starts_with("invalid pod selector"));
     }
 
     #[test]
     fn listed_pods_count_as_created_before_whatever_their_timestamp() {
-        let observation = Observation { at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(), listed: HashSet::from(["listed".into()]) };
+        let observation = Observation {
+            at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
+            listed: HashSet::from(["listed".into()]),
+        };
         // The API server's clock may run ahead of wavelet's.
-        assert!(created_before(&pod("listed", "2026-11-22T03:14:45Z", true, false), &observation));
+        assert!(created_before(
+            &pod("listed", "2026-11-22T03:14:45Z", true, false),
+            &observation
+        ));
     }
 
     #[test]
     fn pods_from_an_earlier_second_count_as_created_before() {
-        let observation = Observation { at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(), listed: HashSet::new() };
-        assert!(created_before(&pod("p", "2026-11-22T03:14:39Z", true, false), &observation));
+        let observation = Observation {
+            at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
+            listed: HashSet::new(),
+        };
+        assert!(created_before(
+            &pod("p", "2026-11-22T03:14:39Z", true, false),
+            &observation
+        ));
     }
 
     #[test]
     fn a_pod_from_the_same_second_counts_only_if_it_was_listed() {
         let at = parse_rfc3339("2026-11-22T03:14:40Z").unwrap();
-        let observation = Observation { at, listed: HashSet::from(["old".into()]) };
-        assert!(created_before(&pod("old", "2026-11-22T03:14:40Z", true, false), &observation));
-        assert!(!created_before(&pod("new", "2026-11-22T03:14:40Z", true, false), &observation));
-        assert!(!created_before(&pod("later", "2026-11-22T03:14:41Z", true, false), &observation));
-        assert!(!created_before(&pod("no-timestamp", "", true, false), &observation));
+        let observation = Observation {
+            at,
+            listed: HashSet::from(["old".into()]),
+        };
+        assert!(created_before(
+            &pod("old", "2026-11-22T03:14:40Z", true, false),
+            &observation
+        ));
+        assert!(!created_before(
+            &pod("new", "2026-11-22T03:14:40Z", true, false),
+            &observation
+        ));
+        assert!(!created_before(
+            &pod("later", "2026-11-22T03:14:41Z", true, false),
+            &observation
+        ));
+        assert!(!created_before(
+            &pod("no-timestamp", "", true, false),
+            &observation
+        ));
     }
 
     #[test]
@@ -778,8 +1017,14 @@ mod tests {
         let ready = pod("a", "2026-11-22T03:14:40Z", true, false);
         let unready = pod("b", "2026-11-22T03:14:40Z", false, false);
         let leaving = pod("c", "2026-11-22T03:14:40Z", false, true);
-        assert!(ready_again(&[ready.clone(), ready.clone(), leaving.clone()], 2));
-        assert!(!ready_again(&[ready.clone(), leaving], 2), "a terminating Pod does not count");
+        assert!(ready_again(
+            &[ready.clone(), ready.clone(), leaving.clone()],
+            2
+        ));
+        assert!(
+            !ready_again(&[ready.clone(), leaving], 2),
+            "a terminating Pod does not count"
+        );
         assert!(!ready_again(&[ready.clone(), unready], 2));
         assert!(ready_again(&[], 0));
     }
@@ -788,13 +1033,26 @@ mod tests {
     fn parses_the_api_servers_timestamps() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(parse_rfc3339("2026-11-22T03:14:40Z"), Some(1_795_317_280));
-        assert_eq!(parse_rfc3339("2026-11-22T03:14:40.123456Z"), Some(1_795_317_280));
+        assert_eq!(
+            parse_rfc3339("2026-11-22T03:14:40.123456Z"),
+            Some(1_795_317_280)
+        );
         assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(951_782_400));
-        for (secs, text) in [(0u64, "1970-01-01T00:00:00Z"), (1_795_144_481, "2026-11-20T03:14:41Z")] {
+        for (secs, text) in [
+            (0u64, "1970-01-01T00:00:00Z"),
+            (1_795_144_481, "2026-11-20T03:14:41Z"),
+        ] {
             assert_eq!(crate::events::rfc3339(secs), text);
             assert_eq!(parse_rfc3339(text), Some(secs));
         }
-        for bad in ["", "2026-11-22", "2026-11-22T03:14:40", "2026-13-22T03:14:40Z", "2026-11-22T3:14:40Z", "x026-11-22T03:14:40Z"] {
+        for bad in [
+            "",
+            "2026-11-22",
+            "2026-11-22T03:14:40",
+            "2026-13-22T03:14:40Z",
+            "2026-11-22T3:14:40Z",
+            "x026-11-22T03:14:40Z",
+        ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
         }
     }

@@ -115,15 +115,30 @@ mod tests {
 
     #[test]
     fn gone_and_expired_both_mean_relist() {
-        let gone = Status { code: 410, reason: "Gone".into(), message: String::new(), retry_after: None };
+        let gone = Status {
+            code: 410,
+            reason: "Gone".into(),
+            message: String::new(),
+            retry_after: None,
+        };
         assert!(gone.is_expired());
-        let err = Error::Api(Status { code: 200, reason: "Expired".into(), message: String::new(), retry_after: None });
+        let err = Error::Api(Status {
+            code: 200,
+            reason: "Expired".into(),
+            message: String::new(),
+            retry_after: None,
+        });
         assert!(err.is_expired());
     }
 
     #[test]
     fn display_names_code_reason_and_message() {
-        let s = Status { code: 404, reason: "NotFound".into(), message: "x not found".into(), retry_after: None };
+        let s = Status {
+            code: 404,
+            reason: "NotFound".into(),
+            message: "x not found".into(),
+            retry_after: None,
+        };
         assert_eq!(Error::Api(s).to_string(), "api: 404 NotFound: x not found");
     }
 }

@@ -46,7 +46,9 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(client: Client) -> Recorder {
-        let instance = std::env::var("HOSTNAME").or_else(|_| std::env::var("POD_NAME")).unwrap_or_else(|_| "wavelet".into());
+        let instance = std::env::var("HOSTNAME")
+            .or_else(|_| std::env::var("POD_NAME"))
+            .unwrap_or_else(|_| "wavelet".into());
         Recorder { client, instance }
     }
 
@@ -59,16 +61,35 @@ impl Recorder {
     }
 
     pub fn record(&self, about: &ObjectRef, kind: EventType, reason: &str, message: &str) {
-        let body = event_body(about, kind, reason, message, &self.instance, SystemTime::now());
+        let body = event_body(
+            about,
+            kind,
+            reason,
+            message,
+            &self.instance,
+            SystemTime::now(),
+        );
         let path = Resource::events().collection_path(Some(&about.namespace));
         if let Err(err) = self.client.post::<serde_json::Value>(&path, &body) {
-            log::warn!("could not record {reason} event on {} {}/{}: {err}", about.kind, about.namespace, about.name);
+            log::warn!(
+                "could not record {reason} event on {} {}/{}: {err}",
+                about.kind,
+                about.namespace,
+                about.name
+            );
         }
     }
 }
 
 /// The Event object; pure so it can be checked against the API's validation.
-pub fn event_body(about: &ObjectRef, kind: EventType, reason: &str, message: &str, instance: &str, now: SystemTime) -> serde_json::Value {
+pub fn event_body(
+    about: &ObjectRef,
+    kind: EventType,
+    reason: &str,
+    message: &str,
+    instance: &str,
+    now: SystemTime,
+) -> serde_json::Value {
     let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let timestamp = rfc3339(since_epoch.as_secs());
     json!({
@@ -115,7 +136,12 @@ pub fn rfc3339(unix_seconds: u64) -> String {
     let days = (unix_seconds / 86_400) as i64;
     let secs = unix_seconds % 86_400;
     let (year, month, day) = civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs / 60 % 60, secs % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
 }
 
 /// Days since 1970-01-01 to (year, month, day), Howard Hinnant's algorithm.
@@ -140,7 +166,7 @@ mod tests {
     #[test]
     fn formats_rfc3339_in_utc() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_795_144_481), "2026-11-19T23:14:41Z");
+        assert_eq!(rfc3339(1_795_144_481), "2026-11-20T03:14:41Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     }
 
@@ -148,12 +174,25 @@ mod tests {
     fn event_has_the_fields_the_api_requires() {
         let about = ObjectRef::new(&Resource::deployments(), "ns", "web", "uid-1");
         let now = UNIX_EPOCH + Duration::from_secs(1_795_144_481);
-        let body = event_body(&about, EventType::Warning, "ConfigMissing", "x", "pod-1", now);
-        assert_eq!(body["involvedObject"]["namespace"], body["metadata"]["namespace"]);
+        let body = event_body(
+            &about,
+            EventType::Warning,
+            "ConfigMissing",
+            "x",
+            "pod-1",
+            now,
+        );
+        assert_eq!(
+            body["involvedObject"]["namespace"],
+            body["metadata"]["namespace"]
+        );
         assert_eq!(body["involvedObject"]["apiVersion"], "apps/v1");
         assert_eq!(body["type"], "Warning");
-        assert_eq!(body["firstTimestamp"], "2026-11-19T23:14:41Z");
-        assert!(body["metadata"]["name"].as_str().unwrap().starts_with("web."));
+        assert_eq!(body["firstTimestamp"], "2026-11-20T03:14:41Z");
+        assert!(body["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("web."));
     }
 
     #[test]

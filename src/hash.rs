@@ -21,6 +21,9 @@ use sha2::{Digest as _, Sha256};
 use crate::objects::{ConfigKey, Digest};
 use crate::references::Reference;
 
+/// A reference with the digests of the object it names (`None`: the object is absent).
+pub type Resolved<'a> = (&'a Reference, Option<&'a [(String, Digest)]>);
+
 /// What a reference asked for that does not exist; the Pods would not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Missing {
@@ -60,15 +63,23 @@ pub fn compute<'a>(
         Some(key) => hex(&hmac_sha256(key, canonical.as_bytes())),
         None => hex(&Sha256::digest(canonical.as_bytes())),
     };
-    ConfigHash { hash, missing: missing(&items) }
+    ConfigHash {
+        hash,
+        missing: missing(&items),
+    }
 }
 
 /// The canonical text that is hashed, as documented at the top of this module.
-pub fn canonical_form(items: &[(&Reference, Option<&[(String, Digest)]>)]) -> String {
+pub fn canonical_form(items: &[Resolved<'_>]) -> String {
     let mut out = String::new();
     for (reference, digests) in items {
         let object = &reference.config;
-        let prefix = format!("{} {}/{}", object.kind.as_str(), object.namespace, object.name);
+        let prefix = format!(
+            "{} {}/{}",
+            object.kind.as_str(),
+            object.namespace,
+            object.name
+        );
         let Some(digests) = digests else {
             out.push_str(&format!("{prefix} absent\n"));
             continue;
@@ -82,7 +93,9 @@ pub fn canonical_form(items: &[(&Reference, Option<&[(String, Digest)]>)]) -> St
         counted.dedup();
         for key in counted {
             match find(digests, key) {
-                Some(digest) => out.push_str(&format!("{prefix} key {key} sha256:{}\n", hex(digest))),
+                Some(digest) => {
+                    out.push_str(&format!("{prefix} key {key} sha256:{}\n", hex(digest)))
+                }
                 None => out.push_str(&format!("{prefix} key {key} absent\n")),
             }
         }
@@ -90,7 +103,7 @@ pub fn canonical_form(items: &[(&Reference, Option<&[(String, Digest)]>)]) -> St
     out
 }
 
-fn missing(items: &[(&Reference, Option<&[(String, Digest)]>)]) -> Vec<Missing> {
+fn missing(items: &[Resolved<'_>]) -> Vec<Missing> {
     let mut out = Vec::new();
     for (reference, digests) in items {
         match digests {
@@ -109,7 +122,10 @@ fn missing(items: &[(&Reference, Option<&[(String, Digest)]>)]) -> Vec<Missing> 
 }
 
 fn find<'a>(digests: &'a [(String, Digest)], key: &str) -> Option<&'a Digest> {
-    digests.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok().map(|i| &digests[i].1)
+    digests
+        .binary_search_by(|(k, _)| k.as_str().cmp(key))
+        .ok()
+        .map(|i| &digests[i].1)
 }
 
 /// HMAC-SHA256 (RFC 2104).
@@ -156,7 +172,12 @@ mod tests {
     }
 
     fn all_keys(kind: ConfigKind, ns: &str, name: &str) -> Reference {
-        Reference { config: ConfigKey::new(kind, ns, name), all_keys: true, keys: BTreeMap::new(), required: true }
+        Reference {
+            config: ConfigKey::new(kind, ns, name),
+            all_keys: true,
+            keys: BTreeMap::new(),
+            required: true,
+        }
     }
 
     fn one_key(kind: ConfigKind, name: &str, key: &str) -> Reference {
@@ -169,7 +190,10 @@ mod tests {
     }
 
     fn data(pairs: &[(&str, &str)]) -> Vec<(String, Digest)> {
-        let mut v: Vec<_> = pairs.iter().map(|(k, v)| (k.to_string(), digest(v))).collect();
+        let mut v: Vec<_> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), digest(v)))
+            .collect();
         v.sort();
         v
     }
@@ -228,7 +252,10 @@ mod tests {
         let one = all_keys(ConfigKind::ConfigMap, "ns1", "cfg");
         let two = all_keys(ConfigKind::ConfigMap, "ns2", "cfg");
         let d = data(&[("k", "v")]);
-        assert_ne!(compute([(&one, Some(d.as_slice()))], None).hash, compute([(&two, Some(d.as_slice()))], None).hash);
+        assert_ne!(
+            compute([(&one, Some(d.as_slice()))], None).hash,
+            compute([(&two, Some(d.as_slice()))], None).hash
+        );
     }
 
     #[test]
@@ -252,7 +279,10 @@ mod tests {
     #[test]
     fn hmac_matches_rfc4231_test_case_2() {
         let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-        assert_eq!(hex(&mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        assert_eq!(
+            hex(&mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 
     #[test]

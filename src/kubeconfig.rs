@@ -1,1 +1,595 @@
-//! (placeholder: being written)
+//! Reads a kubeconfig file and resolves its current context into the server, TLS material,
+//! credentials and namespace that the client connects with.
+//!
+//! Only what a controller needs: bearer tokens (inline or `tokenFile`), client certificates,
+//! CA file or data. Exec plugins, auth providers and basic auth are refused with an error
+//! that says what to do instead. Relative file paths resolve against the kubeconfig's
+//! directory, as kubectl does. Only the file given is read; `KUBECONFIG` lists are not merged.
+
+use crate::error::Error;
+use crate::yaml;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+/// PEM bytes and where they came from (a file path or a kubeconfig field), for error messages.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Pem {
+    pub bytes: Vec<u8>,
+    pub origin: String,
+}
+
+impl std::fmt::Debug for Pem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print key material.
+        write!(f, "Pem({}, {} bytes)", self.origin, self.bytes.len())
+    }
+}
+
+/// How requests authenticate, besides a client certificate.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credentials {
+    None,
+    /// A static bearer token from the kubeconfig.
+    Token(String),
+    /// A bearer token re-read from this file (absolute path) as it rotates.
+    TokenFile(PathBuf),
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credentials::None => write!(f, "None"),
+            Credentials::Token(_) => write!(f, "Token(<redacted>)"),
+            Credentials::TokenFile(path) => write!(f, "TokenFile({})", path.display()),
+        }
+    }
+}
+
+/// The current context of a kubeconfig, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kubeconfig {
+    /// The file this came from.
+    pub path: PathBuf,
+    /// Name of the current context.
+    pub context: String,
+    /// `cluster.server`, e.g. `https://127.0.0.1:6443`.
+    pub server: String,
+    /// From `certificate-authority-data` or the `certificate-authority` file.
+    pub ca: Option<Pem>,
+    pub insecure_skip_tls_verify: bool,
+    pub credentials: Credentials,
+    /// Client certificate chain and key; both or neither.
+    pub client_certificate: Option<(Pem, Pem)>,
+    /// `context.namespace`, when set.
+    pub namespace: Option<String>,
+}
+
+/// Reads and resolves the kubeconfig at `path`.
+pub fn load(path: &Path) -> Result<Kubeconfig, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::Config(format!(
+            "cannot read kubeconfig {}: {e} (pass --kubeconfig PATH, or --server URL for a kubectl proxy)",
+            path.display()
+        ))
+    })?;
+    parse(&text, path)
+}
+
+/// Resolves kubeconfig `text` that was read from `path` (used for messages and relative paths).
+pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig, Error> {
+    let doc = yaml::parse(text).map_err(|e| {
+        Error::Config(format!(
+            "kubeconfig {}: {e} (wavelet reads the YAML that `kubectl config view --raw` writes)",
+            path.display()
+        ))
+    })?;
+    Resolver {
+        path,
+        dir: path.parent().unwrap_or(Path::new(".")),
+    }
+    .resolve(&doc)
+}
+
+struct Resolver<'a> {
+    path: &'a Path,
+    dir: &'a Path,
+}
+
+impl Resolver<'_> {
+    fn error(&self, message: impl std::fmt::Display) -> Error {
+        Error::Config(format!("kubeconfig {}: {message}", self.path.display()))
+    }
+
+    fn resolve(&self, doc: &Value) -> Result<Kubeconfig, Error> {
+        let root = match doc {
+            Value::Object(map) => map,
+            Value::Null => {
+                return Err(self.error("the file is empty (pass --kubeconfig with a valid file)"))
+            }
+            _ => return Err(self.error("the top level must be a mapping")),
+        };
+        if let Some(kind) = self.string(root, "kind", "kind")? {
+            if kind != "Config" {
+                return Err(self.error(format!("kind is `{kind}`, expected `Config`")));
+            }
+        }
+        let context_name = match self.string(root, "current-context", "current-context")? {
+            Some(name) if !name.is_empty() => name,
+            _ => {
+                return Err(self.error(
+                    "no current-context is set; run `kubectl config use-context NAME` or pass a different --kubeconfig",
+                ))
+            }
+        };
+        let context = self.named(root, "contexts", "context", &context_name)?;
+        let context_field = format!("contexts[{context_name}].context");
+
+        let cluster_name = self
+            .string(context, "cluster", &format!("{context_field}.cluster"))?
+            .filter(|name| !name.is_empty())
+            .ok_or_else(|| self.error(format!("context `{context_name}` names no cluster")))?;
+        let user_name = self
+            .string(context, "user", &format!("{context_field}.user"))?
+            .unwrap_or_default();
+        let namespace = self
+            .string(context, "namespace", &format!("{context_field}.namespace"))?
+            .filter(|ns| !ns.is_empty());
+
+        let cluster = self.named(root, "clusters", "cluster", &cluster_name)?;
+        let cluster_field = format!("clusters[{cluster_name}].cluster");
+        let server = self
+            .string(cluster, "server", &format!("{cluster_field}.server"))?
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| self.error(format!("cluster `{cluster_name}` has no server")))?;
+        if !(server.starts_with("https://") || server.starts_with("http://")) {
+            return Err(self.error(format!(
+                "cluster `{cluster_name}` server `{server}` must start with https:// or http://"
+            )));
+        }
+        let insecure = match cluster.get("insecure-skip-tls-verify") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(self.error(format!(
+                    "{cluster_field}.insecure-skip-tls-verify must be true or false"
+                )))
+            }
+        };
+        if cluster.get("proxy-url").is_some_and(|v| !v.is_null()) {
+            return Err(self.error(format!(
+                "cluster `{cluster_name}` uses proxy-url, which wavelet does not support; \
+                 run `kubectl proxy` and use --server http://127.0.0.1:8001"
+            )));
+        }
+        if cluster.get("tls-server-name").is_some_and(|v| !v.is_null()) {
+            log::warn!(
+                "kubeconfig {}: cluster `{cluster_name}` sets tls-server-name, which wavelet ignores; \
+                 the certificate is verified against the host in the server URL",
+                self.path.display()
+            );
+        }
+        let ca = self.pem(
+            cluster,
+            "certificate-authority",
+            "certificate-authority-data",
+            &cluster_field,
+        )?;
+        if insecure && ca.is_some() {
+            return Err(self.error(format!(
+                "cluster `{cluster_name}` sets both insecure-skip-tls-verify and a certificate authority; remove one"
+            )));
+        }
+
+        let (credentials, client_certificate) = if user_name.is_empty() {
+            (Credentials::None, None)
+        } else {
+            let user = self.named(root, "users", "user", &user_name)?;
+            self.user(user, &user_name)?
+        };
+
+        Ok(Kubeconfig {
+            path: self.path.to_path_buf(),
+            context: context_name,
+            server,
+            ca,
+            insecure_skip_tls_verify: insecure,
+            credentials,
+            client_certificate,
+            namespace,
+        })
+    }
+
+    fn user(
+        &self,
+        user: &Map<String, Value>,
+        name: &str,
+    ) -> Result<(Credentials, Option<(Pem, Pem)>), Error> {
+        let field = format!("users[{name}].user");
+        let present = |key: &str| user.get(key).is_some_and(|v| !v.is_null());
+        if present("exec") {
+            return Err(self.error(format!(
+                "user `{name}` uses an exec credential plugin; exec credential plugins are out of scope; \
+                 run `kubectl proxy` and use --server http://127.0.0.1:8001"
+            )));
+        }
+        if present("auth-provider") {
+            return Err(self.error(format!(
+                "user `{name}` uses an auth-provider plugin, which is out of scope; \
+                 run `kubectl proxy` and use --server http://127.0.0.1:8001"
+            )));
+        }
+        if present("username") || present("password") {
+            return Err(self.error(format!(
+                "user `{name}`: basic auth is not supported; use a bearer token, a client certificate, \
+                 or run `kubectl proxy` and use --server http://127.0.0.1:8001"
+            )));
+        }
+        if present("as") || present("as-groups") || present("as-uid") || present("as-user-extra") {
+            return Err(self.error(format!(
+                "user `{name}` sets impersonation (as/as-groups), which wavelet does not support; remove it"
+            )));
+        }
+        let token = self
+            .string(user, "token", &format!("{field}.token"))?
+            .filter(|t| !t.is_empty());
+        let token_file = self
+            .string(user, "tokenFile", &format!("{field}.tokenFile"))?
+            .filter(|t| !t.is_empty());
+        let credentials = match (token_file, token) {
+            // Like client-go, a token file wins: it is re-read as it rotates.
+            (Some(file), _) => Credentials::TokenFile(self.dir.join(file)),
+            (None, Some(token)) => Credentials::Token(token),
+            (None, None) => Credentials::None,
+        };
+        let cert = self.pem(
+            user,
+            "client-certificate",
+            "client-certificate-data",
+            &field,
+        )?;
+        let key = self.pem(user, "client-key", "client-key-data", &field)?;
+        let client_certificate = match (cert, key) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(self.error(format!(
+                    "user `{name}` has a client certificate but no client-key or client-key-data"
+                )))
+            }
+            (None, Some(_)) => {
+                return Err(self.error(format!(
+                    "user `{name}` has a client key but no client-certificate or client-certificate-data"
+                )))
+            }
+        };
+        Ok((credentials, client_certificate))
+    }
+
+    /// PEM bytes from `<file_key>` (a path) or `<data_key>` (base64), never both.
+    fn pem(
+        &self,
+        map: &Map<String, Value>,
+        file_key: &str,
+        data_key: &str,
+        field: &str,
+    ) -> Result<Option<Pem>, Error> {
+        let file = self
+            .string(map, file_key, &format!("{field}.{file_key}"))?
+            .filter(|s| !s.is_empty());
+        let data = self
+            .string(map, data_key, &format!("{field}.{data_key}"))?
+            .filter(|s| !s.is_empty());
+        match (file, data) {
+            (Some(_), Some(_)) => Err(self.error(format!(
+                "{field} sets both {file_key} and {data_key}; remove one"
+            ))),
+            (None, Some(data)) => {
+                let bytes = crate::base64::decode(data.as_bytes()).map_err(|e| {
+                    self.error(format!("{field}.{data_key} is not valid base64 ({e})"))
+                })?;
+                Ok(Some(Pem {
+                    bytes,
+                    origin: format!("kubeconfig {} {field}.{data_key}", self.path.display()),
+                }))
+            }
+            (Some(file), None) => {
+                let path = self.dir.join(&file);
+                let bytes = std::fs::read(&path).map_err(|e| {
+                    self.error(format!(
+                        "cannot read {field}.{file_key} file {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                Ok(Some(Pem {
+                    bytes,
+                    origin: format!("{} ({field}.{file_key})", path.display()),
+                }))
+            }
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// The `inner_key` mapping of the entry named `name` in the `list_key` sequence.
+    fn named<'v>(
+        &self,
+        root: &'v Map<String, Value>,
+        list_key: &str,
+        inner_key: &str,
+        name: &str,
+    ) -> Result<&'v Map<String, Value>, Error> {
+        let empty: &[Value] = &[];
+        let entries = match root.get(list_key) {
+            None | Some(Value::Null) => empty,
+            Some(Value::Array(items)) => items.as_slice(),
+            Some(_) => return Err(self.error(format!("{list_key} must be a list"))),
+        };
+        let mut found = None;
+        for entry in entries {
+            let Value::Object(entry) = entry else {
+                return Err(self.error(format!(
+                    "every entry of {list_key} must be a mapping with name and {inner_key}"
+                )));
+            };
+            if entry.get("name").and_then(Value::as_str) != Some(name) {
+                continue;
+            }
+            if found.is_some() {
+                return Err(self.error(format!(
+                    "{list_key} has two entries named `{name}`; remove one"
+                )));
+            }
+            found = Some(match entry.get(inner_key) {
+                Some(Value::Object(inner)) => inner,
+                None | Some(Value::Null) => {
+                    return Err(self.error(format!("{list_key}[{name}] has no {inner_key}")))
+                }
+                Some(_) => {
+                    return Err(
+                        self.error(format!("{list_key}[{name}].{inner_key} must be a mapping"))
+                    )
+                }
+            });
+        }
+        found.ok_or_else(|| {
+            self.error(format!(
+                "{inner_key} `{name}` is not in {list_key}; check `kubectl config view` or pass a different --kubeconfig"
+            ))
+        })
+    }
+
+    /// A string field; integers are accepted as their decimal text (`namespace: 123`).
+    fn string(
+        &self,
+        map: &Map<String, Value>,
+        key: &str,
+        field: &str,
+    ) -> Result<Option<String>, Error> {
+        match map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(n.to_string())),
+            Some(_) => Err(self.error(format!("{field} must be a string"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> TempDir {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "wavelet-kubeconfig-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&dir).expect("create temp dir");
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn config(cluster: &str, user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: dev\ncontexts:\n- name: dev\n  context:\n    cluster: c\n    user: u\n    namespace: team-a\nclusters:\n- name: c\n  cluster:\n{cluster}users:\n- name: u\n  user:\n{user}"
+        )
+    }
+
+    fn message(result: Result<Kubeconfig, Error>) -> String {
+        match result {
+            Err(Error::Config(message)) => message,
+            Err(other) => panic!("expected a config error, got {other}"),
+            Ok(k) => panic!("expected an error, got {k:?}"),
+        }
+    }
+
+    #[test]
+    fn resolves_the_current_context_with_data_fields_and_a_static_token() {
+        let text = config(
+            "    server: https://10.0.0.1:6443\n    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t\n",
+            "    token: abc.def\n",
+        );
+        let k = parse(&text, Path::new("/etc/kube/config")).expect("valid kubeconfig");
+        assert_eq!(k.context, "dev");
+        assert_eq!(k.server, "https://10.0.0.1:6443");
+        assert_eq!(k.namespace.as_deref(), Some("team-a"));
+        assert_eq!(k.credentials, Credentials::Token("abc.def".into()));
+        let ca = k.ca.expect("ca");
+        assert_eq!(ca.bytes, b"-----BEGIN CERTIFICATE-----");
+        assert!(
+            ca.origin
+                .contains("clusters[c].cluster.certificate-authority-data"),
+            "{}",
+            ca.origin
+        );
+        assert!(!k.insecure_skip_tls_verify);
+        assert!(k.client_certificate.is_none());
+    }
+
+    #[test]
+    fn relative_file_paths_resolve_against_the_kubeconfig_directory() {
+        let dir = TempDir::new();
+        std::fs::create_dir_all(dir.0.join("pki")).expect("mkdir");
+        std::fs::write(dir.0.join("pki/ca.crt"), "CA").expect("write");
+        std::fs::write(dir.0.join("client.crt"), "CERT").expect("write");
+        std::fs::write(dir.0.join("client.key"), "KEY").expect("write");
+        let text = config(
+            "    server: https://k8s.example:443\n    certificate-authority: pki/ca.crt\n",
+            "    client-certificate: client.crt\n    client-key: client.key\n    tokenFile: sa/token\n",
+        );
+        let path = dir.0.join("config");
+        std::fs::write(&path, &text).expect("write");
+        let k = load(&path).expect("valid kubeconfig");
+        assert_eq!(k.ca.as_ref().map(|p| p.bytes.as_slice()), Some(&b"CA"[..]));
+        let (cert, key) = k.client_certificate.expect("client certificate");
+        assert_eq!(
+            (cert.bytes.as_slice(), key.bytes.as_slice()),
+            (&b"CERT"[..], &b"KEY"[..])
+        );
+        assert!(cert.origin.contains("client.crt"));
+        // The token file is not read here (the client reads it, and re-reads it as it rotates).
+        assert_eq!(
+            k.credentials,
+            Credentials::TokenFile(dir.0.join("sa/token"))
+        );
+    }
+
+    #[test]
+    fn a_missing_referenced_file_names_the_file_and_the_field() {
+        let text = config(
+            "    server: https://x\n    certificate-authority: missing-ca.crt\n",
+            "    token: t\n",
+        );
+        let m = message(parse(&text, Path::new("/nonexistent/dir/config")));
+        assert!(m.contains("/nonexistent/dir/missing-ca.crt"), "{m}");
+        assert!(m.contains("certificate-authority"), "{m}");
+    }
+
+    #[test]
+    fn exec_plugins_are_refused_with_a_pointer_to_kubectl_proxy() {
+        let text = config(
+            "    server: https://x\n",
+            "    exec:\n      command: aws\n      args: [eks, get-token]\n",
+        );
+        let m = message(parse(&text, Path::new("/k/config")));
+        assert!(
+            m.contains("exec credential plugins are out of scope"),
+            "{m}"
+        );
+        assert!(m.contains("--server http://127.0.0.1:8001"), "{m}");
+    }
+
+    #[test]
+    fn auth_providers_and_basic_auth_are_refused() {
+        let text = config(
+            "    server: https://x\n",
+            "    auth-provider:\n      name: gcp\n",
+        );
+        assert!(message(parse(&text, Path::new("/k/config"))).contains("auth-provider"));
+        let text = config(
+            "    server: https://x\n",
+            "    username: admin\n    password: secret\n",
+        );
+        let m = message(parse(&text, Path::new("/k/config")));
+        assert!(m.contains("basic auth is not supported"), "{m}");
+        assert!(!m.contains("secret"), "{m}");
+    }
+
+    #[test]
+    fn file_and_data_for_the_same_field_is_an_error() {
+        let text = config(
+            "    server: https://x\n    certificate-authority: ca.crt\n    certificate-authority-data: Q0E=\n",
+            "    token: t\n",
+        );
+        assert!(message(parse(&text, Path::new("/k/config")))
+            .contains("sets both certificate-authority"));
+    }
+
+    #[test]
+    fn invalid_base64_data_names_the_field() {
+        let text = config(
+            "    server: https://x\n    certificate-authority-data: not*base64\n",
+            "    token: t\n",
+        );
+        let m = message(parse(&text, Path::new("/k/config")));
+        assert!(
+            m.contains("certificate-authority-data is not valid base64"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_certificate_without_a_key_is_an_error() {
+        let text = config(
+            "    server: https://x\n",
+            "    client-certificate-data: Q0VSVA==\n",
+        );
+        assert!(message(parse(&text, Path::new("/k/config"))).contains("no client-key"));
+    }
+
+    #[test]
+    fn missing_current_context_and_unknown_names_are_explained() {
+        let m = message(parse(
+            "apiVersion: v1\nkind: Config\nclusters: []\n",
+            Path::new("/k/config"),
+        ));
+        assert!(m.contains("kubectl config use-context"), "{m}");
+        let text = config("    server: https://x\n", "    token: t\n")
+            .replace("cluster: c\n", "cluster: other\n");
+        let m = message(parse(&text, Path::new("/k/config")));
+        assert!(m.contains("cluster `other` is not in clusters"), "{m}");
+    }
+
+    #[test]
+    fn insecure_skip_tls_verify_is_read_as_a_boolean() {
+        let text = config(
+            "    server: https://x\n    insecure-skip-tls-verify: true\n",
+            "    token: t\n",
+        );
+        assert!(
+            parse(&text, Path::new("/k/config"))
+                .expect("valid")
+                .insecure_skip_tls_verify
+        );
+        let text = config(
+            "    server: https://x\n    insecure-skip-tls-verify: \"true\"\n",
+            "    token: t\n",
+        );
+        assert!(message(parse(&text, Path::new("/k/config"))).contains("must be true or false"));
+    }
+
+    #[test]
+    fn a_context_without_a_user_has_no_credentials() {
+        let text = config("    server: http://127.0.0.1:8001\n", "    token: t\n")
+            .replace("    user: u\n", "");
+        let k = parse(&text, Path::new("/k/config")).expect("valid");
+        assert_eq!(k.credentials, Credentials::None);
+    }
+
+    #[test]
+    fn yaml_errors_name_the_file_and_the_line() {
+        let m = message(parse("a: 1\n\tb: 2\n", Path::new("/k/config")));
+        assert!(m.contains("/k/config") && m.contains("line 2"), "{m}");
+    }
+
+    #[test]
+    fn debug_output_never_shows_tokens_or_keys() {
+        let text = config(
+            "    server: https://x\n    insecure-skip-tls-verify: true\n",
+            "    token: supersecret\n",
+        );
+        let k = parse(&text, Path::new("/k/config")).expect("valid");
+        assert!(!format!("{k:?}").contains("supersecret"));
+    }
+}

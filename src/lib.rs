@@ -3,31 +3,31 @@
 #![forbid(unsafe_code)]
 
 // Configuration and connection.
+pub mod client;
 pub mod config;
 pub mod duration;
+pub mod error;
 pub mod kubeconfig;
 pub mod yaml;
-pub mod client;
-pub mod error;
 
 // What wavelet reads from the API server, and how it keeps it.
-pub mod objects;
 pub mod base64;
-pub mod watch;
 pub mod cache;
+pub mod objects;
+pub mod watch;
 
 // Decisions: pure functions.
 pub mod annotations;
-pub mod references;
 pub mod hash;
+pub mod references;
 pub mod selector;
 pub mod throttle;
 
 // Acting on decisions.
+pub mod commands;
+pub mod controller;
+pub mod deletemode;
+pub mod events;
 pub mod queue;
 pub mod reconcile;
-pub mod deletemode;
 pub mod state;
-pub mod events;
-pub mod controller;
-pub mod commands;

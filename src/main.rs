@@ -39,11 +39,19 @@ fn run(args: &[String]) -> Result<(), Error> {
         }
         Command::Run(run) => {
             let client = Client::from_flags(&config.connection)?;
-            log::info!("wavelet {} starting against {}", env!("CARGO_PKG_VERSION"), client.base_url());
+            log::info!(
+                "wavelet {} starting against {}",
+                env!("CARGO_PKG_VERSION"),
+                client.base_url()
+            );
             let stop = AtomicBool::new(false);
             wavelet::controller::run(client, &run, &stop)
         }
-        Command::Hash { namespace, kind, name } => {
+        Command::Hash {
+            namespace,
+            kind,
+            name,
+        } => {
             let client = Client::from_flags(&config.connection)?;
             wavelet::commands::hash(&client, &namespace, &kind, &name, &mut std::io::stdout())
         }
@@ -56,7 +64,8 @@ fn run(args: &[String]) -> Result<(), Error> {
 
 /// `env_logger` filtered by `RUST_LOG` (default `info`), as text or one JSON object a line.
 fn init_logging(format: LogFormat) {
-    let mut builder = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    let mut builder =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
     if let LogFormat::Json = format {
         builder.format(|out, record| {
             let line = serde_json::json!({

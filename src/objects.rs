@@ -28,7 +28,12 @@ pub struct Resource {
 
 impl Resource {
     pub fn new(group: &str, version: &str, plural: &str, kind: &str) -> Resource {
-        Resource { group: group.into(), version: version.into(), plural: plural.into(), kind: kind.into() }
+        Resource {
+            group: group.into(),
+            version: version.into(),
+            plural: plural.into(),
+            kind: kind.into(),
+        }
     }
 
     pub fn configmaps() -> Resource {
@@ -70,7 +75,10 @@ impl Resource {
 
     /// Built-in kinds accept strategic-merge patches; custom resources only merge patches.
     pub fn is_builtin(&self) -> bool {
-        matches!(self.group.as_str(), "" | "apps" | "policy" | "coordination.k8s.io")
+        matches!(
+            self.group.as_str(),
+            "" | "apps" | "policy" | "coordination.k8s.io"
+        )
     }
 
     fn prefix(&self) -> String {
@@ -145,7 +153,11 @@ pub struct ConfigKey {
 
 impl ConfigKey {
     pub fn new(kind: ConfigKind, namespace: &str, name: &str) -> ConfigKey {
-        ConfigKey { kind, namespace: namespace.into(), name: name.into() }
+        ConfigKey {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 }
 
@@ -165,7 +177,13 @@ pub struct WorkloadKey {
 
 impl fmt::Display for WorkloadKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}", self.resource.kind.to_lowercase(), self.namespace, self.name)
+        write!(
+            f,
+            "{} {}/{}",
+            self.resource.kind.to_lowercase(),
+            self.namespace,
+            self.name
+        )
     }
 }
 
@@ -225,7 +243,10 @@ impl ConfigObject {
         let mut digests = wire.data;
         digests.extend(wire.binary_data);
         digests.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(ConfigObject { metadata: wire.metadata, digests })
+        Ok(ConfigObject {
+            metadata: wire.metadata,
+            digests,
+        })
     }
 
     /// Deserializes a Secret (`data` is base64; digests are of the decoded bytes).
@@ -233,11 +254,17 @@ impl ConfigObject {
         let wire = SecretWire::deserialize(d)?;
         let mut digests = wire.data;
         digests.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(ConfigObject { metadata: wire.metadata, digests })
+        Ok(ConfigObject {
+            metadata: wire.metadata,
+            digests,
+        })
     }
 
     pub fn digest(&self, key: &str) -> Option<&Digest> {
-        self.digests.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok().map(|i| &self.digests[i].1)
+        self.digests
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .map(|i| &self.digests[i].1)
     }
 }
 
@@ -331,7 +358,9 @@ fn digest_text_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Di
     d.deserialize_any(DigestingVisitor { base64: false })
 }
 
-fn digest_base64_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Digest)>, D::Error> {
+fn digest_base64_values<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<(String, Digest)>, D::Error> {
     d.deserialize_any(DigestingVisitor { base64: true })
 }
 
@@ -529,7 +558,10 @@ pub struct PodCondition {
 impl Pod {
     /// The `Ready` condition is `True`.
     pub fn is_ready(&self) -> bool {
-        self.status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+        self.status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
     }
 
     /// Deletion has begun (`deletionTimestamp` is set): the Pod is on its way out.
@@ -550,15 +582,25 @@ mod tests {
         assert_eq!(obj.metadata.resource_version, "7");
         let keys: Vec<&str> = obj.digests.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["a", "b", "bin"]);
-        assert_eq!(obj.digest("a").unwrap(), &<[u8; 32]>::from(Sha256::digest(b"one")));
-        assert_eq!(obj.digest("bin").unwrap(), &<[u8; 32]>::from(Sha256::digest([0u8, 1])));
+        assert_eq!(
+            obj.digest("a").unwrap(),
+            &<[u8; 32]>::from(Sha256::digest(b"one"))
+        );
+        assert_eq!(
+            obj.digest("bin").unwrap(),
+            &<[u8; 32]>::from(Sha256::digest([0u8, 1]))
+        );
     }
 
     #[test]
     fn secret_values_are_digested_after_base64_decoding() {
-        let json = r#"{"metadata":{"name":"s"},"data":{"password":"aHVudGVyMg=="},"type":"Opaque"}"#;
+        let json =
+            r#"{"metadata":{"name":"s"},"data":{"password":"aHVudGVyMg=="},"type":"Opaque"}"#;
         let obj = ConfigObject::secret(&mut serde_json::Deserializer::from_str(json)).unwrap();
-        assert_eq!(obj.digest("password").unwrap(), &<[u8; 32]>::from(Sha256::digest(b"hunter2")));
+        assert_eq!(
+            obj.digest("password").unwrap(),
+            &<[u8; 32]>::from(Sha256::digest(b"hunter2"))
+        );
     }
 
     #[test]
@@ -577,7 +619,10 @@ mod tests {
 
     #[test]
     fn paths_follow_the_api_layout() {
-        assert_eq!(Resource::configmaps().collection_path(None), "/api/v1/configmaps");
+        assert_eq!(
+            Resource::configmaps().collection_path(None),
+            "/api/v1/configmaps"
+        );
         assert_eq!(
             Resource::deployments().object_path("ns", "web"),
             "/apis/apps/v1/namespaces/ns/deployments/web"

@@ -42,14 +42,19 @@ pub struct Backoff {
 impl Backoff {
     /// Delay before retry number `failures` (1-based): initial × 2^(failures-1), capped.
     pub fn delay(&self, failures: u32) -> Duration {
-        let factor = 1u32.checked_shl(failures.saturating_sub(1).min(20)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(failures.saturating_sub(1).min(20))
+            .unwrap_or(u32::MAX);
         self.initial.saturating_mul(factor).min(self.max)
     }
 }
 
 impl Default for Backoff {
     fn default() -> Backoff {
-        Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(60) }
+        Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(60),
+        }
     }
 }
 
@@ -189,7 +194,11 @@ impl<K: Clone + Eq + Hash> State<K> {
 
     fn cancel_waiting(&mut self, key: &K) {
         if let Some(at) = self.waiting.remove(key) {
-            let id = self.timeline.range((at, 0)..=(at, u64::MAX)).find(|(_, id)| self.timeline_keys.get(id) == Some(key)).map(|&(_, id)| id);
+            let id = self
+                .timeline
+                .range((at, 0)..=(at, u64::MAX))
+                .find(|(_, id)| self.timeline_keys.get(id) == Some(key))
+                .map(|&(_, id)| id);
             if let Some(id) = id {
                 self.timeline.remove(&(at, id));
                 self.timeline_keys.remove(&id);
@@ -259,7 +268,10 @@ mod tests {
         q.add_after("a", Duration::from_millis(60));
         assert_eq!(q.get(), Some("a"));
         let waited = start.elapsed();
-        assert!(waited >= Duration::from_millis(50) && waited < Duration::from_millis(400), "{waited:?}");
+        assert!(
+            waited >= Duration::from_millis(50) && waited < Duration::from_millis(400),
+            "{waited:?}"
+        );
         q.done(&"a");
         assert!(q.is_empty());
     }
@@ -276,7 +288,10 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_is_capped() {
-        let b = Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(1) };
+        let b = Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
         assert_eq!(b.delay(1), Duration::from_millis(100));
         assert_eq!(b.delay(3), Duration::from_millis(400));
         assert_eq!(b.delay(30), Duration::from_secs(1));

@@ -40,8 +40,13 @@ pub enum Next {
 pub enum Outcome {
     Forgotten,
     UpToDate,
-    Adopted { hash: String },
-    Rolled { from: String, to: String },
+    Adopted {
+        hash: String,
+    },
+    Rolled {
+        from: String,
+        to: String,
+    },
     MissingConfig,
     Throttled(Throttled),
     OptOutCleaned,
@@ -82,24 +87,47 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
-    pub fn new(client: Client, cache: Arc<Cache>, recorder: Recorder, settings: HashModeSettings) -> Reconciler {
+    pub fn new(
+        client: Client,
+        cache: Arc<Cache>,
+        recorder: Recorder,
+        settings: HashModeSettings,
+    ) -> Reconciler {
         let throttle = RolloutThrottle::new(
             settings.max_rollouts_per_second,
             settings.rollout_burst,
             settings.min_rollout_interval,
             Instant::now(),
         );
-        Reconciler { client, cache, recorder, settings, throttle: Mutex::new(throttle), memory: Mutex::new(HashMap::new()) }
+        Reconciler {
+            client,
+            cache,
+            recorder,
+            settings,
+            throttle: Mutex::new(throttle),
+            memory: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The hash `run` would write for this workload now, with what is missing.
     pub fn compute_hash(&self, entry: &WorkloadEntry) -> ConfigHash {
         let resolved = self.resolve(&entry.references);
-        hash::compute(resolved.iter().map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))), self.settings.hmac_key.as_deref())
+        hash::compute(
+            resolved
+                .iter()
+                .map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))),
+            self.settings.hmac_key.as_deref(),
+        )
     }
 
-    fn resolve<'a>(&self, references: &'a [Reference]) -> Vec<(&'a Reference, Option<Arc<ConfigEntry>>)> {
-        references.iter().map(|r| (r, self.cache.config(&r.config))).collect()
+    fn resolve<'a>(
+        &self,
+        references: &'a [Reference],
+    ) -> Vec<(&'a Reference, Option<Arc<ConfigEntry>>)> {
+        references
+            .iter()
+            .map(|r| (r, self.cache.config(&r.config)))
+            .collect()
     }
 
     /// Reconciles one workload. The work queue never hands the same key to two workers, so
@@ -128,11 +156,14 @@ impl Reconciler {
         flavor: Flavor,
         remembered: &mut Memory,
     ) -> Result<(Next, Outcome), Error> {
-
         // 2.
         let resolved = self.resolve(&entry.references);
-        let computed =
-            hash::compute(resolved.iter().map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))), self.settings.hmac_key.as_deref());
+        let computed = hash::compute(
+            resolved
+                .iter()
+                .map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))),
+            self.settings.hmac_key.as_deref(),
+        );
         let fingerprints: Vec<(ConfigKey, Digest)> = resolved
             .iter()
             .map(|(r, e)| {
@@ -146,7 +177,12 @@ impl Reconciler {
         if !computed.missing.is_empty() {
             let message = format!(
                 "not rolling: {}; the Pods would not start. Will roll once it exists.",
-                computed.missing.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                computed
+                    .missing
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
             if remembered.warned_missing.as_deref() != Some(message.as_str()) {
                 log::warn!("{key}: {message}");
@@ -175,14 +211,25 @@ impl Reconciler {
         let Some(recorded) = recorded else {
             let body = json!({"metadata": {"annotations": {flavor.hash_key(): computed.hash}}});
             if self.settings.dry_run {
-                log::info!("{key}: dry run: would adopt with config hash {}", hash::short(&computed.hash));
+                log::info!(
+                    "{key}: dry run: would adopt with config hash {}",
+                    hash::short(&computed.hash)
+                );
             } else {
                 self.patch(key, &body)?;
-                log::info!("{key}: adopted with config hash {} (no rollout)", hash::short(&computed.hash));
+                log::info!(
+                    "{key}: adopted with config hash {} (no rollout)",
+                    hash::short(&computed.hash)
+                );
             }
             remembered.fingerprints = fingerprints;
             remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
-            return Ok((Next::Done, Outcome::Adopted { hash: computed.hash }));
+            return Ok((
+                Next::Done,
+                Outcome::Adopted {
+                    hash: computed.hash,
+                },
+            ));
         };
 
         // 6.
@@ -205,10 +252,18 @@ impl Reconciler {
 
         // 7.
         let changed = describe_changes(&remembered.fingerprints, &fingerprints);
-        let message = format!("{changed}; config hash {} → {}", hash::short(&recorded), hash::short(&computed.hash));
+        let message = format!(
+            "{changed}; config hash {} → {}",
+            hash::short(&recorded),
+            hash::short(&computed.hash)
+        );
         if self.settings.dry_run {
             log::info!("{key}: dry run: would roll: {message}");
-            self.recorder.normal(&about, "ConfigChanged", &format!("dry run, not rolled: {message}"));
+            self.recorder.normal(
+                &about,
+                "ConfigChanged",
+                &format!("dry run, not rolled: {message}"),
+            );
         } else {
             let hash_key = flavor.hash_key();
             let body = json!({
@@ -226,18 +281,35 @@ impl Reconciler {
         remembered.fingerprints = fingerprints;
         remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
         remembered.warned_throttle = false;
-        Ok((Next::Done, Outcome::Rolled { from: recorded, to: computed.hash }))
+        Ok((
+            Next::Done,
+            Outcome::Rolled {
+                from: recorded,
+                to: computed.hash,
+            },
+        ))
     }
 
     /// Opted out: remove wavelet's hash annotations from the metadata. The template's stays:
     /// removing it would roll the workload.
-    fn clean_up_opt_out(&self, key: &WorkloadKey, entry: &WorkloadEntry) -> Result<(Next, Outcome), Error> {
+    fn clean_up_opt_out(
+        &self,
+        key: &WorkloadKey,
+        entry: &WorkloadEntry,
+    ) -> Result<(Next, Outcome), Error> {
         if entry.metadata_hash_keys.is_empty() {
             return Ok((Next::Done, Outcome::UpToDate));
         }
-        let annotations: serde_json::Map<String, Value> = entry.metadata_hash_keys.iter().map(|k| (k.to_string(), Value::Null)).collect();
+        let annotations: serde_json::Map<String, Value> = entry
+            .metadata_hash_keys
+            .iter()
+            .map(|k| (k.to_string(), Value::Null))
+            .collect();
         if self.settings.dry_run {
-            log::info!("{key}: dry run: would remove {:?} after opt-out", entry.metadata_hash_keys);
+            log::info!(
+                "{key}: dry run: would remove {:?} after opt-out",
+                entry.metadata_hash_keys
+            );
         } else {
             self.patch(key, &json!({"metadata": {"annotations": annotations}}))?;
             log::info!("{key}: opted out; removed wavelet's metadata annotations (the template is left alone)");
@@ -246,11 +318,21 @@ impl Reconciler {
     }
 
     fn patch(&self, key: &WorkloadKey, body: &Value) -> Result<(), Error> {
-        let path = format!("{}?fieldManager=wavelet", key.resource.object_path(&key.namespace, &key.name));
+        let path = format!(
+            "{}?fieldManager=wavelet",
+            key.resource.object_path(&key.namespace, &key.name)
+        );
         // Custom resources do not support strategic merge; for a map of annotations both
         // mean the same.
-        let patch_type = if key.resource.is_builtin() { PatchType::Strategic } else { PatchType::Merge };
-        match self.client.patch::<serde::de::IgnoredAny>(&path, patch_type, body) {
+        let patch_type = if key.resource.is_builtin() {
+            PatchType::Strategic
+        } else {
+            PatchType::Merge
+        };
+        match self
+            .client
+            .patch::<serde::de::IgnoredAny>(&path, patch_type, body)
+        {
             Ok(_) => Ok(()),
             // Deleted meanwhile: its DELETED event forgets it.
             Err(err) if err.is_not_found() => Ok(()),
@@ -267,10 +349,20 @@ fn describe_changes(before: &[(ConfigKey, Digest)], after: &[(ConfigKey, Digest)
     }
     let mut changed: Vec<String> = after
         .iter()
-        .filter(|(key, digest)| before.iter().find(|(k, _)| k == key).is_none_or(|(_, d)| d != digest))
+        .filter(|(key, digest)| {
+            before
+                .iter()
+                .find(|(k, _)| k == key)
+                .is_none_or(|(_, d)| d != digest)
+        })
         .map(|(key, _)| key.to_string())
         .collect();
-    changed.extend(before.iter().filter(|(key, _)| !after.iter().any(|(k, _)| k == key)).map(|(key, _)| format!("{key} (no longer referenced)")));
+    changed.extend(
+        before
+            .iter()
+            .filter(|(key, _)| !after.iter().any(|(k, _)| k == key))
+            .map(|(key, _)| format!("{key} (no longer referenced)")),
+    );
     if changed.is_empty() {
         "configuration changed".into()
     } else {
@@ -284,7 +376,10 @@ mod tests {
     use crate::objects::ConfigKind;
 
     fn fp(name: &str, byte: u8) -> (ConfigKey, Digest) {
-        (ConfigKey::new(ConfigKind::ConfigMap, "ns", name), [byte; 32])
+        (
+            ConfigKey::new(ConfigKind::ConfigMap, "ns", name),
+            [byte; 32],
+        )
     }
 
     #[test]
@@ -296,13 +391,19 @@ mod tests {
 
     #[test]
     fn says_when_the_change_happened_while_not_watching() {
-        assert_eq!(describe_changes(&[], &[fp("a", 1)]), "configuration changed while wavelet was not watching");
+        assert_eq!(
+            describe_changes(&[], &[fp("a", 1)]),
+            "configuration changed while wavelet was not watching"
+        );
     }
 
     #[test]
     fn names_references_that_were_added_or_dropped() {
         let before = [fp("a", 1)];
         let after = [fp("b", 1)];
-        assert_eq!(describe_changes(&before, &after), "configmap ns/b, configmap ns/a (no longer referenced) changed");
+        assert_eq!(
+            describe_changes(&before, &after),
+            "configmap ns/b, configmap ns/a (no longer referenced) changed"
+        );
     }
 }

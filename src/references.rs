@@ -30,26 +30,58 @@ pub fn references(workload: &WorkloadObject) -> Vec<Reference> {
 
     for volume in &spec.volumes {
         if let Some(cm) = &volume.config_map {
-            found.items(ConfigKind::ConfigMap, namespace, &cm.name, cm.items.as_deref(), cm.optional);
+            found.items(
+                ConfigKind::ConfigMap,
+                namespace,
+                &cm.name,
+                cm.items.as_deref(),
+                cm.optional,
+            );
         }
         if let Some(secret) = &volume.secret {
-            found.items(ConfigKind::Secret, namespace, &secret.secret_name, secret.items.as_deref(), secret.optional);
+            found.items(
+                ConfigKind::Secret,
+                namespace,
+                &secret.secret_name,
+                secret.items.as_deref(),
+                secret.optional,
+            );
         }
         for source in volume.projected.iter().flat_map(|p| &p.sources) {
             if let Some(cm) = &source.config_map {
-                found.items(ConfigKind::ConfigMap, namespace, &cm.name, cm.items.as_deref(), cm.optional);
+                found.items(
+                    ConfigKind::ConfigMap,
+                    namespace,
+                    &cm.name,
+                    cm.items.as_deref(),
+                    cm.optional,
+                );
             }
             if let Some(secret) = &source.secret {
-                found.items(ConfigKind::Secret, namespace, &secret.name, secret.items.as_deref(), secret.optional);
+                found.items(
+                    ConfigKind::Secret,
+                    namespace,
+                    &secret.name,
+                    secret.items.as_deref(),
+                    secret.optional,
+                );
             }
         }
     }
 
     for container in spec.init_containers.iter().chain(&spec.containers) {
         for env in &container.env {
-            let Some(source) = &env.value_from else { continue };
+            let Some(source) = &env.value_from else {
+                continue;
+            };
             if let Some(r) = &source.config_map_key_ref {
-                found.key(ConfigKind::ConfigMap, namespace, &r.name, &r.key, r.optional);
+                found.key(
+                    ConfigKind::ConfigMap,
+                    namespace,
+                    &r.name,
+                    &r.key,
+                    r.optional,
+                );
             }
             if let Some(r) = &source.secret_key_ref {
                 found.key(ConfigKind::Secret, namespace, &r.name, &r.key, r.optional);
@@ -57,10 +89,20 @@ pub fn references(workload: &WorkloadObject) -> Vec<Reference> {
         }
         for env_from in &container.env_from {
             if let Some(r) = &env_from.config_map_ref {
-                found.all(ConfigKind::ConfigMap, namespace, &r.name, !r.optional.unwrap_or(false));
+                found.all(
+                    ConfigKind::ConfigMap,
+                    namespace,
+                    &r.name,
+                    !r.optional.unwrap_or(false),
+                );
             }
             if let Some(r) = &env_from.secret_ref {
-                found.all(ConfigKind::Secret, namespace, &r.name, !r.optional.unwrap_or(false));
+                found.all(
+                    ConfigKind::Secret,
+                    namespace,
+                    &r.name,
+                    !r.optional.unwrap_or(false),
+                );
             }
         }
     }
@@ -72,7 +114,11 @@ pub fn references(workload: &WorkloadObject) -> Vec<Reference> {
         (annotations::WAVELET_EXTRA_SECRETS, ConfigKind::Secret),
         (annotations::WAVE_EXTRA_SECRETS, ConfigKind::Secret),
     ] {
-        for (ns, name) in meta.get(key).map(|v| parse_extra_list(v, namespace)).unwrap_or_default() {
+        for (ns, name) in meta
+            .get(key)
+            .map(|v| parse_extra_list(v, namespace))
+            .unwrap_or_default()
+        {
             found.all(kind, &ns, &name, false);
         }
     }
@@ -123,7 +169,14 @@ impl Found {
         }
     }
 
-    fn key(&mut self, kind: ConfigKind, namespace: &str, name: &str, key: &str, optional: Option<bool>) {
+    fn key(
+        &mut self,
+        kind: ConfigKind,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        optional: Option<bool>,
+    ) {
         let required = !optional.unwrap_or(false);
         if let Some(r) = self.entry(kind, namespace, name) {
             r.required |= required;
@@ -132,7 +185,14 @@ impl Found {
     }
 
     /// A volume or projected source: `items` lists the keys that count, else all keys.
-    fn items(&mut self, kind: ConfigKind, namespace: &str, name: &str, items: Option<&[KeyToPath]>, optional: Option<bool>) {
+    fn items(
+        &mut self,
+        kind: ConfigKind,
+        namespace: &str,
+        name: &str,
+        items: Option<&[KeyToPath]>,
+        optional: Option<bool>,
+    ) {
         match items {
             Some(items) if !items.is_empty() => {
                 for item in items {
@@ -249,17 +309,26 @@ mod tests {
             "spec": {"template": {"spec": {"containers": []}}}
         })));
         let keys: Vec<String> = refs.iter().map(|r| r.config.to_string()).collect();
-        assert_eq!(keys, ["configmap ns/one", "configmap other/two", "secret ns/s"]);
+        assert_eq!(
+            keys,
+            ["configmap ns/one", "configmap other/two", "secret ns/s"]
+        );
         assert!(refs.iter().all(|r| r.all_keys && !r.required));
     }
 
     #[test]
     fn extra_list_skips_malformed_entries() {
-        assert_eq!(parse_extra_list("a/b/c, /x, y/, ok", "d"), vec![("d".to_string(), "ok".to_string())]);
+        assert_eq!(
+            parse_extra_list("a/b/c, /x, y/, ok", "d"),
+            vec![("d".to_string(), "ok".to_string())]
+        );
     }
 
     #[test]
     fn a_template_without_configuration_has_no_references() {
-        assert!(references(&template(serde_json::json!({"containers": [{"name": "c"}]}))).is_empty());
+        assert!(references(&template(
+            serde_json::json!({"containers": [{"name": "c"}]})
+        ))
+        .is_empty());
     }
 }

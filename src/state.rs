@@ -43,12 +43,22 @@ const MAX_CONFLICT_RETRIES: usize = 5;
 /// than the API's 253 characters (a long name in a long namespace) keeps the kind and
 /// namespace and replaces the name with `h-` and 32 hex digits of its SHA-256.
 pub fn state_key(object: &ConfigKey) -> String {
-    let key = format!("{}.{}.{}", object.kind.as_str(), object.namespace, object.name);
+    let key = format!(
+        "{}.{}.{}",
+        object.kind.as_str(),
+        object.namespace,
+        object.name
+    );
     if key.len() <= MAX_KEY_LEN {
         return key;
     }
     let digest = crate::hash::hex(&Sha256::digest(object.name.as_bytes()));
-    format!("{}.{}.h-{}", object.kind.as_str(), object.namespace, &digest[..32])
+    format!(
+        "{}.{}.h-{}",
+        object.kind.as_str(),
+        object.namespace,
+        &digest[..32]
+    )
 }
 
 /// What the state says about one object.
@@ -58,7 +68,11 @@ pub enum Entry {
     Acted { hash: String },
     /// Pods are being replaced for this data hash: the change was observed at `observed`
     /// (Unix seconds) and these Pod UIDs were listed then.
-    Replacing { hash: String, observed: u64, pods: Vec<String> },
+    Replacing {
+        hash: String,
+        observed: u64,
+        pods: Vec<String>,
+    },
 }
 
 impl Entry {
@@ -73,8 +87,16 @@ impl Entry {
     pub fn encode(&self) -> String {
         match self {
             Entry::Acted { hash } => hash.clone(),
-            Entry::Replacing { hash, observed, pods } => {
-                format!("{hash} replacing since={} pods={}", crate::events::rfc3339(*observed), pods.join(","))
+            Entry::Replacing {
+                hash,
+                observed,
+                pods,
+            } => {
+                format!(
+                    "{hash} replacing since={} pods={}",
+                    crate::events::rfc3339(*observed),
+                    pods.join(",")
+                )
             }
         }
     }
@@ -86,10 +108,19 @@ impl Entry {
         match words.next() {
             None => Some(Entry::Acted { hash }),
             Some("replacing") => {
-                let observed = crate::deletemode::parse_rfc3339(words.next()?.strip_prefix("since=")?)?;
+                let observed =
+                    crate::deletemode::parse_rfc3339(words.next()?.strip_prefix("since=")?)?;
                 let pods = words.next()?.strip_prefix("pods=")?;
-                let pods = pods.split(',').filter(|p| !p.is_empty()).map(String::from).collect();
-                words.next().is_none().then_some(Entry::Replacing { hash, observed, pods })
+                let pods = pods
+                    .split(',')
+                    .filter(|p| !p.is_empty())
+                    .map(String::from)
+                    .collect();
+                words.next().is_none().then_some(Entry::Replacing {
+                    hash,
+                    observed,
+                    pods,
+                })
             }
             Some(_) => None,
         }
@@ -134,7 +165,12 @@ struct MetaWire {
 
 impl StateStore {
     pub fn new(client: Client, namespace: String, dry_run: bool) -> StateStore {
-        StateStore { client, namespace, dry_run, loaded: Mutex::new(None) }
+        StateStore {
+            client,
+            namespace,
+            dry_run,
+            loaded: Mutex::new(None),
+        }
     }
 
     pub fn namespace(&self) -> &str {
@@ -153,7 +189,10 @@ impl StateStore {
         Ok(state.data.get(&key).and_then(|text| {
             let entry = Entry::decode(text);
             if entry.is_none() {
-                log::warn!("{object}: ignoring unreadable entry {key:?} in ConfigMap {}/{STATE_CONFIGMAP}", self.namespace);
+                log::warn!(
+                    "{object}: ignoring unreadable entry {key:?} in ConfigMap {}/{STATE_CONFIGMAP}",
+                    self.namespace
+                );
             }
             entry
         }))
@@ -183,13 +222,22 @@ impl StateStore {
             }
             match self.write(state.resource_version.as_deref(), &data) {
                 Ok(resource_version) => {
-                    *state = Loaded { resource_version: Some(resource_version), data };
+                    *state = Loaded {
+                        resource_version: Some(resource_version),
+                        data,
+                    };
                     return Ok(());
                 }
                 // Changed (409 Conflict), created (409 AlreadyExists) or deleted (404 on
                 // PUT) behind our back: re-read and apply the change to what is there now.
-                Err(Error::Api(status)) if status.is_conflict() || (status.is_not_found() && state.resource_version.is_some()) => {
-                    log::debug!("ConfigMap {}/{STATE_CONFIGMAP} changed meanwhile; re-reading", self.namespace);
+                Err(Error::Api(status))
+                    if status.is_conflict()
+                        || (status.is_not_found() && state.resource_version.is_some()) =>
+                {
+                    log::debug!(
+                        "ConfigMap {}/{STATE_CONFIGMAP} changed meanwhile; re-reading",
+                        self.namespace
+                    );
                     *loaded = Some(self.read()?);
                 }
                 Err(err) => return Err(self.explain(err)),
@@ -207,14 +255,21 @@ impl StateStore {
 
     fn read(&self) -> Result<Loaded, Error> {
         match self.client.get::<ConfigMapWire>(&self.path()) {
-            Ok(cm) => Ok(Loaded { resource_version: Some(cm.metadata.resource_version), data: cm.data.unwrap_or_default() }),
+            Ok(cm) => Ok(Loaded {
+                resource_version: Some(cm.metadata.resource_version),
+                data: cm.data.unwrap_or_default(),
+            }),
             Err(err) if err.is_not_found() => Ok(Loaded::default()),
             Err(err) => Err(self.explain(err)),
         }
     }
 
     /// Creates or updates the ConfigMap; returns its new resourceVersion.
-    fn write(&self, resource_version: Option<&str>, data: &BTreeMap<String, String>) -> Result<String, Error> {
+    fn write(
+        &self,
+        resource_version: Option<&str>,
+        data: &BTreeMap<String, String>,
+    ) -> Result<String, Error> {
         let mut body = json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -226,7 +281,10 @@ impl StateStore {
             "data": data,
         });
         let written: ConfigMapWire = match resource_version {
-            None => self.client.post(&Resource::configmaps().collection_path(Some(&self.namespace)), &body)?,
+            None => self.client.post(
+                &Resource::configmaps().collection_path(Some(&self.namespace)),
+                &body,
+            )?,
             Some(rv) => {
                 body["metadata"]["resourceVersion"] = json!(rv);
                 self.client.put(&self.path(), &body)?
@@ -257,13 +315,21 @@ mod tests {
     fn is_valid_configmap_key(key: &str) -> bool {
         !key.is_empty()
             && key.len() <= MAX_KEY_LEN
-            && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
     }
 
     #[test]
     fn state_keys_name_kind_namespace_and_object() {
-        assert_eq!(state_key(&ConfigKey::new(ConfigKind::ConfigMap, "shop", "app.config")), "configmap.shop.app.config");
-        assert_eq!(state_key(&ConfigKey::new(ConfigKind::Secret, "shop", "creds")), "secret.shop.creds");
+        assert_eq!(
+            state_key(&ConfigKey::new(ConfigKind::ConfigMap, "shop", "app.config")),
+            "configmap.shop.app.config"
+        );
+        assert_eq!(
+            state_key(&ConfigKey::new(ConfigKind::Secret, "shop", "creds")),
+            "secret.shop.creds"
+        );
     }
 
     #[test]
@@ -281,16 +347,32 @@ mod tests {
         let acted = Entry::Acted { hash: HASH.into() };
         assert_eq!(acted.encode(), HASH);
         assert_eq!(Entry::decode(&acted.encode()), Some(acted));
-        let replacing = Entry::Replacing { hash: HASH.into(), observed: 1_795_317_280, pods: vec!["u1".into(), "u2".into()] };
-        assert_eq!(replacing.encode(), format!("{HASH} replacing since=2026-11-22T03:14:40Z pods=u1,u2"));
+        let replacing = Entry::Replacing {
+            hash: HASH.into(),
+            observed: 1_795_317_280,
+            pods: vec!["u1".into(), "u2".into()],
+        };
+        assert_eq!(
+            replacing.encode(),
+            format!("{HASH} replacing since=2026-11-22T03:14:40Z pods=u1,u2")
+        );
         assert_eq!(Entry::decode(&replacing.encode()), Some(replacing));
-        let none_listed = Entry::Replacing { hash: HASH.into(), observed: 0, pods: vec![] };
+        let none_listed = Entry::Replacing {
+            hash: HASH.into(),
+            observed: 0,
+            pods: vec![],
+        };
         assert_eq!(Entry::decode(&none_listed.encode()), Some(none_listed));
     }
 
     #[test]
     fn unreadable_entries_decode_to_none() {
-        for text in ["", "abc", &format!("{HASH} done"), &format!("{HASH} replacing since=yesterday pods=")] {
+        for text in [
+            "",
+            "abc",
+            &format!("{HASH} done"),
+            &format!("{HASH} replacing since=yesterday pods="),
+        ] {
             assert_eq!(Entry::decode(text), None, "{text:?}");
         }
     }

@@ -18,7 +18,12 @@ impl TokenBucket {
     /// Starts full.
     pub fn new(rate: f64, burst: u32, now: Instant) -> TokenBucket {
         let burst = f64::from(burst.max(1));
-        TokenBucket { rate: rate.max(f64::MIN_POSITIVE), burst, tokens: burst, last: now }
+        TokenBucket {
+            rate: rate.max(f64::MIN_POSITIVE),
+            burst,
+            tokens: burst,
+            last: now,
+        }
     }
 
     fn refill(&mut self, now: Instant) {
@@ -48,7 +53,10 @@ pub struct MinInterval<K> {
 
 impl<K: Eq + Hash + Clone> MinInterval<K> {
     pub fn new(interval: Duration) -> MinInterval<K> {
-        MinInterval { interval, last: HashMap::new() }
+        MinInterval {
+            interval,
+            last: HashMap::new(),
+        }
     }
 
     /// How long `key` must still wait before its next rollout (`None`: it may roll now).
@@ -93,7 +101,10 @@ impl Throttled {
 
 impl<K: Eq + Hash + Clone> RolloutThrottle<K> {
     pub fn new(rate: f64, burst: u32, min_interval: Duration, now: Instant) -> RolloutThrottle<K> {
-        RolloutThrottle { bucket: TokenBucket::new(rate, burst, now), per_workload: MinInterval::new(min_interval) }
+        RolloutThrottle {
+            bucket: TokenBucket::new(rate, burst, now),
+            per_workload: MinInterval::new(min_interval),
+        }
     }
 
     /// Admits a rollout of `key` now (recording it), or says how long to wait. The
@@ -143,7 +154,10 @@ mod tests {
         let t0 = Instant::now();
         let mut throttle = RolloutThrottle::new(100.0, 100, Duration::from_secs(10), t0);
         assert_eq!(throttle.admit(&"a", t0), Ok(()));
-        assert_eq!(throttle.admit(&"a", t0 + Duration::from_secs(4)), Err(Throttled::MinInterval(Duration::from_secs(6))));
+        assert_eq!(
+            throttle.admit(&"a", t0 + Duration::from_secs(4)),
+            Err(Throttled::MinInterval(Duration::from_secs(6)))
+        );
         assert_eq!(throttle.admit(&"b", t0 + Duration::from_secs(4)), Ok(()));
         assert_eq!(throttle.admit(&"a", t0 + Duration::from_secs(10)), Ok(()));
     }
@@ -154,7 +168,13 @@ mod tests {
         let mut throttle = RolloutThrottle::new(0.001, 2, Duration::from_secs(10), t0);
         assert!(throttle.admit(&"a", t0).is_ok());
         assert!(throttle.admit(&"a", t0).is_err());
-        assert!(throttle.admit(&"b", t0).is_ok(), "the second token is still there");
-        assert!(matches!(throttle.admit(&"c", t0), Err(Throttled::RateLimit(_))));
+        assert!(
+            throttle.admit(&"b", t0).is_ok(),
+            "the second token is still there"
+        );
+        assert!(matches!(
+            throttle.admit(&"c", t0),
+            Err(Throttled::RateLimit(_))
+        ));
     }
 }

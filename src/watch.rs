@@ -58,7 +58,11 @@ pub trait LineStream: Send {
 /// Where a watcher lists and watches: the API server, or a script in tests.
 pub trait Source<T>: Send {
     fn list(&self, continue_token: Option<&str>) -> Result<Page<T>, Error>;
-    fn watch(&self, resource_version: &str, timeout: Duration) -> Result<Box<dyn LineStream>, Error>;
+    fn watch(
+        &self,
+        resource_version: &str,
+        timeout: Duration,
+    ) -> Result<Box<dyn LineStream>, Error>;
 }
 
 /// Timing of a watcher.
@@ -118,7 +122,12 @@ enum State {
     Listing { continue_token: Option<String> },
     /// Listed (or a stream ended): open a watch from `rv`.
     Listed { rv: String },
-    Watching { rv: String, stream: Box<dyn LineStream>, opened: Instant, events: u64 },
+    Watching {
+        rv: String,
+        stream: Box<dyn LineStream>,
+        opened: Instant,
+        events: u64,
+    },
 }
 
 /// The list+watch loop of one resource.
@@ -137,8 +146,16 @@ pub struct Watcher<T, S> {
 
 impl<T: Object, S: Source<T>> Watcher<T, S> {
     /// `name` identifies the watcher in logs (`configmaps in all namespaces`).
-    pub fn new(name: String, source: S, config: WatchConfig, stop: Arc<AtomicBool>) -> Watcher<T, S> {
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64
+    pub fn new(
+        name: String,
+        source: S,
+        config: WatchConfig,
+        stop: Arc<AtomicBool>,
+    ) -> Watcher<T, S> {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64
             ^ 0x9e37_79b9_7f4a_7c15;
         Watcher {
             name,
@@ -173,28 +190,41 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                 log::debug!("{}: listing ({})", self.name, reason.as_str());
                 self.relist_at = Instant::now() + self.config.resync;
                 self.ready.push_back(Event::InitStart);
-                State::Listing { continue_token: None }
+                State::Listing {
+                    continue_token: None,
+                }
             }
-            State::Listing { continue_token } => match self.source.list(continue_token.as_deref()) {
-                Ok(page) => {
-                    self.ready.extend(page.items.into_iter().map(Event::InitApply));
-                    match page.continue_token.filter(|t| !t.is_empty()) {
-                        Some(token) => State::Listing { continue_token: Some(token) },
-                        None => {
-                            self.failures = 0;
-                            self.ready.push_back(Event::InitDone);
-                            State::Listed { rv: page.resource_version }
+            State::Listing { continue_token } => {
+                match self.source.list(continue_token.as_deref()) {
+                    Ok(page) => {
+                        self.ready
+                            .extend(page.items.into_iter().map(Event::InitApply));
+                        match page.continue_token.filter(|t| !t.is_empty()) {
+                            Some(token) => State::Listing {
+                                continue_token: Some(token),
+                            },
+                            None => {
+                                self.failures = 0;
+                                self.ready.push_back(Event::InitDone);
+                                State::Listed {
+                                    rv: page.resource_version,
+                                }
+                            }
                         }
                     }
+                    Err(err) => {
+                        // A half-done list is never stitched to a later one: start over.
+                        let reason = if err.is_expired() {
+                            Restart::Expired
+                        } else {
+                            Restart::Error
+                        };
+                        log::warn!("{}: list failed, relisting: {err}", self.name);
+                        self.back_off(&err);
+                        State::Empty(reason)
+                    }
                 }
-                Err(err) => {
-                    // A half-done list is never stitched to a later one: start over.
-                    let reason = if err.is_expired() { Restart::Expired } else { Restart::Error };
-                    log::warn!("{}: list failed, relisting: {err}", self.name);
-                    self.back_off(&err);
-                    State::Empty(reason)
-                }
-            },
+            }
             State::Listed { rv } => {
                 if Instant::now() >= self.relist_at {
                     State::Empty(Restart::Resync)
@@ -202,7 +232,12 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                     self.open_watch(rv)
                 }
             }
-            State::Watching { rv, mut stream, opened, events } => {
+            State::Watching {
+                rv,
+                mut stream,
+                opened,
+                events,
+            } => {
                 if Instant::now() >= self.relist_at {
                     State::Empty(Restart::Resync)
                 } else {
@@ -219,7 +254,10 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                         }
                         Err(err) => {
                             (self.on_restart)(Restart::StreamBroken);
-                            log::debug!("{}: watch broke ({err}), re-watching from {rv}", self.name);
+                            log::debug!(
+                                "{}: watch broke ({err}), re-watching from {rv}",
+                                self.name
+                            );
                             self.back_off(&err);
                             State::Listed { rv }
                         }
@@ -236,13 +274,19 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         let random = Duration::from_secs(300 + self.next_random() % 300);
         let timeout = random.min(until_relist).max(Duration::from_secs(1));
         match self.source.watch(&rv, timeout) {
-            Ok(stream) => State::Watching { rv, stream, opened: Instant::now(), events: 0 },
+            Ok(stream) => State::Watching {
+                rv,
+                stream,
+                opened: Instant::now(),
+                events: 0,
+            },
             Err(err) if err.is_expired() => {
                 log::debug!("{}: watch from {rv} expired, relisting", self.name);
                 State::Empty(Restart::Expired)
             }
             Err(err) => {
-                let retry_watch = matches!(&err, Error::Transport(_)) || err.status().is_some_and(Status::is_too_many_requests);
+                let retry_watch = matches!(&err, Error::Transport(_))
+                    || err.status().is_some_and(Status::is_too_many_requests);
                 self.back_off(&err);
                 if retry_watch {
                     log::debug!("{}: watch failed ({err}), retrying", self.name);
@@ -255,14 +299,24 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         }
     }
 
-    fn on_line(&mut self, rv: String, stream: Box<dyn LineStream>, opened: Instant, events: u64, line: &[u8]) -> State {
+    fn on_line(
+        &mut self,
+        rv: String,
+        stream: Box<dyn LineStream>,
+        opened: Instant,
+        events: u64,
+        line: &[u8],
+    ) -> State {
         let event: WatchEvent<T> = match serde_json::from_slice(line) {
             Ok(event) => event,
             Err(err) => {
                 // A truncated or garbled line: the event was not applied and the rv not
                 // advanced, so re-watching from `rv` replays it.
                 (self.on_restart)(Restart::StreamBroken);
-                log::debug!("{}: undecodable watch line ({err}), re-watching from {rv}", self.name);
+                log::debug!(
+                    "{}: undecodable watch line ({err}), re-watching from {rv}",
+                    self.name
+                );
                 self.back_off_for(Duration::ZERO);
                 return State::Listed { rv };
             }
@@ -273,19 +327,41 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                 let rv = next_rv(rv, obj.meta());
                 self.ready.push_back(Event::Apply(obj));
-                State::Watching { rv, stream, opened, events }
+                State::Watching {
+                    rv,
+                    stream,
+                    opened,
+                    events,
+                }
             }
             WatchEvent::Deleted(obj) => {
                 let rv = next_rv(rv, obj.meta());
                 self.ready.push_back(Event::Delete(obj));
-                State::Watching { rv, stream, opened, events }
+                State::Watching {
+                    rv,
+                    stream,
+                    opened,
+                    events,
+                }
             }
             WatchEvent::Bookmark(bookmark_rv) => {
-                let rv = if bookmark_rv.is_empty() { rv } else { bookmark_rv };
-                State::Watching { rv, stream, opened, events }
+                let rv = if bookmark_rv.is_empty() {
+                    rv
+                } else {
+                    bookmark_rv
+                };
+                State::Watching {
+                    rv,
+                    stream,
+                    opened,
+                    events,
+                }
             }
             WatchEvent::Error(status) if status.is_expired() => {
-                log::debug!("{}: watch from {rv} expired ({status}), relisting", self.name);
+                log::debug!(
+                    "{}: watch from {rv} expired ({status}), relisting",
+                    self.name
+                );
                 State::Empty(Restart::Expired)
             }
             WatchEvent::Error(status) => {
@@ -416,15 +492,19 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
                         "type" => kind = Some(map.next_value()?),
                         "object" => {
                             let Some(kind) = kind.as_deref() else {
-                                return Err(de::Error::custom("watch event object before its type"));
+                                return Err(de::Error::custom(
+                                    "watch event object before its type",
+                                ));
                             };
                             event = Some(match kind {
                                 "ADDED" => WatchEvent::Added(map.next_value()?),
                                 "MODIFIED" => WatchEvent::Modified(map.next_value()?),
                                 "DELETED" => WatchEvent::Deleted(map.next_value()?),
-                                "BOOKMARK" => {
-                                    WatchEvent::Bookmark(map.next_value::<BookmarkObject>()?.metadata.resource_version)
-                                }
+                                "BOOKMARK" => WatchEvent::Bookmark(
+                                    map.next_value::<BookmarkObject>()?
+                                        .metadata
+                                        .resource_version,
+                                ),
                                 "ERROR" => {
                                     let s: StatusObject = map.next_value()?;
                                     WatchEvent::Error(Status {
@@ -434,7 +514,11 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
                                         retry_after: None,
                                     })
                                 }
-                                other => return Err(de::Error::custom(format!("invalid watch event type {other:?}"))),
+                                other => {
+                                    return Err(de::Error::custom(format!(
+                                        "invalid watch event type {other:?}"
+                                    )))
+                                }
                             });
                         }
                         _ => {
@@ -496,12 +580,20 @@ mod tests {
     }
 
     fn status(code: u16, reason: &str) -> Error {
-        Error::Api(Status { code, reason: reason.into(), message: String::new(), retry_after: None })
+        Error::Api(Status {
+            code,
+            reason: reason.into(),
+            message: String::new(),
+            retry_after: None,
+        })
     }
 
     impl Source<Obj> for Script {
         fn list(&self, continue_token: Option<&str>) -> Result<Page<Obj>, Error> {
-            self.calls.lock().unwrap().push(format!("list {}", continue_token.unwrap_or("-")));
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("list {}", continue_token.unwrap_or("-")));
             match self.answers.lock().unwrap().pop_front() {
                 Some(Answer::Page(names, rv, token)) => Ok(Page {
                     items: names.iter().map(|n| obj(n, "1")).collect(),
@@ -516,7 +608,10 @@ mod tests {
         fn watch(&self, rv: &str, _timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
             self.calls.lock().unwrap().push(format!("watch {rv}"));
             match self.answers.lock().unwrap().pop_front() {
-                Some(Answer::Stream(lines, broken)) => Ok(Box::new(ScriptedStream { lines: lines.into(), broken })),
+                Some(Answer::Stream(lines, broken)) => Ok(Box::new(ScriptedStream {
+                    lines: lines.into(),
+                    broken,
+                })),
                 Some(Answer::WatchError(code, reason)) => Err(status(code, reason)),
                 // Script exhausted: stop the watcher by answering forever-empty streams.
                 _ => Err(Error::Transport("script exhausted".into())),
@@ -525,11 +620,21 @@ mod tests {
     }
 
     fn obj(name: &str, rv: &str) -> Obj {
-        Obj { metadata: ObjectMeta { name: name.into(), resource_version: rv.into(), ..Default::default() } }
+        Obj {
+            metadata: ObjectMeta {
+                name: name.into(),
+                resource_version: rv.into(),
+                ..Default::default()
+            },
+        }
     }
 
     fn fast() -> WatchConfig {
-        WatchConfig { resync: Duration::from_secs(3600), initial_backoff: Duration::from_millis(1), max_backoff: Duration::from_millis(2) }
+        WatchConfig {
+            resync: Duration::from_secs(3600),
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(2),
+        }
     }
 
     /// Runs the watcher until the script is used up; returns events as short strings.
@@ -543,8 +648,12 @@ mod tests {
         while script.calls.lock().unwrap().len() <= n {
             watcher.step();
             seen.extend(watcher.ready.drain(..).map(|e| match e {
-                Event::Apply(o) => format!("apply {}@{}", o.metadata.name, o.metadata.resource_version),
-                Event::Delete(o) => format!("delete {}@{}", o.metadata.name, o.metadata.resource_version),
+                Event::Apply(o) => {
+                    format!("apply {}@{}", o.metadata.name, o.metadata.resource_version)
+                }
+                Event::Delete(o) => {
+                    format!("delete {}@{}", o.metadata.name, o.metadata.resource_version)
+                }
                 Event::InitStart => "init".into(),
                 Event::InitApply(o) => format!("initapply {}", o.metadata.name),
                 Event::InitDone => "done".into(),
@@ -555,8 +664,10 @@ mod tests {
     }
 
     const ADDED_A5: &str = r#"{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5"}}}"#;
-    const MODIFIED_A6: &str = r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"6"}}}"#;
-    const DELETED_B7: &str = r#"{"type":"DELETED","object":{"metadata":{"name":"b","resourceVersion":"7"}}}"#;
+    const MODIFIED_A6: &str =
+        r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"6"}}}"#;
+    const DELETED_B7: &str =
+        r#"{"type":"DELETED","object":{"metadata":{"name":"b","resourceVersion":"7"}}}"#;
     const BOOKMARK_9: &str = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"9"}}}"#;
     const ERROR_410: &str = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (8211)","reason":"Expired","code":410}}"#;
 
@@ -568,20 +679,40 @@ mod tests {
             Answer::Stream(vec![ADDED_A5, MODIFIED_A6, DELETED_B7], false),
         ]);
         assert_eq!(calls[..3], ["list -", "list tok", "watch 4"]);
-        assert_eq!(events, ["init", "initapply a", "initapply b", "done", "apply a@5", "apply a@6", "delete b@7"]);
-        assert_eq!(calls[3], "watch 7", "a cleanly ended stream is re-watched from the last rv");
+        assert_eq!(
+            events,
+            [
+                "init",
+                "initapply a",
+                "initapply b",
+                "done",
+                "apply a@5",
+                "apply a@6",
+                "delete b@7"
+            ]
+        );
+        assert_eq!(
+            calls[3], "watch 7",
+            "a cleanly ended stream is re-watched from the last rv"
+        );
     }
 
     #[test]
     fn a_bookmark_advances_the_resource_version_and_emits_nothing() {
-        let (events, calls) = run(vec![Answer::Page(vec![], "4", None), Answer::Stream(vec![BOOKMARK_9], false)]);
+        let (events, calls) = run(vec![
+            Answer::Page(vec![], "4", None),
+            Answer::Stream(vec![BOOKMARK_9], false),
+        ]);
         assert_eq!(events, ["init", "done"]);
         assert_eq!(calls[2], "watch 9");
     }
 
     #[test]
     fn a_dropped_connection_rewatches_from_the_last_seen_version() {
-        let (events, calls) = run(vec![Answer::Page(vec![], "4", None), Answer::Stream(vec![ADDED_A5], true)]);
+        let (events, calls) = run(vec![
+            Answer::Page(vec![], "4", None),
+            Answer::Stream(vec![ADDED_A5], true),
+        ]);
         assert_eq!(events, ["init", "done", "apply a@5"]);
         assert_eq!(calls[2], "watch 5");
     }
@@ -591,7 +722,10 @@ mod tests {
         let truncated = &MODIFIED_A6[..30];
         let (events, calls) = run(vec![
             Answer::Page(vec![], "4", None),
-            Answer::Stream(vec![ADDED_A5, Box::leak(truncated.to_string().into_boxed_str())], false),
+            Answer::Stream(
+                vec![ADDED_A5, Box::leak(truncated.to_string().into_boxed_str())],
+                false,
+            ),
             Answer::Stream(vec![MODIFIED_A6], false),
         ]);
         assert_eq!(events, ["init", "done", "apply a@5", "apply a@6"]);
@@ -605,13 +739,20 @@ mod tests {
             Answer::Stream(vec![ERROR_410], false),
             Answer::Page(vec!["b"], "20", None),
         ]);
-        assert_eq!(events, ["init", "initapply a", "done", "init", "initapply b", "done"]);
+        assert_eq!(
+            events,
+            ["init", "initapply a", "done", "init", "initapply b", "done"]
+        );
         assert_eq!(calls[..4], ["list -", "watch 4", "list -", "watch 20"]);
     }
 
     #[test]
     fn an_http_410_on_watch_relists() {
-        let (_, calls) = run(vec![Answer::Page(vec![], "4", None), Answer::WatchError(410, "Expired"), Answer::Page(vec![], "8", None)]);
+        let (_, calls) = run(vec![
+            Answer::Page(vec![], "4", None),
+            Answer::WatchError(410, "Expired"),
+            Answer::Page(vec![], "8", None),
+        ]);
         assert_eq!(calls[..4], ["list -", "watch 4", "list -", "watch 8"]);
     }
 
@@ -623,18 +764,35 @@ mod tests {
             Answer::Page(vec!["a", "b"], "6", None),
         ]);
         assert_eq!(calls[..4], ["list -", "list tok", "list -", "watch 6"]);
-        assert_eq!(events, ["init", "initapply a", "init", "initapply a", "initapply b", "done"]);
+        assert_eq!(
+            events,
+            [
+                "init",
+                "initapply a",
+                "init",
+                "initapply a",
+                "initapply b",
+                "done"
+            ]
+        );
     }
 
     #[test]
     fn a_throttled_watch_is_retried_without_relisting() {
-        let (_, calls) = run(vec![Answer::Page(vec![], "4", None), Answer::WatchError(429, "TooManyRequests"), Answer::Stream(vec![], false)]);
+        let (_, calls) = run(vec![
+            Answer::Page(vec![], "4", None),
+            Answer::WatchError(429, "TooManyRequests"),
+            Answer::Stream(vec![], false),
+        ]);
         assert_eq!(calls[..3], ["list -", "watch 4", "watch 4"]);
     }
 
     #[test]
     fn a_server_error_on_list_backs_off_and_lists_again() {
-        let (events, calls) = run(vec![Answer::ListError(503, "ServiceUnavailable"), Answer::Page(vec!["a"], "4", None)]);
+        let (events, calls) = run(vec![
+            Answer::ListError(503, "ServiceUnavailable"),
+            Answer::Page(vec!["a"], "4", None),
+        ]);
         assert_eq!(calls[..3], ["list -", "list -", "watch 4"]);
         assert_eq!(events, ["init", "init", "initapply a", "done"]);
     }
@@ -642,9 +800,15 @@ mod tests {
     #[test]
     fn resync_relists_when_due() {
         let script = Script::default();
-        script.answers.lock().unwrap().extend([Answer::Page(vec!["a"], "4", None), Answer::Page(vec![], "5", None)]);
+        script.answers.lock().unwrap().extend([
+            Answer::Page(vec!["a"], "4", None),
+            Answer::Page(vec![], "5", None),
+        ]);
         let stop = Arc::new(AtomicBool::new(false));
-        let config = WatchConfig { resync: Duration::ZERO, ..fast() };
+        let config = WatchConfig {
+            resync: Duration::ZERO,
+            ..fast()
+        };
         let mut watcher = Watcher::new("test".into(), script.clone(), config, stop);
         for _ in 0..5 {
             watcher.step();
@@ -655,7 +819,8 @@ mod tests {
     #[test]
     fn the_stop_flag_ends_the_iterator() {
         let stop = Arc::new(AtomicBool::new(true));
-        let mut watcher: Watcher<Obj, Script> = Watcher::new("test".into(), Script::default(), fast(), stop);
+        let mut watcher: Watcher<Obj, Script> =
+            Watcher::new("test".into(), Script::default(), fast(), stop);
         assert!(watcher.next().is_none());
     }
 

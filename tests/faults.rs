@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::fake::{Fault, FakeApi};
+use crate::fake::{FakeApi, Fault};
 use crate::util::*;
 
 const NS: &str = "default";
@@ -14,27 +14,49 @@ const HASH: &str = "wavelet.dev/config-hash";
 fn setup() -> FakeApi {
     let fake = FakeApi::start();
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
-    fake.apply(workload("Deployment", NS, "web", opted_in(), mounts_configmap("app-config")));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
     fake
 }
 
 fn wait_adopted(fake: &FakeApi, wavelet: &Wavelet) {
-    eventually(fake, wavelet, "adoption", |f| hashes(f, "deployments", NS, "web", HASH).1.is_some());
+    eventually(fake, wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
 }
 
 fn change(fake: &FakeApi, value: &str) {
-    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"color": value}}));
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": value}}),
+    );
 }
 
 /// The workload converged on the current configuration with exactly `revisions`
 /// revisions, and stays there.
 fn assert_converged(fake: &FakeApi, wavelet: &Wavelet, revisions: u64) {
     eventually(fake, wavelet, "the correct hash on the template", |f| {
-        hashes(f, "deployments", NS, "web", HASH).0.as_deref() == Some(expected_hash(f, "deployments", NS, "web").as_str())
+        hashes(f, "deployments", NS, "web", HASH).0.as_deref()
+            == Some(expected_hash(f, "deployments", NS, "web").as_str())
     });
     settle(Duration::from_millis(700));
-    assert_eq!(fake.revisions("deployments", NS, "web"), revisions, "rolled more than once per change:\n{}", wavelet.output());
-    assert_eq!(hashes(fake, "deployments", NS, "web", HASH).0.unwrap(), expected_hash(fake, "deployments", NS, "web"));
+    assert_eq!(
+        fake.revisions("deployments", NS, "web"),
+        revisions,
+        "rolled more than once per change:\n{}",
+        wavelet.output()
+    );
+    assert_eq!(
+        hashes(fake, "deployments", NS, "web", HASH).0.unwrap(),
+        expected_hash(fake, "deployments", NS, "web")
+    );
 }
 
 fn watch_fault_then_change(fault: Fault) {
@@ -48,12 +70,16 @@ fn watch_fault_then_change(fault: Fault) {
 
 #[test]
 fn a_watch_connection_dropped_mid_event_misses_nothing() {
-    watch_fault_then_change(Fault::DropWatchMidEvent { resource: "configmaps".into() });
+    watch_fault_then_change(Fault::DropWatchMidEvent {
+        resource: "configmaps".into(),
+    });
 }
 
 #[test]
 fn a_truncated_watch_line_misses_nothing() {
-    watch_fault_then_change(Fault::TruncatedLine { resource: "configmaps".into() });
+    watch_fault_then_change(Fault::TruncatedLine {
+        resource: "configmaps".into(),
+    });
 }
 
 /// Faults that hit the next watch request: close the open watches so wavelet re-watches
@@ -73,7 +99,9 @@ fn an_error_410_event_relists_and_misses_nothing() {
     let fake = setup();
     let wavelet = Wavelet::start(&fake, FAST);
     wait_adopted(&fake, &wavelet);
-    fake.inject(Fault::WatchErrorExpired { resource: "configmaps".into() });
+    fake.inject(Fault::WatchErrorExpired {
+        resource: "configmaps".into(),
+    });
     fake.close_watches();
     change(&fake, "green");
     assert_converged(&fake, &wavelet, 2);
@@ -82,7 +110,9 @@ fn an_error_410_event_relists_and_misses_nothing() {
 
 #[test]
 fn an_http_410_on_watch_relists_and_misses_nothing() {
-    rewatch_fault_then_change(Fault::WatchHttpGone { resource: "configmaps".into() });
+    rewatch_fault_then_change(Fault::WatchHttpGone {
+        resource: "configmaps".into(),
+    });
 }
 
 #[test]
@@ -92,15 +122,32 @@ fn compacted_history_relists_and_misses_nothing() {
     wait_adopted(&fake, &wavelet);
     // The watch is closed, the change happens, and history is compacted past it:
     // re-watching from the last seen version gets 410 and must relist.
-    fake.inject(Fault::Slow { method: "WATCH".into(), resource: "configmaps".into(), delay: Duration::from_millis(300) });
+    fake.inject(Fault::Slow {
+        method: "WATCH".into(),
+        resource: "configmaps".into(),
+        delay: Duration::from_millis(300),
+    });
     fake.close_watches();
     change(&fake, "green");
     fake.compact();
     assert_converged(&fake, &wavelet, 2);
 }
 
-fn status_fault(method: &str, resource: &str, code: u16, retry_after_secs: Option<u64>, plain_text: bool) -> Fault {
-    Fault::Status { method: method.into(), resource: resource.into(), code, retry_after_secs, times: 2, plain_text }
+fn status_fault(
+    method: &str,
+    resource: &str,
+    code: u16,
+    retry_after_secs: Option<u64>,
+    plain_text: bool,
+) -> Fault {
+    Fault::Status {
+        method: method.into(),
+        resource: resource.into(),
+        code,
+        retry_after_secs,
+        times: 2,
+        plain_text,
+    }
 }
 
 #[test]
@@ -117,11 +164,21 @@ fn list_errors_with_retry_after_at_start_are_retried() {
 
 #[test]
 fn patch_errors_are_retried_without_a_second_revision() {
-    for (code, retry_after, plain) in [(500, None, false), (503, Some(1), false), (429, Some(1), true)] {
+    for (code, retry_after, plain) in [
+        (500, None, false),
+        (503, Some(1), false),
+        (429, Some(1), true),
+    ] {
         let fake = setup();
         let wavelet = Wavelet::start(&fake, FAST);
         wait_adopted(&fake, &wavelet);
-        fake.inject(status_fault("PATCH", "deployments", code, retry_after, plain));
+        fake.inject(status_fault(
+            "PATCH",
+            "deployments",
+            code,
+            retry_after,
+            plain,
+        ));
         change(&fake, "green");
         assert_converged(&fake, &wavelet, 2);
     }
@@ -132,7 +189,11 @@ fn a_slow_patch_response_does_not_cause_a_second_rollout() {
     let fake = setup();
     let wavelet = Wavelet::start(&fake, FAST);
     wait_adopted(&fake, &wavelet);
-    fake.inject(Fault::Slow { method: "PATCH".into(), resource: "deployments".into(), delay: Duration::from_secs(2) });
+    fake.inject(Fault::Slow {
+        method: "PATCH".into(),
+        resource: "deployments".into(),
+        delay: Duration::from_secs(2),
+    });
     change(&fake, "green");
     assert_converged(&fake, &wavelet, 2);
 }
@@ -166,6 +227,9 @@ fn a_rotated_token_is_re_read_after_a_401() {
     fake.require_token(Some("token-two"));
     change(&fake, "green");
     assert_converged(&fake, &wavelet, 2);
-    assert!(!wavelet.output().contains("token-two"), "tokens are never logged");
+    assert!(
+        !wavelet.output().contains("token-two"),
+        "tokens are never logged"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

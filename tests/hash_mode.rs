@@ -15,34 +15,76 @@ const HASH: &str = "wavelet.dev/config-hash";
 fn adopted(kind: &str) -> (FakeApi, Wavelet) {
     let fake = FakeApi::start();
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
-    fake.apply(workload(kind, NS, "web", opted_in(), mounts_configmap("app-config")));
+    fake.apply(workload(
+        kind,
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
     let wavelet = Wavelet::start(&fake, FAST);
-    eventually(&fake, &wavelet, "adoption hash on metadata", |f| hashes(f, plural(kind), NS, "web", HASH).1.is_some());
+    eventually(&fake, &wavelet, "adoption hash on metadata", |f| {
+        hashes(f, plural(kind), NS, "web", HASH).1.is_some()
+    });
     (fake, wavelet)
 }
 
 fn data_change_rolls_once_and_label_change_never(kind: &str) {
     let (fake, wavelet) = adopted(kind);
     let resource = plural(kind);
-    assert_eq!(fake.revisions(resource, NS, "web"), 1, "adoption must not roll");
+    assert_eq!(
+        fake.revisions(resource, NS, "web"),
+        1,
+        "adoption must not roll"
+    );
 
-    fake.merge_patch("configmaps", NS, "app-config", json!({"metadata": {"labels": {"touched": "yes"}}}));
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"metadata": {"labels": {"touched": "yes"}}}),
+    );
     settle(Duration::from_millis(600));
-    assert_eq!(template_patches(&fake, resource, NS, "web"), 0, "a label-only change rolled:\n{}", wavelet.output());
+    assert_eq!(
+        template_patches(&fake, resource, NS, "web"),
+        0,
+        "a label-only change rolled:\n{}",
+        wavelet.output()
+    );
 
-    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"color": "green"}}));
-    eventually(&fake, &wavelet, "one rollout", |f| f.revisions(resource, NS, "web") == 2);
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "one rollout", |f| {
+        f.revisions(resource, NS, "web") == 2
+    });
     settle(Duration::from_millis(600));
     assert_eq!(fake.revisions(resource, NS, "web"), 2);
     assert_eq!(template_patches(&fake, resource, NS, "web"), 1);
     let (template, metadata) = hashes(&fake, resource, NS, "web", HASH);
-    assert_eq!(template.as_deref(), Some(expected_hash(&fake, resource, NS, "web").as_str()));
+    assert_eq!(
+        template.as_deref(),
+        Some(expected_hash(&fake, resource, NS, "web").as_str())
+    );
     assert_eq!(template, metadata);
 
     let events = fake.events_for(NS, "web");
-    let rolled: Vec<_> = events.iter().filter(|e| e["reason"] == "ConfigChanged").collect();
+    let rolled: Vec<_> = events
+        .iter()
+        .filter(|e| e["reason"] == "ConfigChanged")
+        .collect();
     assert_eq!(rolled.len(), 1, "{events:?}");
-    assert!(rolled[0]["message"].as_str().unwrap().contains("configmap default/app-config changed"), "{:?}", rolled[0]);
+    assert!(
+        rolled[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("configmap default/app-config changed"),
+        "{:?}",
+        rolled[0]
+    );
 }
 
 #[test]
@@ -63,10 +105,24 @@ fn daemonset_rolls_once_on_data_change_and_never_on_label_change() {
 #[test]
 fn the_patch_is_a_strategic_merge_of_the_template_annotation_only() {
     let (fake, wavelet) = adopted("Deployment");
-    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"color": "red"}}));
-    eventually(&fake, &wavelet, "rollout", |f| f.revisions("deployments", NS, "web") == 2);
-    let patch = fake.patches("deployments", NS, "web").into_iter().find(|r| !r.body_json()["spec"].is_null()).unwrap();
-    assert_eq!(patch.header("content-type"), Some("application/strategic-merge-patch+json"));
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "red"}}),
+    );
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    let patch = fake
+        .patches("deployments", NS, "web")
+        .into_iter()
+        .find(|r| !r.body_json()["spec"].is_null())
+        .unwrap();
+    assert_eq!(
+        patch.header("content-type"),
+        Some("application/strategic-merge-patch+json")
+    );
     let hash = expected_hash(&fake, "deployments", NS, "web");
     assert_eq!(
         patch.body_json(),
@@ -82,14 +138,32 @@ fn a_secret_key_ref_ignores_other_keys_of_the_secret() {
         {"name": "A", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "a"}}}]}]});
     fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
     let wavelet = Wavelet::start(&fake, FAST);
-    eventually(&fake, &wavelet, "adoption", |f| hashes(f, "deployments", NS, "web", HASH).1.is_some());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
 
-    fake.merge_patch("secrets", NS, "creds", json!({"data": {"b": wavelet::base64::encode(b"2")}}));
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "creds",
+        json!({"data": {"b": wavelet::base64::encode(b"2")}}),
+    );
     settle(Duration::from_millis(600));
-    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0, "key b is not referenced");
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        0,
+        "key b is not referenced"
+    );
 
-    fake.merge_patch("secrets", NS, "creds", json!({"data": {"a": wavelet::base64::encode(b"2")}}));
-    eventually(&fake, &wavelet, "rollout on key a", |f| f.revisions("deployments", NS, "web") == 2);
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "creds",
+        json!({"data": {"a": wavelet::base64::encode(b"2")}}),
+    );
+    eventually(&fake, &wavelet, "rollout on key a", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
 }
 
 #[test]
@@ -100,14 +174,18 @@ fn projected_items_ignore_keys_not_listed() {
         {"configMap": {"name": "cfg", "items": [{"key": "a", "path": "a"}]}}]}}]});
     fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
     let wavelet = Wavelet::start(&fake, FAST);
-    eventually(&fake, &wavelet, "adoption", |f| hashes(f, "deployments", NS, "web", HASH).1.is_some());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
 
     fake.merge_patch("configmaps", NS, "cfg", json!({"data": {"b": "2"}}));
     settle(Duration::from_millis(600));
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
 
     fake.merge_patch("configmaps", NS, "cfg", json!({"data": {"a": "2"}}));
-    eventually(&fake, &wavelet, "rollout on key a", |f| f.revisions("deployments", NS, "web") == 2);
+    eventually(&fake, &wavelet, "rollout on key a", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
 }
 
 #[test]
@@ -119,9 +197,13 @@ fn an_init_containers_env_from_is_tracked() {
         "containers": [{"name": "app", "image": "nginx"}]});
     fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
     let wavelet = Wavelet::start(&fake, FAST);
-    eventually(&fake, &wavelet, "adoption", |f| hashes(f, "deployments", NS, "web", HASH).1.is_some());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
     fake.merge_patch("configmaps", NS, "init-cfg", json!({"data": {"x": "2"}}));
-    eventually(&fake, &wavelet, "rollout", |f| f.revisions("deployments", NS, "web") == 2);
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
 }
 
 #[test]
@@ -129,11 +211,22 @@ fn a_new_opted_in_workload_is_adopted_without_a_rollout() {
     let fake = FakeApi::start();
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
     let wavelet = Wavelet::start(&fake, FAST);
-    fake.apply(workload("Deployment", NS, "new", opted_in(), mounts_configmap("app-config")));
-    eventually(&fake, &wavelet, "adoption", |f| hashes(f, "deployments", NS, "new", HASH).1.is_some());
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "new",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "new", HASH).1.is_some()
+    });
     let (template, metadata) = hashes(&fake, "deployments", NS, "new", HASH);
     assert_eq!(template, None, "adoption must not touch the template");
-    assert_eq!(metadata.as_deref(), Some(expected_hash(&fake, "deployments", NS, "new").as_str()));
+    assert_eq!(
+        metadata.as_deref(),
+        Some(expected_hash(&fake, "deployments", NS, "new").as_str())
+    );
     settle(Duration::from_millis(400));
     assert_eq!(fake.revisions("deployments", NS, "new"), 1);
     assert_eq!(template_patches(&fake, "deployments", NS, "new"), 0);
@@ -144,30 +237,65 @@ fn waves_opt_in_key_writes_waves_hash_key() {
     let fake = FakeApi::start();
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
     let wave = json!({"wave.pusher.com/update-on-config-change": "true"});
-    fake.apply(workload("Deployment", NS, "web", wave, mounts_configmap("app-config")));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        wave,
+        mounts_configmap("app-config"),
+    ));
     let wavelet = Wavelet::start(&fake, FAST);
     let wave_hash = "wave.pusher.com/config-hash";
-    eventually(&fake, &wavelet, "adoption under Wave's key", |f| hashes(f, "deployments", NS, "web", wave_hash).1.is_some());
-    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"color": "green"}}));
-    eventually(&fake, &wavelet, "rollout under Wave's key", |f| hashes(f, "deployments", NS, "web", wave_hash).0.is_some());
-    assert_eq!(hashes(&fake, "deployments", NS, "web", HASH), (None, None), "wavelet's key is not written");
+    eventually(&fake, &wavelet, "adoption under Wave's key", |f| {
+        hashes(f, "deployments", NS, "web", wave_hash).1.is_some()
+    });
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "rollout under Wave's key", |f| {
+        hashes(f, "deployments", NS, "web", wave_hash).0.is_some()
+    });
+    assert_eq!(
+        hashes(&fake, "deployments", NS, "web", HASH),
+        (None, None),
+        "wavelet's key is not written"
+    );
 }
 
 #[test]
 fn a_missing_required_configmap_warns_and_converges_once_created() {
     let fake = FakeApi::start();
-    fake.apply(workload("Deployment", NS, "web", opted_in(), mounts_configmap("not-yet")));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("not-yet"),
+    ));
     let wavelet = Wavelet::start(&fake, FAST);
     eventually(&fake, &wavelet, "a Warning Event", |f| {
-        f.events_for(NS, "web").iter().any(|e| e["type"] == "Warning" && e["reason"] == "ConfigMissing")
+        f.events_for(NS, "web")
+            .iter()
+            .any(|e| e["type"] == "Warning" && e["reason"] == "ConfigMissing")
     });
-    assert!(fake.patches("deployments", NS, "web").is_empty(), "nothing is written while configuration is missing");
+    assert!(
+        fake.patches("deployments", NS, "web").is_empty(),
+        "nothing is written while configuration is missing"
+    );
 
     fake.apply(configmap(NS, "not-yet", &[("k", "v")]));
     eventually(&fake, &wavelet, "converged", |f| {
-        hashes(f, "deployments", NS, "web", HASH).1.as_deref() == Some(expected_hash(f, "deployments", NS, "web").as_str())
+        hashes(f, "deployments", NS, "web", HASH).1.as_deref()
+            == Some(expected_hash(f, "deployments", NS, "web").as_str())
     });
-    let warnings = fake.events_for(NS, "web").iter().filter(|e| e["reason"] == "ConfigMissing").count();
+    let warnings = fake
+        .events_for(NS, "web")
+        .iter()
+        .filter(|e| e["reason"] == "ConfigMissing")
+        .count();
     assert_eq!(warnings, 1, "one Warning, not one per reconcile");
 }
 
@@ -175,9 +303,16 @@ fn a_missing_required_configmap_warns_and_converges_once_created() {
 fn a_change_made_while_wavelet_was_down_is_rolled_once_at_start() {
     let (fake, wavelet) = adopted("Deployment");
     wavelet.kill();
-    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"color": "purple"}}));
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "purple"}}),
+    );
     let wavelet = Wavelet::start(&fake, FAST);
-    eventually(&fake, &wavelet, "rollout at start", |f| f.revisions("deployments", NS, "web") == 2);
+    eventually(&fake, &wavelet, "rollout at start", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
     settle(Duration::from_millis(500));
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     drop(wavelet);
@@ -185,58 +320,109 @@ fn a_change_made_while_wavelet_was_down_is_rolled_once_at_start() {
     // Restarted with nothing changed: nothing happens.
     let wavelet = Wavelet::start(&fake, FAST);
     settle(Duration::from_millis(700));
-    assert_eq!(fake.revisions("deployments", NS, "web"), 2, "{}", wavelet.output());
+    assert_eq!(
+        fake.revisions("deployments", NS, "web"),
+        2,
+        "{}",
+        wavelet.output()
+    );
 }
 
 #[test]
 fn a_deleted_and_recreated_configmap_is_a_change() {
     let (fake, wavelet) = adopted("Deployment");
     assert!(fake.delete("configmaps", NS, "app-config"));
-    eventually(&fake, &wavelet, "missing warning", |f| f.events_for(NS, "web").iter().any(|e| e["reason"] == "ConfigMissing"));
+    eventually(&fake, &wavelet, "missing warning", |f| {
+        f.events_for(NS, "web")
+            .iter()
+            .any(|e| e["reason"] == "ConfigMissing")
+    });
     fake.apply(configmap(NS, "app-config", &[("color", "new")]));
-    eventually(&fake, &wavelet, "rollout after re-creation", |f| f.revisions("deployments", NS, "web") == 2);
+    eventually(&fake, &wavelet, "rollout after re-creation", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
 }
 
 #[test]
 fn three_changes_inside_the_debounce_window_give_one_patch() {
     let fake = FakeApi::start();
     fake.apply(configmap(NS, "app-config", &[("n", "0")]));
-    fake.apply(workload("Deployment", NS, "web", opted_in(), mounts_configmap("app-config")));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
     let wavelet = Wavelet::start(&fake, &["--debounce", "1s", "--min-rollout-interval", "0s"]);
-    eventually(&fake, &wavelet, "adoption", |f| hashes(f, "deployments", NS, "web", HASH).1.is_some());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
     for n in 1..=3 {
-        fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"n": n.to_string()}}));
+        fake.merge_patch(
+            "configmaps",
+            NS,
+            "app-config",
+            json!({"data": {"n": n.to_string()}}),
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    eventually(&fake, &wavelet, "rollout", |f| f.revisions("deployments", NS, "web") == 2);
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
     settle(Duration::from_millis(1500));
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
-    assert_eq!(hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(), expected_hash(&fake, "deployments", NS, "web"));
+    assert_eq!(
+        hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),
+        expected_hash(&fake, "deployments", NS, "web")
+    );
 }
 
 #[test]
 fn a_configmap_rewritten_100_times_rolls_no_more_than_the_storm_rules_allow() {
     let fake = FakeApi::start();
     fake.apply(configmap(NS, "app-config", &[("n", "0")]));
-    fake.apply(workload("Deployment", NS, "web", opted_in(), mounts_configmap("app-config")));
-    let wavelet = Wavelet::start(&fake, &["--debounce", "100ms", "--min-rollout-interval", "1s"]);
-    eventually(&fake, &wavelet, "adoption", |f| hashes(f, "deployments", NS, "web", HASH).1.is_some());
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
+    let wavelet = Wavelet::start(
+        &fake,
+        &["--debounce", "100ms", "--min-rollout-interval", "1s"],
+    );
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
     let start = std::time::Instant::now();
     for n in 1..=100 {
-        fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"n": n.to_string()}}));
+        fake.merge_patch(
+            "configmaps",
+            NS,
+            "app-config",
+            json!({"data": {"n": n.to_string()}}),
+        );
         std::thread::sleep(Duration::from_millis(25));
     }
     let elapsed = start.elapsed();
     // Converges on the last value...
     eventually(&fake, &wavelet, "the latest configuration", |f| {
-        hashes(f, "deployments", NS, "web", HASH).0.as_deref() == Some(expected_hash(f, "deployments", NS, "web").as_str())
+        hashes(f, "deployments", NS, "web", HASH).0.as_deref()
+            == Some(expected_hash(f, "deployments", NS, "web").as_str())
     });
     // ...with at most one rollout per interval (plus the first).
     let allowed = elapsed.as_secs_f64().ceil() as usize + 2;
     let patches = template_patches(&fake, "deployments", NS, "web");
-    assert!(patches <= allowed, "{patches} rollouts in {elapsed:?} (allowed {allowed})");
     assert!(
-        fake.events_for(NS, "web").iter().any(|e| e["reason"] == "RolloutThrottled" && e["type"] == "Warning"),
+        patches <= allowed,
+        "{patches} rollouts in {elapsed:?} (allowed {allowed})"
+    );
+    assert!(
+        fake.events_for(NS, "web")
+            .iter()
+            .any(|e| e["reason"] == "RolloutThrottled" && e["type"] == "Warning"),
         "a Warning says the workload is throttled"
     );
 }
@@ -244,9 +430,21 @@ fn a_configmap_rewritten_100_times_rolls_no_more_than_the_storm_rules_allow() {
 #[test]
 fn opting_out_removes_wavelets_metadata_annotation_without_rolling() {
     let (fake, wavelet) = adopted("Deployment");
-    fake.merge_patch("deployments", NS, "web", json!({"metadata": {"annotations": {"wavelet.dev/update-on-config-change": "false"}}}));
-    eventually(&fake, &wavelet, "metadata hash removed", |f| hashes(f, "deployments", NS, "web", HASH).1.is_none());
-    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"color": "green"}}));
+    fake.merge_patch(
+        "deployments",
+        NS,
+        "web",
+        json!({"metadata": {"annotations": {"wavelet.dev/update-on-config-change": "false"}}}),
+    );
+    eventually(&fake, &wavelet, "metadata hash removed", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_none()
+    });
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
     settle(Duration::from_millis(600));
     assert_eq!(fake.revisions("deployments", NS, "web"), 1);
 }
@@ -256,11 +454,26 @@ fn extra_configmaps_annotation_tracks_other_namespaces() {
     let fake = FakeApi::start();
     fake.apply(configmap("shared", "global", &[("k", "1")]));
     let annotations = json!({"wavelet.dev/update-on-config-change": "true", "wavelet.dev/extra-configmaps": "shared/global"});
-    fake.apply(workload("Deployment", NS, "web", annotations, json!({"containers": [{"name": "app", "image": "nginx"}]})));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        annotations,
+        json!({"containers": [{"name": "app", "image": "nginx"}]}),
+    ));
     let wavelet = Wavelet::start(&fake, FAST);
-    eventually(&fake, &wavelet, "adoption", |f| hashes(f, "deployments", NS, "web", HASH).1.is_some());
-    fake.merge_patch("configmaps", "shared", "global", json!({"data": {"k": "2"}}));
-    eventually(&fake, &wavelet, "rollout", |f| f.revisions("deployments", NS, "web") == 2);
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    fake.merge_patch(
+        "configmaps",
+        "shared",
+        "global",
+        json!({"data": {"k": "2"}}),
+    );
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
 }
 
 #[test]
@@ -268,18 +481,36 @@ fn a_custom_workload_kind_is_patched_with_a_merge_patch() {
     let fake = FakeApi::start();
     fake.register_resource("argoproj.io", "v1alpha1", "rollouts", "Rollout");
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
-    let mut rollout = workload("Deployment", NS, "ro", opted_in(), mounts_configmap("app-config"));
+    let mut rollout = workload(
+        "Deployment",
+        NS,
+        "ro",
+        opted_in(),
+        mounts_configmap("app-config"),
+    );
     rollout["apiVersion"] = json!("argoproj.io/v1alpha1");
     rollout["kind"] = json!("Rollout");
     fake.apply(rollout);
     let mut args = FAST.to_vec();
     args.extend(["--workload-kinds", "argoproj.io/v1alpha1/rollouts"]);
     let wavelet = Wavelet::start(&fake, &args);
-    eventually(&fake, &wavelet, "adoption", |f| hashes(f, "rollouts", NS, "ro", HASH).1.is_some());
-    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"color": "green"}}));
-    eventually(&fake, &wavelet, "rollout", |f| hashes(f, "rollouts", NS, "ro", HASH).0.is_some());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "rollouts", NS, "ro", HASH).1.is_some()
+    });
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "rollout", |f| {
+        hashes(f, "rollouts", NS, "ro", HASH).0.is_some()
+    });
     for patch in fake.patches("rollouts", NS, "ro") {
-        assert_eq!(patch.header("content-type"), Some("application/merge-patch+json"));
+        assert_eq!(
+            patch.header("content-type"),
+            Some("application/merge-patch+json")
+        );
     }
 }
 
@@ -288,13 +519,29 @@ fn namespaces_flag_limits_what_is_watched() {
     let fake = FakeApi::start();
     for ns in ["team-a", "team-b"] {
         fake.apply(configmap(ns, "app-config", &[("color", "blue")]));
-        fake.apply(workload("Deployment", ns, "web", opted_in(), mounts_configmap("app-config")));
+        fake.apply(workload(
+            "Deployment",
+            ns,
+            "web",
+            opted_in(),
+            mounts_configmap("app-config"),
+        ));
     }
     let mut args = FAST.to_vec();
     args.extend(["--namespaces", "team-a"]);
     let wavelet = Wavelet::start(&fake, &args);
-    eventually(&fake, &wavelet, "adoption in team-a", |f| hashes(f, "deployments", "team-a", "web", HASH).1.is_some());
+    eventually(&fake, &wavelet, "adoption in team-a", |f| {
+        hashes(f, "deployments", "team-a", "web", HASH).1.is_some()
+    });
     settle(Duration::from_millis(300));
-    assert_eq!(hashes(&fake, "deployments", "team-b", "web", HASH), (None, None));
-    assert!(fake.requests().iter().all(|r| !r.path.starts_with("/api/v1/configmaps")), "no cluster-wide list");
+    assert_eq!(
+        hashes(&fake, "deployments", "team-b", "web", HASH),
+        (None, None)
+    );
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| !r.path.starts_with("/api/v1/configmaps")),
+        "no cluster-wide list"
+    );
 }

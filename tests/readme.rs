@@ -12,8 +12,14 @@ fn readme() -> String {
 
 /// The shell block after the `hash-test-vector` marker.
 fn vector_script(readme: &str) -> String {
-    let after = readme.split("<!-- hash-test-vector -->").nth(1).expect("README has the hash-test-vector marker");
-    let block = after.split("```sh\n").nth(1).expect("a ```sh block follows the marker");
+    let after = readme
+        .split("<!-- hash-test-vector -->")
+        .nth(1)
+        .expect("README has the hash-test-vector marker");
+    let block = after
+        .split("```sh\n")
+        .nth(1)
+        .expect("a ```sh block follows the marker");
     block.split("```").next().unwrap().to_string()
 }
 
@@ -21,10 +27,22 @@ fn vector_script(readme: &str) -> String {
 fn readme_hash_test_vector_reproduces_with_sha256sum() {
     let readme = readme();
     let script = vector_script(&readme);
-    let out = Command::new("sh").arg("-c").arg(&script).output().expect("running sh");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("running sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = String::from_utf8(out.stdout).unwrap();
-    let from_shell = printed.split_whitespace().next().expect("sha256sum printed a hash").to_string();
+    let from_shell = printed
+        .split_whitespace()
+        .next()
+        .expect("sha256sum printed a hash")
+        .to_string();
 
     let configmap = ConfigObject::configmap(serde_json::json!({
         "metadata": {"name": "app-config", "namespace": "default"}, "data": {"color": "blue"}
@@ -36,7 +54,11 @@ fn readme_hash_test_vector_reproduces_with_sha256sum() {
         keys: BTreeMap::new(),
         required: true,
     };
-    let from_library = wavelet::hash::compute([(&reference, Some(configmap.digests.as_slice()))], None).hash;
+    let from_library =
+        wavelet::hash::compute([(&reference, Some(configmap.digests.as_slice()))], None).hash;
     assert_eq!(from_shell, from_library);
-    assert!(readme.contains(&from_library), "the README states the expected hash");
+    assert!(
+        readme.contains(&from_library),
+        "the README states the expected hash"
+    );
 }

@@ -10,9 +10,9 @@
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 
 mod fake;
-mod wire;
-mod util;
-mod hash_mode;
 mod faults;
-mod secrets;
+mod hash_mode;
 mod readme;
+mod secrets;
+mod util;
+mod wire;

@@ -18,7 +18,14 @@ pub struct Wavelet {
 }
 
 /// Flags that keep tests fast; each test adds or overrides what it needs.
-pub const FAST: &[&str] = &["--debounce", "200ms", "--min-rollout-interval", "0s", "--max-rollouts-per-second", "100"];
+pub const FAST: &[&str] = &[
+    "--debounce",
+    "200ms",
+    "--min-rollout-interval",
+    "0s",
+    "--max-rollouts-per-second",
+    "100",
+];
 
 impl Wavelet {
     /// `wavelet run --server <fake>` with `args`, at `RUST_LOG=debug`; waits for the
@@ -37,16 +44,32 @@ impl Wavelet {
     /// `wavelet run` with exactly `args` (the connection flags included).
     pub fn start_without_server(args: &[&str], env: &[(&str, &str)]) -> Wavelet {
         let mut command = Command::new(env!("CARGO_BIN_EXE_wavelet"));
-        command.arg("run").args(["--listen-addr", "127.0.0.1:0"]).args(args);
-        command.env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command
+            .arg("run")
+            .args(["--listen-addr", "127.0.0.1:0"])
+            .args(args);
+        command
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for (k, v) in env {
             command.env(k, v);
         }
         let mut child = command.spawn().expect("starting the wavelet binary");
         let output = Arc::new(Mutex::new(String::new()));
-        for pipe in [child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>), child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>)]
-            .into_iter()
-            .flatten()
+        for pipe in [
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
         {
             let output = Arc::clone(&output);
             std::thread::spawn(move || {
@@ -57,7 +80,10 @@ impl Wavelet {
                 }
             });
         }
-        let wavelet = Wavelet { child: Some(child), output };
+        let wavelet = Wavelet {
+            child: Some(child),
+            output,
+        };
         assert!(
             wavelet.wait_for_output("initial sync complete", Duration::from_secs(20)),
             "wavelet did not sync:\n{}",
@@ -139,12 +165,18 @@ pub fn mounts_configmap(name: &str) -> Value {
 }
 
 pub fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> Value {
-    let data: BTreeMap<_, _> = data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let data: BTreeMap<_, _> = data
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data})
 }
 
 pub fn secret(ns: &str, name: &str, data: &[(&str, &str)]) -> Value {
-    let data: BTreeMap<_, _> = data.iter().map(|(k, v)| (k.to_string(), wavelet::base64::encode(v.as_bytes()))).collect();
+    let data: BTreeMap<_, _> = data
+        .iter()
+        .map(|(k, v)| (k.to_string(), wavelet::base64::encode(v.as_bytes())))
+        .collect();
     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "type": "Opaque", "data": data})
 }
 
@@ -158,10 +190,20 @@ pub fn plural(kind: &str) -> &'static str {
 }
 
 /// The hash annotations of a workload in the fake: (template, metadata).
-pub fn hashes(fake: &FakeApi, resource: &str, ns: &str, name: &str, key: &str) -> (Option<String>, Option<String>) {
+pub fn hashes(
+    fake: &FakeApi,
+    resource: &str,
+    ns: &str,
+    name: &str,
+    key: &str,
+) -> (Option<String>, Option<String>) {
     let obj = fake.get(resource, ns, name).expect("workload exists");
-    let template = obj["spec"]["template"]["metadata"]["annotations"][key].as_str().map(String::from);
-    let metadata = obj["metadata"]["annotations"][key].as_str().map(String::from);
+    let template = obj["spec"]["template"]["metadata"]["annotations"][key]
+        .as_str()
+        .map(String::from);
+    let metadata = obj["metadata"]["annotations"][key]
+        .as_str()
+        .map(String::from);
     (template, metadata)
 }
 
@@ -169,7 +211,8 @@ pub fn hashes(fake: &FakeApi, resource: &str, ns: &str, name: &str, key: &str) -
 /// with the library's own pure functions.
 pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> String {
     use wavelet::objects::{ConfigKind, ConfigObject, WorkloadObject};
-    let obj: WorkloadObject = serde_json::from_value(fake.get(resource, ns, name).expect("workload exists")).unwrap();
+    let obj: WorkloadObject =
+        serde_json::from_value(fake.get(resource, ns, name).expect("workload exists")).unwrap();
     let refs = wavelet::references::references(&obj);
     let resolved: Vec<_> = refs
         .iter()
@@ -178,10 +221,12 @@ pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> St
                 ConfigKind::ConfigMap => "configmaps",
                 ConfigKind::Secret => "secrets",
             };
-            let digests = fake.get(plural, &r.config.namespace, &r.config.name).map(|json| match r.config.kind {
-                ConfigKind::ConfigMap => ConfigObject::configmap(json).unwrap().digests,
-                ConfigKind::Secret => ConfigObject::secret(json).unwrap().digests,
-            });
+            let digests = fake
+                .get(plural, &r.config.namespace, &r.config.name)
+                .map(|json| match r.config.kind {
+                    ConfigKind::ConfigMap => ConfigObject::configmap(json).unwrap().digests,
+                    ConfigKind::Secret => ConfigObject::secret(json).unwrap().digests,
+                });
             (r, digests)
         })
         .collect();
@@ -190,13 +235,24 @@ pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> St
 
 /// PATCH requests that changed `spec.template` of the workload.
 pub fn template_patches(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> usize {
-    fake.patches(resource, ns, name).iter().filter(|r| !r.body_json()["spec"]["template"].is_null()).count()
+    fake.patches(resource, ns, name)
+        .iter()
+        .filter(|r| !r.body_json()["spec"]["template"].is_null())
+        .count()
 }
 
 /// Waits until `cond` holds, failing the test with `what` and wavelet's output otherwise.
-pub fn eventually(fake: &FakeApi, wavelet: &Wavelet, what: &str, cond: impl FnMut(&FakeApi) -> bool) {
+pub fn eventually(
+    fake: &FakeApi,
+    wavelet: &Wavelet,
+    what: &str,
+    cond: impl FnMut(&FakeApi) -> bool,
+) {
     if !fake.wait_until(Duration::from_secs(15), cond) {
-        panic!("timed out waiting for: {what}\nwavelet output:\n{}", wavelet.output());
+        panic!(
+            "timed out waiting for: {what}\nwavelet output:\n{}",
+            wavelet.output()
+        );
     }
 }
 
