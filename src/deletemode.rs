@@ -319,6 +319,50 @@ struct Replacement {
     warned_blocked: bool,
 }
 
+/// A data change delete mode is about to act on, with the annotations it acts by.
+struct Observed<'a> {
+    key: &'a ConfigKey,
+    about: &'a ObjectRef,
+    data_hash: String,
+    selector: Selector,
+    strategy: Strategy,
+}
+
+/// The Pods to replace for an observation: not terminating and [`created_before`] it,
+/// oldest first (the Pods that have run the old configuration longest go first).
+fn targets(pods: &[Pod], observation: &Observation) -> VecDeque<Target> {
+    let mut chosen: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| !p.is_terminating() && created_before(p, observation))
+        .collect();
+    chosen.sort_by(|a, b| {
+        (&a.metadata.creation_timestamp, &a.metadata.name)
+            .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
+    });
+    chosen
+        .into_iter()
+        .map(|p| Target {
+            name: p.metadata.name.clone(),
+            uid: p.metadata.uid.clone(),
+        })
+        .collect()
+}
+
+/// `a, b, c` — at most ten names, then how many more, so an Event stays short.
+fn name_list(targets: &VecDeque<Target>) -> String {
+    const SHOWN: usize = 10;
+    let mut text = targets
+        .iter()
+        .take(SHOWN)
+        .map(|t| t.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if targets.len() > SHOWN {
+        text.push_str(&format!(" and {} more", targets.len() - SHOWN));
+    }
+    text
+}
+
 /// What the reconciler remembers per object between reconciles.
 #[derive(Debug, Default)]
 struct Memory {
@@ -518,50 +562,52 @@ impl DeleteMode {
         };
 
         // 7.
-        let resumed = observation.is_some();
+        let change = Observed {
+            key,
+            about: &about,
+            data_hash,
+            selector,
+            strategy,
+        };
+        self.begin(change, observation, memory)
+    }
+
+    /// Lists the matching Pods and starts replacing those created before the change:
+    /// `resumed` is the observation recorded in the state by a previous run, `None` for
+    /// a change observed now.
+    fn begin(
+        &self,
+        change: Observed<'_>,
+        resumed: Option<Observation>,
+        memory: &mut Memory,
+    ) -> Result<(Next, Outcome), Error> {
+        let Observed {
+            key,
+            about,
+            data_hash,
+            selector,
+            strategy,
+        } = change;
         let pods = self.list_pods(&key.namespace, &selector)?;
-        let observation = observation.unwrap_or_else(|| Observation {
+        let is_resumed = resumed.is_some();
+        let observation = resumed.unwrap_or_else(|| Observation {
             at: now_unix(),
             listed: pods.iter().map(|p| p.metadata.uid.clone()).collect(),
         });
-        let mut targets: Vec<(&Pod, Target)> = pods
-            .iter()
-            .filter(|p| !p.is_terminating() && created_before(p, &observation))
-            .map(|p| {
-                (
-                    p,
-                    Target {
-                        name: p.metadata.name.clone(),
-                        uid: p.metadata.uid.clone(),
-                    },
-                )
-            })
-            .collect();
-        // Oldest first: the Pods that have run the old configuration longest go first.
-        targets.sort_by(|a, b| {
-            (&a.0.metadata.creation_timestamp, &a.1.name)
-                .cmp(&(&b.0.metadata.creation_timestamp, &b.1.name))
-        });
-        let targets: VecDeque<Target> = targets.into_iter().map(|(_, t)| t).collect();
-        let names = || {
-            targets
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let targets = targets(&pods, &observation);
+        let short = hash::short(&data_hash);
 
         if self.settings.dry_run {
             let message = format!(
-                "dry run, nothing deleted: data changed ({}); would {strategy} {} Pod(s) matching {selector}: {}",
-                hash::short(&data_hash),
+                "dry run, nothing deleted: data changed ({short}); would {strategy} {} Pod(s) matching {selector}: {}",
                 targets.len(),
-                names()
+                name_list(&targets)
             );
             log::info!("{key}: {message}");
             if !targets.is_empty() {
-                self.recorder.normal(&about, "PodsReplaced", &message);
+                self.recorder.normal(about, "PodsReplaced", &message);
             }
+            // Kept in memory only: the state ConfigMap is not written in a dry run.
             self.state
                 .set(key, Some(&Entry::Acted { hash: data_hash }))?;
             return Ok((
@@ -573,32 +619,28 @@ impl DeleteMode {
         }
         if targets.is_empty() {
             log::info!(
-                "{key}: data changed ({}); no Pods match {selector}, nothing to replace",
-                hash::short(&data_hash)
+                "{key}: data changed ({short}); no Pods match {selector}, nothing to replace"
             );
             self.state
                 .set(key, Some(&Entry::Acted { hash: data_hash }))?;
             return Ok((Next::Done, Outcome::Replaced { pods: 0 }));
         }
-        if !resumed {
+        if !is_resumed {
             // Before the first Pod is touched: a restart from here on resumes, not repeats.
             let mut listed: Vec<String> = observation.listed.into_iter().collect();
             listed.sort();
-            self.state.set(
-                key,
-                Some(&Entry::Replacing {
-                    hash: data_hash.clone(),
-                    observed: observation.at,
-                    pods: listed,
-                }),
-            )?;
-            log::info!(
-                "{key}: data changed ({}); replacing {} Pod(s) matching {selector} ({strategy}): {}",
-                hash::short(&data_hash),
-                targets.len(),
-                names()
-            );
+            let entry = Entry::Replacing {
+                hash: data_hash.clone(),
+                observed: observation.at,
+                pods: listed,
+            };
+            self.state.set(key, Some(&entry))?;
         }
+        log::info!(
+            "{key}: data changed ({short}); replacing {} Pod(s) matching {selector} ({strategy}): {}",
+            targets.len(),
+            name_list(&targets)
+        );
         let count = targets.len();
         let step = match strategy {
             // Nothing is evicted while some matching Pod is not Ready.
@@ -618,15 +660,12 @@ impl DeleteMode {
             blocked_since: None,
             warned_blocked: false,
         });
-        let (next, outcome) = self.step(key, &about, memory)?;
-        Ok((
-            next,
-            if outcome == Outcome::InProgress || outcome == Outcome::Blocked {
-                Outcome::Started { pods: count }
-            } else {
-                outcome
-            },
-        ))
+        match self.step(key, about, memory)? {
+            (next, Outcome::InProgress | Outcome::Blocked) => {
+                Ok((next, Outcome::Started { pods: count }))
+            }
+            done => Ok(done),
+        }
     }
 
     /// Annotations delete mode cannot act on: a Warning Event and an error log, once per
@@ -1055,5 +1094,38 @@ mod tests {
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn targets_are_the_live_pods_from_before_the_change_oldest_first() {
+        let mut newer = pod("newer", "2026-11-22T03:14:30Z", true, false);
+        newer.metadata.name = "a-newer".into();
+        let mut older = pod("older", "2026-11-22T03:14:20Z", true, false);
+        older.metadata.name = "z-older".into();
+        let leaving = pod("leaving", "2026-11-22T03:14:10Z", true, true);
+        let late = pod("late", "2026-11-22T03:14:40Z", true, false);
+        let observation = Observation {
+            at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
+            listed: HashSet::from(["newer".into(), "older".into(), "leaving".into()]),
+        };
+        let chosen = targets(&[newer, late, leaving, older], &observation);
+        let names: Vec<&str> = chosen.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["z-older", "a-newer"]);
+        assert_eq!(chosen[0].uid, "older");
+    }
+
+    #[test]
+    fn long_name_lists_are_cut_after_ten() {
+        let many: VecDeque<Target> = (0..12)
+            .map(|i| Target {
+                name: format!("p{i}"),
+                uid: String::new(),
+            })
+            .collect();
+        assert_eq!(
+            name_list(&many),
+            "p0, p1, p2, p3, p4, p5, p6, p7, p8, p9 and 2 more"
+        );
+        assert_eq!(name_list(&many.iter().take(2).cloned().collect()), "p0, p1");
     }
 }
