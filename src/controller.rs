@@ -233,8 +233,9 @@ fn work(queue: &WorkQueue<WorkloadKey>, reconciler: &Reconciler) {
 }
 
 /// Delete mode needs a namespace for its `wavelet-state` ConfigMap: `--state-namespace`,
-/// else the in-cluster namespace. Without one it is disabled (with an error naming the
-/// flag) while hash mode runs on: refusing to start would punish users of hash mode only.
+/// else the in-cluster namespace. Without one it is disabled while hash mode runs on:
+/// refusing to start would punish users of hash mode only. The start-up warning names the
+/// flag, and every delete-mode object seen then is an error that names it again.
 fn start_delete_mode(
     client: &Client,
     config: &RunConfig,
@@ -246,7 +247,7 @@ fn start_delete_mode(
         .clone()
         .or_else(|| client.default_namespace())
     else {
-        log::error!(
+        log::warn!(
             "delete mode (magalix.com/podDeleteMatch) is disabled: it keeps its state in ConfigMap {STATE_CONFIGMAP}, and out of a cluster there is no namespace for it; set --state-namespace (hash mode is not affected)"
         );
         return None;
@@ -498,7 +499,7 @@ impl ConfigSink {
         match &self.delete_mode {
             Some(delete_mode) => delete_mode.enqueue(key.clone()),
             None if is_delete_mode && change != ConfigChange::MetadataOnly => log::error!(
-                "{key} has a pod-delete-match annotation but delete mode is disabled: set --state-namespace"
+                "{key} has a pod-delete-match annotation but delete mode is disabled (no namespace for ConfigMap {STATE_CONFIGMAP}): set --state-namespace; no Pods are replaced"
             ),
             None => {}
         }

@@ -725,6 +725,13 @@ fn without_a_state_namespace_delete_mode_is_off_and_says_which_flag_to_set() {
         "{}",
         wavelet.output()
     );
+    let output = wavelet.output();
+    assert!(
+        output.lines().any(|l| l.contains("ERROR")
+            && l.contains("configmap shop/web-config has a pod-delete-match annotation")
+            && l.contains("set --state-namespace")),
+        "{output}"
+    );
     settle(Duration::from_millis(400));
     assert!(replacements(&fake).is_empty());
 }
