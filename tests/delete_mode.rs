@@ -253,6 +253,9 @@ fn replaces_every_matching_pod_once(strategy: Option<&str>, extra: &[&'static st
         "{listed:?}"
     );
 
+    eventually(&fake, &wavelet, "PodsReplaced", |f| {
+        !events(f, "web-config", "PodsReplaced").is_empty()
+    });
     let replaced_events = events(&fake, "web-config", "PodsReplaced");
     assert_eq!(replaced_events.len(), 1, "{replaced_events:?}");
     let message = replaced_events[0]["message"].as_str().unwrap();
@@ -489,6 +492,10 @@ fn a_pdb_blocks_evictions_until_it_allows_them_and_late_pods_are_left_alone() {
         "the Pod created after the change was evicted"
     );
     assert!(!replaced_in(&fake, NS).contains_key("web-late"));
+    // The Event follows the state write.
+    eventually(&fake, &wavelet, "PodsReplaced", |f| {
+        !events(f, "web-config", "PodsReplaced").is_empty()
+    });
     assert_eq!(events(&fake, "web-config", "PodsReplaced").len(), 1);
 }
 
@@ -611,6 +618,10 @@ fn a_secret_works_the_same() {
     });
     let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
     assert_eq!(replaced_in(&fake, NS), expected);
+    // The Event follows the state write.
+    eventually(&fake, &wavelet, "PodsReplaced", |f| {
+        !events(f, "web-creds", "PodsReplaced").is_empty()
+    });
     let replaced = events(&fake, "web-creds", "PodsReplaced");
     assert_eq!(replaced.len(), 1);
     assert_eq!(replaced[0]["involvedObject"]["kind"], "Secret");
@@ -685,6 +696,9 @@ fn a_change_during_a_rolling_replacement_restarts_it_without_replacing_a_pod_twi
     assert!(pods(&fake, NS, "web")
         .iter()
         .all(|p| !replaced.contains_key(p)));
+    eventually(&fake, &wavelet, "PodsReplaced", |f| {
+        !events(f, "web-config", "PodsReplaced").is_empty()
+    });
     let done = events(&fake, "web-config", "PodsReplaced");
     assert_eq!(done.len(), 1, "{done:?}");
 }
