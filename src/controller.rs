@@ -1,5 +1,6 @@
 //! Wiring of `wavelet run`: one watch thread per resource (and namespace) writing the
-//! cache, a work queue, and reconcile workers that start once every initial list is in.
+//! cache, a work queue per mode (hash mode, delete mode), and reconcile workers that start
+//! once every initial list is in.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +13,7 @@ use serde::de::DeserializeOwned;
 use crate::cache::{Cache, ConfigChange, WorkloadEntry};
 use crate::client::Client;
 use crate::config::{RunConfig, WorkloadKind};
+use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::events::Recorder;
 use crate::objects::{
@@ -21,6 +23,7 @@ use crate::objects::{
 use crate::queue::{Backoff, WorkQueue};
 use crate::reconcile::{HashModeSettings, Next, Reconciler};
 use crate::selector::percent_encode_query_value;
+use crate::state::{StateStore, STATE_CONFIGMAP};
 use crate::watch::{self, Event, LineStream, Page, Source, WatchConfig, Watcher};
 
 /// Items per LIST page.
@@ -30,6 +33,7 @@ const PAGE_SIZE: u32 = 500;
 pub struct Controller {
     stop: Arc<AtomicBool>,
     queue: Arc<WorkQueue<WorkloadKey>>,
+    delete_mode: Option<Arc<DeleteMode>>,
     workers: Vec<JoinHandle<()>>,
     pub cache: Arc<Cache>,
     synced: Arc<Latch>,
@@ -41,8 +45,10 @@ impl Controller {
         let stop = Arc::new(AtomicBool::new(false));
         let cache = Arc::new(Cache::new());
         let queue = Arc::new(WorkQueue::new(Backoff::default()));
+        let hmac_key = read_hash_key(config)?;
+        let delete_mode = start_delete_mode(&client, config, &cache, hmac_key.clone());
         let settings = HashModeSettings {
-            hmac_key: read_hash_key(config)?,
+            hmac_key,
             dry_run: config.dry_run,
             max_rollouts_per_second: config.max_rollouts_per_second,
             rollout_burst: config.rollout_burst,
@@ -82,6 +88,7 @@ impl Controller {
                     namespace: namespace.clone(),
                     cache: Arc::clone(&cache),
                     queue: Arc::clone(&queue),
+                    delete_mode: delete_mode.clone(),
                     debounce: config.debounce,
                     synced: Arc::clone(&synced),
                     relist: Relist::default(),
@@ -136,7 +143,7 @@ impl Controller {
             });
         }
 
-        let workers = (0..config.workers.max(1))
+        let mut workers: Vec<JoinHandle<()>> = (0..config.workers.max(1))
             .map(|n| {
                 let (queue, reconciler, synced) = (
                     Arc::clone(&queue),
@@ -152,9 +159,23 @@ impl Controller {
                     .expect("spawning a worker thread")
             })
             .collect();
+        if let Some(delete_mode) = &delete_mode {
+            for n in 0..config.workers.max(1) {
+                let (delete_mode, synced) = (Arc::clone(delete_mode), Arc::clone(&synced));
+                let worker = std::thread::Builder::new()
+                    .name(format!("delete-worker-{n}"))
+                    .spawn(move || {
+                        synced.wait();
+                        delete_mode.work()
+                    })
+                    .expect("spawning a delete-mode worker thread");
+                workers.push(worker);
+            }
+        }
         Ok(Controller {
             stop,
             queue,
+            delete_mode,
             workers,
             cache,
             synced,
@@ -171,6 +192,9 @@ impl Controller {
         self.stop.store(true, Ordering::Relaxed);
         self.synced.open();
         self.queue.shut_down();
+        if let Some(delete_mode) = &self.delete_mode {
+            delete_mode.shut_down();
+        }
         for worker in self.workers {
             let _ = worker.join();
         }
@@ -206,6 +230,43 @@ fn work(queue: &WorkQueue<WorkloadKey>, reconciler: &Reconciler) {
         }
         queue.done(&key);
     }
+}
+
+/// Delete mode needs a namespace for its `wavelet-state` ConfigMap: `--state-namespace`,
+/// else the in-cluster namespace. Without one it is disabled while hash mode runs on:
+/// refusing to start would punish users of hash mode only. The start-up warning names the
+/// flag, and every delete-mode object seen then is an error that names it again.
+fn start_delete_mode(
+    client: &Client,
+    config: &RunConfig,
+    cache: &Arc<Cache>,
+    hmac_key: Option<Vec<u8>>,
+) -> Option<Arc<DeleteMode>> {
+    let Some(namespace) = config
+        .state_namespace
+        .clone()
+        .or_else(|| client.default_namespace())
+    else {
+        log::warn!(
+            "delete mode (magalix.com/podDeleteMatch) is disabled: it keeps its state in ConfigMap {STATE_CONFIGMAP}, and out of a cluster there is no namespace for it; set --state-namespace (hash mode is not affected)"
+        );
+        return None;
+    };
+    let settings = DeleteModeSettings {
+        dry_run: config.dry_run,
+        rolling_timeout: config.rolling_timeout,
+        eviction_warning_after: config.eviction_warning_after,
+        debounce: config.debounce,
+        hmac_key,
+    };
+    let state = StateStore::new(client.clone(), namespace, config.dry_run);
+    Some(Arc::new(DeleteMode::new(
+        client.clone(),
+        Arc::clone(cache),
+        Recorder::new(client.clone()),
+        state,
+        settings,
+    )))
 }
 
 fn read_hash_key(config: &RunConfig) -> Result<Option<Vec<u8>>, Error> {
@@ -334,12 +395,15 @@ impl Latch {
 }
 
 /// Writes ConfigMap or Secret events into the cache; a data change enqueues the
-/// workloads that reference the object after the debounce window.
+/// workloads that reference the object after the debounce window, and any change of a
+/// delete-mode object enqueues it into delete mode.
 struct ConfigSink {
     kind: ConfigKind,
     namespace: Option<String>,
     cache: Arc<Cache>,
     queue: Arc<WorkQueue<WorkloadKey>>,
+    /// `None`: delete mode is disabled (no state namespace).
+    delete_mode: Option<Arc<DeleteMode>>,
     debounce: Duration,
     synced: Arc<Latch>,
     relist: Relist<ConfigKey>,
@@ -396,17 +460,48 @@ impl ConfigSink {
     }
 
     fn apply(&self, obj: ConfigObject) -> ConfigKey {
+        let old = self.cache.config(&ConfigKey::new(
+            self.kind,
+            &obj.metadata.namespace,
+            &obj.metadata.name,
+        ));
+        let was_delete_mode = old.is_some_and(|e| e.pod_delete_match.is_some());
         let (key, change) = self.cache.upsert_config(self.kind, obj);
         match change {
             ConfigChange::Created | ConfigChange::DataChanged => self.changed(&key),
             ConfigChange::MetadataOnly | ConfigChange::Unchanged => {}
         }
+        // Metadata changes count too: an annotation added to an existing object must be
+        // recorded before its next data change, and one removed stops a replacement.
+        // Delete mode compares data hashes, so a metadata change never replaces a Pod.
+        if change != ConfigChange::Unchanged {
+            let is_delete_mode = self
+                .cache
+                .config(&key)
+                .is_some_and(|e| e.pod_delete_match.is_some());
+            if is_delete_mode || was_delete_mode {
+                self.delete_mode_changed(&key, is_delete_mode, change);
+            }
+        }
         key
     }
 
     fn remove(&self, key: &ConfigKey) {
-        if self.cache.remove_config(key).is_some() {
+        if let Some(old) = self.cache.remove_config(key) {
             self.changed(key);
+            if old.pod_delete_match.is_some() {
+                self.delete_mode_changed(key, false, ConfigChange::DataChanged);
+            }
+        }
+    }
+
+    fn delete_mode_changed(&self, key: &ConfigKey, is_delete_mode: bool, change: ConfigChange) {
+        match &self.delete_mode {
+            Some(delete_mode) => delete_mode.enqueue(key.clone()),
+            None if is_delete_mode && change != ConfigChange::MetadataOnly => log::error!(
+                "{key} has a pod-delete-match annotation but delete mode is disabled (no namespace for ConfigMap {STATE_CONFIGMAP}): set --state-namespace; no Pods are replaced"
+            ),
+            None => {}
         }
     }
 

@@ -26,6 +26,8 @@ pub mod throttle;
 // Acting on decisions.
 pub mod commands;
 pub mod controller;
+pub mod deletemode;
 pub mod events;
 pub mod queue;
 pub mod reconcile;
+pub mod state;

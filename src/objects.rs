@@ -530,6 +530,46 @@ pub struct NameRef {
     pub optional: Option<bool>,
 }
 
+/// A Pod, reduced to what delete mode decides on.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Pod {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: PodStatus,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodStatus {
+    #[serde(default)]
+    pub phase: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub conditions: Vec<PodCondition>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodCondition {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+}
+
+impl Pod {
+    /// The `Ready` condition is `True`.
+    pub fn is_ready(&self) -> bool {
+        self.status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    }
+
+    /// Deletion has begun (`deletionTimestamp` is set): the Pod is on its way out.
+    pub fn is_terminating(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,1133 @@
+//! Delete mode (`magalix.com/podDeleteMatch`): when the data of an annotated ConfigMap or
+//! Secret changes, replace the Pods of its namespace that match the annotation's selector
+//! and were created before the change was observed.
+//!
+//! The story of one reconcile, with early returns:
+//! 1. Object gone or no longer annotated → drop any replacement in progress. An opt-out
+//!    also forgets the state entry, so opting in again is a first sight (adding an
+//!    annotation never replaces Pods); a deleted object keeps its entry, so re-creating it
+//!    with other data is a change like any other (as in hash mode).
+//! 2. A replacement for the current data is in progress → take its next step.
+//! 3. The selector is empty, invalid or does not require a label, or the strategy is
+//!    unknown → Warning Event, nothing deleted, state not advanced.
+//! 4. No state entry → first sight: record the data hash, delete nothing.
+//! 5. State hash = data hash → up to date (a label or annotation edit ends here).
+//! 6. The state says a replacement for this data was in progress (wavelet restarted) →
+//!    resume it for the Pods listed back then.
+//! 7. Otherwise the data changed → list the matching Pods (the *observation*), write the
+//!    state as "replacing" with their UIDs, and start replacing them.
+//!
+//! A replacement is a small state machine ([`Replacement`], [`Step`]) stepped once per
+//! reconcile; a step never blocks for long: waiting (for Ready Pods, or for a PDB that
+//! refuses evictions) is expressed as [`Next`], and the work queue brings the key back.
+//! When the last Pod is replaced the state records the data hash and a `PodsReplaced`
+//! Event goes on the object. A newer data change during a replacement abandons it and
+//! starts over from a new observation: Pods replaced already are gone, Pods created after
+//! the new observation are left alone, so no Pod is replaced twice for the same data.
+//!
+//! **Which Pods count as created before the change** ([`created_before`]): every Pod in
+//! the listing taken at observation, whatever its `creationTimestamp` says (the API
+//! server's clock may run ahead of wavelet's), plus — for a replacement resumed after a
+//! restart — a Pod not listed then whose `creationTimestamp` is in an earlier second than
+//! the observation. `creationTimestamp` has whole seconds: a Pod created in the same second
+//! as the observation counts only if it was listed. This assumes wavelet's clock and the API
+//! server's agree to within a second (NTP); the listing, which is what decides in all but
+//! the restart case, needs no clock at all.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use sha2::{Digest as _, Sha256};
+
+use crate::annotations;
+use crate::cache::Cache;
+use crate::client::Client;
+use crate::error::Error;
+use crate::events::{ObjectRef, Recorder};
+use crate::hash;
+use crate::objects::{ConfigKey, Digest, Pod, Resource};
+use crate::queue::{Backoff, WorkQueue};
+use crate::selector::{percent_encode_query_value, Selector};
+use crate::state::{Entry, StateStore};
+
+/// Retries of refused evictions and failed steps: 250ms doubling up to 5s (the interval at
+/// which `kubectl drain` retries a 429).
+const BACKOFF: Backoff = Backoff {
+    initial: Duration::from_millis(250),
+    max: Duration::from_secs(5),
+};
+
+/// How often a rolling replacement looks whether the Pods are Ready again.
+const READY_POLL: Duration = Duration::from_millis(200);
+
+/// Pods per LIST page.
+const PAGE_SIZE: u32 = 500;
+
+/// Settings of delete mode.
+#[derive(Debug, Clone)]
+pub struct DeleteModeSettings {
+    pub dry_run: bool,
+    /// `--rolling-timeout`.
+    pub rolling_timeout: Duration,
+    /// `--eviction-warning-after`.
+    pub eviction_warning_after: Duration,
+    /// `--debounce`: changes closer together than this are acted on once.
+    pub debounce: Duration,
+    /// `--hash-key-file`: the data hash in the state ConfigMap is an HMAC under this key.
+    pub hmac_key: Option<Vec<u8>>,
+}
+
+/// `wavelet.dev/pod-delete-strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// The Eviction API for every matching Pod (PDBs honoured; 429s retried). The default.
+    Evict,
+    /// A plain DELETE of every matching Pod, one request per Pod.
+    Delete,
+    /// Evict one Pod, wait until the matching Pods are Ready again, then the next.
+    Rolling,
+}
+
+impl Strategy {
+    /// The strategy named by the annotation; absent or empty means [`Strategy::Evict`].
+    /// The error is the message for the Warning Event.
+    pub fn parse(annotation: Option<&str>) -> Result<Strategy, String> {
+        match annotation.map(str::trim) {
+            None | Some("") | Some("evict") => Ok(Strategy::Evict),
+            Some("delete") => Ok(Strategy::Delete),
+            Some("rolling") => Ok(Strategy::Rolling),
+            Some(other) => Err(format!(
+                "unknown {} {other:?}: expected evict, delete or rolling; no Pods are replaced until it is fixed",
+                annotations::WAVELET_POD_DELETE_STRATEGY
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Evict => "evict",
+            Strategy::Delete => "delete",
+            Strategy::Rolling => "rolling",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The data hash of a ConfigMap/Secret: SHA-256 (HMAC-SHA256 under `hmac_key`) of one line
+/// `<key> sha256:<hex digest of the value>\n` per key, in key order. Keys cannot contain
+/// spaces or newlines, so the form is unambiguous. Metadata never enters it.
+pub fn data_hash(digests: &[(String, Digest)], hmac_key: Option<&[u8]>) -> String {
+    let mut sorted: Vec<&(String, Digest)> = digests.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut canonical = String::new();
+    for (key, digest) in sorted {
+        canonical.push_str(&format!("{key} sha256:{}\n", hash::hex(digest)));
+    }
+    match hmac_key {
+        Some(key) => hash::hex(&hash::hmac_sha256(key, canonical.as_bytes())),
+        None => hash::hex(&Sha256::digest(canonical.as_bytes())),
+    }
+}
+
+/// Parses the annotation's selector and refuses the ones delete mode must not act on; the
+/// error is the message for the `InvalidSelector` Event.
+///
+/// Refused: invalid (the API server would refuse it too), empty (matches every Pod), and
+/// selectors without a positive term (`!canary`, `tier notin (db)`, `app!=x`): they match
+/// every Pod that lacks a label, which in practice is most of a namespace, and that is
+/// almost never what someone who wrote "replace the Pods of this app" meant. Every useful
+/// selector names an app with `=`, `in` or an existence test.
+pub fn validate_selector(text: &str) -> Result<Selector, String> {
+    let selector = Selector::parse(text)
+        .map_err(|e| format!("invalid pod selector {text:?}: {e}; no Pods are replaced"))?;
+    if selector.selects_everything() {
+        return Err(format!("empty pod selector {text:?} would match every Pod in the namespace; no Pods are replaced"));
+    }
+    if !selector.requires_a_label() {
+        return Err(format!(
+            "pod selector {text:?} matches every Pod without some label; add a positive term such as app=NAME; no Pods are replaced"
+        ));
+    }
+    Ok(selector)
+}
+
+/// When a change was observed, and which Pods existed then.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observation {
+    /// Unix seconds (wavelet's clock).
+    pub at: u64,
+    /// UIDs of the matching Pods listed at observation.
+    pub listed: HashSet<String>,
+}
+
+/// Whether `pod` was created before the observed change (see the module docs): listed at
+/// observation, or created in an earlier second. A Pod without a readable
+/// `creationTimestamp` counts only if listed.
+pub fn created_before(pod: &Pod, observation: &Observation) -> bool {
+    if observation.listed.contains(&pod.metadata.uid) {
+        return true;
+    }
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .as_deref()
+        .and_then(parse_rfc3339);
+    created.is_some_and(|created| created < observation.at)
+}
+
+/// Whether a rolling replacement may go on: at least `want` Pods that are not terminating,
+/// and all of those Ready. Terminating Pods are ignored (they may take their grace period
+/// to go away while their successor already serves).
+pub fn ready_again(pods: &[Pod], want: usize) -> bool {
+    let live: Vec<&Pod> = pods.iter().filter(|p| !p.is_terminating()).collect();
+    live.len() >= want && live.iter().all(|p| p.is_ready())
+}
+
+/// Unix seconds of an RFC 3339 UTC timestamp (`2026-11-22T03:14:34Z`, fractions allowed
+/// and ignored), as the API server writes them.
+pub fn parse_rfc3339(text: &str) -> Option<u64> {
+    let text = text
+        .strip_suffix('Z')
+        .or_else(|| text.strip_suffix("+00:00"))?;
+    let (date, time) = text.split_once('T')?;
+    let time = time.split('.').next()?;
+    let number = |s: &str, len: usize| -> Option<i64> {
+        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let mut d = date.split('-');
+    let (year, month, day) = (
+        number(d.next()?, 4)?,
+        number(d.next()?, 2)?,
+        number(d.next()?, 2)?,
+    );
+    let mut t = time.split(':');
+    let (hour, minute, second) = (
+        number(t.next()?, 2)?,
+        number(t.next()?, 2)?,
+        number(t.next()?, 2)?,
+    );
+    if d.next().is_some()
+        || t.next().is_some()
+        || !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).ok()
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What the queue should do with the key after a reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing more until the object changes again.
+    Done,
+    /// Come back after this long (a rolling replacement polling for Ready Pods).
+    After(Duration),
+    /// Evictions were refused: come back after the key's next backoff delay.
+    Backoff,
+}
+
+/// What one reconcile did, for logs and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Gone or opted out; nothing in progress any more.
+    Forgotten,
+    /// Seen for the first time: data hash recorded, nothing deleted.
+    Recorded,
+    UpToDate,
+    InvalidSelector,
+    UnknownStrategy,
+    /// A replacement started (or resumed after a restart) for this many Pods.
+    Started {
+        pods: usize,
+    },
+    /// A replacement took a step and is not finished.
+    InProgress,
+    /// Evictions are being refused (PodDisruptionBudget).
+    Blocked,
+    /// The replacement finished.
+    Replaced {
+        pods: usize,
+    },
+    /// `--dry-run`: this many Pods would have been replaced.
+    DryRun {
+        pods: usize,
+    },
+}
+
+/// A Pod to replace, by name and UID (a StatefulSet's successor has the same name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    name: String,
+    uid: String,
+}
+
+/// Where a replacement is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    /// Replace the next Pod (`rolling`) or every remaining Pod (`evict`, `delete`).
+    Replace,
+    /// `rolling`: wait until the matching Pods are Ready again (see [`ready_again`]), or
+    /// until `deadline` (then warn and go on).
+    AwaitReady { deadline: Instant },
+}
+
+/// One replacement in progress: the Pods of one observation, for one data hash.
+#[derive(Debug)]
+struct Replacement {
+    hash: String,
+    strategy: Strategy,
+    selector: Selector,
+    remaining: VecDeque<Target>,
+    replaced: usize,
+    step: Step,
+    /// `rolling`: how many live matching Pods there were when last all Ready (at first, at
+    /// observation); the count to be back at before the next Pod goes.
+    want: usize,
+    /// Since when evictions have been refused without one going through.
+    blocked_since: Option<Instant>,
+    warned_blocked: bool,
+}
+
+/// A data change delete mode is about to act on, with the annotations it acts by.
+struct Observed<'a> {
+    key: &'a ConfigKey,
+    about: &'a ObjectRef,
+    data_hash: String,
+    selector: Selector,
+    strategy: Strategy,
+}
+
+/// The Pods to replace for an observation: not terminating and [`created_before`] it,
+/// oldest first (the Pods that have run the old configuration longest go first).
+fn targets(pods: &[Pod], observation: &Observation) -> VecDeque<Target> {
+    let mut chosen: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| !p.is_terminating() && created_before(p, observation))
+        .collect();
+    chosen.sort_by(|a, b| {
+        (&a.metadata.creation_timestamp, &a.metadata.name)
+            .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
+    });
+    chosen
+        .into_iter()
+        .map(|p| Target {
+            name: p.metadata.name.clone(),
+            uid: p.metadata.uid.clone(),
+        })
+        .collect()
+}
+
+/// `a, b, c` — at most ten names, then how many more, so an Event stays short.
+fn name_list(targets: &VecDeque<Target>) -> String {
+    const SHOWN: usize = 10;
+    let mut text = targets
+        .iter()
+        .take(SHOWN)
+        .map(|t| t.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if targets.len() > SHOWN {
+        text.push_str(&format!(" and {} more", targets.len() - SHOWN));
+    }
+    text
+}
+
+/// What the reconciler remembers per object between reconciles.
+#[derive(Debug, Default)]
+struct Memory {
+    replacement: Option<Replacement>,
+    /// The last Warning about the annotations, with the data hash, so it is not repeated.
+    warned: Option<(String, String)>,
+}
+
+/// The outcome of replacing one Pod.
+enum Attempt {
+    Replaced,
+    /// Already gone (404), or replaced by a successor of the same name (409 on the UID
+    /// precondition).
+    Gone,
+    /// Refused by a PodDisruptionBudget; the message says why.
+    Blocked(String),
+}
+
+/// The delete-mode reconciler and its work queue.
+pub struct DeleteMode {
+    queue: WorkQueue<ConfigKey>,
+    client: Client,
+    cache: Arc<Cache>,
+    recorder: Recorder,
+    state: StateStore,
+    settings: DeleteModeSettings,
+    memory: Mutex<HashMap<ConfigKey, Memory>>,
+}
+
+impl DeleteMode {
+    pub fn new(
+        client: Client,
+        cache: Arc<Cache>,
+        recorder: Recorder,
+        state: StateStore,
+        settings: DeleteModeSettings,
+    ) -> DeleteMode {
+        DeleteMode {
+            queue: WorkQueue::new(BACKOFF),
+            client,
+            cache,
+            recorder,
+            state,
+            settings,
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// An annotated object was created, changed, opted out or removed: look at it after the
+    /// debounce window.
+    pub fn enqueue(&self, key: ConfigKey) {
+        self.queue.add_after(key, self.settings.debounce);
+    }
+
+    /// Makes the workers return.
+    pub fn shut_down(&self) {
+        self.queue.shut_down();
+    }
+
+    /// The worker loop: take a key, reconcile it, tell the queue what comes next.
+    pub fn work(&self) {
+        while let Some(key) = self.queue.get() {
+            match self.reconcile(&key) {
+                Ok((next, outcome)) => {
+                    log::debug!("{key}: delete mode: {outcome:?}");
+                    match next {
+                        Next::Done => self.queue.forget(&key),
+                        Next::After(delay) => {
+                            self.queue.forget(&key);
+                            self.queue.add_after(key.clone(), delay);
+                        }
+                        Next::Backoff => {
+                            self.queue.add_with_backoff(key.clone());
+                        }
+                    }
+                }
+                Err(err) => {
+                    let delay = self.queue.add_with_backoff(key.clone());
+                    log::warn!("{key}: delete mode failed, retrying in {delay:?}: {err}");
+                }
+            }
+            self.queue.done(&key);
+        }
+    }
+
+    /// Reconciles one object. The queue never hands a key to two workers at once, so its
+    /// memory is taken out of the map for the duration (no lock held over I/O).
+    pub fn reconcile(&self, key: &ConfigKey) -> Result<(Next, Outcome), Error> {
+        let mut memory = self.memory.lock().unwrap().remove(key).unwrap_or_default();
+        let result = self.reconcile_with(key, &mut memory);
+        if memory.replacement.is_some() || memory.warned.is_some() {
+            self.memory.lock().unwrap().insert(key.clone(), memory);
+        }
+        result
+    }
+
+    fn reconcile_with(
+        &self,
+        key: &ConfigKey,
+        memory: &mut Memory,
+    ) -> Result<(Next, Outcome), Error> {
+        // 1.
+        let Some(entry) = self.cache.config(key) else {
+            if memory.replacement.take().is_some() {
+                log::info!("{key}: deleted; replacing its Pods stops");
+            }
+            memory.warned = None;
+            return Ok((Next::Done, Outcome::Forgotten));
+        };
+        let Some(selector_text) = entry.pod_delete_match.clone() else {
+            if memory.replacement.take().is_some() {
+                log::info!("{key}: delete-mode annotation removed; replacing its Pods stops");
+            }
+            memory.warned = None;
+            self.state.set(key, None)?;
+            return Ok((Next::Done, Outcome::Forgotten));
+        };
+        let about = ObjectRef::new(&key.kind.resource(), &key.namespace, &key.name, &entry.uid);
+        let data_hash = data_hash(&entry.digests, self.settings.hmac_key.as_deref());
+
+        // 2.
+        if let Some(replacement) = memory.replacement.as_mut() {
+            if replacement.hash == data_hash {
+                return self.step(key, &about, memory);
+            }
+            log::info!(
+                "{key}: data changed again ({}) while replacing Pods for {}; starting over for the new data",
+                hash::short(&data_hash),
+                hash::short(&replacement.hash)
+            );
+            memory.replacement = None;
+        }
+
+        // 3.
+        let selector = match validate_selector(&selector_text) {
+            Ok(selector) => selector,
+            Err(message) => {
+                return Ok(self.refuse(
+                    key,
+                    &about,
+                    memory,
+                    "InvalidSelector",
+                    message,
+                    data_hash,
+                    Outcome::InvalidSelector,
+                ))
+            }
+        };
+        let strategy = match Strategy::parse(entry.pod_delete_strategy.as_deref()) {
+            Ok(strategy) => strategy,
+            Err(message) => {
+                return Ok(self.refuse(
+                    key,
+                    &about,
+                    memory,
+                    "UnknownStrategy",
+                    message,
+                    data_hash,
+                    Outcome::UnknownStrategy,
+                ))
+            }
+        };
+        memory.warned = None;
+
+        // 4. and 5.
+        let recorded = self.state.get(key)?;
+        let observation = match recorded {
+            None => {
+                self.state.set(
+                    key,
+                    Some(&Entry::Acted {
+                        hash: data_hash.clone(),
+                    }),
+                )?;
+                log::info!("{key}: delete mode for Pods matching {selector}: first seen, data hash {} recorded, nothing replaced", hash::short(&data_hash));
+                return Ok((Next::Done, Outcome::Recorded));
+            }
+            Some(Entry::Acted { hash }) if hash == data_hash => {
+                return Ok((Next::Done, Outcome::UpToDate))
+            }
+            // 6.
+            Some(Entry::Replacing {
+                hash,
+                observed,
+                pods,
+            }) if hash == data_hash => {
+                log::info!(
+                    "{key}: resuming the replacement of Pods matching {selector} for data {}",
+                    hash::short(&data_hash)
+                );
+                Some(Observation {
+                    at: observed,
+                    listed: pods.into_iter().collect(),
+                })
+            }
+            Some(_) => None,
+        };
+
+        // 7.
+        let change = Observed {
+            key,
+            about: &about,
+            data_hash,
+            selector,
+            strategy,
+        };
+        self.begin(change, observation, memory)
+    }
+
+    /// Lists the matching Pods and starts replacing those created before the change:
+    /// `resumed` is the observation recorded in the state by a previous run, `None` for
+    /// a change observed now.
+    fn begin(
+        &self,
+        change: Observed<'_>,
+        resumed: Option<Observation>,
+        memory: &mut Memory,
+    ) -> Result<(Next, Outcome), Error> {
+        let Observed {
+            key,
+            about,
+            data_hash,
+            selector,
+            strategy,
+        } = change;
+        let pods = self.list_pods(&key.namespace, &selector)?;
+        let is_resumed = resumed.is_some();
+        let observation = resumed.unwrap_or_else(|| Observation {
+            at: now_unix(),
+            listed: pods.iter().map(|p| p.metadata.uid.clone()).collect(),
+        });
+        let targets = targets(&pods, &observation);
+        let short = hash::short(&data_hash);
+
+        if self.settings.dry_run {
+            let message = format!(
+                "dry run, nothing deleted: data changed ({short}); would {strategy} {} Pod(s) matching {selector}: {}",
+                targets.len(),
+                name_list(&targets)
+            );
+            log::info!("{key}: {message}");
+            if !targets.is_empty() {
+                self.recorder.normal(about, "PodsReplaced", &message);
+            }
+            // Kept in memory only: the state ConfigMap is not written in a dry run.
+            self.state
+                .set(key, Some(&Entry::Acted { hash: data_hash }))?;
+            return Ok((
+                Next::Done,
+                Outcome::DryRun {
+                    pods: targets.len(),
+                },
+            ));
+        }
+        if targets.is_empty() {
+            log::info!(
+                "{key}: data changed ({short}); no Pods match {selector}, nothing to replace"
+            );
+            self.state
+                .set(key, Some(&Entry::Acted { hash: data_hash }))?;
+            return Ok((Next::Done, Outcome::Replaced { pods: 0 }));
+        }
+        if !is_resumed {
+            // Before the first Pod is touched: a restart from here on resumes, not repeats.
+            let mut listed: Vec<String> = observation.listed.into_iter().collect();
+            listed.sort();
+            let entry = Entry::Replacing {
+                hash: data_hash.clone(),
+                observed: observation.at,
+                pods: listed,
+            };
+            self.state.set(key, Some(&entry))?;
+        }
+        log::info!(
+            "{key}: data changed ({short}); replacing {} Pod(s) matching {selector} ({strategy}): {}",
+            targets.len(),
+            name_list(&targets)
+        );
+        let count = targets.len();
+        let step = match strategy {
+            // Nothing is evicted while some matching Pod is not Ready.
+            Strategy::Rolling => Step::AwaitReady {
+                deadline: Instant::now() + self.settings.rolling_timeout,
+            },
+            Strategy::Evict | Strategy::Delete => Step::Replace,
+        };
+        memory.replacement = Some(Replacement {
+            hash: data_hash,
+            strategy,
+            selector,
+            remaining: targets,
+            replaced: 0,
+            step,
+            want: pods.iter().filter(|p| !p.is_terminating()).count(),
+            blocked_since: None,
+            warned_blocked: false,
+        });
+        match self.step(key, about, memory)? {
+            (next, Outcome::InProgress | Outcome::Blocked) => {
+                Ok((next, Outcome::Started { pods: count }))
+            }
+            done => Ok(done),
+        }
+    }
+
+    /// Annotations delete mode cannot act on: a Warning Event and an error log, once per
+    /// message and data hash; nothing deleted, state not advanced.
+    #[allow(clippy::too_many_arguments)]
+    fn refuse(
+        &self,
+        key: &ConfigKey,
+        about: &ObjectRef,
+        memory: &mut Memory,
+        reason: &str,
+        message: String,
+        data_hash: String,
+        outcome: Outcome,
+    ) -> (Next, Outcome) {
+        let warned = (message, data_hash);
+        if memory.warned.as_ref() != Some(&warned) {
+            log::error!("{key}: {}", warned.0);
+            self.recorder.warning(about, reason, &warned.0);
+            memory.warned = Some(warned);
+        }
+        (Next::Done, outcome)
+    }
+
+    /// Moves the replacement in `memory` forward as far as it goes without waiting.
+    fn step(
+        &self,
+        key: &ConfigKey,
+        about: &ObjectRef,
+        memory: &mut Memory,
+    ) -> Result<(Next, Outcome), Error> {
+        let r = memory
+            .replacement
+            .as_mut()
+            .expect("a replacement in progress");
+        loop {
+            match r.step.clone() {
+                Step::AwaitReady { deadline } => {
+                    let pods = self.list_pods(&key.namespace, &r.selector)?;
+                    if ready_again(&pods, r.want) {
+                        r.want = pods.iter().filter(|p| !p.is_terminating()).count();
+                    } else {
+                        if Instant::now() < deadline {
+                            return Ok((Next::After(READY_POLL), Outcome::InProgress));
+                        }
+                        let message = format!(
+                            "Pods matching {} not all Ready {:?} (--rolling-timeout) after replacing one; going on with the next",
+                            r.selector, self.settings.rolling_timeout
+                        );
+                        log::warn!("{key}: {message}");
+                        self.recorder.warning(about, "RollingTimeout", &message);
+                    }
+                    if r.remaining.is_empty() {
+                        break;
+                    }
+                    r.step = Step::Replace;
+                }
+                Step::Replace => {
+                    let one_at_a_time = r.strategy == Strategy::Rolling;
+                    let mut blocked = Vec::new();
+                    let mut refusal = None;
+                    while let Some(target) = r.remaining.pop_front() {
+                        let attempt = match self.replace(&key.namespace, &target, r.strategy) {
+                            Ok(attempt) => attempt,
+                            Err(err) => {
+                                r.remaining.push_front(target);
+                                r.remaining.extend(blocked);
+                                return Err(err);
+                            }
+                        };
+                        match attempt {
+                            Attempt::Replaced => {
+                                log::info!(
+                                    "{key}: {} Pod {}/{}",
+                                    past_tense(r.strategy),
+                                    key.namespace,
+                                    target.name
+                                );
+                                r.replaced += 1;
+                                r.blocked_since = None;
+                                r.warned_blocked = false;
+                                if one_at_a_time {
+                                    r.step = Step::AwaitReady {
+                                        deadline: Instant::now() + self.settings.rolling_timeout,
+                                    };
+                                    break;
+                                }
+                            }
+                            Attempt::Gone => log::debug!(
+                                "{key}: Pod {}/{} is already gone",
+                                key.namespace,
+                                target.name
+                            ),
+                            Attempt::Blocked(message) => {
+                                log::debug!(
+                                    "{key}: eviction of Pod {}/{} refused: {message}",
+                                    key.namespace,
+                                    target.name
+                                );
+                                refusal = Some(message);
+                                blocked.push(target);
+                                if one_at_a_time {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    if let Some(message) = refusal {
+                        // Refused Pods go back in front, in their order.
+                        for target in blocked.into_iter().rev() {
+                            r.remaining.push_front(target);
+                        }
+                        let since = *r.blocked_since.get_or_insert_with(Instant::now);
+                        if !r.warned_blocked
+                            && since.elapsed() >= self.settings.eviction_warning_after
+                        {
+                            let message = format!(
+                                "evictions of {} Pod(s) matching {} refused for {:?}: {message} Still retrying.",
+                                r.remaining.len(),
+                                r.selector,
+                                self.settings.eviction_warning_after
+                            );
+                            log::warn!("{key}: {message}");
+                            self.recorder.warning(about, "EvictionBlocked", &message);
+                            r.warned_blocked = true;
+                        }
+                        return Ok((Next::Backoff, Outcome::Blocked));
+                    }
+                    if matches!(r.step, Step::Replace) {
+                        // Every Pod went through (or was gone already).
+                        break;
+                    }
+                }
+            }
+        }
+
+        // Done: record the data hash.
+        let r = memory
+            .replacement
+            .take()
+            .expect("a replacement in progress");
+        self.state.set(
+            key,
+            Some(&Entry::Acted {
+                hash: r.hash.clone(),
+            }),
+        )?;
+        let message = format!(
+            "replaced {} Pod(s) matching {} with strategy {} after a data change ({})",
+            r.replaced,
+            r.selector,
+            r.strategy,
+            hash::short(&r.hash)
+        );
+        log::info!("{key}: {message}");
+        self.recorder.normal(about, "PodsReplaced", &message);
+        Ok((Next::Done, Outcome::Replaced { pods: r.replaced }))
+    }
+
+    /// Evicts or deletes one Pod, on condition that it is still the Pod that was listed.
+    fn replace(
+        &self,
+        namespace: &str,
+        target: &Target,
+        strategy: Strategy,
+    ) -> Result<Attempt, Error> {
+        let path = Resource::pods().object_path(namespace, &target.name);
+        let preconditions = json!({"uid": target.uid});
+        let result = match strategy {
+            Strategy::Delete => {
+                let body = json!({"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions});
+                self.client
+                    .delete::<serde::de::IgnoredAny>(&path, Some(&body))
+            }
+            Strategy::Evict | Strategy::Rolling => {
+                let body = json!({
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": target.name, "namespace": namespace},
+                    "deleteOptions": {"preconditions": preconditions},
+                });
+                self.client
+                    .post::<serde::de::IgnoredAny>(&format!("{path}/eviction"), &body)
+            }
+        };
+        match result {
+            Ok(_) => Ok(Attempt::Replaced),
+            Err(Error::Api(status)) if status.is_not_found() || status.is_conflict() => {
+                Ok(Attempt::Gone)
+            }
+            Err(Error::Api(status)) if status.is_too_many_requests() => {
+                Ok(Attempt::Blocked(status.message))
+            }
+            // "This pod has more than one PodDisruptionBudget, which the eviction subresource
+            // does not support." — a 500 that will not go away by itself.
+            Err(Error::Api(status))
+                if status.code == 500 && status.message.contains("PodDisruptionBudget") =>
+            {
+                Ok(Attempt::Blocked(status.message))
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The Pods of `namespace` matching `selector`, listed with `labelSelector` and checked
+    /// again here (a proxy that dropped the query must not widen the match).
+    fn list_pods(&self, namespace: &str, selector: &Selector) -> Result<Vec<Pod>, Error> {
+        #[derive(serde::Deserialize)]
+        struct PodList {
+            #[serde(default)]
+            metadata: ListMeta,
+            #[serde(default)]
+            items: Vec<Pod>,
+        }
+        #[derive(serde::Deserialize, Default)]
+        struct ListMeta {
+            #[serde(default, rename = "continue")]
+            continue_token: Option<String>,
+        }
+        let base = format!(
+            "{}?labelSelector={}&limit={PAGE_SIZE}",
+            Resource::pods().collection_path(Some(namespace)),
+            percent_encode_query_value(&selector.to_query_string())
+        );
+        let mut pods = Vec::new();
+        let mut path = base.clone();
+        loop {
+            let page: PodList = self.client.get(&path)?;
+            pods.extend(
+                page.items
+                    .into_iter()
+                    .filter(|p| selector.matches(&p.metadata.labels)),
+            );
+            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+                Some(token) => {
+                    path = format!("{base}&continue={}", percent_encode_query_value(&token))
+                }
+                None => return Ok(pods),
+            }
+        }
+    }
+}
+
+fn past_tense(strategy: Strategy) -> &'static str {
+    match strategy {
+        Strategy::Delete => "deleted",
+        Strategy::Evict | Strategy::Rolling => "evicted",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, created: &str, ready: bool, terminating: bool) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": uid, "uid": uid, "creationTimestamp": created,
+                         "deletionTimestamp": if terminating { json!("2026-11-22T03:15:00Z") } else { json!(null) }},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+        }))
+        .unwrap()
+    }
+
+    fn digests(pairs: &[(&str, &str)]) -> Vec<(String, Digest)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Sha256::digest(v.as_bytes()).into()))
+            .collect()
+    }
+
+    #[test]
+    fn data_hash_is_sha256_of_one_line_per_key_in_key_order() {
+        let d = digests(&[("b", "2"), ("a", "1")]);
+        let expected = format!(
+            "a sha256:{}\nb sha256:{}\n",
+            hash::hex(&Sha256::digest(b"1")),
+            hash::hex(&Sha256::digest(b"2"))
+        );
+        assert_eq!(
+            data_hash(&d, None),
+            hash::hex(&Sha256::digest(expected.as_bytes()))
+        );
+        let reordered = digests(&[("a", "1"), ("b", "2")]);
+        assert_eq!(data_hash(&d, None), data_hash(&reordered, None));
+    }
+
+    #[test]
+    fn data_hash_changes_with_any_value_or_key_and_under_an_hmac_key() {
+        let base = data_hash(&digests(&[("a", "1")]), None);
+        assert_ne!(base, data_hash(&digests(&[("a", "2")]), None));
+        assert_ne!(base, data_hash(&digests(&[("b", "1")]), None));
+        assert_ne!(base, data_hash(&digests(&[("a", "1"), ("b", "")]), None));
+        assert_ne!(base, data_hash(&digests(&[("a", "1")]), Some(b"key")));
+        assert_ne!(data_hash(&[], None), base);
+    }
+
+    #[test]
+    fn strategy_defaults_to_evict_and_refuses_unknown_names() {
+        assert_eq!(Strategy::parse(None), Ok(Strategy::Evict));
+        assert_eq!(Strategy::parse(Some("")), Ok(Strategy::Evict));
+        assert_eq!(Strategy::parse(Some("evict")), Ok(Strategy::Evict));
+        assert_eq!(Strategy::parse(Some(" delete ")), Ok(Strategy::Delete));
+        assert_eq!(Strategy::parse(Some("rolling")), Ok(Strategy::Rolling));
+        let err = Strategy::parse(Some("Rolling")).unwrap_err();
+        assert!(
+            err.contains("unknown wavelet.dev/pod-delete-strategy \"Rolling\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn selectors_that_could_hit_unrelated_pods_are_refused() {
+        assert!(validate_selector("app=web").is_ok());
+        assert!(validate_selector("app in (web, api),!canary").is_ok());
+        assert!(validate_selector("app").is_ok());
+        for bad in [
+            "",
+            "   ",
+            "!canary",
+            "tier notin (db)",
+            "app!=web",
+            "app=web,",
+            "=web",
+            "app in web",
+        ] {
+            assert!(validate_selector(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(validate_selector("")
+            .unwrap_err()
+            .starts_with("empty pod selector"));
+        assert!(validate_selector("app=web,")
+            .unwrap_err()
+            .starts_with("invalid pod selector"));
+    }
+
+    #[test]
+    fn listed_pods_count_as_created_before_whatever_their_timestamp() {
+        let observation = Observation {
+            at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
+            listed: HashSet::from(["listed".into()]),
+        };
+        // The API server's clock may run ahead of wavelet's.
+        assert!(created_before(
+            &pod("listed", "2026-11-22T03:14:45Z", true, false),
+            &observation
+        ));
+    }
+
+    #[test]
+    fn pods_from_an_earlier_second_count_as_created_before() {
+        let observation = Observation {
+            at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
+            listed: HashSet::new(),
+        };
+        assert!(created_before(
+            &pod("p", "2026-11-22T03:14:39Z", true, false),
+            &observation
+        ));
+    }
+
+    #[test]
+    fn a_pod_from_the_same_second_counts_only_if_it_was_listed() {
+        let at = parse_rfc3339("2026-11-22T03:14:40Z").unwrap();
+        let observation = Observation {
+            at,
+            listed: HashSet::from(["old".into()]),
+        };
+        assert!(created_before(
+            &pod("old", "2026-11-22T03:14:40Z", true, false),
+            &observation
+        ));
+        assert!(!created_before(
+            &pod("new", "2026-11-22T03:14:40Z", true, false),
+            &observation
+        ));
+        assert!(!created_before(
+            &pod("later", "2026-11-22T03:14:41Z", true, false),
+            &observation
+        ));
+        assert!(!created_before(
+            &pod("no-timestamp", "", true, false),
+            &observation
+        ));
+    }
+
+    #[test]
+    fn ready_again_needs_enough_live_pods_all_ready() {
+        let ready = pod("a", "2026-11-22T03:14:40Z", true, false);
+        let unready = pod("b", "2026-11-22T03:14:40Z", false, false);
+        let leaving = pod("c", "2026-11-22T03:14:40Z", false, true);
+        assert!(ready_again(
+            &[ready.clone(), ready.clone(), leaving.clone()],
+            2
+        ));
+        assert!(
+            !ready_again(&[ready.clone(), leaving], 2),
+            "a terminating Pod does not count"
+        );
+        assert!(!ready_again(&[ready.clone(), unready], 2));
+        assert!(ready_again(&[], 0));
+    }
+
+    #[test]
+    fn parses_the_api_servers_timestamps() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_rfc3339("2026-11-22T03:14:40Z"), Some(1_795_317_280));
+        assert_eq!(
+            parse_rfc3339("2026-11-22T03:14:40.123456Z"),
+            Some(1_795_317_280)
+        );
+        assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(951_782_400));
+        for (secs, text) in [
+            (0u64, "1970-01-01T00:00:00Z"),
+            (1_795_144_481, "2026-11-20T03:14:41Z"),
+        ] {
+            assert_eq!(crate::events::rfc3339(secs), text);
+            assert_eq!(parse_rfc3339(text), Some(secs));
+        }
+        for bad in [
+            "",
+            "2026-11-22",
+            "2026-11-22T03:14:40",
+            "2026-13-22T03:14:40Z",
+            "2026-11-22T3:14:40Z",
+            "x026-11-22T03:14:40Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn targets_are_the_live_pods_from_before_the_change_oldest_first() {
+        let mut newer = pod("newer", "2026-11-22T03:14:30Z", true, false);
+        newer.metadata.name = "a-newer".into();
+        let mut older = pod("older", "2026-11-22T03:14:20Z", true, false);
+        older.metadata.name = "z-older".into();
+        let leaving = pod("leaving", "2026-11-22T03:14:10Z", true, true);
+        let late = pod("late", "2026-11-22T03:14:40Z", true, false);
+        let observation = Observation {
+            at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
+            listed: HashSet::from(["newer".into(), "older".into(), "leaving".into()]),
+        };
+        let chosen = targets(&[newer, late, leaving, older], &observation);
+        let names: Vec<&str> = chosen.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["z-older", "a-newer"]);
+        assert_eq!(chosen[0].uid, "older");
+    }
+
+    #[test]
+    fn long_name_lists_are_cut_after_ten() {
+        let many: VecDeque<Target> = (0..12)
+            .map(|i| Target {
+                name: format!("p{i}"),
+                uid: String::new(),
+            })
+            .collect();
+        assert_eq!(
+            name_list(&many),
+            "p0, p1, p2, p3, p4, p5, p6, p7, p8, p9 and 2 more"
+        );
+        assert_eq!(name_list(&many.iter().take(2).cloned().collect()), "p0, p1");
+    }
+}

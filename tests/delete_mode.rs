@@ -1,0 +1,764 @@
+//! Delete mode end to end: the real binary against the fake API server. A ConfigMap or
+//! Secret annotated with a selector has its matching Pods replaced when its data changes,
+//! once, with the chosen strategy, and never on a metadata edit.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::fake::{FakeApi, Request};
+use crate::util::*;
+
+const NS: &str = "shop";
+const STATE_NS: &str = "wavelet-system";
+const MATCH: &str = "magalix.com/podDeleteMatch";
+const STRATEGY: &str = "wavelet.dev/pod-delete-strategy";
+
+/// `FAST` plus the state namespace.
+fn args(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut all: Vec<&str> = FAST.to_vec();
+    all.extend(["--state-namespace", STATE_NS]);
+    all.extend(extra);
+    all
+}
+
+fn deployment(ns: &str, name: &str, replicas: u64, labels: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}},
+        }
+    })
+}
+
+fn annotated(mut object: Value, annotations: &[(&str, &str)]) -> Value {
+    let map: BTreeMap<_, _> = annotations
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    object["metadata"]["annotations"] = json!(map);
+    object
+}
+
+/// A bare Pod (no controller), Running and Ready.
+fn bare_pod(ns: &str, name: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "nginx"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    })
+}
+
+/// The state namespace, Deployment `web` (3 Pods, app=web) and `api` (2 Pods, app=api) in
+/// `shop`, a `web` in namespace `other` with the same labels, and ConfigMap `web-config`
+/// whose annotations are `annotations`.
+fn cluster(annotations: &[(&str, &str)]) -> FakeApi {
+    let fake = FakeApi::start();
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STATE_NS}}));
+    fake.apply(deployment(NS, "web", 3, json!({"app": "web"})));
+    fake.apply(deployment(NS, "api", 2, json!({"app": "api"})));
+    fake.apply(deployment("other", "web", 2, json!({"app": "web"})));
+    fake.apply(annotated(
+        configmap(NS, "web-config", &[("color", "blue")]),
+        annotations,
+    ));
+    fake
+}
+
+fn name(object: &Value) -> String {
+    object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Names of the live Pods of `ns` labelled app=`app`.
+fn pods(fake: &FakeApi, ns: &str, app: &str) -> BTreeSet<String> {
+    fake.pods(ns)
+        .iter()
+        .filter(|p| {
+            p["metadata"]["labels"]["app"] == app && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .map(name)
+        .collect()
+}
+
+/// (namespace, pod) of every request that evicted or deleted a Pod, in order, successful or not.
+fn replacements(fake: &FakeApi) -> Vec<(String, String, Request)> {
+    fake.requests()
+        .into_iter()
+        .filter_map(|r| {
+            let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
+            match parts.as_slice() {
+                ["api", "v1", "namespaces", ns, "pods", pod, "eviction"] if r.method == "POST" => {
+                    Some((ns.to_string(), pod.to_string(), r.clone()))
+                }
+                ["api", "v1", "namespaces", ns, "pods", pod] if r.method == "DELETE" => {
+                    Some((ns.to_string(), pod.to_string(), r.clone()))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The Pods replaced (evicted or deleted) in `ns`, by name, with how often each was tried.
+fn replaced_in(fake: &FakeApi, ns: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for (pod_ns, pod, _) in replacements(fake) {
+        if pod_ns == ns {
+            *out.entry(pod).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// No DELETE was ever sent to a collection path (`.../namespaces/NS/pods`, `/api/v1/pods`).
+fn assert_no_delete_collection(fake: &FakeApi) {
+    for r in fake.requests().iter().filter(|r| r.method == "DELETE") {
+        let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
+        let prefix = if parts.first() == Some(&"api") { 2 } else { 3 };
+        let rest = &parts[prefix.min(parts.len())..];
+        let is_collection = match rest {
+            ["namespaces", _, _] | [_] => true,
+            // Deleting a namespace object itself.
+            ["namespaces", _] => false,
+            _ => false,
+        };
+        assert!(
+            !is_collection,
+            "a DELETE collection request was sent: {} {:?}",
+            r.path, r.query
+        );
+    }
+}
+
+fn events(fake: &FakeApi, name: &str, reason: &str) -> Vec<Value> {
+    fake.events_for(NS, name)
+        .into_iter()
+        .filter(|e| e["reason"] == reason)
+        .collect()
+}
+
+/// The state entry of an object, e.g. `configmap.shop.web-config`.
+fn state_entry(fake: &FakeApi, key: &str) -> Option<String> {
+    let state = fake.get("configmaps", STATE_NS, "wavelet-state")?;
+    state["data"][key].as_str().map(String::from)
+}
+
+/// The data hash delete mode computes for an object as the fake holds it now.
+fn data_hash_now(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> String {
+    use wavelet::objects::ConfigObject;
+    let json = fake.get(resource, ns, name).expect("object exists");
+    let object = match resource {
+        "configmaps" => ConfigObject::configmap(json).unwrap(),
+        _ => ConfigObject::secret(json).unwrap(),
+    };
+    wavelet::deletemode::data_hash(&object.digests, None)
+}
+
+/// Starts wavelet and waits until it recorded `key` at first sight.
+fn started(fake: &FakeApi, extra: &[&'static str], key: &str) -> Wavelet {
+    let wavelet = Wavelet::start(fake, &args(extra));
+    eventually(
+        fake,
+        &wavelet,
+        "first sight recorded in wavelet-state",
+        |f| state_entry(f, key).is_some(),
+    );
+    wavelet
+}
+
+/// Changes the data of `web-config` and waits until its new hash is recorded as acted on.
+fn change_and_wait(fake: &FakeApi, wavelet: &Wavelet, color: &str) {
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": color}}),
+    );
+    let hash = data_hash_now(fake, "configmaps", NS, "web-config");
+    eventually(fake, wavelet, "the replacement to finish", |f| {
+        state_entry(f, "configmap.shop.web-config").as_deref() == Some(hash.as_str())
+    });
+}
+
+fn replaces_every_matching_pod_once(strategy: Option<&str>, extra: &[&'static str]) {
+    let annotations: Vec<(&str, &str)> = std::iter::once((MATCH, "app=web"))
+        .chain(strategy.map(|s| (STRATEGY, s)))
+        .collect();
+    let fake = cluster(&annotations);
+    let wavelet = started(&fake, extra, "configmap.shop.web-config");
+    let before = pods(&fake, NS, "web");
+    assert_eq!(before.len(), 3);
+    assert!(
+        replacements(&fake).is_empty(),
+        "first sight replaced Pods:\n{}",
+        wavelet.output()
+    );
+
+    change_and_wait(&fake, &wavelet, "green");
+    settle(Duration::from_millis(500));
+
+    let replaced = replaced_in(&fake, NS);
+    let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
+    assert_eq!(
+        replaced,
+        expected,
+        "each matching Pod replaced exactly once:\n{}",
+        wavelet.output()
+    );
+    assert!(
+        replaced_in(&fake, "other").is_empty(),
+        "a Pod in another namespace was touched"
+    );
+    let after = pods(&fake, NS, "web");
+    assert_eq!(after.len(), 3);
+    assert!(
+        after.is_disjoint(&before),
+        "the old Pods are gone: {after:?}"
+    );
+    let method = if strategy == Some("delete") {
+        "DELETE"
+    } else {
+        "POST"
+    };
+    assert!(replacements(&fake)
+        .iter()
+        .all(|(_, _, r)| r.method == method));
+    for (_, _, r) in replacements(&fake)
+        .iter()
+        .filter(|(_, _, r)| r.method == "POST")
+    {
+        let body = r.body_json();
+        assert_eq!(body["apiVersion"], "policy/v1");
+        assert_eq!(body["kind"], "Eviction");
+    }
+    let listed = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path == format!("/api/v1/namespaces/{NS}/pods"))
+        .collect::<Vec<_>>();
+    assert!(
+        !listed.is_empty()
+            && listed
+                .iter()
+                .all(|r| r.query_param("labelSelector") == Some("app=web")),
+        "{listed:?}"
+    );
+
+    eventually(&fake, &wavelet, "PodsReplaced", |f| {
+        !events(f, "web-config", "PodsReplaced").is_empty()
+    });
+    let replaced_events = events(&fake, "web-config", "PodsReplaced");
+    assert_eq!(replaced_events.len(), 1, "{replaced_events:?}");
+    let message = replaced_events[0]["message"].as_str().unwrap();
+    let strategy = strategy.unwrap_or("evict");
+    assert!(
+        message.contains("replaced 3 Pod(s)") && message.contains(&format!("strategy {strategy}")),
+        "{message}"
+    );
+    assert_eq!(replaced_events[0]["involvedObject"]["kind"], "ConfigMap");
+    assert_no_delete_collection(&fake);
+}
+
+#[test]
+fn evict_replaces_every_matching_pod_exactly_once() {
+    replaces_every_matching_pod_once(None, &[]);
+}
+
+#[test]
+fn delete_replaces_every_matching_pod_exactly_once() {
+    replaces_every_matching_pod_once(Some("delete"), &[]);
+}
+
+#[test]
+fn rolling_replaces_every_matching_pod_exactly_once() {
+    replaces_every_matching_pod_once(Some("rolling"), &["--rolling-timeout", "5s"]);
+}
+
+#[test]
+fn rolling_never_has_more_than_one_matching_pod_not_ready() {
+    let fake = cluster(&[(MATCH, "app=web"), (STRATEGY, "rolling")]);
+    fake.set_ready_delay(Duration::from_millis(300));
+    let wavelet = started(
+        &fake,
+        &["--rolling-timeout", "5s"],
+        "configmap.shop.web-config",
+    );
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    let hash = data_hash_now(&fake, "configmaps", NS, "web-config");
+    let mut most_not_ready = 0;
+    eventually(&fake, &wavelet, "the rolling replacement to finish", |f| {
+        let not_ready = f
+            .pods(NS)
+            .iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "web")
+            .filter(|p| {
+                !p["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+            .count();
+        most_not_ready = most_not_ready.max(not_ready);
+        state_entry(f, "configmap.shop.web-config").as_deref() == Some(hash.as_str())
+    });
+    assert_eq!(replaced_in(&fake, NS).len(), 3, "{}", wavelet.output());
+    assert_eq!(
+        most_not_ready, 1,
+        "at most one matching Pod may be not Ready at a time"
+    );
+}
+
+#[test]
+fn rolling_timeout_warns_and_goes_on_with_the_next_pod() {
+    let fake = cluster(&[(MATCH, "tier=solo"), (STRATEGY, "rolling")]);
+    // Bare Pods: nobody replaces them, so the Pods never get back to two.
+    fake.apply(bare_pod(NS, "solo-a", json!({"tier": "solo"})));
+    fake.apply(bare_pod(NS, "solo-b", json!({"tier": "solo"})));
+    let wavelet = started(
+        &fake,
+        &["--rolling-timeout", "300ms"],
+        "configmap.shop.web-config",
+    );
+    change_and_wait(&fake, &wavelet, "green");
+    assert_eq!(
+        replaced_in(&fake, NS).keys().cloned().collect::<Vec<_>>(),
+        ["solo-a", "solo-b"]
+    );
+    assert!(
+        !events(&fake, "web-config", "RollingTimeout").is_empty(),
+        "{}",
+        wavelet.output()
+    );
+    assert_eq!(
+        events(&fake, "web-config", "RollingTimeout")[0]["type"],
+        "Warning"
+    );
+}
+
+#[test]
+fn a_label_or_annotation_only_change_deletes_nothing() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    let wavelet = started(&fake, &[], "configmap.shop.web-config");
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"metadata": {"labels": {"touched": "yes"}}}),
+    );
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"metadata": {"annotations": {"note": "hello"}}}),
+    );
+    settle(Duration::from_millis(800));
+    assert!(
+        replacements(&fake).is_empty(),
+        "a metadata edit replaced Pods:\n{}",
+        wavelet.output()
+    );
+    assert!(events(&fake, "web-config", "PodsReplaced").is_empty());
+}
+
+#[test]
+fn invalid_empty_and_too_broad_selectors_delete_nothing_and_warn() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    let bad = [
+        ("bad-syntax", "app in web"),
+        ("empty", ""),
+        ("everything-but", "!canary"),
+        ("not-equal", "app!=api"),
+    ];
+    for (name, selector) in bad {
+        fake.apply(annotated(
+            configmap(NS, name, &[("k", "1")]),
+            &[(MATCH, selector)],
+        ));
+    }
+    let wavelet = Wavelet::start(&fake, &args(&[]));
+    for (name, _) in bad {
+        fake.merge_patch("configmaps", NS, name, json!({"data": {"k": "2"}}));
+    }
+    for (name, selector) in bad {
+        eventually(
+            &fake,
+            &wavelet,
+            &format!("InvalidSelector on {name}"),
+            |f| {
+                f.events_for(NS, name)
+                    .iter()
+                    .any(|e| e["reason"] == "InvalidSelector" && e["type"] == "Warning")
+            },
+        );
+        let warning = &events(&fake, name, "InvalidSelector")[0];
+        assert!(
+            warning["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("{selector:?}")),
+            "{warning}"
+        );
+        assert!(
+            state_entry(&fake, &format!("configmap.shop.{name}")).is_none(),
+            "state advanced for {name}"
+        );
+    }
+    settle(Duration::from_millis(300));
+    assert!(replacements(&fake).is_empty(), "{}", wavelet.output());
+    assert!(wavelet.output().contains("ERROR"), "an error is logged");
+    assert_no_delete_collection(&fake);
+}
+
+#[test]
+fn an_unknown_strategy_warns_and_deletes_nothing() {
+    let fake = cluster(&[(MATCH, "app=web"), (STRATEGY, "nuke")]);
+    let wavelet = Wavelet::start(&fake, &args(&[]));
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "UnknownStrategy warning", |f| {
+        !events(f, "web-config", "UnknownStrategy").is_empty()
+    });
+    settle(Duration::from_millis(300));
+    assert!(replacements(&fake).is_empty());
+}
+
+#[test]
+fn a_pdb_blocks_evictions_until_it_allows_them_and_late_pods_are_left_alone() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    fake.apply(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 0, "currentHealthy": 3, "desiredHealthy": 3, "expectedPods": 3},
+    }));
+    let wavelet = started(
+        &fake,
+        &["--eviction-warning-after", "500ms"],
+        "configmap.shop.web-config",
+    );
+    let before = pods(&fake, NS, "web");
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "a refused eviction", |f| {
+        !replacements(f).is_empty()
+    });
+    // Created after the change was observed: must be left alone.
+    fake.apply(bare_pod(NS, "web-late", json!({"app": "web"})));
+    eventually(&fake, &wavelet, "EvictionBlocked warning", |f| {
+        !events(f, "web-config", "EvictionBlocked").is_empty()
+    });
+    assert_eq!(
+        pods(&fake, NS, "web").len(),
+        4,
+        "nothing evicted while the PDB blocks"
+    );
+
+    fake.merge_patch(
+        "poddisruptionbudgets",
+        NS,
+        "web",
+        json!({"status": {"disruptionsAllowed": 10}}),
+    );
+    let hash = data_hash_now(&fake, "configmaps", NS, "web-config");
+    eventually(&fake, &wavelet, "the replacement to finish", |f| {
+        state_entry(f, "configmap.shop.web-config").as_deref() == Some(hash.as_str())
+    });
+    let now = pods(&fake, NS, "web");
+    assert!(now.is_disjoint(&before), "every old Pod evicted: {now:?}");
+    assert!(
+        now.contains("web-late"),
+        "the Pod created after the change was evicted"
+    );
+    assert!(!replaced_in(&fake, NS).contains_key("web-late"));
+    // The Event follows the state write.
+    eventually(&fake, &wavelet, "PodsReplaced", |f| {
+        !events(f, "web-config", "PodsReplaced").is_empty()
+    });
+    assert_eq!(events(&fake, "web-config", "PodsReplaced").len(), 1);
+}
+
+#[test]
+fn restarts_act_once_on_a_change_made_while_down_and_never_otherwise() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    // First start on an existing annotated object: recorded, nothing replaced.
+    let wavelet = started(&fake, &[], "configmap.shop.web-config");
+    settle(Duration::from_millis(300));
+    assert!(replacements(&fake).is_empty(), "{}", wavelet.output());
+    wavelet.kill();
+
+    // Restart without a change: nothing.
+    let wavelet = Wavelet::start(&fake, &args(&[]));
+    settle(Duration::from_millis(600));
+    assert!(replacements(&fake).is_empty(), "{}", wavelet.output());
+    wavelet.kill();
+
+    // A change made while down is acted on once at start.
+    let before = pods(&fake, NS, "web");
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    let hash = data_hash_now(&fake, "configmaps", NS, "web-config");
+    let wavelet = Wavelet::start(&fake, &args(&[]));
+    eventually(&fake, &wavelet, "the replacement to finish", |f| {
+        state_entry(f, "configmap.shop.web-config").as_deref() == Some(hash.as_str())
+    });
+    let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
+    assert_eq!(replaced_in(&fake, NS), expected);
+    wavelet.kill();
+
+    // And not again after another restart.
+    let wavelet = Wavelet::start(&fake, &args(&[]));
+    settle(Duration::from_millis(600));
+    assert_eq!(replaced_in(&fake, NS), expected, "{}", wavelet.output());
+}
+
+#[test]
+fn a_restart_in_the_middle_of_a_replacement_resumes_it_without_repeating() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    fake.apply(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3},
+    }));
+    let wavelet = started(&fake, &[], "configmap.shop.web-config");
+    let before = pods(&fake, NS, "web");
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    // One eviction goes through, the rest are refused.
+    eventually(&fake, &wavelet, "one Pod evicted", |f| {
+        pods(f, NS, "web").difference(&before).count() == 1
+    });
+    let entry = state_entry(&fake, "configmap.shop.web-config").unwrap();
+    assert!(entry.contains(" replacing since="), "{entry}");
+    wavelet.kill();
+
+    let wavelet = Wavelet::start(&fake, &args(&[]));
+    fake.merge_patch(
+        "poddisruptionbudgets",
+        NS,
+        "web",
+        json!({"status": {"disruptionsAllowed": 10}}),
+    );
+    let hash = data_hash_now(&fake, "configmaps", NS, "web-config");
+    eventually(&fake, &wavelet, "the replacement to finish", |f| {
+        state_entry(f, "configmap.shop.web-config").as_deref() == Some(hash.as_str())
+    });
+    let replaced = replaced_in(&fake, NS);
+    for pod in replaced.keys() {
+        assert!(
+            before.contains(pod),
+            "{pod} was created after the change and replaced anyway:\n{}",
+            wavelet.output()
+        );
+    }
+    assert!(pods(&fake, NS, "web").is_disjoint(&before));
+}
+
+#[test]
+fn a_secret_works_the_same() {
+    let fake = cluster(&[]);
+    fake.apply(annotated(
+        secret(NS, "web-creds", &[("password", "hunter2")]),
+        &[("wavelet.dev/pod-delete-match", "app=web")],
+    ));
+    let wavelet = started(&fake, &[], "secret.shop.web-creds");
+    let before = pods(&fake, NS, "web");
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "web-creds",
+        json!({"metadata": {"labels": {"touched": "yes"}}}),
+    );
+    settle(Duration::from_millis(600));
+    assert!(
+        replacements(&fake).is_empty(),
+        "a label edit of a Secret replaced Pods"
+    );
+
+    let new_value = wavelet::base64::encode(b"correct horse");
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "web-creds",
+        json!({"data": {"password": new_value}}),
+    );
+    let hash = data_hash_now(&fake, "secrets", NS, "web-creds");
+    eventually(&fake, &wavelet, "the replacement to finish", |f| {
+        state_entry(f, "secret.shop.web-creds").as_deref() == Some(hash.as_str())
+    });
+    let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
+    assert_eq!(replaced_in(&fake, NS), expected);
+    // The Event follows the state write.
+    eventually(&fake, &wavelet, "PodsReplaced", |f| {
+        !events(f, "web-creds", "PodsReplaced").is_empty()
+    });
+    let replaced = events(&fake, "web-creds", "PodsReplaced");
+    assert_eq!(replaced.len(), 1);
+    assert_eq!(replaced[0]["involvedObject"]["kind"], "Secret");
+    let output = wavelet.output();
+    for leaked in ["hunter2", "correct horse", &new_value] {
+        assert!(
+            !output.contains(leaked),
+            "a Secret value leaked into the log"
+        );
+        for event in fake.events_for(NS, "web-creds") {
+            assert!(
+                !event.to_string().contains(leaked),
+                "a Secret value leaked into an Event"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_change_during_a_rolling_replacement_restarts_it_without_replacing_a_pod_twice() {
+    let fake = cluster(&[(MATCH, "app=web"), (STRATEGY, "rolling")]);
+    fake.set_ready_delay(Duration::from_millis(400));
+    let wavelet = started(
+        &fake,
+        &["--rolling-timeout", "5s"],
+        "configmap.shop.web-config",
+    );
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "the first eviction", |f| {
+        !replacements(f).is_empty()
+    });
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "red"}}),
+    );
+    // Every one of these was created before the second change, the first replacement's
+    // successor included.
+    let at_second_change = pods(&fake, NS, "web");
+    let hash = data_hash_now(&fake, "configmaps", NS, "web-config");
+    eventually(
+        &fake,
+        &wavelet,
+        "the restarted replacement to finish",
+        |f| state_entry(f, "configmap.shop.web-config").as_deref() == Some(hash.as_str()),
+    );
+    settle(Duration::from_millis(300));
+    let replaced = replaced_in(&fake, NS);
+    assert!(
+        replaced.values().all(|&n| n == 1),
+        "a Pod was replaced twice: {replaced:?}\n{}",
+        wavelet.output()
+    );
+    for pod in &at_second_change {
+        assert_eq!(
+            replaced.get(pod),
+            Some(&1),
+            "{pod} not replaced for the newer data: {replaced:?}\n{}",
+            wavelet.output()
+        );
+    }
+    assert!(
+        replaced.len() > at_second_change.len(),
+        "the first replacement evicted one Pod: {replaced:?}"
+    );
+    assert!(pods(&fake, NS, "web")
+        .iter()
+        .all(|p| !replaced.contains_key(p)));
+    eventually(&fake, &wavelet, "PodsReplaced", |f| {
+        !events(f, "web-config", "PodsReplaced").is_empty()
+    });
+    let done = events(&fake, "web-config", "PodsReplaced");
+    assert_eq!(done.len(), 1, "{done:?}");
+}
+
+#[test]
+fn dry_run_reports_what_it_would_replace_and_writes_nothing() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    let wavelet = Wavelet::start(&fake, &args(&["--dry-run"]));
+    assert!(
+        wavelet.wait_for_output("first seen", Duration::from_secs(5)),
+        "{}",
+        wavelet.output()
+    );
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "a dry-run event", |f| {
+        !events(f, "web-config", "PodsReplaced").is_empty()
+    });
+    let message = events(&fake, "web-config", "PodsReplaced")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("dry run, nothing deleted") && message.contains("would evict 3 Pod(s)"),
+        "{message}"
+    );
+    settle(Duration::from_millis(300));
+    assert!(replacements(&fake).is_empty());
+    assert!(
+        fake.get("configmaps", STATE_NS, "wavelet-state").is_none(),
+        "dry run wrote the state"
+    );
+}
+
+#[test]
+fn without_a_state_namespace_delete_mode_is_off_and_says_which_flag_to_set() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    let wavelet = Wavelet::start(&fake, FAST);
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    assert!(
+        wavelet.wait_for_output("set --state-namespace", Duration::from_secs(5)),
+        "{}",
+        wavelet.output()
+    );
+    let output = wavelet.output();
+    assert!(
+        output.lines().any(|l| l.contains("ERROR")
+            && l.contains("configmap shop/web-config has a pod-delete-match annotation")
+            && l.contains("set --state-namespace")),
+        "{output}"
+    );
+    settle(Duration::from_millis(400));
+    assert!(replacements(&fake).is_empty());
+}
