@@ -198,12 +198,14 @@ impl Client {
             &server,
             &format!("kubeconfig {} server", config.path.display()),
         )?;
+        // A token over plain HTTP would cross the network in the clear, so it is sent only
+        // to a loopback address (a local proxy or test server), where it never leaves the host.
         let plain_http = server.starts_with("http://");
         let token = match &config.credentials {
-            _ if plain_http => {
+            _ if plain_http && !is_loopback_http(&server) => {
                 if config.credentials != Credentials::None {
                     log::warn!(
-                        "kubeconfig {}: server {server} is plain HTTP; wavelet sends no credentials over it",
+                        "kubeconfig {}: server {server} is plain HTTP to another host; wavelet sends no credentials over it",
                         config.path.display()
                     );
                 }
@@ -921,6 +923,24 @@ fn status_from_response(response: http::Response<ureq::Body>, method: &Method) -
 
 /// The `Status` of a non-2xx answer: from a Status JSON body when there is one, otherwise
 /// synthesized from the HTTP code as client-go does (`NewGenericServerResponse`), with the
+/// True for `http://localhost`, `http://127.x.x.x` and `http://[::1]` (any port, any path).
+fn is_loopback_http(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or_default()
+    };
+    host == "localhost"
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// start of a plain-text body (an APF 429, a kubectl proxy 403) as the message.
 fn status_from_body(
     code: u16,
@@ -1966,6 +1986,16 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     // -----------------------------------------------------------------------------------------
     // Where to connect
+
+    #[test]
+    fn tokens_go_over_plain_http_only_to_loopback_addresses() {
+        assert!(is_loopback_http("http://127.0.0.1:8001"));
+        assert!(is_loopback_http("http://localhost/api"));
+        assert!(is_loopback_http("http://[::1]:80"));
+        assert!(!is_loopback_http("http://10.0.0.1:8001"));
+        assert!(!is_loopback_http("http://127.0.0.1.example.com"));
+        assert!(!is_loopback_http("https://127.0.0.1"));
+    }
 
     #[test]
     fn server_flag_wins_and_plain_http_has_no_namespace() {
