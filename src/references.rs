@@ -296,7 +296,7 @@ mod tests {
         })));
         assert_eq!(refs.len(), 1);
         assert!(refs[0].all_keys && refs[0].required);
-        assert_eq!(refs[0].keys["a"], true);
+        assert!(refs[0].keys["a"]);
     }
 
     #[test]

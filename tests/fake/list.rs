@@ -161,7 +161,7 @@ impl ListOptions {
         route
             .namespace
             .as_deref()
-            .map_or(true, |ns| namespace_of(object) == ns)
+            .is_none_or(|ns| namespace_of(object) == ns)
             && self.labels.matches_object(object)
             && self.fields.matches(&route.resource.plural, object)
     }
@@ -322,7 +322,7 @@ pub fn list(
     let matching: Vec<&Value> = items
         .iter()
         .filter(|o| options.selects(route, o))
-        .filter(|o| start.as_ref().map_or(true, |s| storage_key(route, o) >= *s))
+        .filter(|o| start.as_ref().is_none_or(|s| storage_key(route, o) >= *s))
         .collect();
     let take = limit.map_or(matching.len(), |l| (l as usize).min(matching.len()));
     let page: Vec<Value> = matching[..take].iter().map(|o| (*o).clone()).collect();
