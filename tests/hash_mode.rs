@@ -354,7 +354,7 @@ fn three_changes_inside_the_debounce_window_give_one_patch() {
         opted_in(),
         mounts_configmap("app-config"),
     ));
-    let wavelet = Wavelet::start(&fake, &["--debounce", "1s", "--min-rollout-interval", "0s"]);
+    let wavelet = Wavelet::start(&fake, &["--debounce", "2s", "--min-rollout-interval", "0s"]);
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });

@@ -19,6 +19,8 @@ pub struct Request {
     /// Header names in lowercase.
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// When the whole request had been read (for latency measurements).
+    pub received: std::time::Instant,
 }
 
 impl Request {
@@ -127,6 +129,7 @@ pub fn read_request(reader: &mut BufReader<TcpStream>) -> io::Result<Option<Requ
         query: parse_query(raw_query),
         headers,
         body: String::from_utf8_lossy(&body).into_owned(),
+        received: std::time::Instant::now(),
     }))
 }
 

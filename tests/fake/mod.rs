@@ -207,6 +207,22 @@ impl FakeApi {
         self.shared.lock().requests.clone()
     }
 
+    /// Requests received so far (cheaper than `requests().len()`).
+    pub fn request_count(&self) -> usize {
+        self.shared.lock().requests.len()
+    }
+
+    /// Requests received after the first `skip`.
+    pub fn requests_since(&self, skip: usize) -> Vec<Request> {
+        self.shared
+            .lock()
+            .requests
+            .iter()
+            .skip(skip)
+            .cloned()
+            .collect()
+    }
+
     pub fn clear_requests(&self) {
         self.shared.lock().requests.clear();
     }

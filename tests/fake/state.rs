@@ -98,11 +98,10 @@ impl State {
 
     /// Objects of a type, in one namespace or all, sorted by namespace/name.
     pub fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Value> {
-        let mut items = self.store.list(&resource.key);
-        if let Some(ns) = namespace {
-            items.retain(|o| namespace_of(o) == ns);
+        match namespace {
+            Some(ns) => self.store.list_in(&resource.key, ns),
+            None => self.store.list(&resource.key),
         }
-        items
     }
 
     /// `Some(true)` active, `Some(false)` terminating, `None` missing.

@@ -121,6 +121,18 @@ impl Store {
             .unwrap_or_default()
     }
 
+    /// Objects of a type in one namespace, sorted by name, without touching the others.
+    pub fn list_in(&self, key: &str, namespace: &str) -> Vec<Value> {
+        let Some(objects) = self.objects.get(key) else {
+            return Vec::new();
+        };
+        objects
+            .range((namespace.to_string(), String::new())..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .map(|(_, object)| object.clone())
+            .collect()
+    }
+
     fn record(&mut self, event: StoredEvent) {
         self.history.push_back(event);
         while self.history.len() > HISTORY_CAPACITY {
