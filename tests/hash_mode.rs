@@ -545,3 +545,35 @@ fn namespaces_flag_limits_what_is_watched() {
         "no cluster-wide list"
     );
 }
+
+#[test]
+fn hash_key_file_publishes_an_hmac_instead_of_a_plain_hash() {
+    let fake = FakeApi::start();
+    fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
+    let spec = json!({"containers": [{"name": "app", "image": "nginx", "envFrom": [{"secretRef": {"name": "creds"}}]}]});
+    fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
+    let key_file = std::env::temp_dir().join(format!("wavelet-hmac-{}", std::process::id()));
+    std::fs::write(&key_file, "s3cret-key\n").unwrap();
+    let mut args = FAST.to_vec();
+    args.extend(["--hash-key-file", key_file.to_str().unwrap()]);
+    let wavelet = Wavelet::start(&fake, &args);
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    let published = hashes(&fake, "deployments", NS, "web", HASH).1.unwrap();
+    let plain = expected_hash(&fake, "deployments", NS, "web");
+    assert_ne!(published, plain, "the plain SHA-256 must not be published");
+
+    // The HMAC is over the same canonical form, keyed without the trailing newline.
+    use wavelet::objects::{ConfigObject, WorkloadObject};
+    let obj: WorkloadObject =
+        serde_json::from_value(fake.get("deployments", NS, "web").unwrap()).unwrap();
+    let refs = wavelet::references::references(&obj);
+    let digests = ConfigObject::secret(fake.get("secrets", NS, "creds").unwrap())
+        .unwrap()
+        .digests;
+    let expected =
+        wavelet::hash::compute([(&refs[0], Some(digests.as_slice()))], Some(b"s3cret-key")).hash;
+    assert_eq!(published, expected);
+    let _ = std::fs::remove_file(key_file);
+}
