@@ -202,7 +202,7 @@ impl Client {
         // to a loopback address (a local proxy or test server), where it never leaves the host.
         let plain_http = server.starts_with("http://");
         let token = match &config.credentials {
-            _ if plain_http && !is_loopback_http(&server) => {
+            _ if plain_http && !is_loopback_url(&server) => {
                 if config.credentials != Credentials::None {
                     log::warn!(
                         "kubeconfig {}: server {server} is plain HTTP to another host; wavelet sends no credentials over it",
@@ -318,6 +318,10 @@ impl Client {
             // The API server does not redirect; never follow one with credentials.
             .max_redirects(0)
             .max_idle_connections_per_host(8)
+            // ureq's default is 128 KiB each way per connection; a dozen pooled and watch
+            // connections would hold 3 MiB. JSON is parsed as it streams, so 16 KiB is plenty.
+            .input_buffer_size(16 * 1024)
+            .output_buffer_size(16 * 1024)
             .timeout_resolve(Some(CONNECT_TIMEOUT))
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_send_request(Some(Duration::from_secs(30)))
@@ -923,24 +927,6 @@ fn status_from_response(response: http::Response<ureq::Body>, method: &Method) -
 
 /// The `Status` of a non-2xx answer: from a Status JSON body when there is one, otherwise
 /// synthesized from the HTTP code as client-go does (`NewGenericServerResponse`), with the
-/// True for `http://localhost`, `http://127.x.x.x` and `http://[::1]` (any port, any path).
-fn is_loopback_http(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("http://") else {
-        return false;
-    };
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        v6.split(']').next().unwrap_or_default()
-    } else {
-        authority.split(':').next().unwrap_or_default()
-    };
-    host == "localhost"
-        || host == "::1"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 /// start of a plain-text body (an APF 429, a kubectl proxy 403) as the message.
 fn status_from_body(
     code: u16,
@@ -1989,12 +1975,11 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn tokens_go_over_plain_http_only_to_loopback_addresses() {
-        assert!(is_loopback_http("http://127.0.0.1:8001"));
-        assert!(is_loopback_http("http://localhost/api"));
-        assert!(is_loopback_http("http://[::1]:80"));
-        assert!(!is_loopback_http("http://10.0.0.1:8001"));
-        assert!(!is_loopback_http("http://127.0.0.1.example.com"));
-        assert!(!is_loopback_http("https://127.0.0.1"));
+        assert!(is_loopback_url("http://127.0.0.1:8001"));
+        assert!(is_loopback_url("http://localhost/api"));
+        assert!(is_loopback_url("http://[::1]:80"));
+        assert!(!is_loopback_url("http://10.0.0.1:8001"));
+        assert!(!is_loopback_url("http://127.0.0.1.example.com"));
     }
 
     #[test]

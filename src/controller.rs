@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 
@@ -24,6 +24,7 @@ use crate::queue::{Backoff, WorkQueue};
 use crate::reconcile::{HashModeSettings, Next, Reconciler};
 use crate::selector::percent_encode_query_value;
 use crate::state::{StateStore, STATE_CONFIGMAP};
+use crate::throttle::Debounce;
 use crate::watch::{self, Event, LineStream, Page, Source, WatchConfig, Watcher};
 
 /// Items per LIST page.
@@ -53,12 +54,15 @@ impl Controller {
             max_rollouts_per_second: config.max_rollouts_per_second,
             rollout_burst: config.rollout_burst,
             min_rollout_interval: config.min_rollout_interval,
+            debounce: config.debounce,
         };
+        let debounce = Arc::new(Debounce::new());
         let reconciler = Arc::new(Reconciler::new(
             client.clone(),
             Arc::clone(&cache),
             Recorder::new(client.clone()),
             settings,
+            Arc::clone(&debounce),
         ));
 
         let mut workload_resources = vec![
@@ -90,6 +94,7 @@ impl Controller {
                     queue: Arc::clone(&queue),
                     delete_mode: delete_mode.clone(),
                     debounce: config.debounce,
+                    windows: Arc::clone(&debounce),
                     synced: Arc::clone(&synced),
                     relist: Relist::default(),
                 };
@@ -405,6 +410,7 @@ struct ConfigSink {
     /// `None`: delete mode is disabled (no state namespace).
     delete_mode: Option<Arc<DeleteMode>>,
     debounce: Duration,
+    windows: Arc<Debounce<WorkloadKey>>,
     synced: Arc<Latch>,
     relist: Relist<ConfigKey>,
 }
@@ -506,8 +512,10 @@ impl ConfigSink {
     }
 
     fn changed(&self, key: &ConfigKey) {
+        let now = Instant::now();
         for workload in self.cache.dependents(key) {
             log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
+            self.windows.note_change(workload.clone(), now);
             self.queue.add_after(workload, self.debounce);
         }
     }

@@ -6,7 +6,7 @@
 //! 3. Required configuration missing → Warning Event, no rollout until it appears.
 //! 4. Hash already recorded → nothing to do.
 //! 5. No hash recorded yet → adopt: record it on the workload's metadata, no rollout.
-//! 6. Storm rules say wait → come back later.
+//! 6. Configuration changed within `--debounce`, or storm rules say wait → come back later.
 //! 7. Patch the template annotation (the workload's controller rolls) and emit an Event.
 
 use std::collections::HashMap;
@@ -24,7 +24,7 @@ use crate::events::{ObjectRef, Recorder};
 use crate::hash::{self, ConfigHash};
 use crate::objects::{ConfigKey, Digest, WorkloadKey};
 use crate::references::Reference;
-use crate::throttle::{RolloutThrottle, Throttled};
+use crate::throttle::{Debounce, RolloutThrottle, Throttled};
 
 /// What the queue should do with the key after a reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,8 @@ pub enum Outcome {
     },
     MissingConfig,
     Throttled(Throttled),
+    /// A referenced object changed less than `--debounce` ago: more may follow.
+    Debouncing,
     OptOutCleaned,
     /// Our own patch is not in the cache yet.
     AwaitingWatch,
@@ -61,6 +63,8 @@ pub struct HashModeSettings {
     pub max_rollouts_per_second: f64,
     pub rollout_burst: u32,
     pub min_rollout_interval: Duration,
+    /// Roll only once the referenced data has been quiet this long (`--debounce`).
+    pub debounce: Duration,
 }
 
 /// What the reconciler remembers per workload between reconciles (lost on restart, which
@@ -68,7 +72,7 @@ pub struct HashModeSettings {
 #[derive(Default)]
 struct Memory {
     /// Per referenced object, a digest of its part of the canonical form.
-    fingerprints: Vec<(ConfigKey, Digest)>,
+    fingerprints: Vec<Fingerprint>,
     /// The hash last patched, and the workload's resourceVersion before that patch.
     written: Option<(String, String)>,
     /// The missing-configuration message last warned about.
@@ -83,6 +87,7 @@ pub struct Reconciler {
     recorder: Recorder,
     settings: HashModeSettings,
     throttle: Mutex<RolloutThrottle<WorkloadKey>>,
+    debounce: Arc<Debounce<WorkloadKey>>,
     memory: Mutex<HashMap<WorkloadKey, Memory>>,
 }
 
@@ -92,6 +97,7 @@ impl Reconciler {
         cache: Arc<Cache>,
         recorder: Recorder,
         settings: HashModeSettings,
+        debounce: Arc<Debounce<WorkloadKey>>,
     ) -> Reconciler {
         let throttle = RolloutThrottle::new(
             settings.max_rollouts_per_second,
@@ -105,6 +111,7 @@ impl Reconciler {
             recorder,
             settings,
             throttle: Mutex::new(throttle),
+            debounce,
             memory: Mutex::new(HashMap::new()),
         }
     }
@@ -133,6 +140,17 @@ impl Reconciler {
     /// Reconciles one workload. The work queue never hands the same key to two workers, so
     /// the workload's memory is taken out of the map for the duration (no lock held over I/O).
     pub fn reconcile(&self, key: &WorkloadKey) -> Result<(Next, Outcome), Error> {
+        let started = Instant::now();
+        let result = self.reconcile_once(key);
+        // Everything noticed before this reconcile started is now reflected (or waits for
+        // the object to appear); a later change keeps its own window.
+        if let Ok((Next::Done, _)) = &result {
+            self.debounce.settle(key, started);
+        }
+        result
+    }
+
+    fn reconcile_once(&self, key: &WorkloadKey) -> Result<(Next, Outcome), Error> {
         // 1.
         let Some(entry) = self.cache.workload(key) else {
             self.memory.lock().unwrap().remove(key);
@@ -164,13 +182,14 @@ impl Reconciler {
                 .map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))),
             self.settings.hmac_key.as_deref(),
         );
-        let fingerprints: Vec<(ConfigKey, Digest)> = resolved
+        let named: Vec<(&ConfigKey, Fingerprint)> = resolved
             .iter()
             .map(|(r, e)| {
                 let text = hash::canonical_form(&[(*r, e.as_ref().map(|e| e.digests.as_slice()))]);
-                (r.config.clone(), Sha256::digest(text.as_bytes()).into())
+                (&r.config, Fingerprint::new(&r.config, &text))
             })
             .collect();
+        let fingerprints: Vec<Fingerprint> = named.iter().map(|(_, f)| *f).collect();
         let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &entry.uid);
 
         // 3.
@@ -232,7 +251,19 @@ impl Reconciler {
             ));
         };
 
-        // 6.
+        // 6. Debounce is decided here, so any wake-up (the workload's own update, a retry)
+        // respects it: the window opens at the first data change since the workload was
+        // last settled, and everything that changed inside it goes into one rollout.
+        if let Some(quiet_at) = self
+            .debounce
+            .window_opened(key)
+            .map(|at| at + self.settings.debounce)
+        {
+            let now = Instant::now();
+            if quiet_at > now {
+                return Ok((Next::After(quiet_at - now), Outcome::Debouncing));
+            }
+        }
         if let Err(throttled) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
             if let Throttled::MinInterval(wait) = throttled {
                 if !remembered.warned_throttle {
@@ -251,7 +282,7 @@ impl Reconciler {
         }
 
         // 7.
-        let changed = describe_changes(&remembered.fingerprints, &fingerprints);
+        let changed = describe_changes(&remembered.fingerprints, &named);
         let message = format!(
             "{changed}; config hash {} → {}",
             hash::short(&recorded),
@@ -341,28 +372,45 @@ impl Reconciler {
     }
 }
 
+/// One referenced object's part of the hash, in 16 bytes: a hash of its identity and of
+/// its lines of the canonical form (the memory of 1,000 workloads stays small).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fingerprint {
+    object: u64,
+    part: u64,
+}
+
+impl Fingerprint {
+    fn new(config: &ConfigKey, canonical_part: &str) -> Fingerprint {
+        let first8 = |bytes: &[u8]| {
+            let digest: Digest = Sha256::digest(bytes).into();
+            u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
+        };
+        Fingerprint {
+            object: first8(config.to_string().as_bytes()),
+            part: first8(canonical_part.as_bytes()),
+        }
+    }
+}
+
 /// "configmap ns/app changed" from the fingerprints before and after; when wavelet has no
 /// memory of the workload (it was started after the change), says so.
-fn describe_changes(before: &[(ConfigKey, Digest)], after: &[(ConfigKey, Digest)]) -> String {
+fn describe_changes(before: &[Fingerprint], after: &[(&ConfigKey, Fingerprint)]) -> String {
     if before.is_empty() {
         return "configuration changed while wavelet was not watching".into();
     }
     let mut changed: Vec<String> = after
         .iter()
-        .filter(|(key, digest)| {
-            before
-                .iter()
-                .find(|(k, _)| k == key)
-                .is_none_or(|(_, d)| d != digest)
-        })
+        .filter(|(_, now)| !before.contains(now))
         .map(|(key, _)| key.to_string())
         .collect();
-    changed.extend(
-        before
-            .iter()
-            .filter(|(key, _)| !after.iter().any(|(k, _)| k == key))
-            .map(|(key, _)| format!("{key} (no longer referenced)")),
-    );
+    let dropped = before
+        .iter()
+        .filter(|old| !after.iter().any(|(_, now)| now.object == old.object))
+        .count();
+    if dropped > 0 {
+        changed.push(format!("{dropped} object(s) no longer referenced"));
+    }
     if changed.is_empty() {
         "configuration changed".into()
     } else {
@@ -375,35 +423,39 @@ mod tests {
     use super::*;
     use crate::objects::ConfigKind;
 
-    fn fp(name: &str, byte: u8) -> (ConfigKey, Digest) {
-        (
-            ConfigKey::new(ConfigKind::ConfigMap, "ns", name),
-            [byte; 32],
-        )
+    fn key(name: &str) -> ConfigKey {
+        ConfigKey::new(ConfigKind::ConfigMap, "ns", name)
+    }
+
+    fn fp(name: &str, part: &str) -> Fingerprint {
+        Fingerprint::new(&key(name), part)
     }
 
     #[test]
     fn names_the_objects_whose_part_of_the_hash_changed() {
-        let before = [fp("a", 1), fp("b", 1)];
-        let after = [fp("a", 1), fp("b", 2)];
+        let before = [fp("a", "1"), fp("b", "1")];
+        let (a, b) = (key("a"), key("b"));
+        let after = [(&a, fp("a", "1")), (&b, fp("b", "2"))];
         assert_eq!(describe_changes(&before, &after), "configmap ns/b changed");
     }
 
     #[test]
     fn says_when_the_change_happened_while_not_watching() {
+        let a = key("a");
         assert_eq!(
-            describe_changes(&[], &[fp("a", 1)]),
+            describe_changes(&[], &[(&a, fp("a", "1"))]),
             "configuration changed while wavelet was not watching"
         );
     }
 
     #[test]
-    fn names_references_that_were_added_or_dropped() {
-        let before = [fp("a", 1)];
-        let after = [fp("b", 1)];
+    fn names_references_that_were_added_and_counts_dropped_ones() {
+        let before = [fp("a", "1")];
+        let b = key("b");
+        let after = [(&b, fp("b", "1"))];
         assert_eq!(
             describe_changes(&before, &after),
-            "configmap ns/b, configmap ns/a (no longer referenced) changed"
+            "configmap ns/b, 1 object(s) no longer referenced changed"
         );
     }
 }

@@ -1,9 +1,46 @@
-//! Storm protection: a global token bucket for rollouts, and a minimum interval between
-//! two rollouts of one workload. Pure: every decision takes `now`.
+//! Coalescing and storm protection: the debounce window of each workload, a global token
+//! bucket for rollouts, and a minimum interval between two rollouts of one workload.
+//! Every decision takes `now`.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
+
+/// Debounce windows: a window opens at the first data change noticed for a key and stays
+/// open until the key is settled (rolled, or found up to date), so every change inside it
+/// goes into one rollout, whatever wakes the key up early. Shared by the watch threads
+/// (which note changes) and the workers (which settle).
+#[derive(Debug, Default)]
+pub struct Debounce<K> {
+    opened: std::sync::Mutex<HashMap<K, Instant>>,
+}
+
+impl<K: Eq + Hash + Clone> Debounce<K> {
+    pub fn new() -> Debounce<K> {
+        Debounce {
+            opened: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Opens a window for `key` at `now` unless one is open.
+    pub fn note_change(&self, key: K, now: Instant) {
+        self.opened.lock().unwrap().entry(key).or_insert(now);
+    }
+
+    /// When the open window of `key` opened.
+    pub fn window_opened(&self, key: &K) -> Option<Instant> {
+        self.opened.lock().unwrap().get(key).copied()
+    }
+
+    /// Closes the window of `key` if it opened at or before `started` (a change noted
+    /// after the reconcile started keeps its own window).
+    pub fn settle(&self, key: &K, started: Instant) {
+        let mut opened = self.opened.lock().unwrap();
+        if opened.get(key).is_some_and(|at| *at <= started) {
+            opened.remove(key);
+        }
+    }
+}
 
 /// A token bucket: `rate` tokens a second, at most `burst` saved up.
 #[derive(Debug, Clone)]
@@ -126,6 +163,26 @@ impl<K: Eq + Hash + Clone> RolloutThrottle<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_debounce_window_opens_at_the_first_change_and_stays_put() {
+        let debounce = Debounce::new();
+        let t0 = Instant::now();
+        debounce.note_change("w", t0);
+        debounce.note_change("w", t0 + Duration::from_millis(300));
+        assert_eq!(debounce.window_opened(&"w"), Some(t0));
+    }
+
+    #[test]
+    fn settling_keeps_a_window_opened_after_the_reconcile_started() {
+        let debounce = Debounce::new();
+        let t0 = Instant::now();
+        debounce.note_change("w", t0 + Duration::from_millis(10));
+        debounce.settle(&"w", t0);
+        assert!(debounce.window_opened(&"w").is_some());
+        debounce.settle(&"w", t0 + Duration::from_millis(10));
+        assert!(debounce.window_opened(&"w").is_none());
+    }
 
     #[test]
     fn bucket_allows_a_burst_then_the_rate() {

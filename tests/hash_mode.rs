@@ -577,3 +577,44 @@ fn hash_key_file_publishes_an_hmac_instead_of_a_plain_hash() {
     assert_eq!(published, expected);
     let _ = std::fs::remove_file(key_file);
 }
+
+/// Regression: the workload's own MODIFIED event used to reconcile it at once, rolling
+/// with the first of several changes inside the debounce window.
+#[test]
+fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app-config", &[("n", "0")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
+    let wavelet = Wavelet::start(
+        &fake,
+        &["--debounce", "1500ms", "--min-rollout-interval", "0s"],
+    );
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"n": "1"}}));
+    std::thread::sleep(Duration::from_millis(100));
+    fake.merge_patch(
+        "deployments",
+        NS,
+        "web",
+        json!({"metadata": {"labels": {"team": "a"}}}),
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"n": "2"}}));
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    settle(Duration::from_millis(500));
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+    assert_eq!(
+        hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),
+        expected_hash(&fake, "deployments", NS, "web")
+    );
+}
