@@ -406,3 +406,75 @@ fn both_deployments_run_wavelet_locked_down_with_probes_on_9090() {
         );
     }
 }
+
+/// The wavelet container's args and env as the kubelet would pass them: `valueFrom`
+/// fields resolved (the Pod is `wavelet-0` in `wavelet`) and `$(VAR)` expanded.
+fn container_command_line(container: &Value) -> (Vec<String>, Vec<(String, String)>) {
+    let mut env: Vec<(String, String)> = Vec::new();
+    for var in container["env"].as_array().into_iter().flatten() {
+        let name = var["name"].as_str().unwrap().to_string();
+        let value = match var["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+            Some("metadata.name") => "wavelet-0".to_string(),
+            Some("metadata.namespace") => "wavelet".to_string(),
+            Some(other) => panic!("fieldRef {other} not simulated"),
+            None => {
+                let mut value = var["value"].as_str().unwrap_or("").to_string();
+                for (k, v) in &env {
+                    value = value.replace(&format!("$({k})"), v);
+                }
+                value
+            }
+        };
+        env.push((name, value));
+    }
+    let args = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    (args, env)
+}
+
+/// Each Deployment's args and env start the real binary (a typo there would crash-loop),
+/// against the fake instead of the proxy or the in-cluster API server.
+#[test]
+fn the_deployments_args_and_env_are_accepted_by_the_binary() {
+    use crate::fake::FakeApi;
+    use crate::util::Wavelet;
+    for path in [
+        "in-cluster/deployment.yaml",
+        "proxy-sidecar/deployment.yaml",
+    ] {
+        let deployment = manifest(path);
+        let (mut args, env) =
+            container_command_line(&deployment["spec"]["template"]["spec"]["containers"][0]);
+        assert_eq!(args.remove(0), "run", "{path}");
+        let fake = FakeApi::start();
+        let url = fake.url();
+        let mut i = 0;
+        while i < args.len() {
+            match args[i].as_str() {
+                "--server" => args[i + 1] = url.clone(),
+                "--listen-addr" => panic!("{path}: the default :9090 is what the probes use"),
+                _ => {}
+            }
+            i += 1;
+        }
+        if !args.contains(&"--server".to_string()) {
+            // In-cluster, the namespace comes from the service-account files.
+            args.extend(["--server", &url, "--state-namespace", "wavelet"].map(String::from));
+            args.extend(["--lease-namespace", "wavelet"].map(String::from));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut env: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        env.push(("RUST_LOG", "info"));
+        let wavelet = Wavelet::start_without_server(&args, &env);
+        let output = wavelet.kill();
+        assert!(
+            !output.contains("ERROR") && !output.contains("error:"),
+            "{path}:\n{output}"
+        );
+    }
+}
