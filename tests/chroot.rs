@@ -23,7 +23,13 @@ x86_64-unknown-linux-musl (or point WAVELET_MUSL_BINARY at one)";
 /// fails (never skips) when it is missing or older than the sources.
 fn musl_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("WAVELET_MUSL_BINARY") {
-        return PathBuf::from(path);
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "WAVELET_MUSL_BINARY={} is not a file: {HOW_TO_BUILD}",
+            path.display()
+        );
+        return path;
     }
     // CARGO_BIN_EXE_wavelet is <target dir>/<profile>/wavelet.
     let target_dir = Path::new(env!("CARGO_BIN_EXE_wavelet"))
