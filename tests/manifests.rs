@@ -478,3 +478,43 @@ fn the_deployments_args_and_env_are_accepted_by_the_binary() {
         );
     }
 }
+
+#[test]
+fn namespaced_objects_name_their_namespace_and_the_service_selects_wavelet() {
+    const CLUSTER_SCOPED: &[&str] = &["Namespace", "ClusterRole", "ClusterRoleBinding"];
+    for m in manifests() {
+        let kind = m.object["kind"].as_str().unwrap();
+        let namespace = m.object["metadata"]["namespace"].as_str();
+        assert_eq!(
+            namespace.is_none(),
+            CLUSTER_SCOPED.contains(&kind),
+            "{}: metadata.namespace",
+            m.path
+        );
+    }
+    let service = manifest("service.yaml");
+    for path in [
+        "in-cluster/deployment.yaml",
+        "proxy-sidecar/deployment.yaml",
+    ] {
+        let deployment = manifest(path);
+        let template = &deployment["spec"]["template"];
+        let labels = template["metadata"]["labels"].as_object().unwrap();
+        for (key, value) in service["spec"]["selector"].as_object().unwrap() {
+            assert_eq!(
+                labels.get(key),
+                Some(value),
+                "{path}: the Service selects its Pods"
+            );
+        }
+        assert_eq!(
+            deployment["spec"]["selector"]["matchLabels"], template["metadata"]["labels"],
+            "{path}"
+        );
+        let target = &service["spec"]["ports"][0]["targetPort"];
+        assert_eq!(
+            template["spec"]["containers"][0]["ports"][0]["name"], *target,
+            "{path}"
+        );
+    }
+}
