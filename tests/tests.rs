@@ -9,11 +9,17 @@
 //! - `secrets`: a Secret value never leaks.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
+//! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
+//! - `rbac`: the RBAC in manifests/ allows every request wavelet sends, and nothing unused.
+//! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
 
+mod chroot;
 mod delete_mode;
 mod fake;
 mod faults;
 mod hash_mode;
+mod manifests;
+mod rbac;
 mod readme;
 mod secrets;
 mod util;

@@ -48,14 +48,20 @@ impl Wavelet {
             .arg("run")
             .args(["--listen-addr", "127.0.0.1:0"])
             .args(args);
-        command
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        command.env_clear();
         for (k, v) in env {
             command.env(k, v);
         }
+        Wavelet::spawn(command)
+    }
+
+    /// Spawns `command` (a `wavelet run` in some form), captures its output, and waits for
+    /// the initial sync.
+    pub fn spawn(mut command: Command) -> Wavelet {
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = command.spawn().expect("starting the wavelet binary");
         let output = Arc::new(Mutex::new(String::new()));
         for pipe in [

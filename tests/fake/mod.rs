@@ -4,6 +4,7 @@
 //! and injectable faults. `FakeApi` is the handle tests hold.
 #![allow(dead_code)]
 
+pub mod access;
 pub mod api;
 pub mod base64;
 pub mod client;
@@ -205,6 +206,16 @@ impl FakeApi {
     /// Every request received, in arrival order (including rejected ones).
     pub fn requests(&self) -> Vec<Request> {
         self.shared.lock().requests.clone()
+    }
+
+    /// The requests the `wavelet` binary sent, in RBAC terms (see `access`).
+    pub fn accesses(&self) -> Vec<access::Access> {
+        let state = self.shared.lock();
+        state
+            .requests
+            .iter()
+            .filter_map(|r| access::access(&state.types, r))
+            .collect()
     }
 
     /// Requests received so far (cheaper than `requests().len()`).

@@ -171,6 +171,7 @@ fn handle(shared: &Shared, stream: &mut TcpStream, request: Request) -> std::io:
     let plural = request.resource();
     let mut state = shared.lock();
     state.requests.push(request.clone());
+    super::access::record(&state.types, &request);
     if !authorized(&state, &request) {
         drop(state);
         let status = Status::new(401, Some("Unauthorized"), "Unauthorized");

@@ -1,0 +1,160 @@
+//! The binary `Dockerfile.scratch` ships runs with nothing else on the filesystem: the
+//! static musl build, copied alone into an empty directory, run there with `chroot` (no
+//! libc, no /etc, no /proc, no CA bundle), answers `version` and syncs against the fake
+//! API server. Needs root and the musl binary; `bash .ci/run` provides both.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::fake::FakeApi;
+use crate::util::*;
+
+const TARGET: &str = "x86_64-unknown-linux-musl";
+
+const HOW_TO_BUILD: &str = "build it with `bash .ci/run`, or: rustup target add \
+x86_64-unknown-linux-musl && apt-get install -y musl-tools && \
+CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target \
+x86_64-unknown-linux-musl (or point WAVELET_MUSL_BINARY at one)";
+
+/// `$WAVELET_MUSL_BINARY`, or the release musl build in this target directory; the test
+/// fails (never skips) when it is missing or older than the sources.
+fn musl_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("WAVELET_MUSL_BINARY") {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "WAVELET_MUSL_BINARY={} is not a file: {HOW_TO_BUILD}",
+            path.display()
+        );
+        return path;
+    }
+    // CARGO_BIN_EXE_wavelet is <target dir>/<profile>/wavelet.
+    let target_dir = Path::new(env!("CARGO_BIN_EXE_wavelet"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("the target directory");
+    let binary = target_dir.join(TARGET).join("release").join("wavelet");
+    let built = std::fs::metadata(&binary)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("no static binary at {}: {HOW_TO_BUILD}", binary.display()));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let changed = std::fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(
+            changed <= built,
+            "{} is older than {}: {HOW_TO_BUILD}",
+            binary.display(),
+            path.display()
+        );
+    }
+    binary
+}
+
+/// An empty directory holding only `/wavelet`; removed on drop.
+struct Root(PathBuf);
+
+impl Root {
+    fn with_binary(binary: &Path) -> Root {
+        let dir = std::env::temp_dir().join(format!(
+            "wavelet-chroot-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::copy(binary, dir.join("wavelet")).unwrap();
+        let entries: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(
+            entries.len(),
+            1,
+            "the root holds the binary and nothing else"
+        );
+        Root(dir)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(chroot_program());
+        command.arg(&self.0).arg("/wavelet").args(args).env_clear();
+        command
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `chroot` from $PATH, found before the child's environment is cleared.
+fn chroot_program() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|dir| dir.join("chroot"))
+        .find(|candidate| candidate.is_file())
+        .expect("chroot (coreutils) is not installed")
+}
+
+fn require_root() {
+    let out = Command::new("id")
+        .arg("-u")
+        .output()
+        .expect("running id -u");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "0",
+        "chroot needs root: run the suite as root (CI does), e.g. `sudo bash .ci/run`"
+    );
+}
+
+#[test]
+fn the_static_binary_runs_alone_in_an_empty_root() {
+    require_root();
+    let root = Root::with_binary(&musl_binary());
+
+    let out = root.command(&["version"]).output().expect("running chroot");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && printed.contains(env!("CARGO_PKG_VERSION")),
+        "`wavelet version` in the empty root: {}\n{printed}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let fake = FakeApi::start();
+    fake.apply(configmap("apps", "app-config", &[("color", "blue")]));
+    fake.apply(workload(
+        "Deployment",
+        "apps",
+        "web",
+        opted_in(),
+        json!({"containers": [{"name": "app", "image": "nginx",
+                "envFrom": [{"configMapRef": {"name": "app-config"}}]}]}),
+    ));
+    let url = fake.url();
+    let mut command = root.command(&["run", "--server", &url, "--listen-addr", "127.0.0.1:0"]);
+    command.args(FAST).env("RUST_LOG", "info");
+    let wavelet = Wavelet::spawn(command);
+    eventually(&fake, &wavelet, "the Deployment adopted", |f| {
+        hashes(f, "deployments", "apps", "web", "wavelet.dev/config-hash").1
+            == Some(expected_hash(f, "deployments", "apps", "web"))
+    });
+    fake.merge_patch(
+        "configmaps",
+        "apps",
+        "app-config",
+        json!({"data": {"color": "red"}}),
+    );
+    eventually(&fake, &wavelet, "a rollout after the change", |f| {
+        template_patches(f, "deployments", "apps", "web") == 1
+    });
+    settle(Duration::from_millis(50));
+    let output = wavelet.kill();
+    assert!(output.contains("initial sync complete"), "{output}");
+}
