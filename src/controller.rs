@@ -466,11 +466,16 @@ impl ConfigSink {
     }
 
     fn apply(&self, obj: ConfigObject) -> ConfigKey {
-        let old = self.cache.config(&ConfigKey::new(
-            self.kind,
-            &obj.metadata.namespace,
-            &obj.metadata.name,
-        ));
+        let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
+        let old = self.cache.config(&key);
+        // Open the dependents' debounce windows *before* the new data is visible in the
+        // cache, so no reconcile can see the data without its window.
+        let data_changes = old
+            .as_ref()
+            .is_none_or(|old| old.digests != obj.digests || old.uid != obj.metadata.uid);
+        if data_changes {
+            self.open_windows(&key);
+        }
         let was_delete_mode = old.is_some_and(|e| e.pod_delete_match.is_some());
         let (key, change) = self.cache.upsert_config(self.kind, obj);
         match change {
@@ -493,6 +498,9 @@ impl ConfigSink {
     }
 
     fn remove(&self, key: &ConfigKey) {
+        if self.cache.config(key).is_some() {
+            self.open_windows(key);
+        }
         if let Some(old) = self.cache.remove_config(key) {
             self.changed(key);
             if old.pod_delete_match.is_some() {
@@ -511,11 +519,17 @@ impl ConfigSink {
         }
     }
 
-    fn changed(&self, key: &ConfigKey) {
+    fn open_windows(&self, key: &ConfigKey) {
         let now = Instant::now();
         for workload in self.cache.dependents(key) {
+            self.windows.note_change(workload, now);
+        }
+    }
+
+    /// Wakes the dependents when their debounce window closes.
+    fn changed(&self, key: &ConfigKey) {
+        for workload in self.cache.dependents(key) {
             log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
-            self.windows.note_change(workload.clone(), now);
             self.queue.add_after(workload, self.debounce);
         }
     }
