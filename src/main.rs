@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use wavelet::client::Client;
 use wavelet::config::{self, Command, LogFormat};
@@ -44,7 +45,7 @@ fn run(args: &[String]) -> Result<(), Error> {
                 env!("CARGO_PKG_VERSION"),
                 client.base_url()
             );
-            let stop = AtomicBool::new(false);
+            let stop = stop_on_signals()?;
             wavelet::controller::run(client, &run, &stop)
         }
         Command::Hash {
@@ -60,6 +61,19 @@ fn run(args: &[String]) -> Result<(), Error> {
             wavelet::commands::status(&client, namespace.as_deref(), &mut std::io::stdout())
         }
     }
+}
+
+/// A flag set by the first SIGTERM or SIGINT; a second one exits at once with code 1.
+/// Installing handlers matters as PID 1, where the kernel drops signals that have none.
+fn stop_on_signals() -> Result<Arc<AtomicBool>, Error> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [SIGTERM, SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
+            .map_err(|e| Error::Transport(format!("installing a signal handler: {e}")))?;
+    }
+    Ok(stop)
 }
 
 /// `env_logger` filtered by `RUST_LOG` (default `info`), as text or one JSON object a line.

@@ -107,6 +107,32 @@ impl Wavelet {
         false
     }
 
+    /// Sends a signal by name (`TERM`, `INT`, `KILL`) with `kill(1)`.
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill")
+            .args([format!("-{name}"), pid])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Waits up to `timeout` for the process to exit; `None` if it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().expect("waiting for wavelet") {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Stops the process (SIGKILL: restart tests must not depend on a clean shutdown).
     pub fn kill(mut self) -> String {
         if let Some(mut child) = self.child.take() {

@@ -14,7 +14,7 @@ use super::faults::Faults;
 use super::http::Request;
 use super::ids::Ids;
 use super::resources::{builtin_types, ResourceType};
-use super::store::{name_of, namespace_of, Store};
+use super::store::{name_of, Store};
 
 /// The first resourceVersion handed out; a fresh real cluster is already in the thousands.
 const FIRST_RV: u64 = 1000;
