@@ -1,5 +1,6 @@
 //! The `wavelet` binary: parse flags, set up logging, run the subcommand, map errors to
-//! an exit code (0 ok, 1 runtime failure, 2 bad usage or configuration).
+//! an exit code (0 ok, 1 runtime failure or `status` found a workload out of date, 2 bad
+//! usage or configuration).
 #![forbid(unsafe_code)]
 
 use std::io::Write;
@@ -13,7 +14,7 @@ use wavelet::error::Error;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match run(&args) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(err @ Error::Config(_)) => {
             eprintln!("wavelet: {err}");
             2
@@ -26,17 +27,19 @@ fn main() {
     std::process::exit(code);
 }
 
-fn run(args: &[String]) -> Result<(), Error> {
+/// Runs the subcommand; `Ok` carries the exit code (`status` exits 1 when something is
+/// out of date).
+fn run(args: &[String]) -> Result<i32, Error> {
     let config = config::parse(args, &|name| std::env::var(name).ok())?;
     init_logging(config.log_format);
     match config.command {
         Command::Help(text) => {
             print!("{text}");
-            Ok(())
+            Ok(0)
         }
         Command::Version => {
             println!("wavelet {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
+            Ok(0)
         }
         Command::Run(run) => {
             let client = Client::from_flags(&config.connection)?;
@@ -46,7 +49,7 @@ fn run(args: &[String]) -> Result<(), Error> {
                 client.base_url()
             );
             let stop = stop_on_signals()?;
-            wavelet::controller::run(client, &run, &stop)
+            wavelet::controller::run(client, &run, &stop).map(|()| 0)
         }
         Command::Hash {
             namespace,
@@ -55,10 +58,17 @@ fn run(args: &[String]) -> Result<(), Error> {
         } => {
             let client = Client::from_flags(&config.connection)?;
             wavelet::commands::hash(&client, &namespace, &kind, &name, &mut std::io::stdout())
+                .map(|()| 0)
         }
         Command::Status { namespace } => {
             let client = Client::from_flags(&config.connection)?;
-            wavelet::commands::status(&client, namespace.as_deref(), &mut std::io::stdout())
+            let out_of_date =
+                wavelet::commands::status(&client, namespace.as_deref(), &mut std::io::stdout())?;
+            if out_of_date > 0 {
+                eprintln!("wavelet: {out_of_date} workload(s) not up to date");
+                return Ok(1);
+            }
+            Ok(0)
         }
     }
 }

@@ -8,9 +8,11 @@
 //! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
 //! - `secrets`: a Secret value never leaks.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
+//! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 
+mod commands;
 mod delete_mode;
 mod fake;
 mod faults;
