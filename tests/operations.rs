@@ -433,3 +433,41 @@ fn leader_election_out_of_cluster_names_the_lease_namespace_flag() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--lease-namespace"), "{stderr}");
 }
+
+#[test]
+fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
+    let fake = fake_with_workload();
+    let wavelet = Wavelet::start(&fake, &elect_args());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    fake.inject(Fault::Status {
+        method: "PUT".into(),
+        resource: "leases".into(),
+        code: 500,
+        retry_after_secs: None,
+        times: 10_000,
+        plain_text: false,
+    });
+    let failing = Instant::now();
+    assert!(
+        wavelet.wait_for_output("stopped writing", Duration::from_secs(5)),
+        "{}",
+        wavelet.output()
+    );
+    // Renew deadline 1.5s, noticed on the next retry (300ms).
+    assert!(
+        failing.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        failing.elapsed()
+    );
+    assert_eq!(value(&scrape(&wavelet), "wavelet_leader", &[]), 0.0);
+    change_config(&fake, "green");
+    settle(Duration::from_millis(1000));
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        0,
+        "{}",
+        wavelet.output()
+    );
+}
