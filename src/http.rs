@@ -125,11 +125,20 @@ pub fn spawn(listener: TcpListener, endpoints: Endpoints) {
 }
 
 fn serve(mut stream: TcpStream, endpoints: &Endpoints) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
     stream.set_write_timeout(Some(READ_TIMEOUT))?;
+    // One deadline for the whole head: a client trickling bytes cannot hold the thread.
+    let deadline = Instant::now() + READ_TIMEOUT;
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "request head not complete in time",
+            ));
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf)?;
         if n == 0 {
             break;
