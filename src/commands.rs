@@ -105,8 +105,14 @@ pub fn hash(
 }
 
 /// Prints a table of opted-in workloads and delete-mode objects, and whether each is up
-/// to date.
-pub fn status(client: &Client, namespace: Option<&str>, out: &mut dyn Write) -> Result<(), Error> {
+/// to date. Returns how many workloads are not (not adopted yet, a rollout pending, or a
+/// referenced object missing): `wavelet status` exits 1 when there are any.
+pub fn status(
+    client: &Client,
+    namespace: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<usize, Error> {
+    let mut out_of_date = 0;
     let cache = Cache::new();
     for item in list_all::<ConfigMapItem>(client, &Resource::configmaps(), namespace)? {
         cache.upsert_config(ConfigKind::ConfigMap, item.0);
@@ -168,6 +174,9 @@ pub fn status(client: &Client, namespace: Option<&str>, out: &mut dyn Write) -> 
             } else {
                 "rollout pending".into()
             };
+            if state != "up to date" {
+                out_of_date += 1;
+            }
             writeln!(
                 out,
                 "{:<12} {:<40} {:<10} {:<10} {:<5} {state}",
@@ -199,5 +208,5 @@ pub fn status(client: &Client, namespace: Option<&str>, out: &mut dyn Write) -> 
             .map_err(write_err)?;
         }
     }
-    Ok(())
+    Ok(out_of_date)
 }

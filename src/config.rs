@@ -42,6 +42,8 @@ pub struct Config {
 }
 
 /// The subcommand and its own settings.
+// One value per process, built once: boxing `RunConfig` would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     /// `wavelet run` (also when no subcommand is given): the controller.
@@ -93,6 +95,9 @@ pub struct RunConfig {
     pub lease_name: String,
     /// `--lease-namespace`; `None`: the in-cluster namespace, resolved at start.
     pub lease_namespace: Option<String>,
+    /// `--lease-duration`, `--renew-deadline`, `--retry-period` (client-go's 15s/10s/2s),
+    /// checked like `NewLeaderElector`: duration > deadline > 1.2 × period > 0.
+    pub lease_timings: LeaseTimings,
     /// `--state-namespace`; `None`: the in-cluster namespace, resolved at start.
     pub state_namespace: Option<String>,
     /// `--listen-addr`, validated and normalized for `TcpListener::bind`: an empty host
@@ -339,6 +344,27 @@ static FLAGS: &[Flag] = &[
         FlagDefault::Unset("the in-cluster namespace"),
         Scope::Run,
         "namespace of the leader-election Lease (required out of cluster with --leader-elect)",
+    ),
+    flag(
+        "lease-duration",
+        Some("DURATION"),
+        FlagDefault::Value("15s"),
+        Scope::Run,
+        "how long a standby waits, after it last saw the Lease change, before taking it over (whole seconds)",
+    ),
+    flag(
+        "renew-deadline",
+        Some("DURATION"),
+        FlagDefault::Value("10s"),
+        Scope::Run,
+        "a leader that has not renewed its Lease for this long stops writing",
+    ),
+    flag(
+        "retry-period",
+        Some("DURATION"),
+        FlagDefault::Value("2s"),
+        Scope::Run,
+        "time between attempts to acquire or renew the Lease",
     ),
     flag(
         "state-namespace",
@@ -674,6 +700,51 @@ fn lease_name(s: &str) -> Result<String, String> {
     }
 }
 
+/// Leader-election timings; see [`RunConfig::lease_timings`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimings {
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl Default for LeaseTimings {
+    fn default() -> LeaseTimings {
+        LeaseTimings {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+fn lease_timings(
+    lease_duration: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+) -> Result<LeaseTimings, Error> {
+    if lease_duration.subsec_nanos() != 0 {
+        return Err(config_error(
+            "--lease-duration: must be whole seconds (the Lease stores leaseDurationSeconds)",
+        ));
+    }
+    if lease_duration <= renew_deadline {
+        return Err(config_error(
+            "--lease-duration must be greater than --renew-deadline",
+        ));
+    }
+    if renew_deadline.as_secs_f64() <= 1.2 * retry_period.as_secs_f64() {
+        return Err(config_error(
+            "--renew-deadline must be greater than 1.2 × --retry-period",
+        ));
+    }
+    Ok(LeaseTimings {
+        lease_duration,
+        renew_deadline,
+        retry_period,
+    })
+}
+
 /// Validates `[HOST]:PORT` and fills in `0.0.0.0` for an empty host.
 fn listen_addr(s: &str) -> Result<String, String> {
     let form =
@@ -817,6 +888,11 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             leader_elect: look.required("leader-elect", parse_bool)?,
             lease_name: look.required("lease-name", lease_name)?,
             lease_namespace: look.get("lease-namespace", namespace)?,
+            lease_timings: lease_timings(
+                look.required("lease-duration", positive_duration)?,
+                look.required("renew-deadline", positive_duration)?,
+                look.required("retry-period", positive_duration)?,
+            )?,
             state_namespace: look.get("state-namespace", namespace)?,
             listen_addr: look.required("listen-addr", listen_addr)?,
             dry_run: look.required("dry-run", parse_bool)?,
@@ -982,6 +1058,7 @@ mod tests {
                 leader_elect: false,
                 lease_name: "wavelet".into(),
                 lease_namespace: None,
+                lease_timings: LeaseTimings::default(),
                 state_namespace: None,
                 listen_addr: "0.0.0.0:9090".into(),
                 dry_run: false,
@@ -1070,6 +1147,15 @@ mod tests {
             "lease-name" => ("run", "other", |c| run(c).lease_name == "other"),
             "lease-namespace" => ("run", "ops", |c| {
                 run(c).lease_namespace.as_deref() == Some("ops")
+            }),
+            "lease-duration" => ("run", "20s", |c| {
+                run(c).lease_timings.lease_duration == Duration::from_secs(20)
+            }),
+            "renew-deadline" => ("run", "5s", |c| {
+                run(c).lease_timings.renew_deadline == Duration::from_secs(5)
+            }),
+            "retry-period" => ("run", "1s", |c| {
+                run(c).lease_timings.retry_period == Duration::from_secs(1)
             }),
             "state-namespace" => ("run", "ops", |c| {
                 run(c).state_namespace.as_deref() == Some("ops")

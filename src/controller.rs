@@ -2,7 +2,8 @@
 //! cache, a work queue per mode (hash mode, delete mode), and reconcile workers that start
 //! once every initial list is in.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -16,16 +17,19 @@ use crate::config::{RunConfig, WorkloadKind};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::events::Recorder;
+use crate::http::{Beat, Endpoints, Health};
+use crate::leader::{Gate, LeaderElector};
+use crate::metrics::{self, Gauges};
 use crate::objects::{
     ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, ObjectMeta, Resource, SecretItem,
     WorkloadKey, WorkloadObject,
 };
 use crate::queue::{Backoff, WorkQueue};
-use crate::reconcile::{HashModeSettings, Next, Reconciler};
+use crate::reconcile::{HashModeSettings, Next, Outcome, Reconciler};
 use crate::selector::percent_encode_query_value;
 use crate::state::{StateStore, STATE_CONFIGMAP};
 use crate::throttle::Debounce;
-use crate::watch::{self, Event, LineStream, Page, Source, WatchConfig, Watcher};
+use crate::watch::{self, Event, LineStream, Page, Restart, Source, WatchConfig, Watcher};
 
 /// Items per LIST page.
 const PAGE_SIZE: u32 = 500;
@@ -38,12 +42,47 @@ pub struct Controller {
     workers: Vec<JoinHandle<()>>,
     pub cache: Arc<Cache>,
     synced: Arc<Latch>,
+    /// Open while this replica may write.
+    gate: Arc<Gate>,
+    /// `None` without `--leader-elect`.
+    elector: Option<Arc<LeaderElector>>,
+    health: Arc<Health>,
 }
+
+/// When a ConfigMap/Secret change that concerns a workload first arrived, until the
+/// workload's rollout patch (for the change-to-patch histogram).
+type ChangeTimes = Mutex<HashMap<WorkloadKey, Instant>>;
 
 impl Controller {
     /// Starts watching and reconciling; returns at once.
     pub fn start(client: Client, config: &RunConfig) -> Result<Controller, Error> {
         let stop = Arc::new(AtomicBool::new(false));
+        let elector = if config.leader_elect {
+            let Some(namespace) = config
+                .lease_namespace
+                .clone()
+                .or_else(|| client.default_namespace())
+            else {
+                return Err(Error::Config(
+                    "--leader-elect needs a namespace for its Lease, and out of a cluster there is none: set --lease-namespace".into(),
+                ));
+            };
+            Some(Arc::new(LeaderElector::new(
+                client.clone(),
+                namespace,
+                config.lease_name.clone(),
+                config.lease_timings,
+                Arc::clone(&stop),
+            )))
+        } else {
+            None
+        };
+        let gate = match &elector {
+            Some(elector) => elector.gate(),
+            None => Arc::new(Gate::always_open()),
+        };
+        let health = Arc::new(Health::default());
+        let changes: Arc<ChangeTimes> = Arc::default();
         let cache = Arc::new(Cache::new());
         let queue = Arc::new(WorkQueue::new(Backoff::default()));
         let hmac_key = read_hash_key(config)?;
@@ -93,6 +132,7 @@ impl Controller {
                     cache: Arc::clone(&cache),
                     queue: Arc::clone(&queue),
                     delete_mode: delete_mode.clone(),
+                    changes: Arc::clone(&changes),
                     debounce: config.debounce,
                     windows: Arc::clone(&debounce),
                     synced: Arc::clone(&synced),
@@ -103,12 +143,14 @@ impl Controller {
                 match kind {
                     ConfigKind::ConfigMap => spawn_watch(
                         source,
+                        &health,
                         watch_config.clone(),
                         stop,
                         move |e: Event<ConfigMapItem>| sink.handle(e),
                     ),
                     ConfigKind::Secret => spawn_watch(
                         source,
+                        &health,
                         watch_config.clone(),
                         stop,
                         move |e: Event<SecretItem>| sink.handle(e),
@@ -128,6 +170,7 @@ impl Controller {
                 let source = ApiSource::new(client.clone(), (*resource).clone(), namespace.clone());
                 spawn_watch(
                     source,
+                    &health,
                     watch_config.clone(),
                     Arc::clone(&stop),
                     move |e: Event<WorkloadObject>| sink.handle(e),
@@ -148,30 +191,44 @@ impl Controller {
             });
         }
 
+        if let Some(elector) = &elector {
+            elector.spawn();
+        }
+        let dry_run = config.dry_run;
         let mut workers: Vec<JoinHandle<()>> = (0..config.workers.max(1))
             .map(|n| {
-                let (queue, reconciler, synced) = (
-                    Arc::clone(&queue),
-                    Arc::clone(&reconciler),
-                    Arc::clone(&synced),
-                );
+                let worker = Worker {
+                    queue: Arc::clone(&queue),
+                    reconciler: Arc::clone(&reconciler),
+                    gate: Arc::clone(&gate),
+                    beat: health.register(format!("worker-{n}")),
+                    changes: Arc::clone(&changes),
+                    dry_run,
+                };
+                let synced = Arc::clone(&synced);
                 std::thread::Builder::new()
                     .name(format!("worker-{n}"))
                     .spawn(move || {
                         synced.wait();
-                        work(&queue, &reconciler)
+                        worker.work()
                     })
                     .expect("spawning a worker thread")
             })
             .collect();
         if let Some(delete_mode) = &delete_mode {
             for n in 0..config.workers.max(1) {
-                let (delete_mode, synced) = (Arc::clone(delete_mode), Arc::clone(&synced));
+                let (delete_mode, synced, gate) = (
+                    Arc::clone(delete_mode),
+                    Arc::clone(&synced),
+                    Arc::clone(&gate),
+                );
+                let beat = health.register(format!("delete-worker-{n}"));
                 let worker = std::thread::Builder::new()
                     .name(format!("delete-worker-{n}"))
                     .spawn(move || {
+                        let _beat = beat;
                         synced.wait();
-                        delete_mode.work()
+                        delete_mode.work(&gate)
                     })
                     .expect("spawning a delete-mode worker thread");
                 workers.push(worker);
@@ -184,7 +241,38 @@ impl Controller {
             workers,
             cache,
             synced,
+            gate,
+            elector,
+            health,
         })
+    }
+
+    /// What `/healthz`, `/readyz` and `/metrics` read.
+    pub fn endpoints(&self, client: &Client) -> Endpoints {
+        let (cache, queue, synced, gate) = (
+            Arc::clone(&self.cache),
+            Arc::clone(&self.queue),
+            Arc::clone(&self.synced),
+            Arc::clone(&self.gate),
+        );
+        let delete_mode = self.delete_mode.clone();
+        let client = client.clone();
+        Endpoints {
+            health: Arc::clone(&self.health),
+            gauges: Box::new(move || {
+                let (cached_configs, cached_workloads) = cache.sizes();
+                Gauges {
+                    requests: client.request_counts(),
+                    cached_configs,
+                    cached_workloads,
+                    hash_queue: queue.len(),
+                    delete_queue: delete_mode.as_ref().map_or(0, |d| d.queue_len()),
+                    leader: gate.may_write(),
+                    ready: synced.is_open(),
+                    resident_bytes: None,
+                }
+            }),
+        }
     }
 
     /// True once every watcher has completed its first list.
@@ -192,10 +280,11 @@ impl Controller {
         self.synced.is_open()
     }
 
-    /// Stops watching, lets in-flight reconciles finish, and returns.
+    /// Stops watching, lets in-flight reconciles finish, releases the Lease, and returns.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         self.synced.open();
+        self.gate.shut_down();
         self.queue.shut_down();
         if let Some(delete_mode) = &self.delete_mode {
             delete_mode.shut_down();
@@ -203,37 +292,109 @@ impl Controller {
         for worker in self.workers {
             let _ = worker.join();
         }
+        if let Some(elector) = &self.elector {
+            elector.release();
+        }
     }
 }
 
-/// Runs `wavelet run` until `stop` is set.
+/// Runs `wavelet run` until `stop` is set (SIGTERM/SIGINT), serving `/healthz`,
+/// `/readyz` and `/metrics` on `--listen-addr`.
 pub fn run(client: Client, config: &RunConfig, stop: &AtomicBool) -> Result<(), Error> {
-    let controller = Controller::start(client, config)?;
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
+    let listener = TcpListener::bind(&config.listen_addr).map_err(|e| {
+        Error::Config(format!(
+            "cannot listen on --listen-addr {}: {e}",
+            config.listen_addr
+        ))
+    })?;
+    match listener.local_addr() {
+        Ok(addr) => log::info!("listening on {addr} for /healthz, /readyz and /metrics"),
+        Err(_) => log::info!("listening on {}", config.listen_addr),
     }
-    log::info!("stopping");
+    let controller = Controller::start(client.clone(), config)?;
+    crate::http::spawn(listener, controller.endpoints(&client));
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    log::info!("stopping: finishing in-flight work");
     controller.stop();
+    log::info!("stopped");
     Ok(())
 }
 
-/// The worker loop: take a key, reconcile it, tell the queue what comes next.
-fn work(queue: &WorkQueue<WorkloadKey>, reconciler: &Reconciler) {
-    while let Some(key) = queue.get() {
-        match reconciler.reconcile(&key) {
-            Ok((next, outcome)) => {
-                log::debug!("{key}: {outcome:?}");
-                queue.forget(&key);
-                if let Next::After(delay) = next {
-                    queue.add_after(key.clone(), delay);
+/// One hash-mode worker thread.
+struct Worker {
+    queue: Arc<WorkQueue<WorkloadKey>>,
+    reconciler: Arc<Reconciler>,
+    gate: Arc<Gate>,
+    beat: Beat,
+    changes: Arc<ChangeTimes>,
+    dry_run: bool,
+}
+
+impl Worker {
+    /// The worker loop: wait to be allowed to write, take a key, reconcile it, tell the
+    /// queue what comes next.
+    fn work(&self) {
+        let queue = &self.queue;
+        while self.gate.wait() {
+            let Some(key) = queue.get() else {
+                return;
+            };
+            if !self.gate.may_write() {
+                // Lost the lease while waiting: keep the key for the next leader term.
+                metrics::global().changes_skipped.inc(&["not_leader"]);
+                queue.add(key.clone());
+                queue.done(&key);
+                continue;
+            }
+            self.beat.busy();
+            let started = Instant::now();
+            let result = self.reconciler.reconcile(&key);
+            metrics::global()
+                .reconcile_duration
+                .observe(started.elapsed());
+            self.beat.idle();
+            match result {
+                Ok((next, outcome)) => {
+                    log::debug!("{key}: {outcome:?}");
+                    self.record(&key, &outcome);
+                    queue.forget(&key);
+                    if let Next::After(delay) = next {
+                        queue.add_after(key.clone(), delay);
+                    }
+                }
+                Err(err) => {
+                    metrics::global()
+                        .rollouts
+                        .inc(&[&key.resource.kind, "error"]);
+                    let delay = queue.add_with_backoff(key.clone());
+                    log::warn!("{key}: reconcile failed, retrying in {delay:?}: {err}");
                 }
             }
-            Err(err) => {
-                let delay = queue.add_with_backoff(key.clone());
-                log::warn!("{key}: reconcile failed, retrying in {delay:?}: {err}");
-            }
+            queue.done(&key);
         }
-        queue.done(&key);
+    }
+
+    fn record(&self, key: &WorkloadKey, outcome: &Outcome) {
+        let m = metrics::global();
+        let kind = key.resource.kind.as_str();
+        match outcome {
+            Outcome::Rolled { .. } => {
+                let result = if self.dry_run { "dry_run" } else { "rolled" };
+                m.rollouts.inc(&[kind, result]);
+                if let Some(since) = self.changes.lock().unwrap().remove(key) {
+                    m.change_to_patch.observe(since.elapsed());
+                }
+            }
+            Outcome::Adopted { .. } => m.rollouts.inc(&[kind, "adopted"]),
+            Outcome::Throttled(_) => m.changes_skipped.inc(&["throttled"]),
+            Outcome::MissingConfig => m.changes_skipped.inc(&["missing_config"]),
+            Outcome::UpToDate | Outcome::Forgotten | Outcome::OptOutCleaned => {
+                self.changes.lock().unwrap().remove(key);
+            }
+            Outcome::AwaitingWatch | Outcome::Debouncing => {}
+        }
     }
 }
 
@@ -344,15 +505,27 @@ fn discover(client: &Client, kind: &WorkloadKind) -> Resource {
 
 fn spawn_watch<T: watch::Object>(
     source: ApiSource,
+    health: &Arc<Health>,
     config: WatchConfig,
     stop: Arc<AtomicBool>,
     mut handle: impl FnMut(Event<T>) + Send + 'static,
 ) {
     let name = source.describe();
+    let beat = health.register(format!("watch {name}"));
+    let resource = source.resource.plural.clone();
     std::thread::Builder::new()
         .name(format!("watch {}", source.resource.plural))
         .spawn(move || {
-            let watcher = Watcher::new(name, source, config, stop);
+            let _beat = beat;
+            let watcher = Watcher::new(name, source, config, stop).on_restart(move |reason| {
+                let m = metrics::global();
+                match reason {
+                    Restart::StreamEnd | Restart::StreamBroken => {
+                        m.watch_restarts.inc(&[&resource, reason.as_str()])
+                    }
+                    _ => m.watch_relists.inc(&[&resource, reason.as_str()]),
+                }
+            });
             for event in watcher {
                 handle(event);
             }
@@ -409,6 +582,7 @@ struct ConfigSink {
     queue: Arc<WorkQueue<WorkloadKey>>,
     /// `None`: delete mode is disabled (no state namespace).
     delete_mode: Option<Arc<DeleteMode>>,
+    changes: Arc<ChangeTimes>,
     debounce: Duration,
     windows: Arc<Debounce<WorkloadKey>>,
     synced: Arc<Latch>,
@@ -528,7 +702,13 @@ impl ConfigSink {
 
     /// Wakes the dependents when their debounce window closes.
     fn changed(&self, key: &ConfigKey) {
+        let now = Instant::now();
         for workload in self.cache.dependents(key) {
+            self.changes
+                .lock()
+                .unwrap()
+                .entry(workload.clone())
+                .or_insert(now);
             log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
             self.queue.add_after(workload, self.debounce);
         }

@@ -48,6 +48,8 @@ use crate::client::Client;
 use crate::error::Error;
 use crate::events::{ObjectRef, Recorder};
 use crate::hash;
+use crate::leader::Gate;
+use crate::metrics;
 use crate::objects::{ConfigKey, Digest, Pod, Resource};
 use crate::queue::{Backoff, WorkQueue};
 use crate::selector::{percent_encode_query_value, Selector};
@@ -424,12 +426,35 @@ impl DeleteMode {
         self.queue.shut_down();
     }
 
-    /// The worker loop: take a key, reconcile it, tell the queue what comes next.
-    pub fn work(&self) {
-        while let Some(key) = self.queue.get() {
+    /// Keys waiting or in progress (for metrics).
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The worker loop: wait until this replica may write (leader election), take a key,
+    /// reconcile it, tell the queue what comes next.
+    pub fn work(&self, gate: &Gate) {
+        while gate.wait() {
+            let Some(key) = self.queue.get() else {
+                return;
+            };
+            if !gate.may_write() {
+                self.queue.add(key.clone());
+                self.queue.done(&key);
+                continue;
+            }
             match self.reconcile(&key) {
                 Ok((next, outcome)) => {
                     log::debug!("{key}: delete mode: {outcome:?}");
+                    match &outcome {
+                        Outcome::Replaced { pods } => metrics::global()
+                            .pod_replacements
+                            .add(&["replaced"], *pods as u64),
+                        Outcome::DryRun { pods } => metrics::global()
+                            .pod_replacements
+                            .add(&["dry_run"], *pods as u64),
+                        _ => {}
+                    }
                     match next {
                         Next::Done => self.queue.forget(&key),
                         Next::After(delay) => {

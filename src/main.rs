@@ -1,9 +1,11 @@
 //! The `wavelet` binary: parse flags, set up logging, run the subcommand, map errors to
-//! an exit code (0 ok, 1 runtime failure, 2 bad usage or configuration).
+//! an exit code (0 ok, 1 runtime failure or `status` found a workload out of date, 2 bad
+//! usage or configuration).
 #![forbid(unsafe_code)]
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use wavelet::client::Client;
 use wavelet::config::{self, Command, LogFormat};
@@ -12,7 +14,7 @@ use wavelet::error::Error;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match run(&args) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(err @ Error::Config(_)) => {
             eprintln!("wavelet: {err}");
             2
@@ -25,17 +27,19 @@ fn main() {
     std::process::exit(code);
 }
 
-fn run(args: &[String]) -> Result<(), Error> {
+/// Runs the subcommand; `Ok` carries the exit code (`status` exits 1 when something is
+/// out of date).
+fn run(args: &[String]) -> Result<i32, Error> {
     let config = config::parse(args, &|name| std::env::var(name).ok())?;
     init_logging(config.log_format);
     match config.command {
         Command::Help(text) => {
             print!("{text}");
-            Ok(())
+            Ok(0)
         }
         Command::Version => {
             println!("wavelet {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
+            Ok(0)
         }
         Command::Run(run) => {
             let client = Client::from_flags(&config.connection)?;
@@ -44,8 +48,8 @@ fn run(args: &[String]) -> Result<(), Error> {
                 env!("CARGO_PKG_VERSION"),
                 client.base_url()
             );
-            let stop = AtomicBool::new(false);
-            wavelet::controller::run(client, &run, &stop)
+            let stop = stop_on_signals()?;
+            wavelet::controller::run(client, &run, &stop).map(|()| 0)
         }
         Command::Hash {
             namespace,
@@ -54,12 +58,32 @@ fn run(args: &[String]) -> Result<(), Error> {
         } => {
             let client = Client::from_flags(&config.connection)?;
             wavelet::commands::hash(&client, &namespace, &kind, &name, &mut std::io::stdout())
+                .map(|()| 0)
         }
         Command::Status { namespace } => {
             let client = Client::from_flags(&config.connection)?;
-            wavelet::commands::status(&client, namespace.as_deref(), &mut std::io::stdout())
+            let out_of_date =
+                wavelet::commands::status(&client, namespace.as_deref(), &mut std::io::stdout())?;
+            if out_of_date > 0 {
+                eprintln!("wavelet: {out_of_date} workload(s) not up to date");
+                return Ok(1);
+            }
+            Ok(0)
         }
     }
+}
+
+/// A flag set by the first SIGTERM or SIGINT; a second one exits at once with code 1.
+/// Installing handlers matters as PID 1, where the kernel drops signals that have none.
+fn stop_on_signals() -> Result<Arc<AtomicBool>, Error> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [SIGTERM, SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
+            .map_err(|e| Error::Transport(format!("installing a signal handler: {e}")))?;
+    }
+    Ok(stop)
 }
 
 /// `env_logger` filtered by `RUST_LOG` (default `info`), as text or one JSON object a line.

@@ -8,17 +8,21 @@
 //! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
 //! - `secrets`: a Secret value never leaks.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
+//! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
+//! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 //! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
 //! - `rbac`: the RBAC in manifests/ allows every request wavelet sends, and nothing unused.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
 
 mod chroot;
+mod commands;
 mod delete_mode;
 mod fake;
 mod faults;
 mod hash_mode;
 mod manifests;
+mod operations;
 mod rbac;
 mod readme;
 mod secrets;

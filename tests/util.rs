@@ -43,6 +43,59 @@ impl Wavelet {
 
     /// `wavelet run` with exactly `args` (the connection flags included).
     pub fn start_without_server(args: &[&str], env: &[(&str, &str)]) -> Wavelet {
+        let wavelet = Wavelet::launch(args, env);
+        assert!(
+            wavelet.wait_for_output("initial sync complete", Duration::from_secs(20)),
+            "wavelet did not sync:\n{}",
+            wavelet.output()
+        );
+        wavelet
+    }
+
+    /// `wavelet run --server <fake>` with `args`; waits only until it listens for HTTP.
+    pub fn start_unsynced(fake: &FakeApi, args: &[&str]) -> Wavelet {
+        let url = fake.url();
+        let mut all = vec!["--server", url.as_str()];
+        all.extend(args);
+        let wavelet = Wavelet::launch(&all, &[("RUST_LOG", "debug")]);
+        assert!(
+            wavelet.wait_for_output("listening on ", Duration::from_secs(20)),
+            "wavelet did not listen:\n{}",
+            wavelet.output()
+        );
+        wavelet
+    }
+
+    /// The address the binary logged (`listening on 127.0.0.1:PORT`).
+    pub fn http_addr(&self) -> String {
+        let output = self.output();
+        let rest = output
+            .split("listening on ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no listening address in:\n{output}"));
+        rest.split_whitespace().next().unwrap().to_string()
+    }
+
+    /// GET `path` on the binary's HTTP endpoint: (status code, body).
+    pub fn http_get(&self, path: &str) -> (u16, String) {
+        use std::io::Write;
+        let mut stream = std::net::TcpStream::connect(self.http_addr()).expect("connecting");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("reading");
+        let (head, body) = response.split_once("\r\n\r\n").expect("a response head");
+        let code = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("bad status line: {head}"));
+        (code, body.to_string())
+    }
+
+    fn launch(args: &[&str], env: &[(&str, &str)]) -> Wavelet {
         let mut command = Command::new(env!("CARGO_BIN_EXE_wavelet"));
         command
             .arg("run")
@@ -86,16 +139,10 @@ impl Wavelet {
                 }
             });
         }
-        let wavelet = Wavelet {
+        Wavelet {
             child: Some(child),
             output,
-        };
-        assert!(
-            wavelet.wait_for_output("initial sync complete", Duration::from_secs(20)),
-            "wavelet did not sync:\n{}",
-            wavelet.output()
-        );
-        wavelet
+        }
     }
 
     pub fn output(&self) -> String {
@@ -111,6 +158,32 @@ impl Wavelet {
             std::thread::sleep(Duration::from_millis(20));
         }
         false
+    }
+
+    /// Sends a signal by name (`TERM`, `INT`, `KILL`) with `kill(1)`.
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill")
+            .args([format!("-{name}"), pid])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Waits up to `timeout` for the process to exit; `None` if it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().expect("waiting for wavelet") {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Stops the process (SIGKILL: restart tests must not depend on a clean shutdown).

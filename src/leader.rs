@@ -1,0 +1,498 @@
+//! Leader election with a `coordination.k8s.io/v1` Lease, as client-go's `LeaseLock` and
+//! `LeaderElector` do it, and the [`Gate`] that lets only the leader's workers write.
+//!
+//! Expiry is judged by the local clock from when this process last saw the Lease change,
+//! never from `renewTime`, so clock skew between replicas does not matter.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use crate::client::Client;
+use crate::config::LeaseTimings;
+use crate::error::Error;
+
+/// Whether this replica may write now. Workers wait on it before each item.
+pub struct Gate {
+    /// `None`: not the leader. `Some(t)`: the leader until `t` unless renewed.
+    leading_until: Mutex<Option<Instant>>,
+    /// Leader election off: always open.
+    always: bool,
+    shut_down: AtomicBool,
+    changed: Condvar,
+}
+
+impl Gate {
+    /// For `--leader-elect=false`: every replica writes.
+    pub fn always_open() -> Gate {
+        Gate {
+            leading_until: Mutex::new(None),
+            always: true,
+            shut_down: AtomicBool::new(false),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn closed() -> Gate {
+        Gate {
+            always: false,
+            ..Gate::always_open()
+        }
+    }
+
+    /// True while this replica is the leader and its last renewal is younger than the
+    /// renew deadline: a leader that cannot renew stops writing at once, even while its
+    /// renew request hangs.
+    pub fn may_write(&self) -> bool {
+        self.always
+            || self
+                .leading_until
+                .lock()
+                .unwrap()
+                .is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Blocks until [`Gate::may_write`]; false once shut down.
+    pub fn wait(&self) -> bool {
+        let mut until = self.leading_until.lock().unwrap();
+        loop {
+            if self.shut_down.load(Ordering::Relaxed) {
+                return false;
+            }
+            if self.always || until.is_some_and(|t| Instant::now() < t) {
+                return true;
+            }
+            until = self
+                .changed
+                .wait_timeout(until, Duration::from_millis(100))
+                .unwrap()
+                .0;
+        }
+    }
+
+    /// Makes [`Gate::wait`] return false.
+    pub fn shut_down(&self) {
+        self.shut_down.store(true, Ordering::Relaxed);
+        self.changed.notify_all();
+    }
+
+    fn lead_until(&self, until: Instant) {
+        *self.leading_until.lock().unwrap() = Some(until);
+        self.changed.notify_all();
+    }
+
+    fn close(&self) {
+        *self.leading_until.lock().unwrap() = None;
+    }
+}
+
+/// One replica's candidacy for the Lease.
+pub struct LeaderElector {
+    client: Client,
+    namespace: String,
+    name: String,
+    identity: String,
+    timings: LeaseTimings,
+    gate: Arc<Gate>,
+    stop: Arc<AtomicBool>,
+    record: Mutex<Observed>,
+}
+
+/// The Lease as last seen (with its resourceVersion), and when its spec last changed.
+#[derive(Default)]
+struct Observed {
+    lease: Option<Value>,
+    observed_at: Option<Instant>,
+}
+
+impl LeaderElector {
+    /// A candidate for Lease `namespace/name`; call [`LeaderElector::spawn`] to run it.
+    pub fn new(
+        client: Client,
+        namespace: String,
+        name: String,
+        timings: LeaseTimings,
+        stop: Arc<AtomicBool>,
+    ) -> LeaderElector {
+        LeaderElector {
+            client,
+            namespace,
+            name,
+            identity: identity(),
+            timings,
+            gate: Arc::new(Gate::closed()),
+            stop,
+            record: Mutex::new(Observed::default()),
+        }
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    pub fn gate(&self) -> Arc<Gate> {
+        Arc::clone(&self.gate)
+    }
+
+    fn collection_path(&self) -> String {
+        format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
+            self.namespace
+        )
+    }
+
+    fn object_path(&self) -> String {
+        format!("{}/{}", self.collection_path(), self.name)
+    }
+
+    /// Runs the acquire and renew loops in a new thread until the stop flag is set.
+    pub fn spawn(self: &Arc<LeaderElector>) -> std::thread::JoinHandle<()> {
+        let elector = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("leader-election".into())
+            .spawn(move || elector.run())
+            .expect("spawning the leader-election thread")
+    }
+
+    /// The main loop: acquire (attempts every retry period × [1, 2.2)), then renew every
+    /// retry period until a renewal has not succeeded for the renew deadline; repeat.
+    fn run(&self) {
+        let lease = format!("{}/{}", self.namespace, self.name);
+        let mut rng = seed();
+        log::info!(
+            "leader election: {} is a candidate for Lease {lease}",
+            self.identity
+        );
+        while !self.stopped() {
+            // Acquire.
+            loop {
+                if self.stopped() {
+                    return;
+                }
+                if self.try_acquire_or_renew() {
+                    break;
+                }
+                rng = xorshift(rng);
+                let jitter = self
+                    .timings
+                    .retry_period
+                    .mul_f64((rng % 1200) as f64 / 1000.0);
+                self.sleep(self.timings.retry_period + jitter);
+            }
+            let mut renewed = Instant::now();
+            self.gate.lead_until(renewed + self.timings.renew_deadline);
+            crate::metrics::global()
+                .leader_transitions
+                .fetch_add(1, Ordering::Relaxed);
+            log::info!(
+                "leader election: {} acquired Lease {lease}; writing",
+                self.identity
+            );
+            // Renew.
+            loop {
+                self.sleep(self.timings.retry_period);
+                if self.stopped() {
+                    return;
+                }
+                if self.try_acquire_or_renew() {
+                    renewed = Instant::now();
+                    self.gate.lead_until(renewed + self.timings.renew_deadline);
+                } else if renewed.elapsed() >= self.timings.renew_deadline {
+                    self.gate.close();
+                    log::warn!(
+                        "leader election: could not renew Lease {lease} within {:?}; stopped writing",
+                        self.timings.renew_deadline
+                    );
+                    break;
+                }
+            }
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn sleep(&self, total: Duration) {
+        let deadline = Instant::now() + total;
+        while !self.stopped() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+    }
+
+    /// One attempt (client-go's `tryAcquireOrRenew`); any error fails the attempt.
+    fn try_acquire_or_renew(&self) -> bool {
+        let mut record = self.record.lock().unwrap();
+        // Checked under the lock: after a release no attempt may take the Lease back.
+        if self.stopped() {
+            return false;
+        }
+        match self.attempt(&mut record) {
+            Ok(won) => won,
+            Err(err) => {
+                log::debug!("leader election: attempt failed: {err}");
+                false
+            }
+        }
+    }
+
+    fn attempt(&self, record: &mut Observed) -> Result<bool, Error> {
+        let now = micro_time(SystemTime::now());
+        let duration = self.timings.lease_duration.as_secs();
+        // 1. Fast path: still ours and still valid: renew what we hold.
+        if let (Some(lease), Some(at)) = (&record.lease, record.observed_at) {
+            if holder(lease) == self.identity && at + self.timings.lease_duration > Instant::now() {
+                let mut renewed = lease.clone();
+                renewed["spec"]["renewTime"] = json!(now);
+                renewed["spec"]["leaseDurationSeconds"] = json!(duration);
+                if let Ok(updated) = self.client.put::<Value>(&self.object_path(), &renewed) {
+                    observe(record, updated);
+                    return Ok(true);
+                }
+            }
+        }
+        // 2. Read it; create it when missing.
+        let current: Value = match self.client.get(&self.object_path()) {
+            Ok(lease) => lease,
+            Err(err) if err.is_not_found() => {
+                let lease = json!({
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": {
+                        "holderIdentity": self.identity,
+                        "leaseDurationSeconds": duration,
+                        "acquireTime": now,
+                        "renewTime": now,
+                        "leaseTransitions": 0,
+                    },
+                });
+                let created = self.client.post(&self.collection_path(), &lease)?;
+                observe(record, created);
+                return Ok(true);
+            }
+            Err(err) => return Err(err),
+        };
+        // 3. Held by someone else whose record changed recently: not ours.
+        observe(record, current.clone());
+        let current_holder = holder(&current);
+        let observed_at = record.observed_at.unwrap_or_else(Instant::now);
+        let held_for = Duration::from_secs(
+            current["spec"]["leaseDurationSeconds"]
+                .as_u64()
+                .unwrap_or(duration),
+        );
+        if !current_holder.is_empty()
+            && current_holder != self.identity
+            && observed_at + held_for > Instant::now()
+        {
+            return Ok(false);
+        }
+        // 4. Take over (or renew what is already ours).
+        let mut next = current.clone();
+        let spec = &mut next["spec"];
+        if current_holder != self.identity {
+            let transitions = current["spec"]["leaseTransitions"].as_u64().unwrap_or(0);
+            spec["leaseTransitions"] = json!(transitions + 1);
+            spec["acquireTime"] = json!(now);
+        }
+        spec["holderIdentity"] = json!(self.identity);
+        spec["leaseDurationSeconds"] = json!(duration);
+        spec["renewTime"] = json!(now);
+        let updated = self.client.put(&self.object_path(), &next)?;
+        observe(record, updated);
+        Ok(true)
+    }
+
+    /// Gives the Lease up (client-go's `ReleaseOnCancel`) if this replica holds it: the
+    /// gate closes first, then holderIdentity "" with leaseDurationSeconds 1 lets a
+    /// standby take over on its next attempt. Call after the stop flag is set and the
+    /// workers have finished.
+    pub fn release(&self) {
+        self.gate.close();
+        let mut record = self.record.lock().unwrap();
+        let Some(lease) = record.lease.clone() else {
+            return;
+        };
+        if holder(&lease) != self.identity {
+            return;
+        }
+        let now = micro_time(SystemTime::now());
+        let mut released = lease;
+        released["spec"]["holderIdentity"] = json!("");
+        released["spec"]["leaseDurationSeconds"] = json!(1);
+        released["spec"]["acquireTime"] = json!(now);
+        released["spec"]["renewTime"] = json!(now);
+        match self.client.put::<Value>(&self.object_path(), &released) {
+            Ok(updated) => {
+                observe(&mut record, updated);
+                log::info!(
+                    "leader election: released Lease {}/{}",
+                    self.namespace,
+                    self.name
+                );
+            }
+            Err(err) => log::warn!(
+                "leader election: could not release Lease {}/{}: {err}; a standby takes over when it expires",
+                self.namespace,
+                self.name
+            ),
+        }
+    }
+}
+
+fn holder(lease: &Value) -> &str {
+    lease["spec"]["holderIdentity"].as_str().unwrap_or("")
+}
+
+/// Remembers the Lease; the observed time moves only when its spec changed.
+fn observe(record: &mut Observed, lease: Value) {
+    let changed = record
+        .lease
+        .as_ref()
+        .is_none_or(|old| old["spec"] != lease["spec"]);
+    if changed || record.observed_at.is_none() {
+        record.observed_at = Some(Instant::now());
+    }
+    record.lease = Some(lease);
+}
+
+/// Hostname plus a random suffix: unique per process, readable in `kubectl get lease`.
+fn identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "wavelet".into());
+    format!("{host}_{:016x}", xorshift(seed()))
+}
+
+/// Randomness for jitter and the identity suffix (not cryptography): std's per-process
+/// random hasher keys, the time and the pid.
+fn seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    hasher.write_u32(std::process::id());
+    hasher.finish() | 1
+}
+
+fn xorshift(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
+/// A `MicroTime`: UTC with exactly six fractional digits, as the API server requires
+/// (`2026-11-22T03:14:41.136035Z`; without the fraction it answers 400).
+pub fn micro_time(t: SystemTime) -> String {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since.subsec_micros()
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
+/// algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micro_time_has_six_fractional_digits_like_the_recordings() {
+        // 102-create-lease.json: "2026-11-22T03:14:41.136035Z".
+        let t = UNIX_EPOCH + Duration::new(1_795_317_281, 136_035_999);
+        assert_eq!(micro_time(t), "2026-11-22T03:14:41.136035Z");
+        assert_eq!(micro_time(UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
+    }
+
+    #[test]
+    fn micro_time_round_trips_through_the_rfc3339_parser() {
+        for secs in [0u64, 951_782_400, 1_709_164_800, 4_102_444_799] {
+            let text = micro_time(UNIX_EPOCH + Duration::from_secs(secs));
+            assert_eq!(
+                crate::deletemode::parse_rfc3339(&text),
+                Some(secs),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn identities_differ_between_candidates() {
+        assert_ne!(identity(), identity());
+    }
+
+    #[test]
+    fn a_leader_whose_deadline_passed_may_not_write() {
+        let gate = Gate::closed();
+        assert!(!gate.may_write());
+        gate.lead_until(Instant::now() + Duration::from_secs(60));
+        assert!(gate.may_write());
+        gate.lead_until(Instant::now());
+        assert!(!gate.may_write());
+        assert!(Gate::always_open().may_write());
+    }
+
+    #[test]
+    fn a_shut_down_gate_stops_waiting() {
+        let gate = Arc::new(Gate::closed());
+        let waiter = {
+            let gate = Arc::clone(&gate);
+            std::thread::spawn(move || gate.wait())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        gate.shut_down();
+        assert!(!waiter.join().unwrap());
+    }
+
+    #[test]
+    fn observing_an_unchanged_spec_keeps_the_observed_time() {
+        let mut record = Observed::default();
+        let lease = json!({"metadata": {"resourceVersion": "1"}, "spec": {"holderIdentity": "a"}});
+        observe(&mut record, lease.clone());
+        let first = record.observed_at.unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let mut same = lease.clone();
+        same["metadata"]["resourceVersion"] = json!("2");
+        observe(&mut record, same);
+        assert_eq!(record.observed_at, Some(first));
+        let mut renewed = lease;
+        renewed["spec"]["renewTime"] = json!("x");
+        observe(&mut record, renewed);
+        assert!(record.observed_at.unwrap() > first);
+    }
+}

@@ -1,0 +1,376 @@
+//! Counters, gauges and histograms for `/metrics`, written by the code paths that act,
+//! and their rendering in the Prometheus text format (version 0.0.4).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the latency histograms' buckets.
+const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Counters by a tuple of label values.
+#[derive(Default)]
+pub struct CounterVec(Mutex<BTreeMap<Vec<String>, u64>>);
+
+impl CounterVec {
+    pub fn inc(&self, labels: &[&str]) {
+        self.add(labels, 1);
+    }
+
+    pub fn add(&self, labels: &[&str], n: u64) {
+        let key = labels.iter().map(|l| l.to_string()).collect();
+        *self.0.lock().unwrap().entry(key).or_insert(0) += n;
+    }
+
+    pub fn get(&self, labels: &[&str]) -> u64 {
+        let key: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+        self.0.lock().unwrap().get(&key).copied().unwrap_or(0)
+    }
+
+    fn samples(&self) -> Vec<(Vec<String>, u64)> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+}
+
+/// A histogram of durations with [`BUCKETS`].
+pub struct Histogram {
+    inner: Mutex<HistogramData>,
+}
+
+struct HistogramData {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Histogram {
+        Histogram {
+            inner: Mutex::new(HistogramData {
+                counts: vec![0; BUCKETS.len()],
+                sum: 0.0,
+                count: 0,
+            }),
+        }
+    }
+}
+
+impl Histogram {
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let mut data = self.inner.lock().unwrap();
+        for (bound, count) in BUCKETS.iter().zip(data.counts.iter_mut()) {
+            if secs <= *bound {
+                *count += 1;
+            }
+        }
+        data.sum += secs;
+        data.count += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.inner.lock().unwrap().count
+    }
+}
+
+/// Everything wavelet counts. One per process: [`global`].
+#[derive(Default)]
+pub struct Metrics {
+    /// Hash-mode writes by (kind, result): `rolled`, `adopted`, `dry_run`, `failed`.
+    pub rollouts: CounterVec,
+    /// Pods deleted or evicted by finished delete-mode replacements, by result
+    /// (`replaced`, `dry_run`).
+    pub pod_replacements: CounterVec,
+    /// Changes not acted on, by reason: `throttled`, `missing_config`, `not_leader`.
+    pub changes_skipped: CounterVec,
+    /// Relists by (resource, reason): `initial`, `resync`, `expired`, `error`.
+    pub watch_relists: CounterVec,
+    /// Re-watches without a relist by (resource, reason): `stream_end`, `stream_broken`.
+    pub watch_restarts: CounterVec,
+    pub reconcile_duration: Histogram,
+    /// From the watch event of a ConfigMap/Secret change to the rollout patch.
+    pub change_to_patch: Histogram,
+    /// Times this process became the leader.
+    pub leader_transitions: AtomicU64,
+}
+
+/// The process's metrics.
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::default)
+}
+
+/// Values read at scrape time rather than counted.
+#[derive(Debug, Default, Clone)]
+pub struct Gauges {
+    /// API requests by (verb, HTTP code; 0 for transport errors).
+    pub requests: Vec<((&'static str, u16), u64)>,
+    pub cached_configs: usize,
+    pub cached_workloads: usize,
+    pub hash_queue: usize,
+    pub delete_queue: usize,
+    pub leader: bool,
+    pub ready: bool,
+    pub resident_bytes: Option<u64>,
+}
+
+/// Resident set size from `/proc/self/status` (`VmRSS`), in bytes.
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_vm_rss(&status)
+}
+
+fn parse_vm_rss(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line
+        .trim_start_matches("VmRSS:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Renders everything in the Prometheus text exposition format.
+pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
+    let mut out = String::new();
+    counter_vec(
+        &mut out,
+        "wavelet_rollouts_total",
+        "Hash-mode writes to workloads, by kind and result.",
+        &["kind", "result"],
+        &metrics.rollouts,
+    );
+    counter_vec(
+        &mut out,
+        "wavelet_pod_replacements_total",
+        "Pods replaced (deleted or evicted) by delete mode, by result.",
+        &["result"],
+        &metrics.pod_replacements,
+    );
+    counter_vec(
+        &mut out,
+        "wavelet_changes_skipped_total",
+        "Changes not acted on (yet), by reason.",
+        &["reason"],
+        &metrics.changes_skipped,
+    );
+    counter_vec(
+        &mut out,
+        "wavelet_watch_relists_total",
+        "Full relists of a watched resource, by resource and reason.",
+        &["resource", "reason"],
+        &metrics.watch_relists,
+    );
+    counter_vec(
+        &mut out,
+        "wavelet_watch_restarts_total",
+        "Watches reopened without a relist, by resource and reason.",
+        &["resource", "reason"],
+        &metrics.watch_restarts,
+    );
+    header(
+        &mut out,
+        "wavelet_api_requests_total",
+        "API server requests by verb and HTTP code (0: transport error).",
+        "counter",
+    );
+    let mut requests = gauges.requests.clone();
+    requests.sort();
+    for ((verb, code), n) in requests {
+        let _ = writeln!(
+            out,
+            "wavelet_api_requests_total{{verb=\"{verb}\",code=\"{code}\"}} {n}"
+        );
+    }
+    histogram(
+        &mut out,
+        "wavelet_reconcile_duration_seconds",
+        "Time one hash-mode reconcile took.",
+        &metrics.reconcile_duration,
+    );
+    histogram(
+        &mut out,
+        "wavelet_change_to_patch_seconds",
+        "From a ConfigMap/Secret change arriving on the watch to the rollout patch.",
+        &metrics.change_to_patch,
+    );
+    header(
+        &mut out,
+        "wavelet_cache_objects",
+        "Objects in the cache, by kind.",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_cache_objects{{kind=\"config\"}} {}",
+        gauges.cached_configs
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_cache_objects{{kind=\"workload\"}} {}",
+        gauges.cached_workloads
+    );
+    header(
+        &mut out,
+        "wavelet_work_queue_depth",
+        "Keys waiting in a work queue, by mode.",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_work_queue_depth{{mode=\"hash\"}} {}",
+        gauges.hash_queue
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_work_queue_depth{{mode=\"delete\"}} {}",
+        gauges.delete_queue
+    );
+    gauge(
+        &mut out,
+        "wavelet_leader",
+        "1 while this replica may write (the leader, or leader election off).",
+        u64::from(gauges.leader),
+    );
+    header(
+        &mut out,
+        "wavelet_leader_transitions_total",
+        "Times this replica became the leader.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_leader_transitions_total {}",
+        metrics.leader_transitions.load(Ordering::Relaxed)
+    );
+    gauge(
+        &mut out,
+        "wavelet_ready",
+        "1 once every initial list is in.",
+        u64::from(gauges.ready),
+    );
+    if let Some(bytes) = gauges.resident_bytes {
+        gauge(
+            &mut out,
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes (VmRSS).",
+            bytes,
+        );
+    }
+    out
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
+    header(out, name, help, "gauge");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn counter_vec(out: &mut String, name: &str, help: &str, labels: &[&str], vec: &CounterVec) {
+    header(out, name, help, "counter");
+    for (values, n) in vec.samples() {
+        let pairs: Vec<String> = labels
+            .iter()
+            .zip(&values)
+            .map(|(l, v)| format!("{l}=\"{}\"", escape(v)))
+            .collect();
+        let _ = writeln!(out, "{name}{{{}}} {n}", pairs.join(","));
+    }
+}
+
+fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
+    header(out, name, help, "histogram");
+    let data = h.inner.lock().unwrap();
+    for (bound, count) in BUCKETS.iter().zip(&data.counts) {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", data.count);
+    let _ = writeln!(out, "{name}_sum {}", data.sum);
+    let _ = writeln!(out, "{name}_count {}", data.count);
+}
+
+/// Label values escape `\`, `"` and newlines.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let h = Histogram::default();
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_millis(300));
+        let m = Metrics::default();
+        let mut out = String::new();
+        histogram(&mut out, "x", "help", &h);
+        assert!(out.contains("x_bucket{le=\"0.005\"} 1\n"));
+        assert!(out.contains("x_bucket{le=\"0.5\"} 2\n"));
+        assert!(out.contains("x_bucket{le=\"+Inf\"} 2\n"));
+        assert!(out.contains("x_count 2\n"));
+        drop(m);
+    }
+
+    #[test]
+    fn every_family_has_help_and_type_before_its_samples() {
+        let m = Metrics::default();
+        m.rollouts.inc(&["Deployment", "rolled"]);
+        m.watch_relists.inc(&["configmaps", "initial"]);
+        let text = render(
+            &m,
+            &Gauges {
+                requests: vec![(("list", 200), 3)],
+                resident_bytes: Some(4096),
+                ..Gauges::default()
+            },
+        );
+        let mut typed = std::collections::HashSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                typed.insert(rest.split(' ').next().unwrap().to_string());
+            } else if !line.starts_with('#') {
+                let name = line.split(['{', ' ']).next().unwrap();
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(*f)))
+                    .unwrap_or(name);
+                assert!(typed.contains(family), "no TYPE before {line}");
+            }
+        }
+        assert!(text.contains("wavelet_rollouts_total{kind=\"Deployment\",result=\"rolled\"} 1\n"));
+        assert!(text.contains("wavelet_api_requests_total{verb=\"list\",code=\"200\"} 3\n"));
+        assert!(text.contains("process_resident_memory_bytes 4096\n"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn reads_vm_rss_in_kilobytes() {
+        let status = "Name:\twavelet\nVmRSS:\t    5120 kB\nThreads:\t9\n";
+        assert_eq!(parse_vm_rss(status), Some(5120 * 1024));
+        assert_eq!(parse_vm_rss("Name: x\n"), None);
+    }
+}

@@ -1,0 +1,473 @@
+//! Operations: shutdown on signals, the HTTP endpoints, leader election.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::fake::{FakeApi, Fault};
+use crate::util::*;
+
+const NS: &str = "default";
+const HASH: &str = "wavelet.dev/config-hash";
+
+/// A fake with one opted-in Deployment mounting one ConfigMap.
+fn fake_with_workload() -> FakeApi {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
+    fake
+}
+
+fn exits_zero_soon_after(signal: &str) {
+    let fake = fake_with_workload();
+    let mut wavelet = Wavelet::start(&fake, FAST);
+    let sent = Instant::now();
+    wavelet.signal(signal);
+    let status = wavelet.wait_exit(Duration::from_secs(3));
+    let output = wavelet.output();
+    let status = status.unwrap_or_else(|| panic!("still running 3 s after SIG{signal}:\n{output}"));
+    assert_eq!(status.code(), Some(0), "SIG{signal} exit status:\n{output}");
+    assert!(sent.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn sigterm_exits_zero_within_three_seconds() {
+    exits_zero_soon_after("TERM");
+}
+
+#[test]
+fn sigint_exits_zero_within_three_seconds() {
+    exits_zero_soon_after("INT");
+}
+
+/// One sample of the exposition text.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parses the Prometheus text format strictly: every sample is `name{labels} value` or
+/// `name value`, and its family has `# HELP` and `# TYPE` lines before it.
+fn parse_exposition(text: &str) -> Vec<Sample> {
+    let mut helped = HashSet::new();
+    let mut typed: HashMap<String, String> = HashMap::new();
+    let mut samples = Vec::new();
+    let is_name = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').expect("HELP has text");
+            assert!(is_name(name) && !help.is_empty(), "bad HELP: {line}");
+            helped.insert(name.to_string());
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE has a kind");
+            assert!(helped.contains(name), "TYPE before HELP: {line}");
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "bad TYPE: {line}"
+            );
+            typed.insert(name.to_string(), kind.to_string());
+            continue;
+        }
+        assert!(
+            !line.starts_with('#') && !line.is_empty(),
+            "stray line: {line:?}"
+        );
+        let (series, value) = line.rsplit_once(' ').expect("sample has a value");
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => {
+                let inner = rest.strip_suffix('}').expect("labels end with }");
+                let labels = inner
+                    .split("\",")
+                    .filter(|p| !p.is_empty())
+                    .map(|pair| {
+                        let (k, v) = pair.split_once("=\"").expect("label is k=\"v\"");
+                        assert!(is_name(k), "bad label name in {line}");
+                        (k.to_string(), v.trim_end_matches('"').to_string())
+                    })
+                    .collect();
+                (name, labels)
+            }
+            None => (series, BTreeMap::new()),
+        };
+        assert!(is_name(name), "bad metric name: {line}");
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s)
+                    .filter(|f| typed.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(typed.contains_key(family), "sample before its TYPE: {line}");
+        samples.push(Sample {
+            name: name.to_string(),
+            labels,
+            value,
+        });
+    }
+    samples
+}
+
+/// The value of the sample `name` whose labels include `labels` (0 when absent).
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|s| s.value)
+        .sum()
+}
+
+fn scrape(wavelet: &Wavelet) -> Vec<Sample> {
+    let (code, body) = wavelet.http_get("/metrics");
+    assert_eq!(code, 200, "{body}");
+    parse_exposition(&body)
+}
+
+/// Scrapes until `cond` holds (the patch reaches the fake just before the worker counts
+/// it), and returns that scrape.
+fn scrape_until(wavelet: &Wavelet, what: &str, cond: impl Fn(&[Sample]) -> bool) -> Vec<Sample> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let samples = scrape(wavelet);
+        if cond(&samples) {
+            return samples;
+        }
+        if Instant::now() > deadline {
+            panic!("metrics never showed {what}: {samples:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn readyz_is_503_until_the_initial_sync_then_200() {
+    let fake = fake_with_workload();
+    fake.inject(Fault::Slow {
+        method: "GET".into(),
+        resource: "daemonsets".into(),
+        delay: Duration::from_secs(2),
+    });
+    let wavelet = Wavelet::start_unsynced(&fake, FAST);
+    assert_eq!(wavelet.http_get("/readyz").0, 503, "{}", wavelet.output());
+    assert_eq!(wavelet.http_get("/healthz").0, 200, "{}", wavelet.output());
+    assert!(
+        wavelet.wait_for_output("initial sync complete", Duration::from_secs(10)),
+        "{}",
+        wavelet.output()
+    );
+    assert_eq!(wavelet.http_get("/readyz").0, 200);
+    assert_eq!(wavelet.http_get("/healthz").0, 200);
+    assert_eq!(wavelet.http_get("/nothing").0, 404);
+}
+
+#[test]
+fn metrics_parse_and_count_a_rollout() {
+    let fake = fake_with_workload();
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    let adopted = [("kind", "Deployment"), ("result", "adopted")];
+    let rolled = [("kind", "Deployment"), ("result", "rolled")];
+    let before = scrape_until(&wavelet, "the adoption", |s| {
+        value(s, "wavelet_rollouts_total", &adopted) == 1.0
+    });
+    assert_eq!(value(&before, "wavelet_rollouts_total", &rolled), 0.0);
+    assert!(
+        value(
+            &before,
+            "wavelet_watch_relists_total",
+            &[("resource", "configmaps"), ("reason", "initial")]
+        ) >= 1.0
+    );
+    assert!(value(&before, "wavelet_api_requests_total", &[("verb", "list")]) >= 5.0);
+    assert_eq!(
+        value(&before, "wavelet_cache_objects", &[("kind", "workload")]),
+        1.0
+    );
+    assert_eq!(value(&before, "wavelet_leader", &[]), 1.0);
+    assert_eq!(value(&before, "wavelet_ready", &[]), 1.0);
+    assert!(value(&before, "process_resident_memory_bytes", &[]) > 0.0);
+
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    let after = scrape_until(&wavelet, "the rollout", |s| {
+        value(s, "wavelet_rollouts_total", &rolled) == 1.0
+    });
+    assert_eq!(
+        value(&after, "wavelet_change_to_patch_seconds_count", &[]),
+        1.0
+    );
+    assert!(
+        value(&after, "wavelet_reconcile_duration_seconds_count", &[])
+            > value(&before, "wavelet_reconcile_duration_seconds_count", &[])
+    );
+    assert!(
+        value(
+            &after,
+            "wavelet_api_requests_total",
+            &[("verb", "patch"), ("code", "200")]
+        ) >= 2.0
+    );
+}
+
+/// Leader election with short timings: lease 2s, renew deadline 1.5s, retry 300ms.
+const ELECT: &[&str] = &[
+    "--leader-elect",
+    "--lease-namespace",
+    NS,
+    "--lease-name",
+    "wavelet",
+    "--lease-duration",
+    "2s",
+    "--renew-deadline",
+    "1500ms",
+    "--retry-period",
+    "300ms",
+];
+
+fn elect_args() -> Vec<&'static str> {
+    FAST.iter().chain(ELECT).copied().collect()
+}
+
+/// Two replicas on one fake, adopted by whichever leads; returns (leader, standby).
+fn two_replicas(fake: &FakeApi) -> (Wavelet, Wavelet) {
+    let a = Wavelet::start(fake, &elect_args());
+    let b = Wavelet::start(fake, &elect_args());
+    eventually(fake, &a, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match (is_leader(&a), is_leader(&b)) {
+            (true, false) => return (a, b),
+            (false, true) => return (b, a),
+            (true, true) => panic!("two leaders:\n{}\n---\n{}", a.output(), b.output()),
+            (false, false) if Instant::now() > deadline => {
+                panic!("no leader:\n{}\n---\n{}", a.output(), b.output())
+            }
+            (false, false) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn is_leader(wavelet: &Wavelet) -> bool {
+    value(&scrape(wavelet), "wavelet_leader", &[]) == 1.0
+}
+
+fn lease_holder(fake: &FakeApi) -> String {
+    fake.get("leases", NS, "wavelet").expect("the Lease exists")["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn change_config(fake: &FakeApi, color: &str) {
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": color}}),
+    );
+}
+
+#[test]
+fn of_two_replicas_only_the_leader_writes() {
+    let fake = fake_with_workload();
+    let (leader, standby) = two_replicas(&fake);
+    assert_eq!(value(&scrape(&standby), "wavelet_ready", &[]), 1.0);
+    assert_eq!(standby.http_get("/readyz").0, 200, "a standby is ready");
+    change_config(&fake, "green");
+    eventually(&fake, &leader, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    settle(Duration::from_millis(800));
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+    assert!(
+        leader.wait_for_output("rolled:", Duration::from_secs(5)),
+        "{}",
+        leader.output()
+    );
+    let standby_output = standby.output();
+    assert!(
+        !standby_output.contains("rolled:") && !standby_output.contains("adopted with"),
+        "the standby wrote:\n{standby_output}"
+    );
+    let writes = |s: &[Sample]| value(s, "wavelet_rollouts_total", &[]);
+    assert_eq!(writes(&scrape(&standby)), 0.0);
+    assert_eq!(writes(&scrape(&leader)), 2.0, "adoption and rollout");
+}
+
+#[test]
+fn when_the_leader_is_killed_the_standby_takes_over_within_the_lease_duration() {
+    let fake = fake_with_workload();
+    let (leader, standby) = two_replicas(&fake);
+    let killed = Instant::now();
+    leader.kill();
+    assert!(
+        standby.wait_for_output("acquired Lease", Duration::from_secs(10)),
+        "{}",
+        standby.output()
+    );
+    let took = killed.elapsed();
+    // Lease duration + retry period, plus the standby's up to 2.2 retry periods of
+    // staleness in seeing the last renewal and the attempt's jitter.
+    assert!(
+        took < Duration::from_millis(2000 + 300 + 2 * 660 + 500),
+        "took over after {took:?}"
+    );
+    change_config(&fake, "green");
+    eventually(&fake, &standby, "rollout by the new leader", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    // The log line follows the patch.
+    assert!(
+        standby.wait_for_output("rolled:", Duration::from_secs(5)),
+        "{}",
+        standby.output()
+    );
+}
+
+#[test]
+fn sigterm_releases_the_lease_and_a_change_during_the_handover_applies_once() {
+    let fake = fake_with_workload();
+    let (mut leader, standby) = two_replicas(&fake);
+    let transitions = fake.get("leases", NS, "wavelet").unwrap()["spec"]["leaseTransitions"]
+        .as_u64()
+        .unwrap();
+    let sent = Instant::now();
+    leader.signal("TERM");
+    change_config(&fake, "green");
+    let status = leader.wait_exit(Duration::from_secs(3));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        leader.output()
+    );
+    assert!(
+        leader.output().contains("released Lease"),
+        "{}",
+        leader.output()
+    );
+    assert!(
+        standby.wait_for_output("acquired Lease", Duration::from_secs(3)),
+        "{}",
+        standby.output()
+    );
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        sent.elapsed()
+    );
+    let holder = lease_holder(&fake);
+    assert!(
+        !holder.is_empty()
+            && standby
+                .output()
+                .contains(&format!("{holder} acquired Lease")),
+        "holder {holder:?}:\n{}",
+        standby.output()
+    );
+    assert_eq!(
+        fake.get("leases", NS, "wavelet").unwrap()["spec"]["leaseTransitions"].as_u64(),
+        Some(transitions + 1)
+    );
+    eventually(&fake, &standby, "the change rolled out", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    settle(Duration::from_millis(800));
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+    assert_eq!(
+        hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),
+        expected_hash(&fake, "deployments", NS, "web")
+    );
+}
+
+#[test]
+fn leader_election_out_of_cluster_names_the_lease_namespace_flag() {
+    let fake = FakeApi::start();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wavelet"))
+        .args([
+            "run",
+            "--server",
+            &fake.url(),
+            "--listen-addr",
+            "127.0.0.1:0",
+        ])
+        .arg("--leader-elect")
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--lease-namespace"), "{stderr}");
+}
+
+#[test]
+fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
+    let fake = fake_with_workload();
+    let wavelet = Wavelet::start(&fake, &elect_args());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    fake.inject(Fault::Status {
+        method: "PUT".into(),
+        resource: "leases".into(),
+        code: 500,
+        retry_after_secs: None,
+        times: 10_000,
+        plain_text: false,
+    });
+    let failing = Instant::now();
+    assert!(
+        wavelet.wait_for_output("stopped writing", Duration::from_secs(5)),
+        "{}",
+        wavelet.output()
+    );
+    // Renew deadline 1.5s, noticed on the next retry (300ms).
+    assert!(
+        failing.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        failing.elapsed()
+    );
+    assert_eq!(value(&scrape(&wavelet), "wavelet_leader", &[]), 0.0);
+    change_config(&fake, "green");
+    settle(Duration::from_millis(1000));
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        0,
+        "{}",
+        wavelet.output()
+    );
+}
