@@ -80,6 +80,24 @@ struct Inner {
 }
 
 /// Everything needed to build a [`Client`], gathered from flags, kubeconfig or the pod.
+/// The User-Agent of every client of this process, fixed by [`set_user_agent`] before the
+/// first client is built.
+static USER_AGENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the User-Agent (once, before building clients). The controller sends
+/// `wavelet/<version>`; the read-only subcommands send `wavelet-cli/<version>`, so audit
+/// logs (and the RBAC test) tell a person's `wavelet hash` from the controller's requests.
+pub fn set_user_agent(user_agent: String) {
+    let _ = USER_AGENT.set(user_agent);
+}
+
+fn user_agent() -> String {
+    USER_AGENT
+        .get()
+        .cloned()
+        .unwrap_or_else(|| format!("wavelet/{}", env!("CARGO_PKG_VERSION")))
+}
+
 struct Setup {
     base_url: String,
     ca: Option<Pem>,
@@ -313,7 +331,7 @@ impl Client {
     fn build(setup: Setup) -> Result<Client, Error> {
         let mut config = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .user_agent(format!("wavelet/{}", env!("CARGO_PKG_VERSION")))
+            .user_agent(user_agent())
             .accept("application/json")
             // The API server does not redirect; never follow one with credentials.
             .max_redirects(0)

@@ -56,11 +56,13 @@ fn run(args: &[String]) -> Result<i32, Error> {
             kind,
             name,
         } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
             let client = Client::from_flags(&config.connection)?;
             wavelet::commands::hash(&client, &namespace, &kind, &name, &mut std::io::stdout())
                 .map(|()| 0)
         }
         Command::Status { namespace } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
             let client = Client::from_flags(&config.connection)?;
             let out_of_date =
                 wavelet::commands::status(&client, namespace.as_deref(), &mut std::io::stdout())?;
