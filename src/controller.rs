@@ -2,7 +2,7 @@
 //! cache, a work queue per mode (hash mode, delete mode), and reconcile workers that start
 //! once every initial list is in.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -49,10 +49,6 @@ pub struct Controller {
     health: Arc<Health>,
 }
 
-/// When a ConfigMap/Secret change that concerns a workload first arrived, until the
-/// workload's rollout patch (for the change-to-patch histogram).
-type ChangeTimes = Mutex<HashMap<WorkloadKey, Instant>>;
-
 impl Controller {
     /// Starts watching and reconciling; returns at once.
     pub fn start(client: Client, config: &RunConfig) -> Result<Controller, Error> {
@@ -82,7 +78,6 @@ impl Controller {
             None => Arc::new(Gate::always_open()),
         };
         let health = Arc::new(Health::default());
-        let changes: Arc<ChangeTimes> = Arc::default();
         let cache = Arc::new(Cache::new());
         let queue = Arc::new(WorkQueue::new(Backoff::default()));
         let hmac_key = read_hash_key(config)?;
@@ -132,7 +127,6 @@ impl Controller {
                     cache: Arc::clone(&cache),
                     queue: Arc::clone(&queue),
                     delete_mode: delete_mode.clone(),
-                    changes: Arc::clone(&changes),
                     debounce: config.debounce,
                     windows: Arc::clone(&debounce),
                     synced: Arc::clone(&synced),
@@ -202,7 +196,6 @@ impl Controller {
                     reconciler: Arc::clone(&reconciler),
                     gate: Arc::clone(&gate),
                     beat: health.register(format!("worker-{n}")),
-                    changes: Arc::clone(&changes),
                     dry_run,
                 };
                 let synced = Arc::clone(&synced);
@@ -328,7 +321,6 @@ struct Worker {
     reconciler: Arc<Reconciler>,
     gate: Arc<Gate>,
     beat: Beat,
-    changes: Arc<ChangeTimes>,
     dry_run: bool,
 }
 
@@ -380,20 +372,21 @@ impl Worker {
         let m = metrics::global();
         let kind = key.resource.kind.as_str();
         match outcome {
-            Outcome::Rolled { .. } => {
+            Outcome::Rolled { changed_at, .. } => {
                 let result = if self.dry_run { "dry_run" } else { "rolled" };
                 m.rollouts.inc(&[kind, result]);
-                if let Some(since) = self.changes.lock().unwrap().remove(key) {
+                if let Some(since) = changed_at {
                     m.change_to_patch.observe(since.elapsed());
                 }
             }
             Outcome::Adopted { .. } => m.rollouts.inc(&[kind, "adopted"]),
             Outcome::Throttled(_) => m.changes_skipped.inc(&["throttled"]),
             Outcome::MissingConfig => m.changes_skipped.inc(&["missing_config"]),
-            Outcome::UpToDate | Outcome::Forgotten | Outcome::OptOutCleaned => {
-                self.changes.lock().unwrap().remove(key);
-            }
-            Outcome::AwaitingWatch | Outcome::Debouncing => {}
+            Outcome::UpToDate
+            | Outcome::Forgotten
+            | Outcome::OptOutCleaned
+            | Outcome::AwaitingWatch
+            | Outcome::Debouncing => {}
         }
     }
 }
@@ -582,7 +575,6 @@ struct ConfigSink {
     queue: Arc<WorkQueue<WorkloadKey>>,
     /// `None`: delete mode is disabled (no state namespace).
     delete_mode: Option<Arc<DeleteMode>>,
-    changes: Arc<ChangeTimes>,
     debounce: Duration,
     windows: Arc<Debounce<WorkloadKey>>,
     synced: Arc<Latch>,
@@ -702,13 +694,7 @@ impl ConfigSink {
 
     /// Wakes the dependents when their debounce window closes.
     fn changed(&self, key: &ConfigKey) {
-        let now = Instant::now();
         for workload in self.cache.dependents(key) {
-            self.changes
-                .lock()
-                .unwrap()
-                .entry(workload.clone())
-                .or_insert(now);
             log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
             self.queue.add_after(workload, self.debounce);
         }

@@ -21,7 +21,7 @@ use crate::cache::{Cache, ConfigEntry, WorkloadEntry};
 use crate::client::{Client, PatchType};
 use crate::error::Error;
 use crate::events::{ObjectRef, Recorder};
-use crate::hash::{self, ConfigHash};
+use crate::hash;
 use crate::objects::{ConfigKey, Digest, WorkloadKey};
 use crate::references::Reference;
 use crate::throttle::{Debounce, RolloutThrottle, Throttled};
@@ -46,6 +46,10 @@ pub enum Outcome {
     Rolled {
         from: String,
         to: String,
+        /// When the change that caused the rollout was first noticed (its debounce window
+        /// opened), for the change-to-patch latency; `None` for a change made while
+        /// wavelet was not running.
+        changed_at: Option<Instant>,
     },
     MissingConfig,
     Throttled(Throttled),
@@ -114,17 +118,6 @@ impl Reconciler {
             debounce,
             memory: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// The hash `run` would write for this workload now, with what is missing.
-    pub fn compute_hash(&self, entry: &WorkloadEntry) -> ConfigHash {
-        let resolved = self.resolve(&entry.references);
-        hash::compute(
-            resolved
-                .iter()
-                .map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))),
-            self.settings.hmac_key.as_deref(),
-        )
     }
 
     fn resolve<'a>(
@@ -317,6 +310,7 @@ impl Reconciler {
             Outcome::Rolled {
                 from: recorded,
                 to: computed.hash,
+                changed_at: self.debounce.window_opened(key),
             },
         ))
     }
