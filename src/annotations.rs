@@ -1,5 +1,7 @@
 //! The annotations wavelet reads and writes, each documented once.
 
+use crate::objects::Annotations;
+
 /// Opt-in on a workload's metadata: `"true"` enables hash mode, writing [`WAVELET_HASH`].
 pub const WAVELET_OPT_IN: &str = "wavelet.dev/update-on-config-change";
 /// Wave's opt-in key, accepted as is; it makes wavelet write [`WAVE_HASH`].
@@ -22,6 +24,28 @@ pub const WAVELET_POD_DELETE_MATCH: &str = "wavelet.dev/pod-delete-match";
 /// Delete mode: `evict` (default), `delete` or `rolling`.
 pub const WAVELET_POD_DELETE_STRATEGY: &str = "wavelet.dev/pod-delete-strategy";
 
+/// Every annotation wavelet reads; objects' other annotations are never parsed.
+pub const READ: [&str; 11] = [
+    WAVELET_OPT_IN,
+    WAVE_OPT_IN,
+    WAVELET_HASH,
+    WAVE_HASH,
+    WAVELET_EXTRA_CONFIGMAPS,
+    WAVELET_EXTRA_SECRETS,
+    WAVE_EXTRA_CONFIGMAPS,
+    WAVE_EXTRA_SECRETS,
+    MAGALIX_POD_DELETE_MATCH,
+    WAVELET_POD_DELETE_MATCH,
+    WAVELET_POD_DELETE_STRATEGY,
+];
+
+/// The delete-mode selector of a ConfigMap/Secret, under wavelet's key or the lab's.
+pub fn pod_delete_match(annotations: &Annotations) -> Option<&str> {
+    annotations
+        .get(WAVELET_POD_DELETE_MATCH)
+        .or_else(|| annotations.get(MAGALIX_POD_DELETE_MATCH))
+}
+
 /// Which opt-in a workload used, which decides the hash key written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Flavor {
@@ -32,12 +56,10 @@ pub enum Flavor {
 impl Flavor {
     /// The opt-in flavor from a workload's metadata annotations; wavelet's key wins if both
     /// are set. Only the exact value `"true"` opts in.
-    pub fn from_annotations(
-        annotations: &std::collections::BTreeMap<String, String>,
-    ) -> Option<Flavor> {
-        if annotations.get(WAVELET_OPT_IN).map(String::as_str) == Some("true") {
+    pub fn from_annotations(annotations: &Annotations) -> Option<Flavor> {
+        if annotations.get(WAVELET_OPT_IN) == Some("true") {
             Some(Flavor::Wavelet)
-        } else if annotations.get(WAVE_OPT_IN).map(String::as_str) == Some("true") {
+        } else if annotations.get(WAVE_OPT_IN) == Some("true") {
             Some(Flavor::Wave)
         } else {
             None
@@ -55,13 +77,9 @@ impl Flavor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
-    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    fn annotations(pairs: &[(&str, &str)]) -> Annotations {
+        Annotations::from_pairs(pairs.iter().copied())
     }
 
     #[test]

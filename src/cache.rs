@@ -1,48 +1,109 @@
 //! wavelet's own cache: what decisions need and no more, plus the reverse index from a
 //! ConfigMap/Secret to the workloads that reference it.
 //!
-//! One writer per kind (its watch thread), many readers (reconcile workers). Entries are
-//! immutable `Arc`s: a reader keeps a consistent snapshot while the writer swaps in a new
-//! one. Secret values never get here, only per-key digests.
+//! Writers: the watch thread of each kind, and for Secrets also the fetchers, which read
+//! the data of the Secrets that matter (Secrets are watched as metadata only). Many
+//! readers (reconcile workers). Entries are immutable `Arc`s: a reader keeps a consistent
+//! snapshot while a writer swaps in a new one. Secret values never get here, only per-key
+//! digests.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::annotations::{self, Flavor};
+use crate::compact::{ResourceVersion, Uid};
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigObject, Digest, Resource, WorkloadKey, WorkloadObject,
+    Annotations, ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
+    WorkloadObject,
 };
 use crate::references::{self, Reference};
 
 /// A ConfigMap or Secret as wavelet remembers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigEntry {
-    pub uid: String,
-    pub resource_version: String,
-    /// Per-key digests, sorted by key.
-    pub digests: Vec<(String, Digest)>,
-    /// The delete-mode selector annotation, when set (either key).
-    pub pod_delete_match: Option<String>,
-    /// The delete-mode strategy annotation, when set.
-    pub pod_delete_strategy: Option<String>,
+    pub uid: Uid,
+    pub resource_version: ResourceVersion,
+    /// The per-key digests last read, with the resourceVersion they were read at; `None`
+    /// until read (a Secret's data is fetched only when something references it).
+    data: Option<ConfigData>,
+    /// The delete-mode annotations, when the object carries a selector.
+    delete_mode: Option<Box<DeleteModeAnnotations>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ConfigData {
+    resource_version: ResourceVersion,
+    /// Sorted by key.
+    digests: Box<[KeyDigest]>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DeleteModeAnnotations {
+    selector: Box<str>,
+    strategy: Option<Box<str>>,
+}
+
+impl DeleteModeAnnotations {
+    fn from(annotations: &Annotations) -> Option<Box<DeleteModeAnnotations>> {
+        let selector = annotations::pod_delete_match(annotations)?;
+        Some(Box::new(DeleteModeAnnotations {
+            selector: selector.into(),
+            strategy: annotations
+                .get(annotations::WAVELET_POD_DELETE_STRATEGY)
+                .map(Box::from),
+        }))
+    }
 }
 
 impl ConfigEntry {
-    pub fn from_object(obj: ConfigObject) -> ConfigEntry {
-        let annotations = &obj.metadata.annotations;
-        let pod_delete_match = annotations
-            .get(annotations::WAVELET_POD_DELETE_MATCH)
-            .or_else(|| annotations.get(annotations::MAGALIX_POD_DELETE_MATCH))
-            .cloned();
+    /// An entry for `metadata` with `digests` read at its resourceVersion (or none yet).
+    pub fn new(metadata: &ObjectMeta, digests: Option<Box<[KeyDigest]>>) -> ConfigEntry {
+        let resource_version = ResourceVersion::new(&metadata.resource_version);
         ConfigEntry {
-            pod_delete_strategy: annotations
-                .get(annotations::WAVELET_POD_DELETE_STRATEGY)
-                .cloned(),
-            pod_delete_match,
-            uid: obj.metadata.uid,
-            resource_version: obj.metadata.resource_version,
-            digests: obj.digests,
+            uid: Uid::new(&metadata.uid),
+            data: digests.map(|digests| ConfigData {
+                resource_version: resource_version.clone(),
+                digests,
+            }),
+            resource_version,
+            delete_mode: DeleteModeAnnotations::from(&metadata.annotations),
         }
+    }
+
+    /// The digests of the current version, sorted by key; `None` while they are not read
+    /// yet (then nothing may be decided on this object's data).
+    pub fn digests(&self) -> Option<&[KeyDigest]> {
+        self.data
+            .as_ref()
+            .filter(|d| d.resource_version == self.resource_version)
+            .map(|d| &*d.digests)
+    }
+
+    /// The digests are those of the current version.
+    pub fn is_current(&self) -> bool {
+        self.digests().is_some()
+    }
+
+    /// The digests last read, possibly of an older version.
+    fn last_digests(&self) -> Option<&[KeyDigest]> {
+        self.data.as_ref().map(|d| &*d.digests)
+    }
+
+    /// The delete-mode selector annotation, when set (either key).
+    pub fn pod_delete_match(&self) -> Option<&str> {
+        self.delete_mode.as_ref().map(|d| &*d.selector)
+    }
+
+    /// The delete-mode strategy annotation, when set with a selector.
+    pub fn pod_delete_strategy(&self) -> Option<&str> {
+        self.delete_mode
+            .as_ref()
+            .and_then(|d| d.strategy.as_deref())
+    }
+
+    /// Whether the data last read differs from `digests` (or none was read).
+    pub fn data_differs(&self, digests: &[KeyDigest]) -> bool {
+        self.last_digests() != Some(digests)
     }
 }
 
@@ -62,15 +123,15 @@ pub enum ConfigChange {
 /// An opted-in workload (or one with wavelet's annotations left to clean up).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadEntry {
-    pub uid: String,
-    pub resource_version: String,
+    pub uid: Uid,
+    pub resource_version: ResourceVersion,
     /// `None`: opted out, kept only until wavelet's metadata annotations are removed.
     pub flavor: Option<Flavor>,
-    pub references: Vec<Reference>,
+    pub references: Box<[Reference]>,
     /// The hash on the pod template under the flavor's key.
-    pub template_hash: Option<String>,
+    pub template_hash: Option<Box<str>>,
     /// The hash on the workload's metadata (adoption) under the flavor's key.
-    pub metadata_hash: Option<String>,
+    pub metadata_hash: Option<Box<str>>,
     /// wavelet/Wave hash keys present on the metadata (for opt-out clean-up).
     pub metadata_hash_keys: Vec<&'static str>,
 }
@@ -83,20 +144,20 @@ impl WorkloadEntry {
         let metadata_hash_keys: Vec<&'static str> =
             [annotations::WAVELET_HASH, annotations::WAVE_HASH]
                 .into_iter()
-                .filter(|k| meta.annotations.contains_key(*k))
+                .filter(|k| meta.annotations.contains_key(k))
                 .collect();
         if flavor.is_none() && metadata_hash_keys.is_empty() {
             return None;
         }
         let hash_key = flavor.map(Flavor::hash_key);
-        let lookup = |map: &BTreeMap<String, String>| hash_key.and_then(|k| map.get(k)).cloned();
+        let lookup = |map: &Annotations| hash_key.and_then(|k| map.get(k)).map(Box::from);
         Some(WorkloadEntry {
-            uid: meta.uid.clone(),
-            resource_version: meta.resource_version.clone(),
+            uid: Uid::new(&meta.uid),
+            resource_version: ResourceVersion::new(&meta.resource_version),
             references: if flavor.is_some() {
-                references::references(obj)
+                references::references(obj).into_boxed_slice()
             } else {
-                Vec::new()
+                Box::default()
             },
             template_hash: lookup(&obj.spec.template.metadata.annotations),
             metadata_hash: lookup(&meta.annotations),
@@ -136,23 +197,76 @@ impl Cache {
         self.configs.read().unwrap().get(key).cloned()
     }
 
-    /// Stores a ConfigMap/Secret; says whether its data changed.
+    /// Stores a whole ConfigMap/Secret (its digests read); says whether its data changed.
     pub fn upsert_config(&self, kind: ConfigKind, obj: ConfigObject) -> (ConfigKey, ConfigChange) {
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
-        let entry = ConfigEntry::from_object(obj);
+        let entry = ConfigEntry::new(&obj.metadata, Some(obj.data.unwrap_or_default()));
         let mut configs = self.configs.write().unwrap();
         let change = match configs.get(&key) {
             None => ConfigChange::Created,
-            Some(old) if old.resource_version == entry.resource_version && old.uid == entry.uid => {
-                return (key, ConfigChange::Unchanged)
-            }
-            Some(old) if old.digests != entry.digests || old.uid != entry.uid => {
+            Some(old) if **old == entry => return (key, ConfigChange::Unchanged),
+            Some(old) if old.uid != entry.uid || old.digests() != entry.digests() => {
                 ConfigChange::DataChanged
             }
             Some(_) => ConfigChange::MetadataOnly,
         };
         configs.insert(key.clone(), Arc::new(entry));
         (key, change)
+    }
+
+    /// Stores what a metadata-only watch says of a Secret: its identity, version and
+    /// annotations. The digests last read are kept for comparison when `keep_data` and the
+    /// object is the same one (same uid); they count again only once read at this version.
+    /// Returns the entry before and after.
+    pub fn upsert_metadata(
+        &self,
+        kind: ConfigKind,
+        metadata: &ObjectMeta,
+        keep_data: bool,
+    ) -> (ConfigKey, Option<Arc<ConfigEntry>>, Arc<ConfigEntry>) {
+        let key = ConfigKey::new(kind, &metadata.namespace, &metadata.name);
+        let mut entry = ConfigEntry::new(metadata, None);
+        let mut configs = self.configs.write().unwrap();
+        let before = configs.get(&key).cloned();
+        if let Some(old) = &before {
+            if keep_data && old.uid == entry.uid {
+                entry.data = old.data.clone();
+            }
+            if **old == entry {
+                return (key, before.clone(), Arc::clone(old));
+            }
+        }
+        let after = Arc::new(entry);
+        configs.insert(key.clone(), Arc::clone(&after));
+        (key, before, after)
+    }
+
+    /// Stores the digests of a fetched Secret, unless the cached object is another one
+    /// (deleted, or re-created with another uid) by now. `version_when_asked` is the
+    /// cached resourceVersion when the fetch began: if no newer version was seen meanwhile,
+    /// the fetched version becomes the cached one. Returns the entry after, or `None` when
+    /// the result was dropped.
+    pub fn store_fetched(
+        &self,
+        key: &ConfigKey,
+        version_when_asked: &ResourceVersion,
+        fetched: ConfigObject,
+    ) -> Option<Arc<ConfigEntry>> {
+        let fetched_entry = ConfigEntry::new(&fetched.metadata, Some(fetched.data?));
+        let mut configs = self.configs.write().unwrap();
+        let old = configs.get(key)?;
+        if old.uid != fetched_entry.uid {
+            return None;
+        }
+        let mut entry = (**old).clone();
+        entry.data = fetched_entry.data;
+        if old.resource_version == *version_when_asked {
+            entry.resource_version = fetched_entry.resource_version;
+            entry.delete_mode = fetched_entry.delete_mode;
+        }
+        let after = Arc::new(entry);
+        configs.insert(key.clone(), Arc::clone(&after));
+        Some(after)
     }
 
     pub fn remove_config(&self, key: &ConfigKey) -> Option<Arc<ConfigEntry>> {
@@ -165,7 +279,7 @@ impl Cache {
             .read()
             .unwrap()
             .keys()
-            .filter(|k| k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns))
+            .filter(|k| k.kind == kind && namespace.is_none_or(|ns| *k.namespace == *ns))
             .cloned()
             .collect()
     }
@@ -176,9 +290,14 @@ impl Cache {
             .read()
             .unwrap()
             .iter()
-            .filter(|(_, e)| e.pod_delete_match.is_some())
+            .filter(|(_, e)| e.pod_delete_match().is_some())
             .map(|(k, e)| (k.clone(), Arc::clone(e)))
             .collect()
+    }
+
+    /// Some workload references `key`.
+    pub fn is_referenced(&self, key: &ConfigKey) -> bool {
+        self.workloads.read().unwrap().dependents.contains_key(key)
     }
 
     /// Workloads that reference `key`.
@@ -210,14 +329,8 @@ impl Cache {
             None => workloads.entries.remove(key),
         };
         let new = workloads.entries.get(key).cloned();
-        let old_refs = old
-            .as_ref()
-            .map(|e| e.references.as_slice())
-            .unwrap_or_default();
-        let new_refs = new
-            .as_ref()
-            .map(|e| e.references.as_slice())
-            .unwrap_or_default();
+        let old_refs = old.as_ref().map(|e| &*e.references).unwrap_or_default();
+        let new_refs = new.as_ref().map(|e| &*e.references).unwrap_or_default();
         for r in old_refs {
             if !new_refs.iter().any(|n| n.config == r.config) {
                 if let Some(list) = workloads.dependents.get_mut(&r.config) {
@@ -244,7 +357,7 @@ impl Cache {
             .unwrap()
             .entries
             .keys()
-            .filter(|k| *k.resource == *resource && namespace.is_none_or(|ns| k.namespace == ns))
+            .filter(|k| *k.resource == *resource && namespace.is_none_or(|ns| *k.namespace == *ns))
             .cloned()
             .collect()
     }
@@ -261,6 +374,7 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn configmap(
         name: &str,

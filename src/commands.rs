@@ -4,12 +4,13 @@ use std::io::Write;
 use std::sync::Arc;
 
 use crate::cache::{Cache, WorkloadEntry};
-use crate::client::Client;
+use crate::client::{Client, Shape};
 use crate::controller::list_all;
 use crate::error::Error;
 use crate::hash;
 use crate::objects::{
-    ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey, WorkloadObject,
+    ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey,
+    WorkloadObject,
 };
 use crate::references::Reference;
 
@@ -57,7 +58,7 @@ pub fn hash(
     let computed = hash::compute(
         resolved
             .iter()
-            .map(|(r, o)| (*r, o.as_ref().map(|o| o.digests.as_slice()))),
+            .map(|(r, o)| (*r, o.as_ref().map(ConfigObject::digests))),
         None,
     );
     let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
@@ -114,11 +115,42 @@ pub fn status(
 ) -> Result<usize, Error> {
     let mut out_of_date = 0;
     let cache = Cache::new();
-    for item in list_all::<ConfigMapItem>(client, &Resource::configmaps(), namespace)? {
+    for item in list_all::<ConfigMapItem>(client, &Resource::configmaps(), namespace, Shape::Whole)?
+    {
         cache.upsert_config(ConfigKind::ConfigMap, item.0);
     }
-    for item in list_all::<SecretItem>(client, &Resource::secrets(), namespace)? {
-        cache.upsert_config(ConfigKind::Secret, item.0);
+    // Secrets as metadata; the data of those that matter is read below, one GET each.
+    for SecretItem(secret) in
+        list_all::<SecretItem>(client, &Resource::secrets(), namespace, Shape::Metadata)?
+    {
+        if secret.data.is_some() {
+            cache.upsert_config(ConfigKind::Secret, secret);
+        } else {
+            cache.upsert_metadata(ConfigKind::Secret, &secret.metadata, false);
+        }
+    }
+    let mut workloads = Vec::new();
+    for resource in [
+        Resource::deployments(),
+        Resource::statefulsets(),
+        Resource::daemonsets(),
+    ] {
+        let resource = Arc::new(resource);
+        for workload in list_all::<WorkloadObject>(client, &resource, namespace, Shape::Whole)? {
+            if let Some(entry) =
+                WorkloadEntry::from_object(&workload).filter(|e| e.flavor.is_some())
+            {
+                let key = WorkloadKey::new(
+                    Arc::clone(&resource),
+                    &workload.metadata.namespace,
+                    &workload.metadata.name,
+                );
+                workloads.push((key, entry));
+            }
+        }
+    }
+    for reference in workloads.iter().flat_map(|(_, e)| e.references.iter()) {
+        read_data(client, &cache, &reference.config)?;
     }
     let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
     writeln!(
@@ -127,67 +159,49 @@ pub fn status(
         "KIND", "WORKLOAD", "RECORDED", "CURRENT", "REFS"
     )
     .map_err(write_err)?;
-    for resource in [
-        Resource::deployments(),
-        Resource::statefulsets(),
-        Resource::daemonsets(),
-    ] {
-        let resource = Arc::new(resource);
-        for workload in list_all::<WorkloadObject>(client, &resource, namespace)? {
-            let Some(entry) = WorkloadEntry::from_object(&workload) else {
-                continue;
-            };
-            if entry.flavor.is_none() {
-                continue;
-            }
-            let key = WorkloadKey {
-                resource: Arc::clone(&resource),
-                namespace: workload.metadata.namespace.clone(),
-                name: workload.metadata.name.clone(),
-            };
-            let resolved: Vec<_> = entry
-                .references
+    for (key, entry) in &workloads {
+        let resolved: Vec<_> = entry
+            .references
+            .iter()
+            .map(|r| (r, cache.config(&r.config)))
+            .collect();
+        let computed = hash::compute(
+            resolved
                 .iter()
-                .map(|r| (r, cache.config(&r.config)))
-                .collect();
-            let computed = hash::compute(
-                resolved
+                .map(|(r, e)| (*r, e.as_ref().and_then(|e| e.digests()))),
+            None,
+        );
+        let recorded = entry.recorded_hash().unwrap_or("-");
+        let state = if !computed.missing.is_empty() {
+            format!(
+                "missing: {}",
+                computed
+                    .missing
                     .iter()
-                    .map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))),
-                None,
-            );
-            let recorded = entry.recorded_hash().unwrap_or("-");
-            let state = if !computed.missing.is_empty() {
-                format!(
-                    "missing: {}",
-                    computed
-                        .missing
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            } else if entry.recorded_hash().is_none() {
-                "not adopted yet".into()
-            } else if recorded == computed.hash {
-                "up to date".into()
-            } else {
-                "rollout pending".into()
-            };
-            if state != "up to date" {
-                out_of_date += 1;
-            }
-            writeln!(
-                out,
-                "{:<12} {:<40} {:<10} {:<10} {:<5} {state}",
-                resource.kind,
-                format!("{}/{}", key.namespace, key.name),
-                hash::short(recorded),
-                hash::short(&computed.hash),
-                entry.references.len()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
-            .map_err(write_err)?;
+        } else if entry.recorded_hash().is_none() {
+            "not adopted yet".into()
+        } else if recorded == computed.hash {
+            "up to date".into()
+        } else {
+            "rollout pending".into()
+        };
+        if state != "up to date" {
+            out_of_date += 1;
         }
+        writeln!(
+            out,
+            "{:<12} {:<40} {:<10} {:<10} {:<5} {state}",
+            key.resource.kind,
+            format!("{}/{}", key.namespace, key.name),
+            hash::short(recorded),
+            hash::short(&computed.hash),
+            entry.references.len()
+        )
+        .map_err(write_err)?;
     }
     let delete_mode = cache.delete_mode_configs();
     if !delete_mode.is_empty() {
@@ -202,11 +216,31 @@ pub fn status(
                 out,
                 "{:<50} {:<30} {}",
                 key.to_string(),
-                entry.pod_delete_match.as_deref().unwrap_or(""),
-                entry.pod_delete_strategy.as_deref().unwrap_or("evict")
+                entry.pod_delete_match().unwrap_or(""),
+                entry.pod_delete_strategy().unwrap_or("evict")
             )
             .map_err(write_err)?;
         }
     }
     Ok(out_of_date)
+}
+
+/// Reads the data of a Secret the cache knows only by its metadata.
+fn read_data(client: &Client, cache: &Cache, key: &ConfigKey) -> Result<(), Error> {
+    let Some(entry) = cache.config(key).filter(|e| !e.is_current()) else {
+        return Ok(());
+    };
+    let path = key.kind.resource().object_path(&key.namespace, &key.name);
+    match client.get::<SecretItem>(&path) {
+        Ok(SecretItem(secret)) => {
+            cache.store_fetched(key, &entry.resource_version, secret);
+            Ok(())
+        }
+        // Deleted since the list: absent.
+        Err(err) if err.is_not_found() => {
+            cache.remove_config(key);
+            Ok(())
+        }
+        Err(err) => Err(err),
+    }
 }

@@ -2,7 +2,6 @@
 //! cache, a work queue per mode (hash mode, delete mode), and reconcile workers that start
 //! once every initial list is in.
 
-use std::collections::HashSet;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -11,22 +10,23 @@ use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 
-use crate::cache::{Cache, ConfigChange, WorkloadEntry};
-use crate::client::Client;
+use crate::cache::Cache;
+use crate::client::{Client, Shape};
 use crate::config::{RunConfig, WorkloadKind};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::events::Recorder;
+use crate::fetch::Fetcher;
 use crate::http::{Beat, Endpoints, Health};
 use crate::leader::{Gate, LeaderElector};
 use crate::metrics::{self, Gauges};
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, ObjectMeta, Resource, SecretItem,
-    WorkloadKey, WorkloadObject,
+    ConfigKind, ConfigMapItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
 use crate::queue::{Backoff, WorkQueue};
 use crate::reconcile::{HashModeSettings, Next, Outcome, Reconciler};
 use crate::selector::percent_encode_query_value;
+use crate::sinks::{ConfigSink, OnSynced, Router, WorkloadSink};
 use crate::state::{StateStore, STATE_CONFIGMAP};
 use crate::throttle::Debounce;
 use crate::watch::{self, Event, LineStream, Page, Restart, Source, WatchConfig, Watcher};
@@ -34,11 +34,16 @@ use crate::watch::{self, Event, LineStream, Page, Restart, Source, WatchConfig, 
 /// Items per LIST page.
 const PAGE_SIZE: u32 = 500;
 
+/// Threads reading the data of Secrets (a few reads at a time: the initial sync reads one
+/// per referenced Secret).
+const FETCHERS: usize = 4;
+
 /// A running controller; dropping it does not stop it, [`Controller::stop`] does.
 pub struct Controller {
     stop: Arc<AtomicBool>,
     queue: Arc<WorkQueue<WorkloadKey>>,
     delete_mode: Option<Arc<DeleteMode>>,
+    fetcher: Arc<Fetcher>,
     workers: Vec<JoinHandle<()>>,
     pub cache: Arc<Cache>,
     synced: Arc<Latch>,
@@ -117,22 +122,32 @@ impl Controller {
             ..WatchConfig::default()
         };
         let watchers = namespaces.len() * (2 + workload_resources.len());
-        let synced = Arc::new(Latch::new(watchers));
+        let listed = Arc::new(Latch::new(watchers));
+        let fetcher = Arc::new(Fetcher::new(client.clone(), Arc::clone(&cache)));
+        let router = Arc::new(Router {
+            cache: Arc::clone(&cache),
+            queue: Arc::clone(&queue),
+            delete_mode: delete_mode.clone(),
+            fetcher: Arc::clone(&fetcher),
+            debounce: config.debounce,
+            windows: Arc::clone(&debounce),
+        });
+        let on_listed = || -> OnSynced {
+            let listed = Arc::clone(&listed);
+            Box::new(move || listed.count_down())
+        };
 
         for namespace in &namespaces {
             for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
-                let mut sink = ConfigSink {
-                    kind,
-                    namespace: namespace.clone(),
-                    cache: Arc::clone(&cache),
-                    queue: Arc::clone(&queue),
-                    delete_mode: delete_mode.clone(),
-                    debounce: config.debounce,
-                    windows: Arc::clone(&debounce),
-                    synced: Arc::clone(&synced),
-                    relist: Relist::default(),
+                let mut sink =
+                    ConfigSink::new(kind, namespace.clone(), Arc::clone(&router), on_listed());
+                // Secrets as metadata only; the fetcher reads those that matter.
+                let shape = match kind {
+                    ConfigKind::ConfigMap => Shape::Whole,
+                    ConfigKind::Secret => Shape::Metadata,
                 };
-                let source = ApiSource::new(client.clone(), kind.resource(), namespace.clone());
+                let source =
+                    ApiSource::new(client.clone(), kind.resource(), namespace.clone(), shape);
                 let stop = Arc::clone(&stop);
                 match kind {
                     ConfigKind::ConfigMap => spawn_watch(
@@ -153,15 +168,18 @@ impl Controller {
             }
             for resource in &workload_resources {
                 let resource = Arc::new(resource.clone());
-                let mut sink = WorkloadSink {
-                    resource: Arc::clone(&resource),
-                    namespace: namespace.clone(),
-                    cache: Arc::clone(&cache),
-                    queue: Arc::clone(&queue),
-                    synced: Arc::clone(&synced),
-                    relist: Relist::default(),
-                };
-                let source = ApiSource::new(client.clone(), (*resource).clone(), namespace.clone());
+                let mut sink = WorkloadSink::new(
+                    Arc::clone(&resource),
+                    namespace.clone(),
+                    Arc::clone(&router),
+                    on_listed(),
+                );
+                let source = ApiSource::new(
+                    client.clone(),
+                    (*resource).clone(),
+                    namespace.clone(),
+                    Shape::Whole,
+                );
                 spawn_watch(
                     source,
                     &health,
@@ -172,11 +190,35 @@ impl Controller {
             }
         }
 
+        let mut workers: Vec<JoinHandle<()>> = (0..FETCHERS)
+            .map(|n| {
+                let router = Arc::clone(&router);
+                let beat = health.register(format!("fetcher-{n}"));
+                std::thread::Builder::new()
+                    .name(format!("fetcher-{n}"))
+                    .spawn(move || {
+                        let _beat = beat;
+                        let fetcher = Arc::clone(&router.fetcher);
+                        fetcher.work(&*router)
+                    })
+                    .expect("spawning a fetcher thread")
+            })
+            .collect();
+
+        // Synced: every first list is in, and the data of every Secret that matters read.
+        let synced = Arc::new(Latch::new(1));
         {
-            let (synced, cache) = (Arc::clone(&synced), Arc::clone(&cache));
+            let (listed, synced, fetcher, cache) = (
+                Arc::clone(&listed),
+                Arc::clone(&synced),
+                Arc::clone(&fetcher),
+                Arc::clone(&cache),
+            );
             let started = std::time::Instant::now();
             std::thread::spawn(move || {
-                synced.wait();
+                listed.wait();
+                fetcher.wait_idle();
+                synced.count_down();
                 let (configs, workloads) = cache.sizes();
                 log::info!(
                     "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads",
@@ -189,25 +231,23 @@ impl Controller {
             elector.spawn();
         }
         let dry_run = config.dry_run;
-        let mut workers: Vec<JoinHandle<()>> = (0..config.workers.max(1))
-            .map(|n| {
-                let worker = Worker {
-                    queue: Arc::clone(&queue),
-                    reconciler: Arc::clone(&reconciler),
-                    gate: Arc::clone(&gate),
-                    beat: health.register(format!("worker-{n}")),
-                    dry_run,
-                };
-                let synced = Arc::clone(&synced);
-                std::thread::Builder::new()
-                    .name(format!("worker-{n}"))
-                    .spawn(move || {
-                        synced.wait();
-                        worker.work()
-                    })
-                    .expect("spawning a worker thread")
-            })
-            .collect();
+        workers.extend((0..config.workers.max(1)).map(|n| {
+            let worker = Worker {
+                queue: Arc::clone(&queue),
+                reconciler: Arc::clone(&reconciler),
+                gate: Arc::clone(&gate),
+                beat: health.register(format!("worker-{n}")),
+                dry_run,
+            };
+            let synced = Arc::clone(&synced);
+            std::thread::Builder::new()
+                .name(format!("worker-{n}"))
+                .spawn(move || {
+                    synced.wait();
+                    worker.work()
+                })
+                .expect("spawning a worker thread")
+        }));
         if let Some(delete_mode) = &delete_mode {
             for n in 0..config.workers.max(1) {
                 let (delete_mode, synced, gate) = (
@@ -231,6 +271,7 @@ impl Controller {
             stop,
             queue,
             delete_mode,
+            fetcher,
             workers,
             cache,
             synced,
@@ -279,6 +320,7 @@ impl Controller {
         self.synced.open();
         self.gate.shut_down();
         self.queue.shut_down();
+        self.fetcher.shut_down();
         if let Some(delete_mode) = &self.delete_mode {
             delete_mode.shut_down();
         }
@@ -386,6 +428,7 @@ impl Worker {
             | Outcome::Forgotten
             | Outcome::OptOutCleaned
             | Outcome::AwaitingWatch
+            | Outcome::AwaitingData
             | Outcome::Debouncing => {}
         }
     }
@@ -565,255 +608,18 @@ impl Latch {
     }
 }
 
-/// Writes ConfigMap or Secret events into the cache; a data change enqueues the
-/// workloads that reference the object after the debounce window, and any change of a
-/// delete-mode object enqueues it into delete mode.
-struct ConfigSink {
-    kind: ConfigKind,
-    namespace: Option<String>,
-    cache: Arc<Cache>,
-    queue: Arc<WorkQueue<WorkloadKey>>,
-    /// `None`: delete mode is disabled (no state namespace).
-    delete_mode: Option<Arc<DeleteMode>>,
-    debounce: Duration,
-    windows: Arc<Debounce<WorkloadKey>>,
-    synced: Arc<Latch>,
-    relist: Relist<ConfigKey>,
-}
-
-/// Tracks what a relist returned, to drop what it did not.
-struct Relist<K> {
-    seen: Option<HashSet<K>>,
-    first_done: bool,
-}
-
-impl<K> Default for Relist<K> {
-    fn default() -> Relist<K> {
-        Relist {
-            seen: None,
-            first_done: false,
-        }
-    }
-}
-
-impl ConfigSink {
-    fn handle<I: ConfigItem>(&mut self, event: Event<I>) {
-        match event {
-            Event::InitStart => self.relist.seen = Some(HashSet::new()),
-            Event::InitApply(item) => {
-                let key = self.apply(item.into_object());
-                self.relist
-                    .seen
-                    .get_or_insert_with(HashSet::new)
-                    .insert(key);
-            }
-            Event::Apply(item) => {
-                self.apply(item.into_object());
-            }
-            Event::Delete(item) => {
-                let obj = item.into_object();
-                let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
-                self.remove(&key);
-            }
-            Event::InitDone => {
-                let seen = self.relist.seen.take().unwrap_or_default();
-                for key in self.cache.config_keys(self.kind, self.namespace.as_deref()) {
-                    if !seen.contains(&key) {
-                        log::debug!("{key}: gone after relist");
-                        self.remove(&key);
-                    }
-                }
-                if !self.relist.first_done {
-                    self.relist.first_done = true;
-                    self.synced.count_down();
-                }
-            }
-        }
-    }
-
-    fn apply(&self, obj: ConfigObject) -> ConfigKey {
-        let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
-        let old = self.cache.config(&key);
-        // Open the dependents' debounce windows *before* the new data is visible in the
-        // cache, so no reconcile can see the data without its window.
-        let data_changes = old
-            .as_ref()
-            .is_none_or(|old| old.digests != obj.digests || old.uid != obj.metadata.uid);
-        if data_changes {
-            self.open_windows(&key);
-        }
-        let was_delete_mode = old.is_some_and(|e| e.pod_delete_match.is_some());
-        let (key, change) = self.cache.upsert_config(self.kind, obj);
-        match change {
-            ConfigChange::Created | ConfigChange::DataChanged => self.changed(&key),
-            ConfigChange::MetadataOnly | ConfigChange::Unchanged => {}
-        }
-        // Metadata changes count too: an annotation added to an existing object must be
-        // recorded before its next data change, and one removed stops a replacement.
-        // Delete mode compares data hashes, so a metadata change never replaces a Pod.
-        if change != ConfigChange::Unchanged {
-            let is_delete_mode = self
-                .cache
-                .config(&key)
-                .is_some_and(|e| e.pod_delete_match.is_some());
-            if is_delete_mode || was_delete_mode {
-                self.delete_mode_changed(&key, is_delete_mode, change);
-            }
-        }
-        key
-    }
-
-    fn remove(&self, key: &ConfigKey) {
-        if self.cache.config(key).is_some() {
-            self.open_windows(key);
-        }
-        if let Some(old) = self.cache.remove_config(key) {
-            self.changed(key);
-            if old.pod_delete_match.is_some() {
-                self.delete_mode_changed(key, false, ConfigChange::DataChanged);
-            }
-        }
-    }
-
-    fn delete_mode_changed(&self, key: &ConfigKey, is_delete_mode: bool, change: ConfigChange) {
-        match &self.delete_mode {
-            Some(delete_mode) => delete_mode.enqueue(key.clone()),
-            None if is_delete_mode && change != ConfigChange::MetadataOnly => log::error!(
-                "{key} has a pod-delete-match annotation but delete mode is disabled (no namespace for ConfigMap {STATE_CONFIGMAP}): set --state-namespace; no Pods are replaced"
-            ),
-            None => {}
-        }
-    }
-
-    fn open_windows(&self, key: &ConfigKey) {
-        let now = Instant::now();
-        for workload in self.cache.dependents(key) {
-            self.windows.note_change(workload, now);
-        }
-    }
-
-    /// Wakes the dependents when their debounce window closes.
-    fn changed(&self, key: &ConfigKey) {
-        for workload in self.cache.dependents(key) {
-            log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
-            self.queue.add_after(workload, self.debounce);
-        }
-    }
-}
-
-/// Writes workload events into the cache and enqueues the workload.
-struct WorkloadSink {
-    resource: Arc<Resource>,
-    namespace: Option<String>,
-    cache: Arc<Cache>,
-    queue: Arc<WorkQueue<WorkloadKey>>,
-    synced: Arc<Latch>,
-    relist: Relist<WorkloadKey>,
-}
-
-impl WorkloadSink {
-    fn handle(&mut self, event: Event<WorkloadObject>) {
-        match event {
-            Event::InitStart => self.relist.seen = Some(HashSet::new()),
-            Event::InitApply(obj) => {
-                let key = self.apply(&obj);
-                self.relist
-                    .seen
-                    .get_or_insert_with(HashSet::new)
-                    .insert(key);
-            }
-            Event::Apply(obj) => {
-                self.apply(&obj);
-            }
-            Event::Delete(obj) => {
-                let key = self.key(&obj.metadata);
-                if self.cache.upsert_workload(&key, None) {
-                    self.queue.add(key);
-                }
-            }
-            Event::InitDone => {
-                let seen = self.relist.seen.take().unwrap_or_default();
-                for key in self
-                    .cache
-                    .workload_keys(&self.resource, self.namespace.as_deref())
-                {
-                    if !seen.contains(&key) && self.cache.upsert_workload(&key, None) {
-                        self.queue.add(key);
-                    }
-                }
-                if !self.relist.first_done {
-                    self.relist.first_done = true;
-                    self.synced.count_down();
-                }
-            }
-        }
-    }
-
-    fn key(&self, meta: &ObjectMeta) -> WorkloadKey {
-        WorkloadKey {
-            resource: Arc::clone(&self.resource),
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone(),
-        }
-    }
-
-    fn apply(&self, obj: &WorkloadObject) -> WorkloadKey {
-        let key = self.key(&obj.metadata);
-        if self
-            .cache
-            .upsert_workload(&key, WorkloadEntry::from_object(obj))
-        {
-            self.queue.add(key.clone());
-        }
-        key
-    }
-}
-
-/// A ConfigMap or Secret as a watcher decodes it (text values vs base64 values).
-trait ConfigItem: watch::Object {
-    fn into_object(self) -> ConfigObject;
-}
-
-impl watch::Object for ConfigMapItem {
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-}
-
-impl watch::Object for SecretItem {
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-}
-
-impl ConfigItem for ConfigMapItem {
-    fn into_object(self) -> ConfigObject {
-        self.0
-    }
-}
-
-impl ConfigItem for SecretItem {
-    fn into_object(self) -> ConfigObject {
-        self.0
-    }
-}
-
-impl watch::Object for WorkloadObject {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-}
-
 /// Lists every object of a resource, page by page (for the one-shot subcommands).
 pub fn list_all<T: watch::Object>(
     client: &Client,
     resource: &Resource,
     namespace: Option<&str>,
+    shape: Shape,
 ) -> Result<Vec<T>, Error> {
     let source = ApiSource::new(
         client.clone(),
         resource.clone(),
         namespace.map(String::from),
+        shape,
     );
     let mut items = Vec::new();
     let mut token: Option<String> = None;
@@ -832,21 +638,33 @@ pub struct ApiSource {
     client: Client,
     resource: Resource,
     namespace: Option<String>,
+    /// Whole objects or only their metadata.
+    shape: Shape,
 }
 
 impl ApiSource {
-    pub fn new(client: Client, resource: Resource, namespace: Option<String>) -> ApiSource {
+    pub fn new(
+        client: Client,
+        resource: Resource,
+        namespace: Option<String>,
+        shape: Shape,
+    ) -> ApiSource {
         ApiSource {
             client,
             resource,
             namespace,
+            shape,
         }
     }
 
     fn describe(&self) -> String {
+        let shape = match self.shape {
+            Shape::Whole => "",
+            Shape::Metadata => " (metadata)",
+        };
         match &self.namespace {
-            Some(ns) => format!("{} in namespace {ns}", self.resource),
-            None => format!("{} in all namespaces", self.resource),
+            Some(ns) => format!("{}{shape} in namespace {ns}", self.resource),
+            None => format!("{}{shape} in all namespaces", self.resource),
         }
     }
 
@@ -883,7 +701,7 @@ impl ApiSource {
             path.push_str("&continue=");
             path.push_str(&percent_encode_query_value(token));
         }
-        let list: List<T> = self.client.get(&path)?;
+        let list: List<T> = self.client.get_shaped(&path, self.shape)?;
         Ok(Page {
             items: list.items,
             resource_version: list.metadata.resource_version,
@@ -902,7 +720,7 @@ impl ApiSource {
             percent_encode_query_value(resource_version),
             timeout.as_secs().max(1)
         );
-        Ok(Box::new(self.client.watch(&path, timeout)?))
+        Ok(Box::new(self.client.watch(&path, timeout, self.shape)?))
     }
 }
 

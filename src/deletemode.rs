@@ -50,7 +50,7 @@ use crate::events::{ObjectRef, Recorder};
 use crate::hash;
 use crate::leader::Gate;
 use crate::metrics;
-use crate::objects::{ConfigKey, Digest, Pod, Resource};
+use crate::objects::{ConfigKey, KeyDigest, Pod, Resource};
 use crate::queue::{Backoff, WorkQueue};
 use crate::selector::{percent_encode_query_value, Selector};
 use crate::state::{Entry, StateStore};
@@ -126,8 +126,8 @@ impl fmt::Display for Strategy {
 /// The data hash of a ConfigMap/Secret: SHA-256 (HMAC-SHA256 under `hmac_key`) of one line
 /// `<key> sha256:<hex digest of the value>\n` per key, in key order. Keys cannot contain
 /// spaces or newlines, so the form is unambiguous. Metadata never enters it.
-pub fn data_hash(digests: &[(String, Digest)], hmac_key: Option<&[u8]>) -> String {
-    let mut sorted: Vec<&(String, Digest)> = digests.iter().collect();
+pub fn data_hash(digests: &[KeyDigest], hmac_key: Option<&[u8]>) -> String {
+    let mut sorted: Vec<&KeyDigest> = digests.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     let mut canonical = String::new();
     for (key, digest) in sorted {
@@ -268,6 +268,8 @@ pub enum Outcome {
     Forgotten,
     /// Seen for the first time: data hash recorded, nothing deleted.
     Recorded,
+    /// The Secret's data at its current version is not read yet; its fetch wakes it.
+    AwaitingData,
     UpToDate,
     InvalidSelector,
     UnknownStrategy,
@@ -499,7 +501,7 @@ impl DeleteMode {
             memory.warned = None;
             return Ok((Next::Done, Outcome::Forgotten));
         };
-        let Some(selector_text) = entry.pod_delete_match.clone() else {
+        let Some(selector_text) = entry.pod_delete_match().map(str::to_owned) else {
             if memory.replacement.take().is_some() {
                 log::info!("{key}: delete-mode annotation removed; replacing its Pods stops");
             }
@@ -507,8 +509,12 @@ impl DeleteMode {
             self.state.set(key, None)?;
             return Ok((Next::Done, Outcome::Forgotten));
         };
-        let about = ObjectRef::new(&key.kind.resource(), &key.namespace, &key.name, &entry.uid);
-        let data_hash = data_hash(&entry.digests, self.settings.hmac_key.as_deref());
+        let Some(digests) = entry.digests() else {
+            return Ok((Next::Done, Outcome::AwaitingData));
+        };
+        let uid = entry.uid.to_string();
+        let about = ObjectRef::new(&key.kind.resource(), &key.namespace, &key.name, &uid);
+        let data_hash = data_hash(digests, self.settings.hmac_key.as_deref());
 
         // 2.
         if let Some(replacement) = memory.replacement.as_mut() {
@@ -538,7 +544,7 @@ impl DeleteMode {
                 ))
             }
         };
-        let strategy = match Strategy::parse(entry.pod_delete_strategy.as_deref()) {
+        let strategy = match Strategy::parse(entry.pod_delete_strategy()) {
             Ok(strategy) => strategy,
             Err(message) => {
                 return Ok(self.refuse(
@@ -956,10 +962,10 @@ mod tests {
         .unwrap()
     }
 
-    fn digests(pairs: &[(&str, &str)]) -> Vec<(String, Digest)> {
+    fn digests(pairs: &[(&str, &str)]) -> Vec<KeyDigest> {
         pairs
             .iter()
-            .map(|(k, v)| (k.to_string(), Sha256::digest(v.as_bytes()).into()))
+            .map(|(k, v)| (Box::from(*k), Sha256::digest(v.as_bytes()).into()))
             .collect()
     }
 

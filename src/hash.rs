@@ -18,11 +18,11 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::objects::{ConfigKey, Digest};
+use crate::objects::{find_digest, ConfigKey, KeyDigest};
 use crate::references::Reference;
 
 /// A reference with the digests of the object it names (`None`: the object is absent).
-pub type Resolved<'a> = (&'a Reference, Option<&'a [(String, Digest)]>);
+pub type Resolved<'a> = (&'a Reference, Option<&'a [KeyDigest]>);
 
 /// What a reference asked for that does not exist; the Pods would not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub struct ConfigHash {
 /// object's per-key digests (sorted by key), or `None` when the object does not exist.
 /// `hmac_key` switches to HMAC-SHA256.
 pub fn compute<'a>(
-    resolved: impl IntoIterator<Item = (&'a Reference, Option<&'a [(String, Digest)]>)>,
+    resolved: impl IntoIterator<Item = Resolved<'a>>,
     hmac_key: Option<&[u8]>,
 ) -> ConfigHash {
     let mut items: Vec<_> = resolved.into_iter().collect();
@@ -87,12 +87,12 @@ pub fn canonical_form(items: &[Resolved<'_>]) -> String {
         out.push_str(&format!("{prefix} present\n"));
         let mut counted: Vec<&str> = reference.keys.keys().map(String::as_str).collect();
         if reference.all_keys {
-            counted.extend(digests.iter().map(|(k, _)| k.as_str()));
+            counted.extend(digests.iter().map(|(k, _)| &**k));
         }
         counted.sort_unstable();
         counted.dedup();
         for key in counted {
-            match find(digests, key) {
+            match find_digest(digests, key) {
                 Some(digest) => {
                     out.push_str(&format!("{prefix} key {key} sha256:{}\n", hex(digest)))
                 }
@@ -111,7 +111,7 @@ fn missing(items: &[Resolved<'_>]) -> Vec<Missing> {
             None => {}
             Some(digests) => {
                 for (key, required) in &reference.keys {
-                    if *required && find(digests, key).is_none() {
+                    if *required && find_digest(digests, key).is_none() {
                         out.push(Missing::Key(reference.config.clone(), key.clone()));
                     }
                 }
@@ -119,13 +119,6 @@ fn missing(items: &[Resolved<'_>]) -> Vec<Missing> {
         }
     }
     out
-}
-
-fn find<'a>(digests: &'a [(String, Digest)], key: &str) -> Option<&'a Digest> {
-    digests
-        .binary_search_by(|(k, _)| k.as_str().cmp(key))
-        .ok()
-        .map(|i| &digests[i].1)
 }
 
 /// HMAC-SHA256 (RFC 2104).
@@ -164,7 +157,7 @@ pub fn short(hash: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::objects::ConfigKind;
+    use crate::objects::{ConfigKind, Digest};
     use std::collections::BTreeMap;
 
     fn digest(value: &str) -> Digest {
@@ -189,10 +182,10 @@ mod tests {
         }
     }
 
-    fn data(pairs: &[(&str, &str)]) -> Vec<(String, Digest)> {
+    fn data(pairs: &[(&str, &str)]) -> Vec<KeyDigest> {
         let mut v: Vec<_> = pairs
             .iter()
-            .map(|(k, v)| (k.to_string(), digest(v)))
+            .map(|(k, v)| (Box::from(*k), digest(v)))
             .collect();
         v.sort();
         v
@@ -226,7 +219,7 @@ mod tests {
     #[test]
     fn absent_object_empty_object_and_object_with_key_hash_differently() {
         let r = one_key(ConfigKind::ConfigMap, "cfg", "k");
-        let empty: Vec<(String, Digest)> = vec![];
+        let empty: Vec<KeyDigest> = vec![];
         let with_key = data(&[("k", "v")]);
         let absent = compute([(&r, None)], None).hash;
         let without = compute([(&r, Some(empty.as_slice()))], None).hash;
@@ -242,7 +235,7 @@ mod tests {
         let before = data(&[("a", "1"), ("b", "1")]);
         let b_changed = data(&[("a", "1"), ("b", "2")]);
         let a_changed = data(&[("a", "2"), ("b", "1")]);
-        let h = |d: &Vec<(String, Digest)>| compute([(&r, Some(d.as_slice()))], None).hash;
+        let h = |d: &Vec<KeyDigest>| compute([(&r, Some(d.as_slice()))], None).hash;
         assert_eq!(h(&before), h(&b_changed));
         assert_ne!(h(&before), h(&a_changed));
     }

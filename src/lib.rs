@@ -13,6 +13,8 @@ pub mod yaml;
 // What wavelet reads from the API server, and how it keeps it.
 pub mod base64;
 pub mod cache;
+pub mod compact;
+pub mod intern;
 pub mod objects;
 pub mod watch;
 
@@ -28,9 +30,11 @@ pub mod commands;
 pub mod controller;
 pub mod deletemode;
 pub mod events;
+pub mod fetch;
 pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod queue;
 pub mod reconcile;
+pub mod sinks;
 pub mod state;

@@ -11,6 +11,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
+use crate::annotations;
+
 /// SHA-256 of one configuration value (decoded bytes for base64 fields).
 pub type Digest = [u8; 32];
 
@@ -144,19 +146,22 @@ impl ConfigKind {
 }
 
 /// Identity of a ConfigMap or Secret: `configmap default/app-config`.
+///
+/// Names are shared strings, so the many maps that hold a key (the cache, the reverse
+/// index, the queues) share one copy; namespaces are interned.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConfigKey {
     pub kind: ConfigKind,
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl ConfigKey {
     pub fn new(kind: ConfigKind, namespace: &str, name: &str) -> ConfigKey {
         ConfigKey {
             kind,
-            namespace: namespace.into(),
-            name: name.into(),
+            namespace: crate::intern::namespace(namespace),
+            name: Arc::from(name),
         }
     }
 }
@@ -171,8 +176,18 @@ impl fmt::Display for ConfigKey {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WorkloadKey {
     pub resource: Arc<Resource>,
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+}
+
+impl WorkloadKey {
+    pub fn new(resource: Arc<Resource>, namespace: &str, name: &str) -> WorkloadKey {
+        WorkloadKey {
+            resource,
+            namespace: crate::intern::namespace(namespace),
+            name: Arc::from(name),
+        }
+    }
 }
 
 impl fmt::Display for WorkloadKey {
@@ -187,7 +202,90 @@ impl fmt::Display for WorkloadKey {
     }
 }
 
-/// The metadata fields wavelet reads.
+/// The annotations wavelet reads ([`annotations::READ`]), and no others. The rest are
+/// skipped while parsing, never copied: some are large, and kubectl's
+/// `last-applied-configuration` on a Secret holds the Secret's data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Annotations(Vec<(&'static str, Box<str>)>);
+
+impl Annotations {
+    /// Keeps the pairs whose key wavelet reads (for tests and callers that build objects).
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Annotations {
+        let mut out = Vec::new();
+        for (key, value) in pairs {
+            if let Some(known) = annotations::READ.iter().find(|k| **k == key) {
+                out.push((*known, Box::from(value)));
+            }
+        }
+        Annotations(out)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| &**v)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+}
+
+impl<'de> Deserialize<'de> for Annotations {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct AnnotationsVisitor;
+
+        impl<'de> Visitor<'de> for AnnotationsVisitor {
+            type Value = Annotations;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of annotations")
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<Annotations, E> {
+                Ok(Annotations::default())
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Annotations, A::Error> {
+                let mut out = Vec::new();
+                while let Some(known) = map.next_key_seed(KnownAnnotation)? {
+                    match known {
+                        Some(key) => out.push((key, map.next_value::<String>()?.into())),
+                        None => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Annotations(out))
+            }
+        }
+
+        d.deserialize_any(AnnotationsVisitor)
+    }
+}
+
+/// An annotation key: `Some` of the static copy when wavelet reads it, without allocating.
+struct KnownAnnotation;
+
+impl<'de> de::DeserializeSeed<'de> for KnownAnnotation {
+    type Value = Option<&'static str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KnownAnnotation {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an annotation key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(annotations::READ.iter().find(|k| **k == key).copied())
+    }
+}
+
+/// The metadata of the objects wavelet caches (ConfigMaps, Secrets, workloads).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
@@ -199,22 +297,20 @@ pub struct ObjectMeta {
     pub uid: String,
     #[serde(default)]
     pub resource_version: String,
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub annotations: BTreeMap<String, String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub labels: BTreeMap<String, String>,
     #[serde(default)]
-    pub creation_timestamp: Option<String>,
-    #[serde(default)]
-    pub deletion_timestamp: Option<String>,
+    pub annotations: Annotations,
 }
+
+/// One key of a ConfigMap or Secret with the digest of its value.
+pub type KeyDigest = (Box<str>, Digest);
 
 /// A ConfigMap or Secret reduced to per-key digests.
 #[derive(Debug, Clone, Default)]
 pub struct ConfigObject {
     pub metadata: ObjectMeta,
-    /// Sorted by key; `data` and `binaryData` keys share one namespace (the API enforces it).
-    pub digests: Vec<(String, Digest)>,
+    /// Per-key digests sorted by key (`data` and `binaryData` keys share one namespace: the
+    /// API enforces it); `None` when only the metadata was read (`PartialObjectMetadata`).
+    pub data: Option<Box<[KeyDigest]>>,
 }
 
 #[derive(Deserialize)]
@@ -223,17 +319,26 @@ struct ConfigMapWire {
     #[serde(default)]
     metadata: ObjectMeta,
     #[serde(default, deserialize_with = "digest_text_values")]
-    data: Vec<(String, Digest)>,
+    data: Vec<KeyDigest>,
     #[serde(default, deserialize_with = "digest_base64_values")]
-    binary_data: Vec<(String, Digest)>,
+    binary_data: Vec<KeyDigest>,
 }
 
+/// A Secret, or its `PartialObjectMetadata` (`kind` tells: the items of a full list have no
+/// kind, those of a metadata list do).
 #[derive(Deserialize)]
 struct SecretWire {
     #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
     metadata: ObjectMeta,
     #[serde(default, deserialize_with = "digest_base64_values")]
-    data: Vec<(String, Digest)>,
+    data: Vec<KeyDigest>,
+}
+
+fn sorted(mut digests: Vec<KeyDigest>) -> Box<[KeyDigest]> {
+    digests.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    digests.into_boxed_slice()
 }
 
 impl ConfigObject {
@@ -242,30 +347,39 @@ impl ConfigObject {
         let wire = ConfigMapWire::deserialize(d)?;
         let mut digests = wire.data;
         digests.extend(wire.binary_data);
-        digests.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(ConfigObject {
             metadata: wire.metadata,
-            digests,
+            data: Some(sorted(digests)),
         })
     }
 
-    /// Deserializes a Secret (`data` is base64; digests are of the decoded bytes).
+    /// Deserializes a Secret (`data` is base64; digests are of the decoded bytes), or only
+    /// its metadata when the server sent a `PartialObjectMetadata`.
     pub fn secret<'de, D: Deserializer<'de>>(d: D) -> Result<ConfigObject, D::Error> {
         let wire = SecretWire::deserialize(d)?;
-        let mut digests = wire.data;
-        digests.sort_by(|a, b| a.0.cmp(&b.0));
+        let metadata_only = wire.kind.as_deref() == Some("PartialObjectMetadata");
         Ok(ConfigObject {
             metadata: wire.metadata,
-            digests,
+            data: (!metadata_only).then(|| sorted(wire.data)),
         })
+    }
+
+    /// The digests, empty when only the metadata was read.
+    pub fn digests(&self) -> &[KeyDigest] {
+        self.data.as_deref().unwrap_or_default()
     }
 
     pub fn digest(&self, key: &str) -> Option<&Digest> {
-        self.digests
-            .binary_search_by(|(k, _)| k.as_str().cmp(key))
-            .ok()
-            .map(|i| &self.digests[i].1)
+        find_digest(self.digests(), key)
     }
+}
+
+/// The digest of `key` in digests sorted by key.
+pub fn find_digest<'a>(digests: &'a [KeyDigest], key: &str) -> Option<&'a Digest> {
+    digests
+        .binary_search_by(|(k, _)| (**k).cmp(key))
+        .ok()
+        .map(|i| &digests[i].1)
 }
 
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
@@ -282,7 +396,7 @@ struct DigestingVisitor {
 }
 
 impl<'de> Visitor<'de> for DigestingVisitor {
-    type Value = Vec<(String, Digest)>;
+    type Value = Vec<KeyDigest>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a map of string values")
@@ -300,7 +414,7 @@ impl<'de> Visitor<'de> for DigestingVisitor {
             } else {
                 map.next_value_seed(TextDigestSeed)?
             };
-            out.push((key, value.0));
+            out.push((key.into_boxed_str(), value.0));
         }
         Ok(out)
     }
@@ -354,20 +468,18 @@ impl<'de> Visitor<'de> for StrDigestVisitor {
     }
 }
 
-fn digest_text_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Digest)>, D::Error> {
+fn digest_text_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<KeyDigest>, D::Error> {
     d.deserialize_any(DigestingVisitor { base64: false })
 }
 
-fn digest_base64_values<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Vec<(String, Digest)>, D::Error> {
+fn digest_base64_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<KeyDigest>, D::Error> {
     d.deserialize_any(DigestingVisitor { base64: true })
 }
 
 /// A ConfigMap as a list or watch decodes it.
 pub struct ConfigMapItem(pub ConfigObject);
 
-/// A Secret as a list or watch decodes it.
+/// A Secret as a list, watch or GET decodes it: whole (digested) or metadata only.
 pub struct SecretItem(pub ConfigObject);
 
 impl<'de> Deserialize<'de> for ConfigMapItem {
@@ -407,10 +519,8 @@ pub struct PodTemplate {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct TemplateMeta {
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub annotations: BTreeMap<String, String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: Annotations,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -534,9 +644,25 @@ pub struct NameRef {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Pod {
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: PodMeta,
     #[serde(default)]
     pub status: PodStatus,
+}
+
+/// The metadata of a Pod that delete mode reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMeta {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub creation_timestamp: Option<String>,
+    #[serde(default)]
+    pub deletion_timestamp: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -580,7 +706,7 @@ mod tests {
             "data":{"b":"two","a":"one"},"binaryData":{"bin":"AAE="}}"#;
         let obj = ConfigObject::configmap(&mut serde_json::Deserializer::from_str(json)).unwrap();
         assert_eq!(obj.metadata.resource_version, "7");
-        let keys: Vec<&str> = obj.digests.iter().map(|(k, _)| k.as_str()).collect();
+        let keys: Vec<&str> = obj.digests().iter().map(|(k, _)| &**k).collect();
         assert_eq!(keys, ["a", "b", "bin"]);
         assert_eq!(
             obj.digest("a").unwrap(),
@@ -614,7 +740,7 @@ mod tests {
     fn null_maps_and_lists_read_as_empty() {
         let json = r#"{"metadata":{"annotations":null},"data":null,"spec":null}"#;
         let obj = ConfigObject::configmap(&mut serde_json::Deserializer::from_str(json)).unwrap();
-        assert!(obj.digests.is_empty() && obj.metadata.annotations.is_empty());
+        assert!(obj.digests().is_empty() && obj.metadata.annotations == Annotations::default());
     }
 
     #[test]

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 pub struct WorkQueue<K> {
     state: Mutex<State<K>>,
     ready: Condvar,
+    /// Signalled when nothing is ready or being processed.
+    idle: Condvar,
     backoff: Backoff,
 }
 
@@ -73,6 +75,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 shutting_down: false,
             }),
             ready: Condvar::new(),
+            idle: Condvar::new(),
             backoff,
         }
     }
@@ -158,6 +161,17 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         if state.dirty.contains(key) {
             state.queue.push_back(key.clone());
             self.ready.notify_one();
+        } else if state.is_idle() {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Blocks until no key is ready or being processed, or the queue is shut down. Keys
+    /// waiting for a delay (a retry, a debounce) do not count.
+    pub fn wait_idle(&self) {
+        let mut state = self.state.lock().unwrap();
+        while !state.shutting_down && !state.is_idle() {
+            state = self.idle.wait(state).unwrap();
         }
     }
 
@@ -165,6 +179,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     pub fn shut_down(&self) {
         self.state.lock().unwrap().shutting_down = true;
         self.ready.notify_all();
+        self.idle.notify_all();
     }
 
     /// Keys ready or being processed or waiting (for metrics and tests).
@@ -179,6 +194,10 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
+    fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.processing.is_empty()
+    }
+
     /// Returns whether the key was newly queued (a worker should wake).
     fn make_ready(&mut self, key: K) -> bool {
         if !self.dirty.insert(key.clone()) {
@@ -229,6 +248,24 @@ mod tests {
 
     fn queue() -> WorkQueue<&'static str> {
         WorkQueue::new(Backoff::default())
+    }
+
+    #[test]
+    fn wait_idle_returns_once_every_ready_key_is_done_but_not_for_delayed_ones() {
+        let q = Arc::new(queue());
+        q.wait_idle(); // nothing added: idle at once
+        q.add("a");
+        q.add_after("later", Duration::from_secs(3600));
+        let waiter = {
+            let q = Arc::clone(&q);
+            std::thread::spawn(move || q.wait_idle())
+        };
+        let key = q.get().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "idle while a key is being processed");
+        q.done(&key);
+        waiter.join().unwrap();
+        assert_eq!(q.len(), 1, "the delayed key still waits");
     }
 
     #[test]

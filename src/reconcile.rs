@@ -19,6 +19,7 @@ use sha2::{Digest as _, Sha256};
 use crate::annotations::Flavor;
 use crate::cache::{Cache, ConfigEntry, WorkloadEntry};
 use crate::client::{Client, PatchType};
+use crate::compact::ResourceVersion;
 use crate::error::Error;
 use crate::events::{ObjectRef, Recorder};
 use crate::hash;
@@ -58,6 +59,9 @@ pub enum Outcome {
     OptOutCleaned,
     /// Our own patch is not in the cache yet.
     AwaitingWatch,
+    /// A referenced Secret's data at its current version is not read yet; its fetch
+    /// wakes the workload.
+    AwaitingData,
 }
 
 /// Settings of hash mode.
@@ -78,7 +82,7 @@ struct Memory {
     /// Per referenced object, a digest of its part of the canonical form.
     fingerprints: Vec<Fingerprint>,
     /// The hash last patched, and the workload's resourceVersion before that patch.
-    written: Option<(String, String)>,
+    written: Option<(String, ResourceVersion)>,
     /// The missing-configuration message last warned about.
     warned_missing: Option<String>,
     /// A throttling Warning was emitted and the workload has not rolled since.
@@ -169,21 +173,29 @@ impl Reconciler {
     ) -> Result<(Next, Outcome), Error> {
         // 2.
         let resolved = self.resolve(&entry.references);
+        if let Some((reference, _)) = resolved
+            .iter()
+            .find(|(_, e)| e.as_ref().is_some_and(|e| !e.is_current()))
+        {
+            log::debug!("{key}: waiting for the data of {}", reference.config);
+            return Ok((Next::Done, Outcome::AwaitingData));
+        }
         let computed = hash::compute(
             resolved
                 .iter()
-                .map(|(r, e)| (*r, e.as_ref().map(|e| e.digests.as_slice()))),
+                .map(|(r, e)| (*r, e.as_ref().and_then(|e| e.digests()))),
             self.settings.hmac_key.as_deref(),
         );
         let named: Vec<(&ConfigKey, Fingerprint)> = resolved
             .iter()
             .map(|(r, e)| {
-                let text = hash::canonical_form(&[(*r, e.as_ref().map(|e| e.digests.as_slice()))]);
+                let text = hash::canonical_form(&[(*r, e.as_ref().and_then(|e| e.digests()))]);
                 (&r.config, Fingerprint::new(&r.config, &text))
             })
             .collect();
         let fingerprints: Vec<Fingerprint> = named.iter().map(|(_, f)| *f).collect();
-        let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &entry.uid);
+        let uid = entry.uid.to_string();
+        let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &uid);
 
         // 3.
         if !computed.missing.is_empty() {

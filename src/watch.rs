@@ -22,6 +22,9 @@ use serde::Deserialize;
 use crate::error::{Error, Status};
 use crate::objects::ObjectMeta;
 
+/// Room kept for queued events between lists.
+const KEEP_READY_CAPACITY: usize = 16;
+
 /// What a watcher tells its caller.
 #[derive(Debug)]
 pub enum Event<T> {
@@ -39,7 +42,8 @@ pub enum Event<T> {
 
 /// Objects a watcher can track.
 pub trait Object: DeserializeOwned + Send + 'static {
-    fn meta(&self) -> &ObjectMeta;
+    /// `metadata.resourceVersion`.
+    fn resource_version(&self) -> &str;
 }
 
 /// One page of a LIST.
@@ -325,7 +329,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         let events = events + 1;
         match event {
             WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
-                let rv = next_rv(rv, obj.meta());
+                let rv = next_rv(rv, obj.resource_version());
                 self.ready.push_back(Event::Apply(obj));
                 State::Watching {
                     rv,
@@ -335,7 +339,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                 }
             }
             WatchEvent::Deleted(obj) => {
-                let rv = next_rv(rv, obj.meta());
+                let rv = next_rv(rv, obj.resource_version());
                 self.ready.push_back(Event::Delete(obj));
                 State::Watching {
                     rv,
@@ -422,16 +426,21 @@ impl<T: Object, S: Source<T>> Iterator for Watcher<T, S> {
             if let Some(event) = self.ready.pop_front() {
                 return Some(event);
             }
+            if self.ready.capacity() > KEEP_READY_CAPACITY {
+                // A list page grew it to hundreds of objects: do not keep that memory
+                // for the watch's one event at a time.
+                self.ready = VecDeque::new();
+            }
             self.step();
         }
     }
 }
 
-fn next_rv(current: String, meta: &ObjectMeta) -> String {
-    if meta.resource_version.is_empty() {
+fn next_rv(current: String, seen: &str) -> String {
+    if seen.is_empty() {
         current
     } else {
-        meta.resource_version.clone()
+        seen.to_string()
     }
 }
 
@@ -545,8 +554,8 @@ mod tests {
     }
 
     impl Object for Obj {
-        fn meta(&self) -> &ObjectMeta {
-            &self.metadata
+        fn resource_version(&self) -> &str {
+            &self.metadata.resource_version
         }
     }
 

@@ -569,11 +569,9 @@ fn hash_key_file_publishes_an_hmac_instead_of_a_plain_hash() {
     let obj: WorkloadObject =
         serde_json::from_value(fake.get("deployments", NS, "web").unwrap()).unwrap();
     let refs = wavelet::references::references(&obj);
-    let digests = ConfigObject::secret(fake.get("secrets", NS, "creds").unwrap())
-        .unwrap()
-        .digests;
+    let digests = ConfigObject::secret(fake.get("secrets", NS, "creds").unwrap()).unwrap();
     let expected =
-        wavelet::hash::compute([(&refs[0], Some(digests.as_slice()))], Some(b"s3cret-key")).hash;
+        wavelet::hash::compute([(&refs[0], Some(digests.digests()))], Some(b"s3cret-key")).hash;
     assert_eq!(published, expected);
     let _ = std::fs::remove_file(key_file);
 }

@@ -272,8 +272,8 @@ fn the_examples_reference_only_objects_that_the_examples_define() {
             };
             let key = (
                 kind.to_string(),
-                reference.config.namespace.clone(),
-                reference.config.name.clone(),
+                reference.config.namespace.to_string(),
+                reference.config.name.to_string(),
             );
             if !defined.contains(&key) {
                 missing.push(format!("{key:?}"));

@@ -304,8 +304,9 @@ fn the_manifests_never_grant_writes_to_configmaps_or_secrets_beyond_the_state_ob
         .flat_map(|m| grants(&m.object))
     {
         if grant.resource == "secrets" {
+            // Read-only: metadata list/watch, and a GET of the Secrets that matter.
             assert!(
-                ["list", "watch"].contains(&grant.verb.as_str()),
+                ["get", "list", "watch"].contains(&grant.verb.as_str()),
                 "{grant:?}"
             );
         }

@@ -54,8 +54,7 @@ fn readme_hash_test_vector_reproduces_with_sha256sum() {
         keys: BTreeMap::new(),
         required: true,
     };
-    let from_library =
-        wavelet::hash::compute([(&reference, Some(configmap.digests.as_slice()))], None).hash;
+    let from_library = wavelet::hash::compute([(&reference, Some(configmap.digests()))], None).hash;
     assert_eq!(from_shell, from_library);
     assert!(
         readme.contains(&from_library),

@@ -302,9 +302,9 @@ pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> St
             };
             let digests = fake
                 .get(plural, &r.config.namespace, &r.config.name)
-                .map(|json| match r.config.kind {
-                    ConfigKind::ConfigMap => ConfigObject::configmap(json).unwrap().digests,
-                    ConfigKind::Secret => ConfigObject::secret(json).unwrap().digests,
+                .and_then(|json| match r.config.kind {
+                    ConfigKind::ConfigMap => ConfigObject::configmap(json).unwrap().data,
+                    ConfigKind::Secret => ConfigObject::secret(json).unwrap().data,
                 });
             (r, digests)
         })

@@ -1,0 +1,399 @@
+//! From watch events to work: the sinks write what each watcher reports into the cache,
+//! and the [`Router`] turns a change of a ConfigMap or Secret into what it causes —
+//! debounce windows and reconciles of the workloads that reference it, a delete-mode
+//! reconcile, a read of a Secret's data.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::annotations;
+use crate::cache::{Cache, ConfigChange, WorkloadEntry};
+use crate::compact::{ResourceVersion, Uid};
+use crate::deletemode::DeleteMode;
+use crate::fetch::{FetchSink, Fetcher};
+use crate::objects::{
+    ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey,
+    WorkloadObject,
+};
+use crate::queue::WorkQueue;
+use crate::references::Reference;
+use crate::state::STATE_CONFIGMAP;
+use crate::throttle::Debounce;
+use crate::watch::{self, Event};
+
+/// Called once by each sink when its watcher's first list is complete.
+pub type OnSynced = Box<dyn FnOnce() + Send>;
+
+/// Routes changes of ConfigMaps and Secrets to the work they cause. Shared by the watch
+/// threads and the fetcher threads.
+pub struct Router {
+    pub cache: Arc<Cache>,
+    /// Hash-mode keys.
+    pub queue: Arc<WorkQueue<WorkloadKey>>,
+    /// `None`: delete mode is disabled (no state namespace).
+    pub delete_mode: Option<Arc<DeleteMode>>,
+    pub fetcher: Arc<Fetcher>,
+    /// `--debounce`.
+    pub debounce: Duration,
+    pub windows: Arc<Debounce<WorkloadKey>>,
+}
+
+impl Router {
+    /// A whole ConfigMap/Secret from a list or a watch.
+    fn apply_whole(&self, kind: ConfigKind, obj: ConfigObject) -> ConfigKey {
+        let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
+        let old = self.cache.config(&key);
+        // Open the dependents' debounce windows *before* the new data is visible in the
+        // cache, so no reconcile can see the data without its window.
+        if old.as_ref().is_none_or(|old| {
+            old.uid != Uid::new(&obj.metadata.uid) || old.data_differs(obj.digests())
+        }) {
+            self.open_windows(&key);
+        }
+        let was_delete_mode = old.is_some_and(|e| e.pod_delete_match().is_some());
+        let (key, change) = self.cache.upsert_config(kind, obj);
+        match change {
+            ConfigChange::Created | ConfigChange::DataChanged => self.changed(&key),
+            ConfigChange::MetadataOnly | ConfigChange::Unchanged => {}
+        }
+        // Metadata changes count too: an annotation added to an existing object must be
+        // recorded before its next data change, and one removed stops a replacement.
+        // Delete mode compares data hashes, so a metadata change never replaces a Pod.
+        if change != ConfigChange::Unchanged {
+            let is_delete_mode = self.is_delete_mode(&key);
+            if is_delete_mode || was_delete_mode {
+                let data_changed = change != ConfigChange::MetadataOnly;
+                self.delete_mode_changed(&key, is_delete_mode, data_changed);
+            }
+        }
+        key
+    }
+
+    /// A Secret's metadata from a metadata-only list or watch. Its data is read (by the
+    /// fetcher) only when something needs it; until then whatever depends on it waits.
+    fn apply_metadata(&self, kind: ConfigKind, obj: ConfigObject) -> ConfigKey {
+        let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
+        let wanted = self.cache.is_referenced(&key)
+            || annotations::pod_delete_match(&obj.metadata.annotations).is_some();
+        let (key, before, after) = self.cache.upsert_metadata(kind, &obj.metadata, wanted);
+        if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
+            return key;
+        }
+        if wanted && !after.is_current() {
+            self.fetcher.request(key.clone());
+        }
+        let was_current = before.as_ref().is_some_and(|b| b.is_current());
+        if after.is_current() && !was_current {
+            // A fetch already read this version: whoever waited for it can go on.
+            self.wake_dependents(&key);
+        }
+        let was_delete_mode = before.is_some_and(|b| b.pod_delete_match().is_some());
+        let is_delete_mode = after.pod_delete_match().is_some();
+        if is_delete_mode || was_delete_mode {
+            self.delete_mode_changed(&key, is_delete_mode, !was_delete_mode);
+        }
+        key
+    }
+
+    /// The object is gone: whatever referenced it sees it absent.
+    fn remove(&self, key: &ConfigKey) {
+        if self.cache.config(key).is_some() {
+            self.open_windows(key);
+        }
+        if let Some(old) = self.cache.remove_config(key) {
+            self.changed(key);
+            if old.pod_delete_match().is_some() {
+                self.delete_mode_changed(key, false, true);
+            }
+        }
+    }
+
+    fn is_delete_mode(&self, key: &ConfigKey) -> bool {
+        self.cache
+            .config(key)
+            .is_some_and(|e| e.pod_delete_match().is_some())
+    }
+
+    /// Asks for the data of each referenced object the cache knows without current data.
+    pub fn fetch_missing(&self, references: &[Reference]) {
+        for reference in references {
+            if self
+                .cache
+                .config(&reference.config)
+                .is_some_and(|e| !e.is_current())
+            {
+                self.fetcher.request(reference.config.clone());
+            }
+        }
+    }
+
+    fn delete_mode_changed(&self, key: &ConfigKey, is_delete_mode: bool, data_changed: bool) {
+        match &self.delete_mode {
+            Some(delete_mode) => delete_mode.enqueue(key.clone()),
+            None if is_delete_mode && data_changed => log::error!(
+                "{key} has a pod-delete-match annotation but delete mode is disabled (no namespace for ConfigMap {STATE_CONFIGMAP}): set --state-namespace; no Pods are replaced"
+            ),
+            None => {}
+        }
+    }
+
+    fn open_windows(&self, key: &ConfigKey) {
+        let now = Instant::now();
+        for workload in self.cache.dependents(key) {
+            self.windows.note_change(workload, now);
+        }
+    }
+
+    /// The data of `key` changed: its dependents reconcile when their debounce window closes.
+    fn changed(&self, key: &ConfigKey) {
+        for workload in self.cache.dependents(key) {
+            log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
+            self.queue.add_after(workload, self.debounce);
+        }
+    }
+
+    /// The data of `key` became current without changing: its dependents reconcile now.
+    fn wake_dependents(&self, key: &ConfigKey) {
+        for workload in self.cache.dependents(key) {
+            self.queue.add(workload);
+        }
+    }
+}
+
+impl FetchSink for Router {
+    fn wants_data(&self, key: &ConfigKey) -> bool {
+        self.cache.is_referenced(key) || self.is_delete_mode(key)
+    }
+
+    fn fetched(&self, key: &ConfigKey, asked_at: &ResourceVersion, object: ConfigObject) {
+        let Some(old) = self.cache.config(key) else {
+            return;
+        };
+        if old.uid != Uid::new(&object.metadata.uid) {
+            return; // re-created meanwhile: the new one is fetched on its own
+        }
+        let data_changed = old.data_differs(object.digests());
+        if data_changed {
+            self.open_windows(key);
+        }
+        let Some(after) = self.cache.store_fetched(key, asked_at, object) else {
+            return;
+        };
+        if !after.is_current() {
+            return; // a newer version was seen meanwhile and is being fetched
+        }
+        if data_changed {
+            self.changed(key);
+        } else {
+            self.wake_dependents(key);
+        }
+        if after.pod_delete_match().is_some() || old.pod_delete_match().is_some() {
+            self.delete_mode_changed(key, after.pod_delete_match().is_some(), data_changed);
+        }
+    }
+}
+
+/// Tracks what a relist returned, to drop what it did not.
+struct Relist<K> {
+    seen: Option<HashSet<K>>,
+    on_synced: Option<OnSynced>,
+}
+
+impl<K: Eq + std::hash::Hash> Relist<K> {
+    fn new(on_synced: OnSynced) -> Relist<K> {
+        Relist {
+            seen: None,
+            on_synced: Some(on_synced),
+        }
+    }
+
+    fn start(&mut self) {
+        self.seen = Some(HashSet::new());
+    }
+
+    fn saw(&mut self, key: K) {
+        self.seen.get_or_insert_with(HashSet::new).insert(key);
+    }
+
+    /// What the relist returned; counts the first complete list.
+    fn finish(&mut self) -> HashSet<K> {
+        if let Some(on_synced) = self.on_synced.take() {
+            on_synced();
+        }
+        self.seen.take().unwrap_or_default()
+    }
+}
+
+/// Writes ConfigMap or Secret events into the cache through the [`Router`].
+pub struct ConfigSink {
+    kind: ConfigKind,
+    namespace: Option<String>,
+    router: Arc<Router>,
+    relist: Relist<ConfigKey>,
+}
+
+impl ConfigSink {
+    pub fn new(
+        kind: ConfigKind,
+        namespace: Option<String>,
+        router: Arc<Router>,
+        on_synced: OnSynced,
+    ) -> ConfigSink {
+        ConfigSink {
+            kind,
+            namespace,
+            router,
+            relist: Relist::new(on_synced),
+        }
+    }
+
+    pub fn handle<I: ConfigItem>(&mut self, event: Event<I>) {
+        match event {
+            Event::InitStart => self.relist.start(),
+            Event::InitApply(item) => {
+                let key = self.apply(item.into_object());
+                self.relist.saw(key);
+            }
+            Event::Apply(item) => {
+                self.apply(item.into_object());
+            }
+            Event::Delete(item) => {
+                let obj = item.into_object();
+                let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
+                self.router.remove(&key);
+            }
+            Event::InitDone => {
+                let seen = self.relist.finish();
+                let cache = &self.router.cache;
+                for key in cache.config_keys(self.kind, self.namespace.as_deref()) {
+                    if !seen.contains(&key) {
+                        log::debug!("{key}: gone after relist");
+                        self.router.remove(&key);
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply(&self, obj: ConfigObject) -> ConfigKey {
+        if obj.data.is_some() {
+            self.router.apply_whole(self.kind, obj)
+        } else {
+            self.router.apply_metadata(self.kind, obj)
+        }
+    }
+}
+
+/// Writes workload events into the cache and enqueues the workload.
+pub struct WorkloadSink {
+    resource: Arc<Resource>,
+    namespace: Option<String>,
+    router: Arc<Router>,
+    relist: Relist<WorkloadKey>,
+}
+
+impl WorkloadSink {
+    pub fn new(
+        resource: Arc<Resource>,
+        namespace: Option<String>,
+        router: Arc<Router>,
+        on_synced: OnSynced,
+    ) -> WorkloadSink {
+        WorkloadSink {
+            resource,
+            namespace,
+            router,
+            relist: Relist::new(on_synced),
+        }
+    }
+
+    pub fn handle(&mut self, event: Event<WorkloadObject>) {
+        match event {
+            Event::InitStart => self.relist.start(),
+            Event::InitApply(obj) => {
+                let key = self.apply(&obj);
+                self.relist.saw(key);
+            }
+            Event::Apply(obj) => {
+                self.apply(&obj);
+            }
+            Event::Delete(obj) => {
+                let key = self.key(&obj);
+                self.forget(key);
+            }
+            Event::InitDone => {
+                let seen = self.relist.finish();
+                let cache = &self.router.cache;
+                for key in cache.workload_keys(&self.resource, self.namespace.as_deref()) {
+                    if !seen.contains(&key) {
+                        self.forget(key);
+                    }
+                }
+            }
+        }
+    }
+
+    fn key(&self, obj: &WorkloadObject) -> WorkloadKey {
+        WorkloadKey::new(
+            Arc::clone(&self.resource),
+            &obj.metadata.namespace,
+            &obj.metadata.name,
+        )
+    }
+
+    fn apply(&self, obj: &WorkloadObject) -> WorkloadKey {
+        let key = self.key(obj);
+        let entry = WorkloadEntry::from_object(obj);
+        let references = entry.as_ref().map(|e| e.references.clone());
+        if self.router.cache.upsert_workload(&key, entry) {
+            // Referenced now (the fetcher reads only what is referenced), so read the
+            // Secrets whose data is not current.
+            self.router
+                .fetch_missing(references.as_deref().unwrap_or_default());
+            self.router.queue.add(key.clone());
+        }
+        key
+    }
+
+    fn forget(&self, key: WorkloadKey) {
+        if self.router.cache.upsert_workload(&key, None) {
+            self.router.queue.add(key);
+        }
+    }
+}
+
+/// A ConfigMap or Secret as a watcher decodes it (text values vs base64 values).
+pub trait ConfigItem: watch::Object {
+    fn into_object(self) -> ConfigObject;
+}
+
+impl watch::Object for ConfigMapItem {
+    fn resource_version(&self) -> &str {
+        &self.0.metadata.resource_version
+    }
+}
+
+impl watch::Object for SecretItem {
+    fn resource_version(&self) -> &str {
+        &self.0.metadata.resource_version
+    }
+}
+
+impl ConfigItem for ConfigMapItem {
+    fn into_object(self) -> ConfigObject {
+        self.0
+    }
+}
+
+impl ConfigItem for SecretItem {
+    fn into_object(self) -> ConfigObject {
+        self.0
+    }
+}
+
+impl watch::Object for WorkloadObject {
+    fn resource_version(&self) -> &str {
+        &self.metadata.resource_version
+    }
+}
