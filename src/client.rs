@@ -7,6 +7,7 @@
 
 use crate::error::{Error, Status};
 use crate::kubeconfig::{self, Credentials, Pem};
+use crate::list_body::{self, SplitError};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::de::DeserializeOwned;
@@ -34,6 +35,10 @@ const MAX_WATCH_LINE: usize = 64 << 20;
 const MAX_ERROR_BODY: u64 = 1 << 20;
 /// A 2xx body up to this size is kept aside to recognise a `Status` with `status: Failure`.
 const STATUS_PEEK: usize = 64 << 10;
+/// The largest object (or item of a list) accepted. The API server stores objects of at
+/// most 1.5 MiB (etcd's request limit; ConfigMap and Secret data is at most 1 MiB), which
+/// base64 and JSON escapes can make a few MiB as JSON.
+const MAX_OBJECT: usize = 8 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Beyond the server-side `timeoutSeconds`, how long a silent watch is kept before giving up.
 const WATCH_GRACE: Duration = Duration::from_secs(30);
@@ -92,6 +97,16 @@ impl<'a> Request<'a> {
             watch_body_timeout: None,
         }
     }
+}
+
+/// The `metadata` of a LIST response.
+#[derive(Debug, Default, Deserialize)]
+pub struct ListMeta {
+    #[serde(default, rename = "resourceVersion")]
+    pub resource_version: String,
+    /// Where the next page starts; absent or empty on the last page.
+    #[serde(default, rename = "continue")]
+    pub continue_token: Option<String>,
 }
 
 /// What a GET, LIST or WATCH asks the server for, in its `Accept` header.
@@ -441,6 +456,25 @@ impl Client {
     /// GET and decode the body as it streams in (lists can be many MB).
     pub fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> Result<T, Error> {
         self.get_shaped(path_and_query, Shape::Whole)
+    }
+
+    /// LIST one page, handing each item to `on_item` as it is decoded from the stream (one
+    /// item's bytes in memory at a time, whatever the page's size).
+    pub fn list<T: DeserializeOwned>(
+        &self,
+        path_and_query: &str,
+        shape: Shape,
+        on_item: &mut dyn FnMut(T),
+    ) -> Result<ListMeta, Error> {
+        let response = self.send(Request {
+            verb: "list",
+            method: Method::GET,
+            path_and_query,
+            body: None,
+            accept: shape.accept(true),
+            watch_body_timeout: None,
+        })?;
+        decode_list(response, path_and_query, on_item)
     }
 
     /// GET whole objects or only their metadata.
@@ -1150,24 +1184,67 @@ fn failure_status(body: &[u8], http_code: u16) -> Option<Status> {
     })
 }
 
-/// Decodes a 2xx body as it streams in, keeping its first [`STATUS_PEEK`] bytes aside to
-/// recognise a Failure `Status` (such bodies are small; a large body never is one).
+/// Decodes a 2xx body of one object (or a small list): read whole, up to [`MAX_OBJECT`]
+/// bytes, then parsed from the slice (several times faster than from a reader). A small
+/// body may be a failure `Status` answered with a 2xx code.
 fn decode<T: DeserializeOwned>(
     response: http::Response<ureq::Body>,
     method: &str,
     path: &str,
 ) -> Result<T, Error> {
     let code = response.status().as_u16();
+    let path = path.split('?').next().unwrap_or(path);
+    let mut body = Vec::new();
+    response
+        .into_body()
+        .into_reader()
+        .take(MAX_OBJECT as u64 + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| {
+            Error::Transport(format!("{method} {path}: reading the response failed: {e}"))
+        })?;
+    if body.len() > MAX_OBJECT {
+        return Err(Error::Decode(format!(
+            "{method} {path}: the response is larger than {} MiB",
+            MAX_OBJECT >> 20
+        )));
+    }
+    if body.len() <= STATUS_PEEK {
+        if let Some(status) = failure_status(&body, code) {
+            return Err(Error::Api(status));
+        }
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| Error::Decode(format!("{method} {path}: unexpected response body: {e}")))
+}
+
+/// Decodes a 2xx LIST body item by item as it streams in ([`list_body`]), keeping its
+/// first [`STATUS_PEEK`] bytes aside to recognise a failure `Status`.
+fn decode_list<T: DeserializeOwned>(
+    response: http::Response<ureq::Body>,
+    path: &str,
+    on_item: &mut dyn FnMut(T),
+) -> Result<ListMeta, Error> {
+    let code = response.status().as_u16();
+    let path = path.split('?').next().unwrap_or(path);
     let mut peek = Peek {
         inner: response.into_body().into_reader(),
         kept: Vec::new(),
         total: 0,
         eof: false,
     };
-    let result = serde_json::from_reader::<_, T>(BufReader::with_capacity(64 << 10, &mut peek));
+    let result = list_body::split(
+        BufReader::with_capacity(16 << 10, &mut peek),
+        MAX_OBJECT,
+        &mut |bytes| {
+            let item = serde_json::from_slice::<T>(bytes).map_err(|e| format!("an item: {e}"))?;
+            on_item(item);
+            Ok(())
+        },
+    );
     if !peek.eof && peek.total <= STATUS_PEEK {
-        // Decoding stopped early (e.g. a Status where an object was expected): read the rest of
-        // a small body so it can be recognised.
+        // Splitting stopped early (e.g. at a Status): read the rest of a small body so it
+        // can be recognised.
         let _ = io::copy(
             &mut (&mut peek).take((STATUS_PEEK + 1) as u64),
             &mut io::sink(),
@@ -1178,14 +1255,17 @@ fn decode<T: DeserializeOwned>(
             return Err(Error::Api(status));
         }
     }
-    result.map_err(|e| {
-        let path = path.split('?').next().unwrap_or(path);
-        if e.is_io() {
-            Error::Transport(format!("{method} {path}: reading the response failed: {e}"))
-        } else {
-            Error::Decode(format!("{method} {path}: unexpected response body: {e}"))
-        }
-    })
+    match result {
+        Ok(metadata) if metadata.is_empty() => Ok(ListMeta::default()),
+        Ok(metadata) => serde_json::from_slice(&metadata)
+            .map_err(|e| Error::Decode(format!("GET {path}: unexpected list metadata: {e}"))),
+        Err(SplitError::Io(e)) => Err(Error::Transport(format!(
+            "GET {path}: reading the response failed: {e}"
+        ))),
+        Err(e) => Err(Error::Decode(format!(
+            "GET {path}: unexpected response body: {e}"
+        ))),
+    }
 }
 
 /// Passes bytes through, keeping the first [`STATUS_PEEK`] of them.

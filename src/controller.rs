@@ -672,27 +672,6 @@ impl ApiSource {
         &self,
         continue_token: Option<&str>,
     ) -> Result<Page<T>, Error> {
-        #[derive(serde::Deserialize)]
-        struct ListMeta {
-            #[serde(default, rename = "resourceVersion")]
-            resource_version: String,
-            #[serde(default, rename = "continue")]
-            continue_token: Option<String>,
-        }
-        #[derive(serde::Deserialize)]
-        #[serde(bound = "T: DeserializeOwned")]
-        struct List<T> {
-            #[serde(default = "empty_meta")]
-            metadata: ListMeta,
-            #[serde(default = "Vec::new")]
-            items: Vec<T>,
-        }
-        fn empty_meta() -> ListMeta {
-            ListMeta {
-                resource_version: String::new(),
-                continue_token: None,
-            }
-        }
         let mut path = format!(
             "{}?limit={PAGE_SIZE}",
             self.resource.collection_path(self.namespace.as_deref())
@@ -701,11 +680,14 @@ impl ApiSource {
             path.push_str("&continue=");
             path.push_str(&percent_encode_query_value(token));
         }
-        let list: List<T> = self.client.get_shaped(&path, self.shape)?;
+        let mut items = Vec::new();
+        let meta = self
+            .client
+            .list(&path, self.shape, &mut |item: T| items.push(item))?;
         Ok(Page {
-            items: list.items,
-            resource_version: list.metadata.resource_version,
-            continue_token: list.metadata.continue_token,
+            items,
+            resource_version: meta.resource_version,
+            continue_token: meta.continue_token,
         })
     }
 

@@ -44,7 +44,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::annotations;
 use crate::cache::Cache;
-use crate::client::Client;
+use crate::client::{Client, Shape};
 use crate::error::Error;
 use crate::events::{ObjectRef, Recorder};
 use crate::hash;
@@ -906,18 +906,6 @@ impl DeleteMode {
     /// The Pods of `namespace` matching `selector`, listed with `labelSelector` and checked
     /// again here (a proxy that dropped the query must not widen the match).
     fn list_pods(&self, namespace: &str, selector: &Selector) -> Result<Vec<Pod>, Error> {
-        #[derive(serde::Deserialize)]
-        struct PodList {
-            #[serde(default)]
-            metadata: ListMeta,
-            #[serde(default)]
-            items: Vec<Pod>,
-        }
-        #[derive(serde::Deserialize, Default)]
-        struct ListMeta {
-            #[serde(default, rename = "continue")]
-            continue_token: Option<String>,
-        }
         let base = format!(
             "{}?labelSelector={}&limit={PAGE_SIZE}",
             Resource::pods().collection_path(Some(namespace)),
@@ -926,13 +914,12 @@ impl DeleteMode {
         let mut pods = Vec::new();
         let mut path = base.clone();
         loop {
-            let page: PodList = self.client.get(&path)?;
-            pods.extend(
-                page.items
-                    .into_iter()
-                    .filter(|p| selector.matches(&p.metadata.labels)),
-            );
-            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+            let page = self.client.list(&path, Shape::Whole, &mut |pod: Pod| {
+                if selector.matches(&pod.metadata.labels) {
+                    pods.push(pod);
+                }
+            })?;
+            match page.continue_token.filter(|t| !t.is_empty()) {
                 Some(token) => {
                     path = format!("{base}&continue={}", percent_encode_query_value(&token))
                 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod duration;
 pub mod error;
 pub mod kubeconfig;
+pub mod list_body;
 pub mod yaml;
 
 // What wavelet reads from the API server, and how it keeps it.
