@@ -410,6 +410,143 @@ mod tests {
         }
     }
 
+    fn secret_meta(rv: &str, uid: &str) -> ObjectMeta {
+        serde_json::from_value(serde_json::json!({
+            "name": "creds", "namespace": "ns", "uid": uid, "resourceVersion": rv}))
+        .unwrap()
+    }
+
+    fn fetched(rv: &str, uid: &str, value: &str) -> ConfigObject {
+        let json = serde_json::json!({"kind": "Secret",
+            "metadata": {"name": "creds", "namespace": "ns", "uid": uid, "resourceVersion": rv},
+            "data": {"password": crate::base64::encode(value.as_bytes())}});
+        ConfigObject::secret(json).unwrap()
+    }
+
+    #[test]
+    fn a_secret_known_by_its_metadata_has_no_current_data_until_read() {
+        let cache = Cache::new();
+        let (key, before, after) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        assert!(before.is_none() && !after.is_current() && after.digests().is_none());
+        let read = cache
+            .store_fetched(&key, &ResourceVersion::new("1"), fetched("1", "u", "a"))
+            .unwrap();
+        assert!(read.is_current());
+        assert_eq!(read.digests().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_new_version_seen_by_the_watch_makes_the_data_stale_until_read_again() {
+        let cache = Cache::new();
+        let (key, ..) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        cache.store_fetched(&key, &ResourceVersion::new("1"), fetched("1", "u", "a"));
+        let (_, _, moved) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("2", "u"), true);
+        assert!(
+            !moved.is_current(),
+            "the data of version 1 is not that of version 2"
+        );
+        assert!(
+            !moved.data_differs(&fetched("1", "u", "a").data.unwrap()),
+            "kept to compare"
+        );
+        let (_, _, dropped) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("3", "u"), false);
+        assert!(
+            dropped.data_differs(&fetched("1", "u", "a").data.unwrap()),
+            "not kept when unwanted"
+        );
+    }
+
+    #[test]
+    fn the_same_metadata_again_changes_nothing() {
+        let cache = Cache::new();
+        let (_, _, first) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        let (_, before, again) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        assert!(Arc::ptr_eq(&first, &again) && Arc::ptr_eq(&before.unwrap(), &again));
+    }
+
+    #[test]
+    fn a_read_of_another_incarnation_is_dropped() {
+        let cache = Cache::new();
+        let (key, ..) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("5", "new-uid"), true);
+        let stored = cache.store_fetched(
+            &key,
+            &ResourceVersion::new("5"),
+            fetched("4", "old-uid", "a"),
+        );
+        assert!(stored.is_none());
+        assert!(!cache.config(&key).unwrap().is_current());
+        assert!(cache
+            .store_fetched(
+                &ConfigKey::new(ConfigKind::Secret, "ns", "gone"),
+                &ResourceVersion::new("1"),
+                fetched("1", "u", "a")
+            )
+            .is_none());
+    }
+
+    #[test]
+    fn a_read_newer_than_the_watch_is_current_when_the_watch_saw_nothing_meanwhile() {
+        let cache = Cache::new();
+        let (key, ..) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        let read = cache
+            .store_fetched(&key, &ResourceVersion::new("1"), fetched("2", "u", "b"))
+            .unwrap();
+        assert!(read.is_current());
+        assert_eq!(read.resource_version, ResourceVersion::new("2"));
+        // The watch then delivers version 2: nothing changes, nothing is read again.
+        let (_, before, after) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("2", "u"), true);
+        assert!(Arc::ptr_eq(&before.unwrap(), &after) && after.is_current());
+    }
+
+    #[test]
+    fn a_read_overtaken_by_a_newer_version_stays_stale_until_that_one_is_read() {
+        let cache = Cache::new();
+        let (key, ..) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        // Version 3 arrives while version 2 is being read.
+        cache.upsert_metadata(ConfigKind::Secret, &secret_meta("3", "u"), true);
+        let read = cache
+            .store_fetched(&key, &ResourceVersion::new("1"), fetched("2", "u", "b"))
+            .unwrap();
+        assert!(!read.is_current());
+        assert_eq!(read.resource_version, ResourceVersion::new("3"));
+        let read = cache
+            .store_fetched(&key, &ResourceVersion::new("3"), fetched("3", "u", "c"))
+            .unwrap();
+        assert!(read.is_current());
+    }
+
+    #[test]
+    fn a_cached_secret_holds_no_trace_of_its_values_even_in_annotations() {
+        let canary = "canary-value-5f3a9c";
+        let encoded = crate::base64::encode(canary.as_bytes());
+        let last_applied =
+            format!(r#"{{"apiVersion":"v1","data":{{"password":"{encoded}"}},"kind":"Secret"}}"#);
+        let json = serde_json::json!({"kind": "Secret",
+            "metadata": {"name": "creds", "namespace": "ns", "uid": "u", "resourceVersion": "1",
+                "labels": {"leak": encoded.clone()},
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last_applied,
+                                "wavelet.dev/pod-delete-match": "app=web"}},
+            "data": {"password": encoded.clone()}, "stringData": {"password": canary}});
+        let object = ConfigObject::secret(json).unwrap();
+        let object_text = format!("{object:?}");
+        let cache = Cache::new();
+        let (key, _) = cache.upsert_config(ConfigKind::Secret, object);
+        let entry_text = format!("{:?}", cache.config(&key).unwrap());
+        for text in [object_text, entry_text] {
+            assert!(!text.contains(canary) && !text.contains(&encoded), "{text}");
+            assert!(!text.contains("last-applied"), "{text}");
+        }
+        assert_eq!(
+            cache.config(&key).unwrap().pod_delete_match(),
+            Some("app=web")
+        );
+    }
+
     #[test]
     fn a_label_only_change_is_metadata_only() {
         let cache = Cache::new();

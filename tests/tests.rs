@@ -7,6 +7,7 @@
 //! - `hash_mode`: rollouts of Deployments, StatefulSets, DaemonSets and custom kinds.
 //! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
 //! - `secrets`: a Secret value never leaks.
+//! - `secret_reads`: Secrets are watched as metadata; only those that matter are read.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
@@ -25,6 +26,7 @@ mod manifests;
 mod operations;
 mod rbac;
 mod readme;
+mod secret_reads;
 mod secrets;
 mod util;
 mod wire;

@@ -1,0 +1,215 @@
+//! Secrets are listed and watched as metadata only; the data of a Secret is read (one GET)
+//! only when a workload references it or it carries a delete-mode selector, when first
+//! needed and after each new version.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::fake::{FakeApi, Request};
+use crate::util::*;
+
+const NS: &str = "default";
+const HASH: &str = "wavelet.dev/config-hash";
+
+fn uses_secret(name: &str) -> serde_json::Value {
+    json!({"containers": [{"name": "app", "image": "nginx", "envFrom": [{"secretRef": {"name": name}}]}]})
+}
+
+/// A Helm-release-like Secret nothing references: 256 KiB of data.
+fn helm_release(name: &str) -> serde_json::Value {
+    let mut value = secret(NS, name, &[("release", &"h".repeat(192 * 1024))]);
+    value["metadata"]["labels"] = json!({"owner": "helm"});
+    value
+}
+
+/// GETs of one Secret (not lists, not watches) that wavelet sent.
+fn secret_reads(fake: &FakeApi, name: &str) -> usize {
+    let path = format!("/api/v1/namespaces/{NS}/secrets/{name}");
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == path)
+        .count()
+}
+
+fn secret_collection_requests(fake: &FakeApi) -> Vec<Request> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("/secrets"))
+        .collect()
+}
+
+fn start_with_referenced_secret() -> (FakeApi, Wavelet) {
+    let fake = FakeApi::start();
+    fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
+    fake.apply(helm_release("sh.helm.release.v1.db.v1"));
+    fake.apply(secret(NS, "unused", &[("token", "abc")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        uses_secret("creds"),
+    ));
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    (fake, wavelet)
+}
+
+#[test]
+fn secrets_are_listed_and_watched_as_metadata_and_only_referenced_ones_are_read() {
+    let (fake, wavelet) = start_with_referenced_secret();
+    let collection = secret_collection_requests(&fake);
+    assert!(!collection.is_empty());
+    for request in &collection {
+        let accept = request.header("accept").unwrap_or_default();
+        let wanted = if request.query_param("watch").is_some() {
+            "as=PartialObjectMetadata;"
+        } else {
+            "as=PartialObjectMetadataList;"
+        };
+        assert!(
+            accept.contains(wanted),
+            "{} {:?}: Accept {accept:?}",
+            request.path,
+            request.query
+        );
+    }
+    assert_eq!(secret_reads(&fake, "creds"), 1);
+    assert_eq!(secret_reads(&fake, "sh.helm.release.v1.db.v1"), 0);
+    assert_eq!(secret_reads(&fake, "unused"), 0);
+    // The adopted hash is over the Secret's data all the same.
+    let (_, adopted) = hashes(&fake, "deployments", NS, "web", HASH);
+    assert_eq!(
+        adopted.as_deref(),
+        Some(expected_hash(&fake, "deployments", NS, "web").as_str()),
+        "{}",
+        wavelet.output()
+    );
+}
+
+#[test]
+fn a_data_edit_of_a_referenced_secret_is_read_once_and_rolls_once() {
+    let (fake, wavelet) = start_with_referenced_secret();
+    let before = fake.request_count();
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "creds",
+        json!({"data": {"password": wavelet::base64::encode(b"correct horse")}}),
+    );
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    settle(Duration::from_millis(400));
+    let after: Vec<String> = fake
+        .requests_since(before)
+        .iter()
+        .filter(|r| r.query_param("watch").is_none())
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    let reads = after
+        .iter()
+        .filter(|r| r.starts_with("GET") && r.contains("/secrets"))
+        .count();
+    assert_eq!(reads, 1, "one GET of the changed Secret: {after:?}");
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+    let (template, _) = hashes(&fake, "deployments", NS, "web", HASH);
+    assert_eq!(
+        template.as_deref(),
+        Some(expected_hash(&fake, "deployments", NS, "web").as_str())
+    );
+}
+
+#[test]
+fn a_label_edit_of_a_referenced_secret_is_read_but_rolls_nothing() {
+    let (fake, wavelet) = start_with_referenced_secret();
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "creds",
+        json!({"metadata": {"labels": {"rotated-by": "vault"}}}),
+    );
+    eventually(&fake, &wavelet, "the new version read", |f| {
+        secret_reads(f, "creds") == 2
+    });
+    settle(Duration::from_millis(600));
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
+    assert_eq!(fake.revisions("deployments", NS, "web"), 1);
+}
+
+#[test]
+fn edits_of_secrets_nothing_references_are_never_read() {
+    let (fake, _wavelet) = start_with_referenced_secret();
+    for round in 0..3 {
+        fake.merge_patch(
+            "secrets",
+            NS,
+            "sh.helm.release.v1.db.v1",
+            json!({"data": {"release": wavelet::base64::encode(format!("v{round}").as_bytes())}}),
+        );
+        fake.merge_patch(
+            "secrets",
+            NS,
+            "unused",
+            json!({"data": {"token": wavelet::base64::encode(format!("t{round}").as_bytes())}}),
+        );
+    }
+    settle(Duration::from_millis(800));
+    assert_eq!(secret_reads(&fake, "sh.helm.release.v1.db.v1"), 0);
+    assert_eq!(secret_reads(&fake, "unused"), 0);
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
+}
+
+#[test]
+fn a_secret_first_referenced_after_the_sync_is_read_then_and_hashed() {
+    let (fake, wavelet) = start_with_referenced_secret();
+    assert_eq!(secret_reads(&fake, "unused"), 0);
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "api",
+        opted_in(),
+        uses_secret("unused"),
+    ));
+    eventually(&fake, &wavelet, "adoption of the new workload", |f| {
+        hashes(f, "deployments", NS, "api", HASH).1.is_some()
+    });
+    assert_eq!(secret_reads(&fake, "unused"), 1);
+    let (_, adopted) = hashes(&fake, "deployments", NS, "api", HASH);
+    assert_eq!(
+        adopted.as_deref(),
+        Some(expected_hash(&fake, "deployments", NS, "api").as_str())
+    );
+
+    // From now on its edits roll the new workload.
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "unused",
+        json!({"data": {"token": wavelet::base64::encode(b"new")}}),
+    );
+    eventually(&fake, &wavelet, "rollout of the new workload", |f| {
+        f.revisions("deployments", NS, "api") == 2
+    });
+}
+
+#[test]
+fn a_deleted_and_recreated_referenced_secret_is_read_again_and_rolls() {
+    let (fake, wavelet) = start_with_referenced_secret();
+    fake.delete("secrets", NS, "creds");
+    settle(Duration::from_millis(100));
+    fake.apply(secret(NS, "creds", &[("password", "recreated")]));
+    eventually(&fake, &wavelet, "rollout after the re-creation", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    settle(Duration::from_millis(400));
+    assert_eq!(fake.revisions("deployments", NS, "web"), 2);
+    let (template, _) = hashes(&fake, "deployments", NS, "web", HASH);
+    assert_eq!(
+        template.as_deref(),
+        Some(expected_hash(&fake, "deployments", NS, "web").as_str())
+    );
+}
