@@ -730,6 +730,32 @@ mod tests {
     }
 
     #[test]
+    fn a_partial_object_metadata_is_a_secret_without_data_and_a_full_item_has_data() {
+        let partial = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",
+            "metadata":{"name":"s","namespace":"ns","resourceVersion":"3","managedFields":[{"manager":"m"}]}}"#;
+        let obj = ConfigObject::secret(&mut serde_json::Deserializer::from_str(partial)).unwrap();
+        assert!(obj.data.is_none());
+        assert_eq!(obj.metadata.resource_version, "3");
+        // Items of a whole SecretList carry no kind (a server that ignored the metadata
+        // Accept header): read whole, an empty Secret included.
+        let whole = r#"{"metadata":{"name":"s"},"type":"Opaque"}"#;
+        let obj = ConfigObject::secret(&mut serde_json::Deserializer::from_str(whole)).unwrap();
+        assert_eq!(obj.data.as_deref(), Some(&[][..]));
+    }
+
+    #[test]
+    fn only_the_annotations_wavelet_reads_are_kept() {
+        let json = r#"{"name":"w","annotations":{
+            "kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{\"password\":\"c2VjcmV0\"}}",
+            "wavelet.dev/update-on-config-change":"true","other":{"not":"a string"}}}"#;
+        let meta: ObjectMeta = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            meta.annotations,
+            Annotations::from_pairs([("wavelet.dev/update-on-config-change", "true")])
+        );
+    }
+
+    #[test]
     fn invalid_base64_errors_without_echoing_the_value() {
         let json = r#"{"data":{"k":"c2VjcmV0!!"}}"#;
         let err = ConfigObject::secret(&mut serde_json::Deserializer::from_str(json)).unwrap_err();
