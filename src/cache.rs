@@ -342,7 +342,11 @@ impl Cache {
             }
         }
         for r in new_refs {
-            let list = workloads.dependents.entry(r.config.clone()).or_default();
+            // Most objects have one dependent: start with room for one, not the usual four.
+            let list = workloads
+                .dependents
+                .entry(r.config.clone())
+                .or_insert_with(|| Vec::with_capacity(1));
             if !list.contains(key) {
                 list.push(key.clone());
             }

@@ -35,6 +35,8 @@ const MAX_WATCH_LINE: usize = 64 << 20;
 const MAX_ERROR_BODY: u64 = 1 << 20;
 /// A 2xx body up to this size is kept aside to recognise a `Status` with `status: Failure`.
 const STATUS_PEEK: usize = 64 << 10;
+/// How much a watch stream reads at once.
+const WATCH_READ: usize = 16 << 10;
 /// The largest object (or item of a list) accepted. The API server stores objects of at
 /// most 1.5 MiB (etcd's request limit; ConfigMap and Secret data is at most 1 MiB), which
 /// base64 and JSON escapes can make a few MiB as JSON.
@@ -1377,11 +1379,15 @@ impl WatchStream {
             self.scanned -= self.start;
             self.start = 0;
         }
-        if self.buf.capacity() > (4 << 20) && self.buf.len() < (64 << 10) {
-            self.buf.shrink_to(256 << 10);
+        // After a large event, give its memory back instead of keeping it for the life of
+        // the watch.
+        if self.buf.capacity() > (256 << 10) && self.buf.len() < WATCH_READ {
+            self.buf.shrink_to(2 * WATCH_READ);
         }
         let old_len = self.buf.len();
-        self.buf.resize(old_len + (64 << 10), 0);
+        // ureq buffers 16 KiB of the connection: reading more at once gains nothing, and
+        // every open watch keeps this buffer.
+        self.buf.resize(old_len + WATCH_READ, 0);
         let result = loop {
             match self.reader.read(&mut self.buf[old_len..]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
