@@ -26,15 +26,28 @@ pub fn workload_resource(kind: &str) -> Result<Resource, Error> {
     }
 }
 
-/// Prints the hash `run` would write for one workload, and its inputs: object names,
-/// whether each exists, and the keys that count — never values or their digests.
+/// A workload named on the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub namespace: &'a str,
+    pub kind: &'a str,
+    pub name: &'a str,
+}
+
+/// Prints the hash `run` would write for one workload (an HMAC under `hmac_key`, as with
+/// `--hash-key-file`), and its inputs: object names, whether each exists, and the keys
+/// that count — never values or their digests.
 pub fn hash(
     client: &Client,
-    namespace: &str,
-    kind: &str,
-    name: &str,
+    target: Target<'_>,
+    hmac_key: Option<&[u8]>,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
+    let Target {
+        namespace,
+        kind,
+        name,
+    } = target;
     let resource = workload_resource(kind)?;
     let workload: WorkloadObject = client.get(&resource.object_path(namespace, name))?;
     let references = crate::references::references(&workload);
@@ -59,7 +72,7 @@ pub fn hash(
         resolved
             .iter()
             .map(|(r, o)| (*r, o.as_ref().map(ConfigObject::digests))),
-        None,
+        hmac_key,
     );
     let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
     writeln!(out, "{}", computed.hash).map_err(write_err)?;
@@ -87,15 +100,13 @@ pub fn hash(
     for missing in &computed.missing {
         writeln!(out, "  missing: {missing}").map_err(write_err)?;
     }
-    if workload
-        .metadata
-        .annotations
-        .contains_key(crate::annotations::WAVELET_OPT_IN)
-        || workload
-            .metadata
-            .annotations
-            .contains_key(crate::annotations::WAVE_OPT_IN)
-    {
+    let opted_in = [
+        crate::annotations::WAVELET_OPT_IN,
+        crate::annotations::WAVE_OPT_IN,
+    ]
+    .iter()
+    .any(|k| workload.metadata.annotations.contains_key(k));
+    if opted_in && hmac_key.is_none() {
         writeln!(
             out,
             "  note: with --hash-key-file, run publishes an HMAC instead"
@@ -106,11 +117,13 @@ pub fn hash(
 }
 
 /// Prints a table of opted-in workloads and delete-mode objects, and whether each is up
-/// to date. Returns how many workloads are not (not adopted yet, a rollout pending, or a
+/// to date (hashes compared as HMACs under `hmac_key`, as `run --hash-key-file` writes
+/// them). Returns how many workloads are not (not adopted yet, a rollout pending, or a
 /// referenced object missing): `wavelet status` exits 1 when there are any.
 pub fn status(
     client: &Client,
     namespace: Option<&str>,
+    hmac_key: Option<&[u8]>,
     out: &mut dyn Write,
 ) -> Result<usize, Error> {
     let mut out_of_date = 0;
@@ -169,7 +182,7 @@ pub fn status(
             resolved
                 .iter()
                 .map(|(r, e)| (*r, e.as_ref().and_then(|e| e.digests()))),
-            None,
+            hmac_key,
         );
         let recorded = entry.recorded_hash().unwrap_or("-");
         let state = if !computed.missing.is_empty() {

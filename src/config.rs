@@ -49,7 +49,11 @@ pub enum Command {
     /// `wavelet run` (also when no subcommand is given): the controller.
     Run(RunConfig),
     /// `wavelet status [-n NS]`: read-only table; `None` means all namespaces.
-    Status { namespace: Option<String> },
+    Status {
+        namespace: Option<String>,
+        /// `--hash-key-file`, so HMAC hashes compare equal.
+        hash_key_file: Option<PathBuf>,
+    },
     /// `wavelet hash -n NS KIND/NAME`. `kind` is lowercase; the built-in kinds and their
     /// kubectl spellings (`deploy`, `deployment`, `deployments.apps`, `sts`, `ds`, ...) are
     /// normalized to their resource name: `deployments`, `statefulsets`, `daemonsets`.
@@ -57,6 +61,8 @@ pub enum Command {
         namespace: String,
         kind: String,
         name: String,
+        /// `--hash-key-file`: print the HMAC `run` publishes.
+        hash_key_file: Option<PathBuf>,
     },
     /// `wavelet version`.
     Version,
@@ -188,6 +194,8 @@ enum Scope {
     Run,
     /// `wavelet status` and `wavelet hash`.
     StatusAndHash,
+    /// What decides the hash: `run`, `status` and `hash` must agree on it.
+    Hashing,
 }
 
 /// A flag's default, as help shows it and as parsing uses it.
@@ -391,7 +399,7 @@ static FLAGS: &[Flag] = &[
         "hash-key-file",
         Some("PATH"),
         FlagDefault::Unset("none: plain SHA-256"),
-        Scope::Run,
+        Scope::Hashing,
         "publish HMAC-SHA256 hashes keyed with this file's contents, so Secret values cannot be guessed from the annotations",
     ),
     flag(
@@ -833,6 +841,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         Scope::Global => true,
         Scope::Run => raw.command == "run",
         Scope::StatusAndHash => raw.command == "status" || raw.command == "hash",
+        Scope::Hashing => ["run", "status", "hash"].contains(&raw.command),
     };
     for name in raw.flags.keys() {
         let flag = find_flag(name).expect("raw flags come from FLAGS");
@@ -903,6 +912,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         }),
         "status" => Command::Status {
             namespace: look.get("namespace", namespace)?,
+            hash_key_file: look.get("hash-key-file", non_empty)?.map(PathBuf::from),
         },
         "hash" => {
             let Some(target) = raw.positionals.first() else {
@@ -920,6 +930,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
                 namespace,
                 kind,
                 name,
+                hash_key_file: look.get("hash-key-file", non_empty)?.map(PathBuf::from),
             }
         }
         _ => Command::Version,
@@ -955,6 +966,7 @@ Durations are written like 500ms, 10s, 5m, 1h30m.
         (Scope::Global, "Connection and output (every command)"),
         (Scope::Run, "wavelet run"),
         (Scope::StatusAndHash, "wavelet status and wavelet hash"),
+        (Scope::Hashing, "The hash (wavelet run, status and hash)"),
     ];
     for (scope, title) in sections {
         out.push_str(&format!("\n{title}:\n"));
@@ -1178,6 +1190,7 @@ mod tests {
                 c.command
                     == Command::Status {
                         namespace: Some("prod".into()),
+                        hash_key_file: None,
                     }
             }),
             other => panic!("no sample for --{other}: add one"),
@@ -1452,14 +1465,23 @@ mod tests {
             "--namespace is a flag of wavelet status and wavelet hash, not of wavelet run; wavelet run takes --namespaces"
         );
         let status = parse_with("status", &[("WAVELET_RESYNC", "not a duration")]).unwrap();
-        assert_eq!(status.command, Command::Status { namespace: None });
+        assert_eq!(
+            status.command,
+            Command::Status {
+                namespace: None,
+                hash_key_file: None
+            }
+        );
     }
 
     #[test]
     fn status_takes_an_optional_namespace() {
         assert_eq!(
             parse_with("status", &[]).unwrap().command,
-            Command::Status { namespace: None }
+            Command::Status {
+                namespace: None,
+                hash_key_file: None
+            }
         );
         for line in [
             "status -n prod",
@@ -1471,7 +1493,8 @@ mod tests {
             assert_eq!(
                 parse_with(line, &[]).unwrap().command,
                 Command::Status {
-                    namespace: Some("prod".into())
+                    namespace: Some("prod".into()),
+                    hash_key_file: None,
                 },
                 "{line}"
             );
@@ -1485,6 +1508,7 @@ mod tests {
             namespace: "shop".into(),
             kind: "deployments".into(),
             name: "web".into(),
+            hash_key_file: None,
         };
         for line in [
             "hash -n shop deployment/web",
@@ -1499,7 +1523,8 @@ mod tests {
             Command::Hash {
                 namespace: "a".into(),
                 kind: "statefulsets".into(),
-                name: "db".into()
+                name: "db".into(),
+                hash_key_file: None,
             }
         );
         assert_eq!(
@@ -1507,7 +1532,8 @@ mod tests {
             Command::Hash {
                 namespace: "a".into(),
                 kind: "daemonsets".into(),
-                name: "agent".into()
+                name: "agent".into(),
+                hash_key_file: None,
             }
         );
         assert_eq!(
@@ -1515,7 +1541,8 @@ mod tests {
             Command::Hash {
                 namespace: "a".into(),
                 kind: "rollouts".into(),
-                name: "canary".into()
+                name: "canary".into(),
+                hash_key_file: None,
             }
         );
         let from_env = parse_with("hash deployment/web", &[("WAVELET_NAMESPACE", "shop")]).unwrap();
@@ -1579,7 +1606,8 @@ mod tests {
             Command::Hash {
                 namespace: "a".into(),
                 kind: "deployments".into(),
-                name: "web".into()
+                name: "web".into(),
+                hash_key_file: None,
             }
         );
     }

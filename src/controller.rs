@@ -85,7 +85,11 @@ impl Controller {
         let health = Arc::new(Health::default());
         let cache = Arc::new(Cache::new());
         let queue = Arc::new(WorkQueue::new(Backoff::default()));
-        let hmac_key = read_hash_key(config)?;
+        let hmac_key = config
+            .hash_key_file
+            .as_deref()
+            .map(crate::hash::read_key_file)
+            .transpose()?;
         let delete_mode = start_delete_mode(&client, config, &cache, hmac_key.clone());
         let settings = HashModeSettings {
             hmac_key,
@@ -469,29 +473,6 @@ fn start_delete_mode(
         state,
         settings,
     )))
-}
-
-fn read_hash_key(config: &RunConfig) -> Result<Option<Vec<u8>>, Error> {
-    let Some(path) = &config.hash_key_file else {
-        return Ok(None);
-    };
-    let mut key = std::fs::read(path).map_err(|e| {
-        Error::Config(format!(
-            "cannot read --hash-key-file {}: {e}",
-            path.display()
-        ))
-    })?;
-    // A key written with `echo` ends in a newline that is not part of it.
-    if key.last() == Some(&b'\n') {
-        key.pop();
-    }
-    if key.is_empty() {
-        return Err(Error::Config(format!(
-            "--hash-key-file {} is empty",
-            path.display()
-        )));
-    }
-    Ok(Some(key))
 }
 
 /// Looks up the Kind of a `--workload-kinds` resource from API discovery; falls back to the

@@ -121,6 +121,27 @@ fn missing(items: &[Resolved<'_>]) -> Vec<Missing> {
     out
 }
 
+/// The key of `--hash-key-file`: the file's bytes, without the newline `echo` leaves.
+pub fn read_key_file(path: &std::path::Path) -> Result<Vec<u8>, crate::error::Error> {
+    use crate::error::Error;
+    let mut key = std::fs::read(path).map_err(|e| {
+        Error::Config(format!(
+            "cannot read --hash-key-file {}: {e}",
+            path.display()
+        ))
+    })?;
+    if key.last() == Some(&b'\n') {
+        key.pop();
+    }
+    if key.is_empty() {
+        return Err(Error::Config(format!(
+            "--hash-key-file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(key)
+}
+
 /// HMAC-SHA256 (RFC 2104).
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     const BLOCK: usize = 64;

@@ -55,17 +55,32 @@ fn run(args: &[String]) -> Result<i32, Error> {
             namespace,
             kind,
             name,
+            hash_key_file,
         } => {
             wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let key = read_key(hash_key_file.as_deref())?;
             let client = Client::from_flags(&config.connection)?;
-            wavelet::commands::hash(&client, &namespace, &kind, &name, &mut std::io::stdout())
+            let workload = wavelet::commands::Target {
+                namespace: &namespace,
+                kind: &kind,
+                name: &name,
+            };
+            wavelet::commands::hash(&client, workload, key.as_deref(), &mut std::io::stdout())
                 .map(|()| 0)
         }
-        Command::Status { namespace } => {
+        Command::Status {
+            namespace,
+            hash_key_file,
+        } => {
             wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let key = read_key(hash_key_file.as_deref())?;
             let client = Client::from_flags(&config.connection)?;
-            let out_of_date =
-                wavelet::commands::status(&client, namespace.as_deref(), &mut std::io::stdout())?;
+            let out_of_date = wavelet::commands::status(
+                &client,
+                namespace.as_deref(),
+                key.as_deref(),
+                &mut std::io::stdout(),
+            )?;
             if out_of_date > 0 {
                 eprintln!("wavelet: {out_of_date} workload(s) not up to date");
                 return Ok(1);
@@ -73,6 +88,10 @@ fn run(args: &[String]) -> Result<i32, Error> {
             Ok(0)
         }
     }
+}
+
+fn read_key(path: Option<&std::path::Path>) -> Result<Option<Vec<u8>>, Error> {
+    path.map(wavelet::hash::read_key_file).transpose()
 }
 
 /// A flag set by the first SIGTERM or SIGINT; a second one exits at once with code 1.

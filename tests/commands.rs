@@ -152,3 +152,67 @@ fn hash_of_an_unknown_workload_fails() {
     let (code, _, stderr) = wavelet(&fake, &["hash", "-n", NS, "cronjob/web"]);
     assert_eq!(code, Some(2), "{stderr}");
 }
+
+#[test]
+fn status_and_hash_with_the_hash_key_file_agree_with_what_run_published() {
+    let fake = FakeApi::start();
+    fake.apply(secret(NS, "app-secret", &[("password", "hunter2")]));
+    let spec = json!({"containers": [{"name": "app", "image": "nginx",
+        "envFrom": [{"secretRef": {"name": "app-secret"}}]}]});
+    fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
+    let key_file = std::env::temp_dir().join(format!("wavelet-status-key-{}", std::process::id()));
+    std::fs::write(&key_file, "s3cret-key\n").unwrap();
+    let key_path = key_file.to_str().unwrap();
+
+    let mut args = FAST.to_vec();
+    args.extend(["--hash-key-file", key_path]);
+    let run = Wavelet::start(&fake, &args);
+    eventually(&fake, &run, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    drop(run);
+    let published = hashes(&fake, "deployments", NS, "web", HASH).1.unwrap();
+
+    let (code, stdout, stderr) = wavelet(&fake, &["status", "--hash-key-file", key_path]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        row(&stdout, "default/web").ends_with("up to date"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = wavelet(&fake, &["status"]);
+    assert_eq!(
+        code,
+        Some(1),
+        "without the key the HMAC cannot match:\n{stdout}"
+    );
+
+    let (code, stdout, stderr) = wavelet(
+        &fake,
+        &[
+            "hash",
+            "-n",
+            NS,
+            "deployment/web",
+            "--hash-key-file",
+            key_path,
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.lines().next(), Some(published.as_str()));
+    assert!(!stdout.contains("note: with --hash-key-file"), "{stdout}");
+    let _ = std::fs::remove_file(key_file);
+}
+
+#[test]
+fn an_unreadable_hash_key_file_is_a_usage_error_naming_the_file() {
+    let fake = FakeApi::start();
+    let (code, _, stderr) = wavelet(
+        &fake,
+        &["status", "--hash-key-file", "/nonexistent/wavelet-key"],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--hash-key-file /nonexistent/wavelet-key"),
+        "{stderr}"
+    );
+}
