@@ -58,7 +58,11 @@ impl Controller {
     /// Starts watching and reconciling; returns at once.
     pub fn start(client: Client, config: &RunConfig) -> Result<Controller, Error> {
         let stop = Arc::new(AtomicBool::new(false));
-        let elector = if config.leader_elect {
+        if config.leader_elect && config.dry_run {
+            // Holding the Lease would keep the real controller from leading.
+            log::warn!("--dry-run: not taking part in leader election (nothing is written, the Lease included); deciding as if leader");
+        }
+        let elector = if config.leader_elect && !config.dry_run {
             let Some(namespace) = config
                 .lease_namespace
                 .clone()

@@ -471,3 +471,27 @@ fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
         wavelet.output()
     );
 }
+
+#[test]
+fn a_dry_run_replica_never_takes_the_lease_from_the_real_controller() {
+    let fake = fake_with_workload();
+    let mut args = elect_args();
+    args.push("--dry-run");
+    let dry = Wavelet::start(&fake, &args);
+    assert!(
+        dry.wait_for_output("would adopt", Duration::from_secs(10)),
+        "a dry run decides as if leader:\n{}",
+        dry.output()
+    );
+    assert!(
+        fake.get("leases", NS, "wavelet").is_none(),
+        "no Lease written"
+    );
+    let real = Wavelet::start(&fake, &elect_args());
+    eventually(&fake, &real, "the real controller leads and adopts", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    assert!(is_leader(&real));
+    assert!(!lease_holder(&fake).is_empty());
+    drop(dry);
+}
