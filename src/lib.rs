@@ -34,6 +34,7 @@ pub mod events;
 pub mod fetch;
 pub mod http;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
 pub mod queue;
 pub mod reconcile;

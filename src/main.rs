@@ -3,12 +3,11 @@
 //! usage or configuration).
 #![forbid(unsafe_code)]
 
-use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use wavelet::client::Client;
-use wavelet::config::{self, Command, LogFormat};
+use wavelet::config::{self, Command};
 use wavelet::error::Error;
 
 fn main() {
@@ -31,7 +30,7 @@ fn main() {
 /// out of date).
 fn run(args: &[String]) -> Result<i32, Error> {
     let config = config::parse(args, &|name| std::env::var(name).ok())?;
-    init_logging(config.log_format);
+    wavelet::logging::init(config.log_format);
     match config.command {
         Command::Help(text) => {
             print!("{text}");
@@ -105,22 +104,4 @@ fn stop_on_signals() -> Result<Arc<AtomicBool>, Error> {
             .map_err(|e| Error::Transport(format!("installing a signal handler: {e}")))?;
     }
     Ok(stop)
-}
-
-/// `env_logger` filtered by `RUST_LOG` (default `info`), as text or one JSON object a line.
-fn init_logging(format: LogFormat) {
-    let mut builder =
-        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
-    if let LogFormat::Json = format {
-        builder.format(|out, record| {
-            let line = serde_json::json!({
-                "ts": out.timestamp_millis().to_string(),
-                "level": record.level().as_str(),
-                "target": record.target(),
-                "msg": record.args().to_string(),
-            });
-            writeln!(out, "{line}")
-        });
-    }
-    builder.init();
 }
