@@ -13,7 +13,7 @@ use super::resources::{ResourceType, Route};
 use super::selector::{self, FieldSelector, LabelSelector};
 use super::state::State;
 use super::status::{self, FieldError, Status};
-use super::store::{name_of, namespace_of};
+use super::store::{self, name_of, namespace_of};
 
 const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
@@ -319,14 +319,7 @@ pub fn list(
     let limit = options
         .limit
         .filter(|_| options.resource_version != Some(0) || options.continue_token.is_some());
-    let matching: Vec<&Value> = items
-        .iter()
-        .filter(|o| options.selects(route, o))
-        .filter(|o| start.as_ref().is_none_or(|s| storage_key(route, o) >= *s))
-        .collect();
-    let take = limit.map_or(matching.len(), |l| (l as usize).min(matching.len()));
-    let page: Vec<Value> = matching[..take].iter().map(|o| (*o).clone()).collect();
-    let remaining = matching.len() - take;
+    let (page, remaining) = page(&items, route, options, start.as_deref(), limit);
     let mut metadata = Map::new();
     metadata.insert("resourceVersion".into(), list_rv.to_string().into());
     if remaining > 0 {
@@ -349,23 +342,46 @@ pub fn list(
         ),
         _ => (resource.list_kind(), resource.api_version()),
     };
-    let items: Vec<Value> = page
-        .into_iter()
-        .map(|mut o| {
-            if presentation == Presentation::MetadataList {
-                return metadata_only(&o);
-            }
-            if let Some(map) = o.as_object_mut() {
-                map.remove("kind");
-                map.remove("apiVersion");
-            }
-            o
-        })
-        .collect();
+    let items: Vec<Value> = page.iter().map(|o| list_item(o, presentation)).collect();
     Response::json(
         200,
         &json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items}),
     )
+}
+
+/// The matching items from the start key on, up to `limit`, and how many more match.
+/// `items` are sorted by storage key, so the start is found by bisection.
+fn page<'a>(
+    items: &'a [Value],
+    route: &Route,
+    options: &ListOptions,
+    start: Option<&str>,
+    limit: Option<i64>,
+) -> (Vec<&'a Value>, usize) {
+    let from = start.map_or(0, |start| {
+        let start = match &route.namespace {
+            Some(namespace) => format!("/{namespace}{start}"),
+            None => start.to_string(),
+        };
+        items.partition_point(|o| store::storage_key(o) < start)
+    });
+    let mut matching = items[from..].iter().filter(|o| options.selects(route, o));
+    let limit = limit.map_or(usize::MAX, |l| l as usize);
+    let page: Vec<&Value> = matching.by_ref().take(limit).collect();
+    (page, matching.count())
+}
+
+/// An item of a list body: without kind and apiVersion, or as `PartialObjectMetadata`.
+fn list_item(object: &Value, presentation: Presentation) -> Value {
+    if presentation == Presentation::MetadataList {
+        return metadata_only(object);
+    }
+    let mut item = object.clone();
+    if let Some(map) = item.as_object_mut() {
+        map.remove("kind");
+        map.remove("apiVersion");
+    }
+    item
 }
 
 /// 504 for a resourceVersion the server has not reached (wire 027).

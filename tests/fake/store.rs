@@ -41,7 +41,7 @@ pub struct StoredEvent {
     pub previous: Option<Value>,
 }
 
-/// A list as of one resourceVersion (all namespaces, sorted by namespace/name).
+/// A list as of one resourceVersion (all namespaces, sorted by storage key).
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub resource_key: String,
@@ -71,6 +71,15 @@ pub fn name_of(object: &Value) -> &str {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("")
+}
+
+/// Where etcd keeps an object, below its type's prefix: `/namespace/name`, or `/name` for
+/// cluster-scoped objects. Lists come back in this order (bytewise: `a-b/x` before `a/x`).
+pub fn storage_key(object: &Value) -> String {
+    match namespace_of(object) {
+        "" => format!("/{}", name_of(object)),
+        namespace => format!("/{namespace}/{}", name_of(object)),
+    }
 }
 
 /// The object's `metadata.resourceVersion` as a number (0 when missing).
@@ -123,14 +132,17 @@ impl Store {
 
     /// Objects of a type in one namespace, sorted by name, without touching the others.
     pub fn list_in(&self, key: &str, namespace: &str) -> Vec<Value> {
-        let Some(objects) = self.objects.get(key) else {
-            return Vec::new();
-        };
-        objects
-            .range((namespace.to_string(), String::new())..)
-            .take_while(|((ns, _), _)| ns == namespace)
-            .map(|(_, object)| object.clone())
-            .collect()
+        self.iter_in(key, namespace).cloned().collect()
+    }
+
+    /// `list_in` without the copies.
+    pub fn iter_in<'a>(&'a self, key: &str, namespace: &'a str) -> impl Iterator<Item = &'a Value> {
+        self.objects.get(key).into_iter().flat_map(move |objects| {
+            objects
+                .range((namespace.to_string(), String::new())..)
+                .take_while(move |((ns, _), _)| ns == namespace)
+                .map(|(_, object)| object)
+        })
     }
 
     fn record(&mut self, event: StoredEvent) {
@@ -218,10 +230,12 @@ impl Store {
         {
             return s.clone();
         }
+        let mut items = self.list(key);
+        items.sort_by_cached_key(storage_key);
         let snapshot = Snapshot {
             resource_key: key.into(),
             rv: self.rv,
-            items: Arc::new(self.list(key)),
+            items: Arc::new(items),
         };
         self.snapshots.push_back(snapshot.clone());
         while self.snapshots.len() > SNAPSHOT_CAPACITY {
