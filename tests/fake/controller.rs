@@ -51,10 +51,7 @@ pub struct Controller {
 }
 
 fn uid_of(object: &Value) -> &str {
-    object
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    object["metadata"]["uid"].as_str().unwrap_or("")
 }
 
 /// The owner of a kind named in `ownerReferences`, as (name, uid).
@@ -68,9 +65,8 @@ fn owner(object: &Value, kind: &str) -> Option<(String, String)> {
 }
 
 fn owned_by(object: &Value, owner_uid: &str) -> bool {
-    let refs = object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array);
+    // Indexing, not `pointer`: the controllers call this for every object of a namespace.
+    let refs = object["metadata"]["ownerReferences"].as_array();
     refs.is_some_and(|refs| refs.iter().any(|r| r["uid"] == owner_uid))
 }
 

@@ -46,13 +46,14 @@ pub struct StoredEvent {
 pub struct Snapshot {
     pub resource_key: String,
     pub rv: u64,
-    pub items: Arc<Vec<Value>>,
+    /// Shared with the store: a snapshot costs a pointer per object, not a copy.
+    pub items: Arc<Vec<Arc<Value>>>,
 }
 
 #[derive(Debug)]
 pub struct Store {
     rv: u64,
-    objects: BTreeMap<String, BTreeMap<(String, String), Value>>,
+    objects: BTreeMap<String, BTreeMap<(String, String), Arc<Value>>>,
     history: VecDeque<StoredEvent>,
     /// Every event with an RV above this is still in `history`.
     history_floor: u64,
@@ -120,13 +121,14 @@ impl Store {
         self.objects
             .get(key)?
             .get(&(namespace.to_string(), name.to_string()))
+            .map(|object| &**object)
     }
 
     /// Every object of a type, sorted by namespace then name (the storage key order).
     pub fn list(&self, key: &str) -> Vec<Value> {
         self.objects
             .get(key)
-            .map(|m| m.values().cloned().collect())
+            .map(|m| m.values().map(|object| Value::clone(object)).collect())
             .unwrap_or_default()
     }
 
@@ -141,7 +143,7 @@ impl Store {
             objects
                 .range((namespace.to_string(), String::new())..)
                 .take_while(move |((ns, _), _)| ns == namespace)
-                .map(|(_, object)| object)
+                .map(|(_, object)| &**object)
         })
     }
 
@@ -166,7 +168,8 @@ impl Store {
             .objects
             .entry(key.to_string())
             .or_default()
-            .insert(id, object.clone());
+            .insert(id, Arc::new(object.clone()))
+            .map(Arc::unwrap_or_clone);
         let event_type = if previous.is_some() {
             EventType::Modified
         } else {
@@ -184,10 +187,11 @@ impl Store {
 
     /// Removes an object; the DELETED event carries its last state at the deletion RV.
     pub fn remove(&mut self, key: &str, namespace: &str, name: &str) -> Option<Value> {
-        let mut object = self
-            .objects
-            .get_mut(key)?
-            .remove(&(namespace.to_string(), name.to_string()))?;
+        let mut object = Arc::unwrap_or_clone(
+            self.objects
+                .get_mut(key)?
+                .remove(&(namespace.to_string(), name.to_string()))?,
+        );
         self.rv += 1;
         set_rv(&mut object, self.rv);
         self.record(StoredEvent {
@@ -230,8 +234,12 @@ impl Store {
         {
             return s.clone();
         }
-        let mut items = self.list(key);
-        items.sort_by_cached_key(storage_key);
+        let mut items: Vec<Arc<Value>> = self
+            .objects
+            .get(key)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        items.sort_by_cached_key(|object| storage_key(object));
         let snapshot = Snapshot {
             resource_key: key.into(),
             rv: self.rv,
