@@ -148,15 +148,15 @@ fn scaling_cell(options: &Options, objects: usize, size: usize) -> Cell {
     let outcome = if data_mib > options.max_data_mib {
         CellOutcome::Skipped(format!(
             "{data_mib} MiB of data is more than WAVELET_BENCH_MAX_DATA_MIB={}: \
-             the fake holds it in memory about twice (store and list snapshot)",
+             the fake API server would hold all of it in memory",
             options.max_data_mib
         ))
     } else {
         progress(&format!("scaling: {objects} objects of {size} bytes"));
         let run = start_and_sync(&cluster, options.debounce);
         progress(&format!(
-            "loaded in {:?}, synced in {:?}",
-            run.load, run.sync.wall
+            "loaded in {:?}, synced in {:?} (wavelet {:.2} s CPU, fake {:.2} s CPU)",
+            run.load, run.sync.wall, run.sync.at_end.cpu_seconds, run.sync.fake_cpu_seconds
         ));
         CellOutcome::Measured {
             sync: run.sync,

@@ -30,12 +30,17 @@ pub struct Sync {
     pub wall: Duration,
     /// Taken the moment the line arrived.
     pub at_end: Sample,
+    /// CPU seconds the fake API server (this process) spent meanwhile: if they come close
+    /// to the wall time, the fake, not wavelet, sets the pace.
+    pub fake_cpu_seconds: f64,
     /// The requests received until then.
     pub calls: CallCounts,
 }
 
-pub fn initial_sync(fake: &FakeApi, wavelet: &Wavelet) -> Sync {
+/// `harness_before`: this process (the fake and the harness) just before wavelet started.
+pub fn initial_sync(fake: &FakeApi, wavelet: &Wavelet, harness_before: Sample) -> Sync {
     let at_end = wavelet.wait_for_sync(PATIENCE);
+    let harness_after = Sample::of(std::process::id());
     let requests: Vec<Request> = fake
         .requests()
         .into_iter()
@@ -44,6 +49,7 @@ pub fn initial_sync(fake: &FakeApi, wavelet: &Wavelet) -> Sync {
     Sync {
         wall: at_end.at - wavelet.started,
         at_end,
+        fake_cpu_seconds: harness_after.cpu_seconds - harness_before.cpu_seconds,
         calls: CallCounts::of(&requests),
     }
 }
@@ -252,8 +258,9 @@ pub struct Measured {
 pub fn start_and_sync(cluster: &Cluster, debounce: Duration) -> Measured {
     let fake = FakeApi::start();
     let load = cluster.load(&fake);
+    let harness_before = Sample::of(std::process::id());
     let wavelet = Wavelet::start(&fake.url(), debounce);
-    let sync = initial_sync(&fake, &wavelet);
+    let sync = initial_sync(&fake, &wavelet, harness_before);
     let adoption = adoption(&fake, &wavelet, &sync, cluster.deployments);
     Measured {
         fake,

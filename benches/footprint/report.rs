@@ -207,6 +207,12 @@ fn memory_rows(table: &mut Table, figures: &DefaultFigures) {
     );
     table.figure("initial sync: wall time (noisy)", wall(sync.wall), "", None);
     table.figure(
+        "fake API server's CPU meanwhile (for comparison)",
+        seconds(sync.fake_cpu_seconds),
+        "",
+        None,
+    );
+    table.figure(
         "resident memory after the initial sync (VmRSS)",
         mib(sync.at_end.rss_kib),
         "≤ 12 MiB",
@@ -369,6 +375,7 @@ pub fn print_scaling(figures: &ScalingFigures) {
         "object size",
         "Deployments",
         "sync CPU",
+        "fake's CPU",
         "RSS after sync",
         "peak",
         "RSS after adoption",
@@ -379,6 +386,16 @@ pub fn print_scaling(figures: &ScalingFigures) {
         table.row(scaling_row(cell, base));
     }
     table.print();
+    for cell in &figures.cells {
+        if let CellOutcome::Skipped(why) = &cell.outcome {
+            let c = &cell.cluster;
+            println!(
+                "skipped: {} objects of {}: {why}.",
+                thousands(c.configmaps + c.secrets),
+                size(c.object_size)
+            );
+        }
+    }
     println!(
         "per object = (RSS − baseline RSS) / ConfigMaps+Secrets; it includes the Deployments \
          (one per 10 objects). One RSS reading moves by about ±0.5 MiB run to run, i.e. \
@@ -398,11 +415,12 @@ fn scaling_row(cell: &Cell, base: &Sample) -> Vec<String> {
         thousands(c.deployments),
     ];
     match &cell.outcome {
-        CellOutcome::Skipped(why) => row.push(format!("skipped: {why}")),
+        CellOutcome::Skipped(_) => row.push("skipped (see below)".into()),
         CellOutcome::Measured { sync, adoption, .. } => {
             let per_object = |s: &Sample| per_object_bytes(s, base, c);
             row.extend([
                 seconds(sync.at_end.cpu_seconds),
+                seconds(sync.fake_cpu_seconds),
                 mib(sync.at_end.rss_kib),
                 mib(adoption.settled.peak_kib),
                 mib(adoption.settled.rss_kib),
