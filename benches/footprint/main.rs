@@ -14,7 +14,8 @@
 //! - the size of the binary, and whether it is static and stripped.
 //!
 //! Then a scaling table: 1k, 10k and 100k ConfigMaps+Secrets of 1 KiB and of 64 KiB, with
-//! one Deployment per 10 objects, and memory per tracked object above an empty cluster.
+//! one Deployment per 10 objects: memory per tracked object above an empty cluster, and
+//! per additional object from one count to the next (it should not depend on the size).
 //!
 //! Run: `cargo bench --bench footprint` (a few minutes on 2 cores). To measure the static
 //! binary that ships, build it and point `WAVELET_BENCH_BINARY` at it:

@@ -153,7 +153,7 @@ pub fn print_default(figures: &DefaultFigures, binary: &BinaryFacts) {
     let c = &figures.cluster;
     println!(
         "\n## wavelet footprint: {} opted-in Deployments ({} ConfigMaps + {} Secret each), \
-         {} ConfigMaps and {} Secrets of {}, {} Helm-release Secrets of {}, in {} namespace(s)\n",
+         {} ConfigMaps and {} Secrets of {}, {} Helm-release Secrets of {}, in {}\n",
         thousands(c.deployments),
         c.configmaps_per_deployment,
         c.secrets_per_deployment,
@@ -162,7 +162,10 @@ pub fn print_default(figures: &DefaultFigures, binary: &BinaryFacts) {
         size(c.object_size),
         thousands(c.helm_secrets),
         size(c.helm_secret_size),
-        c.namespaces()
+        match c.namespaces() {
+            1 => "1 namespace".to_string(),
+            n => format!("{n} namespaces"),
+        }
     );
     println!("binary: {}", binary.path.display());
     println!(
@@ -381,43 +384,52 @@ pub fn print_scaling(figures: &ScalingFigures) {
         "RSS after adoption",
         "per object after sync",
         "per object after adoption",
+        "per additional object",
     ]);
     for cell in &figures.cells {
-        table.row(scaling_row(cell, base));
+        table.row(scaling_row(cell, figures));
     }
     table.print();
     for cell in &figures.cells {
         if let CellOutcome::Skipped(why) = &cell.outcome {
-            let c = &cell.cluster;
             println!(
                 "skipped: {} objects of {}: {why}.",
-                thousands(c.configmaps + c.secrets),
-                size(c.object_size)
+                thousands(objects(&cell.cluster)),
+                size(cell.cluster.object_size)
             );
         }
     }
     println!(
-        "per object = (RSS − baseline RSS) / ConfigMaps+Secrets; it includes the Deployments \
-         (one per 10 objects). One RSS reading moves by about ±0.5 MiB run to run, i.e. \
-         ±{:.0} B per object at 1,000 objects.\n",
+        "per object = (RSS − baseline RSS) / ConfigMaps+Secrets; per additional object = \
+         RSS growth after adoption from the row above of the same size / objects added. Both \
+         include the Deployments (one per 10 objects). One RSS reading moves by about \
+         ±0.5 MiB run to run: ±{:.0} B per object at 1,000 objects.\n",
         RSS_NOISE_KIB * 1024.0 / 1000.0
     );
     let mut verdicts = Table::new(&["figure", "measured", "target", "ok?"]);
-    per_object_verdicts(&mut verdicts, figures);
+    marginal_verdicts(&mut verdicts, figures);
     verdicts.print();
 }
 
-fn scaling_row(cell: &Cell, base: &Sample) -> Vec<String> {
+fn objects(cluster: &Cluster) -> usize {
+    cluster.configmaps + cluster.secrets
+}
+
+fn scaling_row(cell: &Cell, figures: &ScalingFigures) -> Vec<String> {
     let c = &cell.cluster;
     let mut row = vec![
-        thousands(c.configmaps + c.secrets),
+        thousands(objects(c)),
         size(c.object_size),
         thousands(c.deployments),
     ];
     match &cell.outcome {
         CellOutcome::Skipped(_) => row.push("skipped (see below)".into()),
-        CellOutcome::Measured { sync, adoption, .. } => {
-            let per_object = |s: &Sample| per_object_bytes(s, base, c);
+        CellOutcome::Measured { sync, adoption } => {
+            let per_object = |s: &Sample| {
+                let above_baseline = s.rss_kib as f64 - figures.baseline.rss_kib as f64;
+                above_baseline * 1024.0 / objects(c).max(1) as f64
+            };
+            let marginal = marginal_bytes(figures, cell).map(|(_, bytes)| bytes);
             row.extend([
                 seconds(sync.at_end.cpu_seconds),
                 seconds(sync.fake_cpu_seconds),
@@ -426,55 +438,78 @@ fn scaling_row(cell: &Cell, base: &Sample) -> Vec<String> {
                 mib(adoption.settled.rss_kib),
                 format!("{:.0} B", per_object(&sync.at_end)),
                 format!("{:.0} B", per_object(&adoption.settled)),
+                marginal.map_or("".into(), |b| format!("{b:.0} B")),
             ]);
         }
     }
     row
 }
 
-fn per_object_bytes(sample: &Sample, base: &Sample, cluster: &Cluster) -> f64 {
-    let objects = (cluster.configmaps + cluster.secrets).max(1) as f64;
-    (sample.rss_kib as f64 - base.rss_kib as f64) * 1024.0 / objects
+/// RSS after adoption, in KiB, of a measured cell.
+fn adopted_kib(cell: &Cell) -> Option<u64> {
+    match &cell.outcome {
+        CellOutcome::Measured { adoption, .. } => Some(adoption.settled.rss_kib),
+        CellOutcome::Skipped(_) => None,
+    }
 }
 
-/// Per count: a few hundred bytes per object, and the same at 1 KiB and 64 KiB.
-fn per_object_verdicts(table: &mut Table, figures: &ScalingFigures) {
-    let measured: Vec<(&Cluster, f64)> = figures
+/// Bytes of RSS per object added since the largest smaller measured cell of the same
+/// object size, with that cell's object count.
+fn marginal_bytes(figures: &ScalingFigures, cell: &Cell) -> Option<(usize, f64)> {
+    let rss = adopted_kib(cell)? as f64;
+    let previous = figures
         .cells
         .iter()
-        .filter_map(|cell| match &cell.outcome {
-            CellOutcome::Measured { adoption, .. } => Some((
-                &cell.cluster,
-                per_object_bytes(&adoption.settled, &figures.baseline, &cell.cluster),
-            )),
-            CellOutcome::Skipped(_) => None,
+        .filter(|p| p.cluster.object_size == cell.cluster.object_size)
+        .filter(|p| objects(&p.cluster) < objects(&cell.cluster))
+        .filter(|p| adopted_kib(p).is_some())
+        .max_by_key(|p| objects(&p.cluster))?;
+    let added = (objects(&cell.cluster) - objects(&previous.cluster)) as f64;
+    let grown = rss - adopted_kib(previous)? as f64;
+    Some((objects(&previous.cluster), grown * 1024.0 / added))
+}
+
+/// Per step in object count: a few hundred bytes per additional object, the same at
+/// 1 KiB and at 64 KiB.
+fn marginal_verdicts(table: &mut Table, figures: &ScalingFigures) {
+    let mut steps: Vec<(usize, usize, usize, f64)> = figures
+        .cells
+        .iter()
+        .filter_map(|cell| {
+            let (from, bytes) = marginal_bytes(figures, cell)?;
+            Some((
+                from,
+                objects(&cell.cluster),
+                cell.cluster.object_size,
+                bytes,
+            ))
         })
         .collect();
-    let objects = |c: &Cluster| c.configmaps + c.secrets;
-    let mut counts: Vec<usize> = measured.iter().map(|(c, _)| objects(c)).collect();
-    counts.sort_unstable();
-    counts.dedup();
-    for count in counts {
-        let at_count: Vec<&(&Cluster, f64)> = measured
+    steps.sort_by_key(|&(from, to, size, _)| (from, to, size));
+    let mut pairs: Vec<(usize, usize)> = steps.iter().map(|&(f, t, _, _)| (f, t)).collect();
+    pairs.dedup();
+    for (from, to) in pairs {
+        let at_step: Vec<(usize, f64)> = steps
             .iter()
-            .filter(|(c, _)| objects(c) == count)
+            .filter(|&&(f, t, _, _)| (f, t) == (from, to))
+            .map(|&(_, _, size, bytes)| (size, bytes))
             .collect();
-        let values: Vec<String> = at_count
+        let measured: Vec<String> = at_step
             .iter()
-            .map(|(c, b)| format!("{:.0} B at {}", b, size(c.object_size)))
+            .map(|(s, b)| format!("{b:.0} B at {}", size(*s)))
             .collect();
-        let bytes: Vec<f64> = at_count.iter().map(|(_, b)| *b).collect();
+        let bytes: Vec<f64> = at_step.iter().map(|(_, b)| *b).collect();
         let few_hundred = bytes.iter().all(|b| *b <= PER_OBJECT_TARGET_BYTES);
-        let noise = RSS_NOISE_KIB * 1024.0 / count as f64;
-        let flat = is_flat(&bytes, noise);
+        let noise = 2.0 * RSS_NOISE_KIB * 1024.0 / (to - from) as f64;
         table.figure(
             &format!(
-                "memory per tracked object, {} objects (after adoption)",
-                thousands(count)
+                "memory per additional tracked object, {} → {} objects",
+                thousands(from),
+                thousands(to)
             ),
-            values.join(", "),
+            measured.join(", "),
             "a few hundred bytes (≤ 1 KiB), flat in object size",
-            Some(few_hundred && flat),
+            Some(few_hundred && is_flat(&bytes, noise)),
         );
     }
 }
