@@ -35,13 +35,16 @@ mod calls;
 mod measure;
 mod process;
 mod report;
+mod scaling;
 mod scenario;
+mod table;
 
 use std::time::Duration;
 
 use measure::{changes, spread, start_and_sync, Edited};
 use process::BinaryFacts;
-use report::{Cell, CellOutcome, DefaultFigures, ScalingFigures};
+use report::DefaultFigures;
+use scaling::{Cell, CellOutcome, ScalingFigures};
 use scenario::Cluster;
 
 /// The scaling table's object counts and sizes.
@@ -179,6 +182,6 @@ fn main() {
         report::print_default(&run_default(&options), &binary);
     }
     if options.runs("scaling") {
-        report::print_scaling(&run_scaling(&options));
+        scaling::print(&run_scaling(&options));
     }
 }
