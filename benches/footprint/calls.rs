@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::fake::access;
+use crate::fake::list::Presentation;
 use crate::fake::resources::{builtin_types, ResourceType};
 use crate::fake::Request;
 
@@ -111,12 +112,17 @@ impl CallCounts {
     }
 }
 
+/// The call a request made; `secrets (metadata)` when it asked for
+/// `PartialObjectMetadata` instead of the objects.
 fn classify(types: &[ResourceType], request: &Request) -> Option<Call> {
     let access = access::access(types, request)?;
-    let resource = match access.subresource {
+    let mut resource = match access.subresource {
         Some(sub) => format!("{}/{sub}", access.resource),
         None => access.resource,
     };
+    if Presentation::of(request) != Presentation::Full {
+        resource.push_str(" (metadata)");
+    }
     Some(Call {
         verb: Verb::of(&access.verb),
         resource,
