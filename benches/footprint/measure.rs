@@ -59,9 +59,9 @@ pub fn initial_sync(fake: &FakeApi, wavelet: &Wavelet, harness_before: Sample) -
 pub struct Adoption {
     /// From the end of the sync until the last workload's PATCH.
     pub wall: Duration,
-    /// PATCHes that touched only `metadata` (adoptions).
+    /// Workloads PATCHed without touching the pod template (adoptions).
     pub adoptions: usize,
-    /// PATCHes that touched more (rollouts, which the adoption must not cause).
+    /// PATCHes of a pod template (rollouts, which adopting must not cause).
     pub rollouts: usize,
     /// Once wavelet is idle after the adoption.
     pub settled: Sample,
@@ -75,10 +75,10 @@ pub fn adoption(fake: &FakeApi, wavelet: &Wavelet, sync: &Sync, workloads: usize
         let new = fake.requests_since(cursor);
         cursor += new.len();
         for patch in new.iter().filter(|r| is_workload_patch(r)) {
-            if touches_only_metadata(patch) {
-                adopted.insert(patch.path.clone());
-            } else {
+            if rolls_out(patch) {
                 rollouts += 1;
+            } else {
+                adopted.insert(patch.path.clone());
             }
         }
         assert!(
@@ -105,11 +105,9 @@ fn is_workload_patch(request: &Request) -> bool {
     request.method == "PATCH" && request.resource() == "deployments"
 }
 
-fn touches_only_metadata(patch: &Request) -> bool {
-    patch
-        .body_json()
-        .as_object()
-        .is_some_and(|body| body.keys().all(|k| k == "metadata"))
+/// A PATCH of the pod template: the workload's controller rolls its Pods.
+fn rolls_out(patch: &Request) -> bool {
+    patch.body_json().pointer("/spec/template").is_some()
 }
 
 /// Waits until the fake has received no request for `quiet`.
