@@ -51,10 +51,7 @@ pub struct Controller {
 }
 
 fn uid_of(object: &Value) -> &str {
-    object
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    object["metadata"]["uid"].as_str().unwrap_or("")
 }
 
 /// The owner of a kind named in `ownerReferences`, as (name, uid).
@@ -68,9 +65,8 @@ fn owner(object: &Value, kind: &str) -> Option<(String, String)> {
 }
 
 fn owned_by(object: &Value, owner_uid: &str) -> bool {
-    let refs = object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array);
+    // Indexing, not `pointer`: the controllers call this for every object of a namespace.
+    let refs = object["metadata"]["ownerReferences"].as_array();
     refs.is_some_and(|refs| refs.iter().any(|r| r["uid"] == owner_uid))
 }
 
@@ -288,11 +284,9 @@ fn sync_deployment(
     let name = name_of(&deployment).to_string();
     let replicas = replicas_of(&deployment);
     let replica_sets = type_named(state, "replicasets");
-    let owned: Vec<Value> = state
-        .list(&replica_sets, Some(&namespace))
-        .into_iter()
-        .filter(|rs| owned_by(rs, uid_of(&deployment)))
-        .collect();
+    let owned = state.list_where(&replica_sets, &namespace, |rs| {
+        owned_by(rs, uid_of(&deployment))
+    });
     let revision_of = |rs: &Value| {
         rs.pointer(&format!(
             "/metadata/annotations/{}",
@@ -373,20 +367,16 @@ fn write_deployment_status(
     };
     let replica_sets = type_named(state, "replicasets");
     let pods = type_named(state, "pods");
-    let owned: Vec<Value> = state
-        .list(&replica_sets, Some(namespace))
-        .into_iter()
-        .filter(|rs| owned_by(rs, uid_of(&deployment)))
-        .collect();
+    let owned = state.list_where(&replica_sets, namespace, |rs| {
+        owned_by(rs, uid_of(&deployment))
+    });
     let hash = deployment
         .pointer("/spec/template")
         .map(template_hash)
         .unwrap_or_default();
-    let all_pods: Vec<Value> = state
-        .list(&pods, Some(namespace))
-        .into_iter()
-        .filter(|p| owned.iter().any(|rs| owned_by(p, uid_of(rs))))
-        .collect();
+    let all_pods = state.list_where(&pods, namespace, |p| {
+        owned.iter().any(|rs| owned_by(p, uid_of(rs)))
+    });
     let updated_pods = all_pods
         .iter()
         .filter(|p| p.pointer("/metadata/labels/pod-template-hash") == Some(&json!(hash)));
@@ -418,11 +408,9 @@ fn sync_replica_set(state: &mut State, namespace: &str, name: &str) {
         return;
     };
     let want = replicas_of(&rs) as usize;
-    let mut live: Vec<Value> = state
-        .list(&pods, Some(namespace))
-        .into_iter()
-        .filter(|p| owned_by(p, uid_of(&rs)) && p.pointer("/metadata/deletionTimestamp").is_none())
-        .collect();
+    let mut live = state.list_where(&pods, namespace, |p| {
+        owned_by(p, uid_of(&rs)) && p.pointer("/metadata/deletionTimestamp").is_none()
+    });
     while live.len() < want {
         live.push(create_pod(state, &pods, &rs));
     }

@@ -204,12 +204,12 @@ pub struct Response {
 }
 
 impl Response {
-    pub fn json(status: u16, body: &serde_json::Value) -> Response {
+    pub fn json(status: u16, body: &impl serde::Serialize) -> Response {
         Response {
             status,
             content_type: "application/json",
             extra_headers: Vec::new(),
-            body: body.to_string().into_bytes(),
+            body: serde_json::to_vec(body).expect("JSON values serialize"),
         }
     }
 

@@ -2,8 +2,10 @@
 //! paging over pinned snapshots with real-format continue tokens (§1.4–§1.5), and the
 //! list body (`XList`, items without kind/apiVersion, or PartialObjectMetadataList).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 use super::base64;
@@ -13,7 +15,7 @@ use super::resources::{ResourceType, Route};
 use super::selector::{self, FieldSelector, LabelSelector};
 use super::state::State;
 use super::status::{self, FieldError, Status};
-use super::store::{name_of, namespace_of};
+use super::store::{self, name_of, namespace_of};
 
 const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
@@ -157,12 +159,13 @@ impl ListOptions {
     }
 
     /// Whether an object passes the namespace of the route and both selectors.
+    /// Cheap without selectors: a page of a large list checks every later item.
     pub fn selects(&self, route: &Route, object: &Value) -> bool {
         route
             .namespace
             .as_deref()
             .is_none_or(|ns| namespace_of(object) == ns)
-            && self.labels.matches_object(object)
+            && (self.labels.is_empty() || self.labels.matches_object(object))
             && self.fields.matches(&route.resource.plural, object)
     }
 }
@@ -319,14 +322,7 @@ pub fn list(
     let limit = options
         .limit
         .filter(|_| options.resource_version != Some(0) || options.continue_token.is_some());
-    let matching: Vec<&Value> = items
-        .iter()
-        .filter(|o| options.selects(route, o))
-        .filter(|o| start.as_ref().is_none_or(|s| storage_key(route, o) >= *s))
-        .collect();
-    let take = limit.map_or(matching.len(), |l| (l as usize).min(matching.len()));
-    let page: Vec<Value> = matching[..take].iter().map(|o| (*o).clone()).collect();
-    let remaining = matching.len() - take;
+    let (page, remaining) = page(&items, route, options, start.as_deref(), limit);
     let mut metadata = Map::new();
     metadata.insert("resourceVersion".into(), list_rv.to_string().into());
     if remaining > 0 {
@@ -349,23 +345,87 @@ pub fn list(
         ),
         _ => (resource.list_kind(), resource.api_version()),
     };
-    let items: Vec<Value> = page
+    let items = page
         .into_iter()
-        .map(|mut o| {
-            if presentation == Presentation::MetadataList {
-                return metadata_only(&o);
-            }
-            if let Some(map) = o.as_object_mut() {
-                map.remove("kind");
-                map.remove("apiVersion");
-            }
-            o
+        .map(|object| ListItem {
+            object,
+            presentation,
         })
         .collect();
     Response::json(
         200,
-        &json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items}),
+        &ListBody {
+            kind,
+            api_version,
+            metadata,
+            items,
+        },
     )
+}
+
+/// The matching items from the start key on, up to `limit`, and how many more match.
+/// `items` are sorted by storage key, so the start is found by bisection.
+fn page<'a>(
+    items: &'a [Arc<Value>],
+    route: &Route,
+    options: &ListOptions,
+    start: Option<&str>,
+    limit: Option<i64>,
+) -> (Vec<&'a Value>, usize) {
+    let from = start.map_or(0, |start| {
+        let start = match &route.namespace {
+            Some(namespace) => format!("/{namespace}{start}"),
+            None => start.to_string(),
+        };
+        items.partition_point(|o| store::storage_key(o) < start)
+    });
+    let mut matching = items[from..]
+        .iter()
+        .map(|o| &**o)
+        .filter(|o| options.selects(route, o));
+    let limit = limit.map_or(usize::MAX, |l| l as usize);
+    let page: Vec<&Value> = matching.by_ref().take(limit).collect();
+    (page, matching.count())
+}
+
+/// A list body, serialized straight from the stored objects (a page of a large list is
+/// not copied first), with the keys in the sorted order of a `json!` map.
+struct ListBody<'a> {
+    kind: String,
+    api_version: String,
+    metadata: Map<String, Value>,
+    items: Vec<ListItem<'a>>,
+}
+
+impl Serialize for ListBody<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("apiVersion", &self.api_version)?;
+        map.serialize_entry("items", &self.items)?;
+        map.serialize_entry("kind", &self.kind)?;
+        map.serialize_entry("metadata", &self.metadata)?;
+        map.end()
+    }
+}
+
+/// An item of a list body: without kind and apiVersion, or as `PartialObjectMetadata`.
+struct ListItem<'a> {
+    object: &'a Value,
+    presentation: Presentation,
+}
+
+impl Serialize for ListItem<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match (self.presentation, self.object.as_object()) {
+            (Presentation::MetadataList, _) => metadata_only(self.object).serialize(serializer),
+            (_, Some(fields)) => serializer.collect_map(
+                fields
+                    .iter()
+                    .filter(|(key, _)| *key != "kind" && *key != "apiVersion"),
+            ),
+            (_, None) => self.object.serialize(serializer),
+        }
+    }
 }
 
 /// 504 for a resourceVersion the server has not reached (wire 027).

@@ -104,6 +104,21 @@ impl State {
         }
     }
 
+    /// The objects of a type in one namespace that pass `keep`; only those are copied (the
+    /// simulated controllers look for the few owned objects among many).
+    pub fn list_where(
+        &self,
+        resource: &ResourceType,
+        namespace: &str,
+        keep: impl Fn(&Value) -> bool,
+    ) -> Vec<Value> {
+        self.store
+            .iter_in(&resource.key, namespace)
+            .filter(|object| keep(object))
+            .cloned()
+            .collect()
+    }
+
     /// `Some(true)` active, `Some(false)` terminating, `None` missing.
     pub fn namespace_active(&self, namespace: &str) -> Option<bool> {
         let ns = self.store.get("namespaces", "", namespace)?;

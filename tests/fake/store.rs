@@ -41,18 +41,19 @@ pub struct StoredEvent {
     pub previous: Option<Value>,
 }
 
-/// A list as of one resourceVersion (all namespaces, sorted by namespace/name).
+/// A list as of one resourceVersion (all namespaces, sorted by storage key).
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub resource_key: String,
     pub rv: u64,
-    pub items: Arc<Vec<Value>>,
+    /// Shared with the store: a snapshot costs a pointer per object, not a copy.
+    pub items: Arc<Vec<Arc<Value>>>,
 }
 
 #[derive(Debug)]
 pub struct Store {
     rv: u64,
-    objects: BTreeMap<String, BTreeMap<(String, String), Value>>,
+    objects: BTreeMap<String, BTreeMap<(String, String), Arc<Value>>>,
     history: VecDeque<StoredEvent>,
     /// Every event with an RV above this is still in `history`.
     history_floor: u64,
@@ -71,6 +72,15 @@ pub fn name_of(object: &Value) -> &str {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("")
+}
+
+/// Where etcd keeps an object, below its type's prefix: `/namespace/name`, or `/name` for
+/// cluster-scoped objects. Lists come back in this order (bytewise: `a-b/x` before `a/x`).
+pub fn storage_key(object: &Value) -> String {
+    match namespace_of(object) {
+        "" => format!("/{}", name_of(object)),
+        namespace => format!("/{namespace}/{}", name_of(object)),
+    }
 }
 
 /// The object's `metadata.resourceVersion` as a number (0 when missing).
@@ -111,26 +121,30 @@ impl Store {
         self.objects
             .get(key)?
             .get(&(namespace.to_string(), name.to_string()))
+            .map(|object| &**object)
     }
 
     /// Every object of a type, sorted by namespace then name (the storage key order).
     pub fn list(&self, key: &str) -> Vec<Value> {
         self.objects
             .get(key)
-            .map(|m| m.values().cloned().collect())
+            .map(|m| m.values().map(|object| Value::clone(object)).collect())
             .unwrap_or_default()
     }
 
     /// Objects of a type in one namespace, sorted by name, without touching the others.
     pub fn list_in(&self, key: &str, namespace: &str) -> Vec<Value> {
-        let Some(objects) = self.objects.get(key) else {
-            return Vec::new();
-        };
-        objects
-            .range((namespace.to_string(), String::new())..)
-            .take_while(|((ns, _), _)| ns == namespace)
-            .map(|(_, object)| object.clone())
-            .collect()
+        self.iter_in(key, namespace).cloned().collect()
+    }
+
+    /// `list_in` without the copies.
+    pub fn iter_in<'a>(&'a self, key: &str, namespace: &'a str) -> impl Iterator<Item = &'a Value> {
+        self.objects.get(key).into_iter().flat_map(move |objects| {
+            objects
+                .range((namespace.to_string(), String::new())..)
+                .take_while(move |((ns, _), _)| ns == namespace)
+                .map(|(_, object)| &**object)
+        })
     }
 
     fn record(&mut self, event: StoredEvent) {
@@ -154,7 +168,8 @@ impl Store {
             .objects
             .entry(key.to_string())
             .or_default()
-            .insert(id, object.clone());
+            .insert(id, Arc::new(object.clone()))
+            .map(Arc::unwrap_or_clone);
         let event_type = if previous.is_some() {
             EventType::Modified
         } else {
@@ -172,10 +187,11 @@ impl Store {
 
     /// Removes an object; the DELETED event carries its last state at the deletion RV.
     pub fn remove(&mut self, key: &str, namespace: &str, name: &str) -> Option<Value> {
-        let mut object = self
-            .objects
-            .get_mut(key)?
-            .remove(&(namespace.to_string(), name.to_string()))?;
+        let mut object = Arc::unwrap_or_clone(
+            self.objects
+                .get_mut(key)?
+                .remove(&(namespace.to_string(), name.to_string()))?,
+        );
         self.rv += 1;
         set_rv(&mut object, self.rv);
         self.record(StoredEvent {
@@ -218,10 +234,16 @@ impl Store {
         {
             return s.clone();
         }
+        let mut items: Vec<Arc<Value>> = self
+            .objects
+            .get(key)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        items.sort_by_cached_key(|object| storage_key(object));
         let snapshot = Snapshot {
             resource_key: key.into(),
             rv: self.rv,
-            items: Arc::new(self.list(key)),
+            items: Arc::new(items),
         };
         self.snapshots.push_back(snapshot.clone());
         while self.snapshots.len() > SNAPSHOT_CAPACITY {

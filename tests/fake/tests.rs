@@ -268,6 +268,73 @@ fn apply_fills_metadata_and_folds_string_data() {
 }
 
 #[test]
+fn apply_all_stores_each_object_as_apply_does() {
+    let fake = FakeApi::start();
+    let in_namespace = |ns: &str| {
+        let mut object = configmap("c", "1");
+        object["metadata"]["namespace"] = ns.into();
+        object
+    };
+    fake.apply_all([in_namespace("one"), in_namespace("two")]);
+    let applied = fake.apply(in_namespace("three"));
+    let (one, two) = (
+        fake.get("configmaps", "one", "c").unwrap(),
+        fake.get("configmaps", "two", "c").unwrap(),
+    );
+    assert!(fake.get("namespaces", "", "two").is_some());
+    for key in ["uid", "creationTimestamp"] {
+        assert!(one["metadata"][key].is_string() && two["metadata"][key].is_string());
+    }
+    assert_ne!(one["metadata"]["uid"], two["metadata"]["uid"]);
+    let rv = |o: &Value| {
+        o["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert!(rv(&one) < rv(&two) && rv(&two) < rv(&applied));
+    let keys = |o: &Value| {
+        o["metadata"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys(&one), keys(&applied));
+}
+
+#[test]
+fn list_pages_follow_storage_key_order_across_namespaces() {
+    let fake = FakeApi::start();
+    for ns in ["a", "a-b"] {
+        let mut object = configmap("x", "1");
+        object["metadata"]["namespace"] = ns.into();
+        fake.apply(object);
+    }
+    let mut client = RawClient::connect(&fake.url());
+    let (mut seen, mut token) = (Vec::new(), String::new());
+    loop {
+        let page = client
+            .get(&format!("/api/v1/configmaps?limit=1&continue={token}"))
+            .json();
+        for item in page["items"].as_array().unwrap() {
+            seen.push(item["metadata"]["namespace"].as_str().unwrap().to_string());
+        }
+        token = page["metadata"]["continue"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    // `/a-b/x` sorts before `/a/x` ('-' < '/'), and no page loses an item.
+    assert_eq!(seen, ["a-b", "a"]);
+}
+
+#[test]
 fn workload_revisions_count_template_changes_only() {
     let fake = FakeApi::start();
     fake.apply(deployment("web", 1, "1"));

@@ -1,0 +1,187 @@
+//! The footprint benchmark (SPEC §6, issue 6): the `wavelet` binary, run as a separate
+//! process against the fake API server on 127.0.0.1, measured from outside.
+//!
+//! Default scenario: 1,000 opted-in Deployments (two ConfigMaps and one Secret each),
+//! 2,000 ConfigMaps and 5,000 Secrets of ~4 KiB, and 500 Helm-release Secrets of 256 KiB
+//! that nothing references. It prints, beside the targets:
+//! - resident memory (`VmRSS`) when wavelet logs `initial sync complete`, its peak
+//!   (`VmHWM`), and the CPU seconds (`utime + stime`) spent until then, from `/proc/PID/`;
+//!   memory again once every workload is adopted and wavelet is idle;
+//! - ConfigMap change → PATCH latency (median, p90, p99, max) beyond the debounce window,
+//!   over changes to 200 distinct Deployments, and the same for 50 Secret changes;
+//! - the API requests wavelet sent for the initial sync and per change, by verb and
+//!   resource, as the fake server recorded them;
+//! - the size of the binary, and whether it is static and stripped.
+//!
+//! Then a scaling table: 1k, 10k and 100k ConfigMaps+Secrets of 1 KiB and of 64 KiB, with
+//! one Deployment per 10 objects: memory per tracked object above an empty cluster, and
+//! per additional object from one count to the next (it should not depend on the size).
+//!
+//! Run: `cargo bench --bench footprint` (a few minutes on 2 cores). To measure the static
+//! binary that ships, build it and point `WAVELET_BENCH_BINARY` at it:
+//! `CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --target x86_64-unknown-linux-musl --bin wavelet`.
+//!
+//! Environment: `WAVELET_BENCH_ONLY=default|scaling`, `WAVELET_BENCH_SCALE` (object counts
+//! ×, default 1), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
+//! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
+//! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024).
+//! Benchmarks are not tests: nothing here fails on a figure.
+
+#[path = "../../tests/fake/mod.rs"]
+#[allow(dead_code, unused_imports, clippy::all)]
+mod fake;
+
+mod calls;
+mod measure;
+mod process;
+mod report;
+mod scaling;
+mod scenario;
+mod table;
+
+use std::time::Duration;
+
+use measure::{changes, spread, start_and_sync, Edited};
+use process::BinaryFacts;
+use report::DefaultFigures;
+use scaling::{Cell, CellOutcome, ScalingFigures};
+use scenario::Cluster;
+
+/// The scaling table's object counts and sizes.
+const SCALING_COUNTS: [usize; 3] = [1_000, 10_000, 100_000];
+const SCALING_SIZES: [usize; 2] = [1024, 64 * 1024];
+
+/// The benchmark's settings, from the environment.
+struct Options {
+    only: Option<String>,
+    scale: f64,
+    configmap_changes: usize,
+    secret_changes: usize,
+    debounce: Duration,
+    max_data_mib: usize,
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text:?} is not a valid value")),
+        Err(_) => default,
+    }
+}
+
+impl Options {
+    fn from_env() -> Options {
+        let only = std::env::var("WAVELET_BENCH_ONLY").ok();
+        if let Some(part) = only
+            .as_deref()
+            .filter(|p| !["default", "scaling"].contains(p))
+        {
+            panic!("WAVELET_BENCH_ONLY={part:?}: use default or scaling");
+        }
+        Options {
+            only,
+            scale: env_or("WAVELET_BENCH_SCALE", 1.0),
+            configmap_changes: env_or("WAVELET_BENCH_CHANGES", 200),
+            secret_changes: env_or("WAVELET_BENCH_SECRET_CHANGES", 50),
+            debounce: Duration::from_millis(env_or("WAVELET_BENCH_DEBOUNCE_MS", 200)),
+            max_data_mib: env_or("WAVELET_BENCH_MAX_DATA_MIB", 1024),
+        }
+    }
+
+    fn runs(&self, part: &str) -> bool {
+        self.only.as_deref().is_none_or(|only| only == part)
+    }
+}
+
+/// The SPEC §6 cluster: sync, adoption, then ConfigMap and Secret changes.
+fn run_default(options: &Options) -> DefaultFigures {
+    let cluster = Cluster::spec(options.scale);
+    progress(&format!("default scenario: {cluster:?}"));
+    let run = start_and_sync(&cluster, options.debounce);
+    progress(&format!(
+        "loaded in {:?}, synced in {:?}, adopted {} workloads",
+        run.load, run.sync.wall, run.adoption.adoptions
+    ));
+    let total = options.configmap_changes + options.secret_changes;
+    let targets = spread(cluster.deployments, total);
+    let (configmap_targets, secret_targets) = targets.split_at(options.configmap_changes);
+    let change = |edited, targets: &[usize]| {
+        progress(&format!("{} {edited:?} changes", targets.len()));
+        changes(
+            &run.fake,
+            &run.wavelet,
+            &cluster,
+            edited,
+            targets,
+            options.debounce,
+        )
+    };
+    let configmap_changes = change(Edited::ConfigMap, configmap_targets);
+    let secret_changes = change(Edited::Secret, secret_targets);
+    DefaultFigures {
+        load: run.load,
+        sync: run.sync,
+        adoption: run.adoption,
+        configmap_changes,
+        secret_changes,
+        debounce: options.debounce,
+        cluster,
+    }
+}
+
+/// The baseline against an empty cluster, then every (count, size) cell.
+fn run_scaling(options: &Options) -> ScalingFigures {
+    progress("scaling: empty cluster");
+    let baseline = start_and_sync(&Cluster::empty(), options.debounce)
+        .adoption
+        .settled;
+    let mut cells = Vec::new();
+    for size in SCALING_SIZES {
+        for count in SCALING_COUNTS {
+            let objects = ((count as f64 * options.scale).round() as usize).max(10);
+            cells.push(scaling_cell(options, objects, size));
+        }
+    }
+    ScalingFigures { baseline, cells }
+}
+
+fn scaling_cell(options: &Options, objects: usize, size: usize) -> Cell {
+    let cluster = Cluster::scaling(objects, size);
+    let data_mib = cluster.config_bytes() / (1024 * 1024);
+    let outcome = if data_mib > options.max_data_mib {
+        CellOutcome::Skipped(format!(
+            "{data_mib} MiB of data is more than WAVELET_BENCH_MAX_DATA_MIB={}: \
+             the fake API server would hold all of it in memory",
+            options.max_data_mib
+        ))
+    } else {
+        progress(&format!("scaling: {objects} objects of {size} bytes"));
+        let run = start_and_sync(&cluster, options.debounce);
+        progress(&format!(
+            "loaded in {:?}, synced in {:?} (wavelet {:.2} s CPU, fake {:.2} s CPU)",
+            run.load, run.sync.wall, run.sync.at_end.cpu_seconds, run.sync.fake_cpu_seconds
+        ));
+        CellOutcome::Measured {
+            sync: run.sync,
+            adoption: run.adoption,
+        }
+    };
+    Cell { cluster, outcome }
+}
+
+fn progress(message: &str) {
+    eprintln!("footprint: {message}");
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; there are no arguments to read.
+    let options = Options::from_env();
+    let binary = BinaryFacts::of(process::binary());
+    if options.runs("default") {
+        report::print_default(&run_default(&options), &binary);
+    }
+    if options.runs("scaling") {
+        scaling::print(&run_scaling(&options));
+    }
+}

@@ -1,0 +1,258 @@
+//! The wavelet process under measurement: which binary, starting it against the fake,
+//! its log lines, and its memory and CPU time from `/proc/PID/`.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The log line wavelet writes (at info) once all its initial lists are in.
+const SYNC_LINE: &str = "initial sync complete";
+/// Log lines kept for the message when something goes wrong.
+const LOG_TAIL: usize = 40;
+/// `/proc/PID/stat` counts CPU time in USER_HZ ticks, 100 per second on Linux.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// The binary under test: `WAVELET_BENCH_BINARY` (e.g. the static musl build that
+/// ships), else the release build cargo made for this benchmark.
+pub fn binary() -> PathBuf {
+    std::env::var_os("WAVELET_BENCH_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wavelet")))
+}
+
+/// Memory and CPU time of a process at one moment.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    pub at: Instant,
+    /// Resident memory now (VmRSS), KiB.
+    pub rss_kib: u64,
+    /// Peak resident memory so far (VmHWM), KiB.
+    pub peak_kib: u64,
+    /// User + system CPU seconds so far.
+    pub cpu_seconds: f64,
+}
+
+impl Sample {
+    pub fn of(pid: u32) -> Sample {
+        let at = Instant::now();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        Sample {
+            at,
+            rss_kib: status_kib(&status, "VmRSS:"),
+            peak_kib: status_kib(&status, "VmHWM:"),
+            cpu_seconds: cpu_seconds(&stat),
+        }
+    }
+}
+
+/// A `kB` field of `/proc/PID/status`.
+fn status_kib(status: &str, field: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(0)
+}
+
+/// utime + stime of `/proc/PID/stat` (fields 14 and 15), in seconds.
+fn cpu_seconds(stat: &str) -> f64 {
+    // The command name (field 2) is in parentheses and may contain spaces.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+    // Field 3 (state) is index 0 here, so fields 14 and 15 are indices 11 and 12.
+    (ticks(11).unwrap_or(0) + ticks(12).unwrap_or(0)) as f64 / TICKS_PER_SECOND
+}
+
+/// What the log reader thread has seen.
+#[derive(Default)]
+struct Log {
+    tail: VecDeque<String>,
+    /// Taken by the reader thread the moment the sync line arrived.
+    synced: Option<Sample>,
+    closed: bool,
+}
+
+/// A running `wavelet run` against the fake; killed when dropped.
+pub struct Wavelet {
+    child: Child,
+    pub started: Instant,
+    log: Arc<(Mutex<Log>, Condvar)>,
+}
+
+/// The flags every run uses: the fake's URL, a free port for the HTTP endpoint, the given
+/// debounce window, and throttles too wide to ever apply.
+fn run_args(server: &str, debounce: Duration) -> Vec<String> {
+    let debounce = format!("{}ms", debounce.as_millis());
+    [
+        "run",
+        "--server",
+        server,
+        "--listen-addr",
+        "127.0.0.1:0",
+        "--debounce",
+        &debounce,
+        "--min-rollout-interval",
+        "0s",
+        "--max-rollouts-per-second",
+        "100000",
+        "--rollout-burst",
+        "100000",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+impl Wavelet {
+    pub fn start(server: &str, debounce: Duration) -> Wavelet {
+        let binary = binary();
+        let started = Instant::now();
+        let mut child = Command::new(&binary)
+            .args(run_args(server, debounce))
+            .env_clear()
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let log = Arc::new((Mutex::new(Log::default()), Condvar::new()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let pid = child.id();
+        let reader = Arc::clone(&log);
+        std::thread::spawn(move || read_log(stderr, pid, &reader));
+        Wavelet {
+            child,
+            started,
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn sample(&self) -> Sample {
+        Sample::of(self.pid())
+    }
+
+    /// The sample taken when wavelet logged that its initial sync was complete.
+    pub fn wait_for_sync(&self, timeout: Duration) -> Sample {
+        let (lock, changed) = &*self.log;
+        let deadline = Instant::now() + timeout;
+        let mut log = lock.lock().unwrap();
+        loop {
+            if let Some(sample) = log.synced {
+                return sample;
+            }
+            let now = Instant::now();
+            if log.closed || now >= deadline {
+                let tail: Vec<&str> = log.tail.iter().map(String::as_str).collect();
+                panic!(
+                    "wavelet did not log {SYNC_LINE:?} within {timeout:?}; its last lines:\n{}",
+                    tail.join("\n")
+                );
+            }
+            log = changed.wait_timeout(log, deadline - now).unwrap().0;
+        }
+    }
+
+    /// The last log lines, for error messages.
+    pub fn log_tail(&self) -> String {
+        let log = self.log.0.lock().unwrap();
+        log.tail.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// The reader thread: keeps the last lines and samples the process at the sync line.
+fn read_log(stderr: ChildStderr, pid: u32, log: &(Mutex<Log>, Condvar)) {
+    let (lock, changed) = log;
+    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        let synced = line.contains(SYNC_LINE).then(|| Sample::of(pid));
+        let mut log = lock.lock().unwrap();
+        if log.synced.is_none() {
+            log.synced = synced;
+        }
+        log.tail.push_back(line);
+        if log.tail.len() > LOG_TAIL {
+            log.tail.pop_front();
+        }
+        changed.notify_all();
+    }
+    lock.lock().unwrap().closed = true;
+    changed.notify_all();
+}
+
+impl Drop for Wavelet {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The size of the binary and whether it is what ships: statically linked, stripped.
+#[derive(Clone, Debug)]
+pub struct BinaryFacts {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub is_static: bool,
+    pub is_stripped: bool,
+}
+
+impl BinaryFacts {
+    pub fn of(path: PathBuf) -> BinaryFacts {
+        let elf =
+            std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        BinaryFacts {
+            bytes: elf.len() as u64,
+            is_static: !elf_has_program_header(&elf, PT_INTERP),
+            is_stripped: !elf_has_section(&elf, SHT_SYMTAB),
+            path,
+        }
+    }
+}
+
+/// A program header naming the dynamic loader: the binary is dynamically linked.
+const PT_INTERP: u32 = 3;
+/// A section with the symbol table: the binary is not stripped.
+const SHT_SYMTAB: u32 = 2;
+
+fn read_u16(elf: &[u8], at: usize) -> usize {
+    elf.get(at..at + 2)
+        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize)
+}
+
+fn read_u32(elf: &[u8], at: usize) -> u32 {
+    elf.get(at..at + 4)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn read_u64(elf: &[u8], at: usize) -> usize {
+    elf.get(at..at + 8).map_or(0, |b| {
+        u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize
+    })
+}
+
+/// Whether a 64-bit little-endian ELF file has a program header of this type.
+fn elf_has_program_header(elf: &[u8], kind: u32) -> bool {
+    let (offset, size, count) = (
+        read_u64(elf, 0x20),
+        read_u16(elf, 0x36),
+        read_u16(elf, 0x38),
+    );
+    (0..count).any(|i| read_u32(elf, offset + i * size) == kind)
+}
+
+/// Whether a 64-bit little-endian ELF file has a section of this type.
+fn elf_has_section(elf: &[u8], kind: u32) -> bool {
+    let (offset, size, count) = (
+        read_u64(elf, 0x28),
+        read_u16(elf, 0x3a),
+        read_u16(elf, 0x3c),
+    );
+    (0..count).any(|i| read_u32(elf, offset + i * size + 4) == kind)
+}
