@@ -201,35 +201,17 @@ fn a_slow_patch_response_does_not_cause_a_second_rollout() {
 #[test]
 fn a_rotated_token_is_re_read_after_a_401() {
     let fake = setup();
-    let dir = std::env::temp_dir().join(format!("wavelet-token-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let token_file = dir.join("token");
-    std::fs::write(&token_file, "token-one").unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: fake\n  cluster:\n    server: {}\ncontexts:\n- name: test\n  context:\n    cluster: fake\n    user: sa\nusers:\n- name: sa\n  user:\n    tokenFile: {}\n",
-            fake.url(),
-            token_file.display()
-        ),
-    )
-    .unwrap();
-    fake.require_token(Some("token-one"));
-
-    let mut command_args = vec!["--kubeconfig", kubeconfig.to_str().unwrap()];
+    let token = RotatingToken::new(&fake, "token-one");
+    let mut command_args = vec!["--kubeconfig", token.kubeconfig_path()];
     command_args.extend(FAST);
     let wavelet = Wavelet::start_without_server(&command_args, &[("RUST_LOG", "debug")]);
     wait_adopted(&fake, &wavelet);
 
-    // The kubelet rotates the token; the old one stops working at once.
-    std::fs::write(&token_file, "token-two").unwrap();
-    fake.require_token(Some("token-two"));
+    token.rotate(&fake, "token-two");
     change(&fake, "green");
     assert_converged(&fake, &wavelet, 2);
     assert!(
         !wavelet.output().contains("token-two"),
         "tokens are never logged"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }

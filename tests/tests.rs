@@ -8,6 +8,7 @@
 //! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
 //! - `secrets`: a Secret value never leaks.
 //! - `secret_reads`: Secrets are watched as metadata; only those that matter are read.
+//! - `soak`: random changes under random faults for `WAVELET_SOAK_SECS`; nothing lost, nothing extra.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
@@ -28,5 +29,6 @@ mod rbac;
 mod readme;
 mod secret_reads;
 mod secrets;
+mod soak;
 mod util;
 mod wire;
