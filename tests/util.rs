@@ -384,13 +384,6 @@ impl TempDir {
         path
     }
 
-    pub fn path(&self, name: &str) -> String {
-        self.0
-            .join(name)
-            .to_str()
-            .expect("UTF-8 temp path")
-            .to_string()
-    }
 }
 
 impl Drop for TempDir {
