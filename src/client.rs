@@ -772,15 +772,26 @@ fn is_loopback_url(url: &str) -> bool {
 }
 
 fn transport_error(method: &Method, url: &str, error: ureq::Error) -> Error {
-    let hint = match &error {
-        ureq::Error::Rustls(_) | ureq::Error::Tls(_) => {
-            " (TLS: check the certificate authority: certificate-authority(-data) in the kubeconfig, or the \
-             service account ca.crt)"
-        }
-        ureq::Error::Timeout(_) => " (timed out)",
-        _ => "",
+    let hint = if is_tls_failure(&error) {
+        " (TLS: the server's certificate is not trusted: check the certificate authority, \
+         certificate-authority(-data) in the kubeconfig or the service account ca.crt; for a \
+         test cluster only, --insecure-skip-tls-verify skips the check)"
+    } else if matches!(error, ureq::Error::Timeout(_)) {
+        " (timed out)"
+    } else {
+        ""
     };
     Error::Transport(format!("{method} {}: {error}{hint}", strip_query(url)))
+}
+
+/// A failed TLS handshake. rustls reports a certificate it does not trust through the
+/// socket, so ureq hands it over as an `Io` error that wraps the `rustls::Error`.
+fn is_tls_failure(error: &ureq::Error) -> bool {
+    match error {
+        ureq::Error::Rustls(_) | ureq::Error::Tls(_) => true,
+        ureq::Error::Io(e) => e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()),
+        _ => false,
+    }
 }
 
 fn encode(body: &serde_json::Value) -> Result<Vec<u8>, Error> {
@@ -2691,7 +2702,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
     }
 
     #[test]
-    fn a_server_certificate_from_another_ca_is_refused() {
+    fn a_server_certificate_from_another_ca_is_refused_with_a_hint_naming_the_ca_and_the_flag() {
         let server = FakeServer::https(vec![json_response("200 OK", &json!({}))], false);
         let dir = TempDir::new();
         dir.write("token", "sa-token");
@@ -2699,7 +2710,11 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
         let client =
             Client::in_cluster_from(&dir.0, "127.0.0.1", &server.port(), false).expect("client");
         match client.get::<Value>("/version") {
-            Err(Error::Transport(message)) => assert!(message.contains("certificate"), "{message}"),
+            Err(Error::Transport(message)) => {
+                assert!(message.contains("UnknownIssuer"), "{message}");
+                assert!(message.contains("certificate-authority"), "{message}");
+                assert!(message.contains("--insecure-skip-tls-verify"), "{message}");
+            }
             other => panic!("expected a TLS failure, got {other:?}"),
         }
     }
