@@ -8,6 +8,7 @@
 //! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
 //! - `secrets`: a Secret value never leaks.
 //! - `secret_reads`: Secrets are watched as metadata; only those that matter are read.
+//! - `connecting`: TLS verified against the CA (or skipped only by flag); unreadable token files fail at start.
 //! - `soak`: random changes under random faults for `WAVELET_SOAK_SECS`; nothing lost, nothing extra.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
@@ -19,6 +20,7 @@
 
 mod chroot;
 mod commands;
+mod connecting;
 mod delete_mode;
 mod fake;
 mod faults;

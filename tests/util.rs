@@ -95,7 +95,8 @@ impl Wavelet {
         (code, body.to_string())
     }
 
-    fn launch(args: &[&str], env: &[(&str, &str)]) -> Wavelet {
+    /// `wavelet run` with exactly `args`, without waiting for anything.
+    pub fn launch(args: &[&str], env: &[(&str, &str)]) -> Wavelet {
         let mut command = Command::new(env!("CARGO_BIN_EXE_wavelet"));
         command
             .arg("run")
@@ -383,7 +384,6 @@ impl TempDir {
         std::fs::write(&path, contents).expect("writing a temp file");
         path
     }
-
 }
 
 impl Drop for TempDir {

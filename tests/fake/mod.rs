@@ -22,6 +22,7 @@ pub mod server;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod tls;
 pub mod validate;
 pub mod watch;
 pub mod write;
