@@ -29,8 +29,12 @@ const TOKEN_MAX_AGE: Duration = Duration::from_secs(60);
 const MAX_RETRIES: u32 = 3;
 /// The longest Retry-After the client sleeps inside a call.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
-/// The longest watch event accepted.
-const MAX_WATCH_LINE: usize = 64 << 20;
+/// The longest watch event accepted, and so the most a watch buffers. The API server keeps
+/// ConfigMap/Secret data under 1 MiB and any object under etcd's 1.5 MiB request limit; as
+/// a JSON line (base64 for Secrets, escapes for odd bytes) a real event stays within a few
+/// MiB. Anything longer comes from a broken server or proxy, and must not make wavelet
+/// buffer without bound.
+const MAX_WATCH_LINE: usize = 8 << 20;
 /// Error bodies are read up to this size; the rest is dropped with the connection.
 const MAX_ERROR_BODY: u64 = 1 << 20;
 /// A 2xx body up to this size is kept aside to recognise a `Status` with `status: Failure`.
@@ -1340,7 +1344,8 @@ impl WatchStream {
     /// The next newline-terminated line, without the `\n`; `Ok(None)` at a clean end of the
     /// stream. Lines are split on `\n` only, never on chunk or read boundaries; blank lines
     /// are skipped. A broken connection, or a stream that ends in the middle of a line, is
-    /// [`Error::Transport`]; a line longer than 64 MiB is [`Error::Decode`].
+    /// [`Error::Transport`]; a line longer than [`MAX_WATCH_LINE`] (8 MiB) is
+    /// [`Error::Decode`].
     pub fn next_line(&mut self) -> Result<Option<Vec<u8>>, Error> {
         loop {
             if let Some(offset) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
@@ -2012,6 +2017,20 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
                 assert!(message.contains("connection broken"), "{message}")
             }
             other => panic!("expected a transport error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_10_mib_watch_line_is_refused_by_the_default_limit() {
+        let mut line = vec![b'x'; 10 << 20];
+        line.push(b'\n');
+        let mut s = stream(&line, &[64 << 10], false);
+        match s.next_line() {
+            Err(Error::Decode(message)) => assert!(message.contains("longer than 8 MiB")),
+            other => panic!(
+                "expected a decode error, got {:?}",
+                other.map(|l| l.map(|l| l.len()))
+            ),
         }
     }
 
