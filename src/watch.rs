@@ -258,10 +258,18 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                         }
                         Err(err) => {
                             (self.on_restart)(Restart::StreamBroken);
-                            log::debug!(
-                                "{}: watch broke ({err}), re-watching from {rv}",
-                                self.name
-                            );
+                            if matches!(err, Error::Decode(_)) {
+                                // Not a routine disconnect: the server sent something broken.
+                                log::warn!(
+                                    "{}: watch event rejected ({err}), re-watching from {rv}",
+                                    self.name
+                                );
+                            } else {
+                                log::debug!(
+                                    "{}: watch broke ({err}), re-watching from {rv}",
+                                    self.name
+                                );
+                            }
                             self.back_off(&err);
                             State::Listed { rv }
                         }
@@ -317,8 +325,8 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                 // A truncated or garbled line: the event was not applied and the rv not
                 // advanced, so re-watching from `rv` replays it.
                 (self.on_restart)(Restart::StreamBroken);
-                log::debug!(
-                    "{}: undecodable watch line ({err}), re-watching from {rv}",
+                log::warn!(
+                    "{}: undecodable watch line rejected ({err}), re-watching from {rv}",
                     self.name
                 );
                 self.back_off_for(Duration::ZERO);
