@@ -10,6 +10,7 @@
 //! - `secret_reads`: Secrets are watched as metadata; only those that matter are read.
 //! - `connecting`: TLS verified against the CA (or skipped only by flag); unreadable token files fail at start.
 //! - `soak`: random changes under random faults for `WAVELET_SOAK_SECS`; nothing lost, nothing extra.
+//! - `malformed`: oversized, non-UTF-8 and deeply nested answers are rejected; memory stays bounded.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
@@ -25,6 +26,7 @@ mod delete_mode;
 mod fake;
 mod faults;
 mod hash_mode;
+mod malformed;
 mod manifests;
 mod operations;
 mod rbac;

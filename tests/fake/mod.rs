@@ -298,6 +298,11 @@ impl FakeApi {
         });
     }
 
+    /// The current (global) resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock().store.current_rv()
+    }
+
     /// How many injected faults have not been consumed yet.
     pub fn pending_faults(&self) -> usize {
         self.shared.lock().faults.len()
