@@ -215,3 +215,33 @@ fn a_rotated_token_is_re_read_after_a_401() {
         "tokens are never logged"
     );
 }
+
+/// A watch that goes silent (no events, no bookmarks, its `timeoutSeconds` ignored: a
+/// black-holed connection) is cut by the client 30 s after its timeout and reopened, and
+/// the change made meanwhile is caught. The other watches carry on.
+#[test]
+fn a_watch_stalled_for_longer_than_its_timeout_is_cut_and_reopened() {
+    let fake = setup();
+    let mut args = FAST.to_vec();
+    args.extend(["--resync", "2s"]);
+    let wavelet = Wavelet::start(&fake, &args);
+    wait_adopted(&fake, &wavelet);
+    fake.inject(Fault::StallWatch {
+        resource: "configmaps".into(),
+        duration: Duration::from_secs(3600),
+    });
+    fake.close_watches();
+    change(&fake, "green");
+    // The silent watch is open for its timeout (at most the 2 s to the next relist) plus
+    // the client's 30 s grace.
+    if !fake.wait_until(Duration::from_secs(40), |f| {
+        hashes(f, "deployments", NS, "web", HASH).0.as_deref()
+            == Some(expected_hash(f, "deployments", NS, "web").as_str())
+    }) {
+        panic!(
+            "the stalled watch was never reopened:\n{}",
+            wavelet.output()
+        );
+    }
+    assert_converged(&fake, &wavelet, 2);
+}

@@ -156,14 +156,18 @@ impl Run {
 fn a_10_mib_watch_line_is_rejected_and_the_watch_recovers() {
     let run = start();
     run.watch_sends(event_line(&ten_mib()));
-    run.assert_recovers(Some("watch event rejected (decode: watch /api/v1/configmaps: an event is longer than 8 MiB"));
+    run.assert_recovers(Some(
+        "watch event rejected (decode: watch /api/v1/configmaps: an event is longer than 8 MiB",
+    ));
 }
 
 #[test]
 fn invalid_utf8_in_a_watch_line_is_rejected_and_the_watch_recovers() {
     let run = start();
     run.watch_sends(event_line(b"\xff\xfe"));
-    run.assert_recovers(Some("undecodable watch line rejected (invalid unicode code point"));
+    run.assert_recovers(Some(
+        "undecodable watch line rejected (invalid unicode code point",
+    ));
 }
 
 #[test]
@@ -171,7 +175,9 @@ fn deeply_nested_json_in_a_watch_line_is_rejected_and_the_watch_recovers() {
     let run = start();
     let line = format!(r#"{{"type":"MODIFIED","object":{}}}"#, nested(100_000));
     run.watch_sends(line.into_bytes());
-    run.assert_recovers(Some("undecodable watch line rejected (invalid type: sequence"));
+    run.assert_recovers(Some(
+        "undecodable watch line rejected (invalid type: sequence",
+    ));
 }
 
 #[test]
