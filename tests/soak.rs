@@ -32,7 +32,7 @@ const MIN_ROLLOUT_INTERVAL: Duration = Duration::from_millis(500);
 /// Beyond one resync period: the debounce, the rollout interval, one relist and the
 /// rollout's own requests on a loaded 2-core machine.
 /// When, before the end of the storm, every ConfigMap/Secret gets one last data change.
-const FINAL_SWEEP_BEFORE_END: Duration = Duration::from_secs(2);
+const FINAL_SWEEP_BEFORE_END: Duration = Duration::from_millis(600);
 const CONVERGENCE_SLACK: Duration = Duration::from_secs(3);
 /// How much wavelet's VmRSS may grow from the end of its first sync to the end of the run:
 /// the soak's objects are few and small, so growth beyond this is a leak.
@@ -91,10 +91,11 @@ fn fail(
     let mut message = format!("soak {}: {what}\n", settings.replay());
     for problem in problems {
         message.push_str(&format!("- {problem}\n"));
+        // Problems start with "<plural> <namespace>/<name>:".
         let object = problem.split(':').next().unwrap_or("");
-        let name = object.rsplit('/').next().unwrap_or(object);
+        let name = object.rsplit(' ').next().unwrap_or(object);
         message.push_str(&world.log_about(name, 15));
-        let lines: Vec<&str> = output.lines().filter(|l| l.contains(name)).collect();
+        let lines: Vec<&str> = output.lines().filter(|l| mentions(l, name)).collect();
         for line in &lines[lines.len().saturating_sub(15)..] {
             message.push_str(&format!("    | {line}\n"));
         }
@@ -104,6 +105,14 @@ fn fail(
         saved.display()
     ));
     panic!("{message}");
+}
+
+/// Whether `line` names `namespace/name` (not merely a longer name that starts with it).
+fn mentions(line: &str, namespaced_name: &str) -> bool {
+    line.match_indices(namespaced_name).any(|(at, _)| {
+        let next = line[at + namespaced_name.len()..].chars().next();
+        !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+    })
 }
 
 #[test]

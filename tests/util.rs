@@ -436,9 +436,12 @@ impl RotatingToken {
         }
     }
 
-    /// The kubelet writes a new token and the old one stops working at once.
+    /// The kubelet writes a new token (atomically, as its AtomicWriter swaps files) and the
+    /// old one stops working at once.
     pub fn rotate(&self, fake: &FakeApi, token: &str) {
-        std::fs::write(&self.token_file, token).expect("writing the token file");
+        let next = self.token_file.with_extension("next");
+        std::fs::write(&next, token).expect("writing the token file");
+        std::fs::rename(&next, &self.token_file).expect("replacing the token file");
         fake.require_token(Some(token));
     }
 

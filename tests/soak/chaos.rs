@@ -95,7 +95,7 @@ impl<'a> Chaos<'a> {
                     code
                 };
                 let retry_after_secs = *rng.pick(&[None, Some(0), Some(1)]);
-                let times = 1 + rng.below(3) as u32;
+                let times = 1 + rng.below(4) as u32;
                 let plain_text = code == 429 && rng.chance(50);
                 fake.inject(Fault::Status {
                     method: method.into(),
@@ -138,7 +138,19 @@ impl<'a> Chaos<'a> {
             }
             8 => {
                 fake.restart();
-                "restart the API server (drop every connection, compact history)".to_string()
+                // A restarting server answers 503 for a moment while its caches fill.
+                let (method, resource) = *rng.pick(REQUESTS);
+                fake.inject(Fault::Status {
+                    method: method.into(),
+                    resource: resource.into(),
+                    code: 503,
+                    retry_after_secs: Some(1),
+                    times: 2,
+                    plain_text: false,
+                });
+                format!(
+                    "restart the API server (drop every connection, compact history; 503 x2 on {method} {resource})"
+                )
             }
             9 => {
                 fake.close_watches();
@@ -158,5 +170,5 @@ impl<'a> Chaos<'a> {
 
 /// How long to wait between two faults.
 pub fn pause(rng: &mut Rng) -> Duration {
-    rng.millis(150, 900)
+    rng.millis(100, 600)
 }

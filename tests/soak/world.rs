@@ -264,9 +264,13 @@ impl World {
         self.log.push(format!("[{at:8.3}s] {}", line.as_ref()));
     }
 
-    /// The log lines that mention `needle`, the last `max` of them.
-    pub fn log_about(&self, needle: &str, max: usize) -> String {
-        let lines: Vec<&String> = self.log.iter().filter(|l| l.contains(needle)).collect();
+    /// The log lines that name `namespace/name`, the last `max` of them.
+    pub fn log_about(&self, namespaced_name: &str, max: usize) -> String {
+        let lines: Vec<&String> = self
+            .log
+            .iter()
+            .filter(|l| super::mentions(l, namespaced_name))
+            .collect();
         let skip = lines.len().saturating_sub(max);
         lines[skip..].iter().map(|l| format!("  {l}\n")).collect()
     }
@@ -499,7 +503,15 @@ impl World {
                     json!({"data": data(dm.kind, &[("k0", value)])}),
                 );
                 dm.changes += 1;
-                let line = format!("edit {} data: owes {owed:?} a replacement", dm.id());
+                let pods: Vec<String> = owed
+                    .iter()
+                    .map(|p| format!("{}/{p}", dm.namespace))
+                    .collect();
+                let line = format!(
+                    "edit {} data: owes {} a replacement",
+                    dm.id(),
+                    pods.join(" ")
+                );
                 dm.owed.extend(owed);
                 self.note(line);
             }
@@ -519,12 +531,11 @@ impl World {
         self.refresh(fake);
     }
 
-    /// Edits the data of every ConfigMap/Secret (re-creating the deleted ones): the last
-    /// changes of the run, made while the faults still go on.
+    /// Edits the data of every existing ConfigMap/Secret: the last changes of the run, made
+    /// while the faults still go on.
     pub fn sweep(&mut self, fake: &FakeApi) {
         for index in 0..self.configs.len() {
             if !self.configs[index].exists {
-                self.recreate(fake, index);
                 continue;
             }
             let value = self.fresh_value();
@@ -537,15 +548,46 @@ impl World {
         self.refresh(fake);
     }
 
-    /// Re-creates every deleted ConfigMap/Secret, so that no workload ends up waiting for
-    /// a required object.
+    /// Re-creates the deleted ConfigMaps/Secrets that an opted-in workload requires, so that
+    /// none ends up rightly waiting for its configuration; the others stay deleted, and
+    /// the workloads that reference them optionally must end on a hash of their absence.
     pub fn restore(&mut self, fake: &FakeApi) {
+        let required = self.required_configs(fake);
         for index in 0..self.configs.len() {
-            if !self.configs[index].exists {
+            let config = &self.configs[index];
+            let id = (
+                config.kind.plural(),
+                config.namespace.clone(),
+                config.name.clone(),
+            );
+            if !config.exists && required.contains(&id) {
                 self.recreate(fake, index);
             }
         }
         self.refresh(fake);
+    }
+
+    /// (plural, namespace, name) of every object an opted-in workload cannot start without.
+    fn required_configs(&self, fake: &FakeApi) -> BTreeSet<(&'static str, String, String)> {
+        use wavelet::objects::{ConfigKind, WorkloadObject};
+        let mut required = BTreeSet::new();
+        for w in self.workloads.iter().filter(|w| w.opted_in) {
+            let object = fake
+                .get(w.plural, &w.namespace, &w.name)
+                .expect("workload exists");
+            let object: WorkloadObject = serde_json::from_value(object).expect("a workload");
+            for reference in wavelet::references::references(&object) {
+                if reference.required {
+                    let plural = match reference.config.kind {
+                        ConfigKind::ConfigMap => "configmaps",
+                        ConfigKind::Secret => "secrets",
+                    };
+                    let (namespace, name) = (reference.config.namespace, reference.config.name);
+                    required.insert((plural, namespace.to_string(), name.to_string()));
+                }
+            }
+        }
+        required
     }
 
     /// Whether wavelet has seen everything once: every workload adopted, every delete-mode
@@ -624,7 +666,7 @@ impl World {
         for ((namespace, pod), count) in tries {
             if !owed.contains(&(namespace.clone(), pod.clone())) {
                 problems.push(format!(
-                    "Pod {namespace}/{pod} was replaced ({count} requests) but no data change owed it a replacement"
+                    "pods {namespace}/{pod}: replaced ({count} requests) but no data change owed it a replacement"
                 ));
             }
         }
