@@ -110,3 +110,42 @@ fn dm_pod_names(fake: &FakeApi) -> Vec<String> {
         .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
         .collect()
 }
+
+/// With `--hash-key-file`, the data hash of a delete-mode Secret that wavelet keeps in its
+/// `wavelet-state` ConfigMap is an HMAC too, so whoever can read that ConfigMap cannot test
+/// guesses of a low-entropy value offline (the hash-mode annotation is pinned in
+/// `hash_mode::hash_key_file_publishes_an_hmac_instead_of_a_plain_hash`).
+#[test]
+fn a_delete_mode_secrets_hash_in_the_state_configmap_is_an_hmac_under_the_hash_key() {
+    use wavelet::deletemode::data_hash;
+    use wavelet::objects::ConfigObject;
+    let fake = FakeApi::start();
+    let mut delete_mode = secret(NS, "dm-creds", &[("password", "hunter2")]);
+    delete_mode["metadata"]["annotations"] = json!({"magalix.com/podDeleteMatch": "app=dm"});
+    fake.apply(delete_mode);
+    let dir = TempDir::new("hmac");
+    let key_file = dir.write("key", "s3cret-key\n");
+    let mut args = FAST.to_vec();
+    args.extend(["--state-namespace", NS, "--hash-key-file"]);
+    args.push(key_file.to_str().unwrap());
+    let wavelet = Wavelet::start(&fake, &args);
+    let entry = |f: &FakeApi| {
+        f.get("configmaps", NS, "wavelet-state").and_then(|s| {
+            s["data"]["secret.default.dm-creds"]
+                .as_str()
+                .map(String::from)
+        })
+    };
+    eventually(&fake, &wavelet, "the first-sight state entry", |f| {
+        entry(f).is_some()
+    });
+    let recorded = entry(&fake).unwrap();
+    let stored = ConfigObject::secret(fake.get("secrets", NS, "dm-creds").unwrap()).unwrap();
+    let plain = data_hash(stored.digests(), None);
+    let keyed = data_hash(stored.digests(), Some(b"s3cret-key"));
+    assert_ne!(plain, keyed);
+    assert_eq!(
+        recorded, keyed,
+        "the HMAC, keyed without the trailing newline"
+    );
+}
