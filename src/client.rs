@@ -29,12 +29,10 @@ const TOKEN_MAX_AGE: Duration = Duration::from_secs(60);
 const MAX_RETRIES: u32 = 3;
 /// The longest Retry-After the client sleeps inside a call.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
-/// The longest watch event accepted, and so the most a watch buffers. The API server keeps
-/// ConfigMap/Secret data under 1 MiB and any object under etcd's 1.5 MiB request limit; as
-/// a JSON line (base64 for Secrets, escapes for odd bytes) a real event stays within a few
-/// MiB. Anything longer comes from a broken server or proxy, and must not make wavelet
-/// buffer without bound.
-const MAX_WATCH_LINE: usize = 8 << 20;
+/// The longest watch event accepted, and so the most a watch buffers: an event is one
+/// object, so the limit is [`MAX_OBJECT`]'s. Anything longer comes from a broken server or
+/// proxy, and must not make wavelet buffer without bound.
+const MAX_WATCH_LINE: usize = MAX_OBJECT;
 /// Error bodies are read up to this size; the rest is dropped with the connection.
 const MAX_ERROR_BODY: u64 = 1 << 20;
 /// A 2xx body up to this size is kept aside to recognise a `Status` with `status: Failure`.
