@@ -29,8 +29,10 @@ const TOKEN_MAX_AGE: Duration = Duration::from_secs(60);
 const MAX_RETRIES: u32 = 3;
 /// The longest Retry-After the client sleeps inside a call.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
-/// The longest watch event accepted.
-const MAX_WATCH_LINE: usize = 64 << 20;
+/// The longest watch event accepted, and so the most a watch buffers: an event is one
+/// object, so the limit is [`MAX_OBJECT`]'s. Anything longer comes from a broken server or
+/// proxy, and must not make wavelet buffer without bound.
+const MAX_WATCH_LINE: usize = MAX_OBJECT;
 /// Error bodies are read up to this size; the rest is dropped with the connection.
 const MAX_ERROR_BODY: u64 = 1 << 20;
 /// A 2xx body up to this size is kept aside to recognise a `Status` with `status: Failure`.
@@ -772,15 +774,26 @@ fn is_loopback_url(url: &str) -> bool {
 }
 
 fn transport_error(method: &Method, url: &str, error: ureq::Error) -> Error {
-    let hint = match &error {
-        ureq::Error::Rustls(_) | ureq::Error::Tls(_) => {
-            " (TLS: check the certificate authority: certificate-authority(-data) in the kubeconfig, or the \
-             service account ca.crt)"
-        }
-        ureq::Error::Timeout(_) => " (timed out)",
-        _ => "",
+    let hint = if is_tls_failure(&error) {
+        " (TLS: the server's certificate is not trusted: check the certificate authority, \
+         certificate-authority(-data) in the kubeconfig or the service account ca.crt; for a \
+         test cluster only, --insecure-skip-tls-verify skips the check)"
+    } else if matches!(error, ureq::Error::Timeout(_)) {
+        " (timed out)"
+    } else {
+        ""
     };
     Error::Transport(format!("{method} {}: {error}{hint}", strip_query(url)))
+}
+
+/// A failed TLS handshake. rustls reports a certificate it does not trust through the
+/// socket, so ureq hands it over as an `Io` error that wraps the `rustls::Error`.
+fn is_tls_failure(error: &ureq::Error) -> bool {
+    match error {
+        ureq::Error::Rustls(_) | ureq::Error::Tls(_) => true,
+        ureq::Error::Io(e) => e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()),
+        _ => false,
+    }
 }
 
 fn encode(body: &serde_json::Value) -> Result<Vec<u8>, Error> {
@@ -1329,7 +1342,8 @@ impl WatchStream {
     /// The next newline-terminated line, without the `\n`; `Ok(None)` at a clean end of the
     /// stream. Lines are split on `\n` only, never on chunk or read boundaries; blank lines
     /// are skipped. A broken connection, or a stream that ends in the middle of a line, is
-    /// [`Error::Transport`]; a line longer than 64 MiB is [`Error::Decode`].
+    /// [`Error::Transport`]; a line longer than [`MAX_WATCH_LINE`] (8 MiB) is
+    /// [`Error::Decode`].
     pub fn next_line(&mut self) -> Result<Option<Vec<u8>>, Error> {
         loop {
             if let Some(offset) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
@@ -2001,6 +2015,20 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
                 assert!(message.contains("connection broken"), "{message}")
             }
             other => panic!("expected a transport error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_10_mib_watch_line_is_refused_by_the_default_limit() {
+        let mut line = vec![b'x'; 10 << 20];
+        line.push(b'\n');
+        let mut s = stream(&line, &[64 << 10], false);
+        match s.next_line() {
+            Err(Error::Decode(message)) => assert!(message.contains("longer than 8 MiB")),
+            other => panic!(
+                "expected a decode error, got {:?}",
+                other.map(|l| l.map(|l| l.len()))
+            ),
         }
     }
 
@@ -2691,7 +2719,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
     }
 
     #[test]
-    fn a_server_certificate_from_another_ca_is_refused() {
+    fn a_server_certificate_from_another_ca_is_refused_with_a_hint_naming_the_ca_and_the_flag() {
         let server = FakeServer::https(vec![json_response("200 OK", &json!({}))], false);
         let dir = TempDir::new();
         dir.write("token", "sa-token");
@@ -2699,7 +2727,11 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
         let client =
             Client::in_cluster_from(&dir.0, "127.0.0.1", &server.port(), false).expect("client");
         match client.get::<Value>("/version") {
-            Err(Error::Transport(message)) => assert!(message.contains("certificate"), "{message}"),
+            Err(Error::Transport(message)) => {
+                assert!(message.contains("UnknownIssuer"), "{message}");
+                assert!(message.contains("certificate-authority"), "{message}");
+                assert!(message.contains("--insecure-skip-tls-verify"), "{message}");
+            }
             other => panic!("expected a TLS failure, got {other:?}"),
         }
     }

@@ -258,10 +258,18 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                         }
                         Err(err) => {
                             (self.on_restart)(Restart::StreamBroken);
-                            log::debug!(
-                                "{}: watch broke ({err}), re-watching from {rv}",
-                                self.name
-                            );
+                            if matches!(err, Error::Decode(_)) {
+                                // Not a routine disconnect: the server sent something broken.
+                                log::warn!(
+                                    "{}: watch event rejected ({err}), re-watching from {rv}",
+                                    self.name
+                                );
+                            } else {
+                                log::debug!(
+                                    "{}: watch broke ({err}), re-watching from {rv}",
+                                    self.name
+                                );
+                            }
                             self.back_off(&err);
                             State::Listed { rv }
                         }
@@ -317,8 +325,8 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                 // A truncated or garbled line: the event was not applied and the rv not
                 // advanced, so re-watching from `rv` replays it.
                 (self.on_restart)(Restart::StreamBroken);
-                log::debug!(
-                    "{}: undecodable watch line ({err}), re-watching from {rv}",
+                log::warn!(
+                    "{}: undecodable watch line rejected ({err}), re-watching from {rv}",
                     self.name
                 );
                 self.back_off_for(Duration::ZERO);
@@ -384,14 +392,8 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
 
     fn back_off_for(&mut self, at_least: Duration) {
         self.failures = self.failures.saturating_add(1);
-        let base = self
-            .config
-            .initial_backoff
-            .saturating_mul(1u32 << (self.failures - 1).min(16))
-            .min(self.config.max_backoff);
-        // Full jitter over [base, 2 × base), like client-go's wait.Jitter(1.0).
-        let jitter = base.mul_f64((self.next_random() % 1000) as f64 / 1000.0);
-        self.sleep((base + jitter).max(at_least));
+        let random = (self.next_random() % 1000) as f64 / 1000.0;
+        self.sleep(backoff(&self.config, self.failures, random, at_least));
     }
 
     fn sleep(&self, total: Duration) {
@@ -434,6 +436,22 @@ impl<T: Object, S: Source<T>> Iterator for Watcher<T, S> {
             self.step();
         }
     }
+}
+
+/// How long to wait after the `failures`-th failure in a row (1-based): `initial_backoff`
+/// doubling up to `max_backoff`, with full jitter over [base, 2 × base) like client-go's
+/// `wait.Jitter(1.0)` (`random` in [0, 1)), but never longer than `resync`: a watcher that
+/// keeps failing still tries once per resync period, so it is back within one period of
+/// the server recovering. A longer Retry-After (`at_least`) from the server wins.
+fn backoff(config: &WatchConfig, failures: u32, random: f64, at_least: Duration) -> Duration {
+    let base = config
+        .initial_backoff
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(config.max_backoff);
+    let jittered = base + base.mul_f64(random);
+    jittered
+        .min(config.resync.max(config.initial_backoff))
+        .max(at_least)
 }
 
 fn next_rv(current: String, seen: &str) -> String {
@@ -804,6 +822,35 @@ mod tests {
         ]);
         assert_eq!(calls[..3], ["list -", "list -", "watch 4"]);
         assert_eq!(events, ["init", "init", "initapply a", "done"]);
+    }
+
+    #[test]
+    fn the_backoff_doubles_with_jitter_up_to_the_maximum() {
+        let config = WatchConfig::default();
+        let wait = |failures, random| backoff(&config, failures, random, Duration::ZERO);
+        assert_eq!(wait(1, 0.0), Duration::from_millis(200));
+        assert_eq!(wait(2, 0.5), Duration::from_millis(600));
+        assert_eq!(wait(20, 0.0), Duration::from_secs(30));
+        assert_eq!(wait(20, 0.999), Duration::from_millis(59_970));
+    }
+
+    /// Regression (found by the soak): after a long run of failed lists the watcher slept up
+    /// to 60 s, so with a short --resync it came back long after the server had recovered.
+    #[test]
+    fn a_failing_watcher_never_waits_longer_than_the_resync_period() {
+        let config = WatchConfig {
+            resync: Duration::from_secs(4),
+            ..WatchConfig::default()
+        };
+        for failures in 1..=30 {
+            let wait = backoff(&config, failures, 0.999, Duration::ZERO);
+            assert!(wait <= Duration::from_secs(4), "{failures}: {wait:?}");
+        }
+        assert_eq!(
+            backoff(&config, 30, 0.5, Duration::from_secs(10)),
+            Duration::from_secs(10),
+            "a longer Retry-After still wins"
+        );
     }
 
     #[test]

@@ -201,35 +201,47 @@ fn a_slow_patch_response_does_not_cause_a_second_rollout() {
 #[test]
 fn a_rotated_token_is_re_read_after_a_401() {
     let fake = setup();
-    let dir = std::env::temp_dir().join(format!("wavelet-token-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let token_file = dir.join("token");
-    std::fs::write(&token_file, "token-one").unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: fake\n  cluster:\n    server: {}\ncontexts:\n- name: test\n  context:\n    cluster: fake\n    user: sa\nusers:\n- name: sa\n  user:\n    tokenFile: {}\n",
-            fake.url(),
-            token_file.display()
-        ),
-    )
-    .unwrap();
-    fake.require_token(Some("token-one"));
-
-    let mut command_args = vec!["--kubeconfig", kubeconfig.to_str().unwrap()];
+    let token = RotatingToken::new(&fake, "token-one");
+    let mut command_args = vec!["--kubeconfig", token.kubeconfig_path()];
     command_args.extend(FAST);
     let wavelet = Wavelet::start_without_server(&command_args, &[("RUST_LOG", "debug")]);
     wait_adopted(&fake, &wavelet);
 
-    // The kubelet rotates the token; the old one stops working at once.
-    std::fs::write(&token_file, "token-two").unwrap();
-    fake.require_token(Some("token-two"));
+    token.rotate(&fake, "token-two");
     change(&fake, "green");
     assert_converged(&fake, &wavelet, 2);
     assert!(
         !wavelet.output().contains("token-two"),
         "tokens are never logged"
     );
-    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A watch that goes silent (no events, no bookmarks, its `timeoutSeconds` ignored: a
+/// black-holed connection) is cut by the client 30 s after its timeout and reopened, and
+/// the change made meanwhile is caught. The other watches carry on.
+#[test]
+fn a_watch_stalled_for_longer_than_its_timeout_is_cut_and_reopened() {
+    let fake = setup();
+    let mut args = FAST.to_vec();
+    args.extend(["--resync", "2s"]);
+    let wavelet = Wavelet::start(&fake, &args);
+    wait_adopted(&fake, &wavelet);
+    fake.inject(Fault::StallWatch {
+        resource: "configmaps".into(),
+        duration: Duration::from_secs(3600),
+    });
+    fake.close_watches();
+    change(&fake, "green");
+    // The silent watch is open for its timeout (at most the 2 s to the next relist) plus
+    // the client's 30 s grace.
+    if !fake.wait_until(Duration::from_secs(40), |f| {
+        hashes(f, "deployments", NS, "web", HASH).0.as_deref()
+            == Some(expected_hash(f, "deployments", NS, "web").as_str())
+    }) {
+        panic!(
+            "the stalled watch was never reopened:\n{}",
+            wavelet.output()
+        );
+    }
+    assert_converged(&fake, &wavelet, 2);
 }

@@ -1,5 +1,5 @@
 //! Safety: a Secret value never leaves the API server through wavelet — not in its
-//! output at `RUST_LOG=trace`, not in Events, not in any request it sends.
+//! output at `RUST_LOG=trace`, not in Events, not in `/metrics`, not in any request it sends.
 
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ fn canary(tag: &str) -> String {
 }
 
 #[test]
-fn a_secret_value_never_appears_in_output_events_or_requests() {
+fn a_secret_value_never_appears_in_output_events_metrics_or_requests() {
     let (first, second) = (canary("one"), canary("two"));
     let fake = FakeApi::start();
     fake.apply(secret(NS, "creds", &[("password", &first)]));
@@ -27,22 +27,45 @@ fn a_secret_value_never_appears_in_output_events_or_requests() {
         "envFrom": [{"secretRef": {"name": "creds"}}],
         "env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}}]}]});
     fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
-    let wavelet = Wavelet::start_with_env(&fake, FAST, &[("RUST_LOG", "trace")]);
-    eventually(&fake, &wavelet, "adoption", |f| {
+    // The same values in a delete-mode Secret: its hash goes to wavelet-state, its Pods
+    // are replaced, an Event is written.
+    let mut delete_mode = secret(NS, "dm-creds", &[("password", &first)]);
+    delete_mode["metadata"]["annotations"] = json!({"magalix.com/podDeleteMatch": "app=dm"});
+    fake.apply(delete_mode);
+    let mut dm = workload("Deployment", NS, "dm", json!({}), json!({}));
+    dm["spec"]["selector"]["matchLabels"] = json!({"app": "dm"});
+    dm["spec"]["template"]["metadata"]["labels"] = json!({"app": "dm"});
+    fake.apply(dm);
+    let mut args = FAST.to_vec();
+    args.extend(["--state-namespace", NS]);
+    let wavelet = Wavelet::start_with_env(&fake, &args, &[("RUST_LOG", "trace")]);
+    eventually(&fake, &wavelet, "adoption and first sight", |f| {
         hashes(f, "deployments", NS, "web", "wavelet.dev/config-hash")
             .1
             .is_some()
+            && f.get("configmaps", NS, "wavelet-state").is_some()
     });
-    fake.merge_patch(
-        "secrets",
-        NS,
-        "creds",
-        json!({"data": {"password": wavelet::base64::encode(second.as_bytes())}}),
-    );
-    eventually(&fake, &wavelet, "rollout", |f| {
+    let first_pods = dm_pod_names(&fake);
+    for name in ["creds", "dm-creds"] {
+        fake.merge_patch(
+            "secrets",
+            NS,
+            name,
+            json!({"data": {"password": wavelet::base64::encode(second.as_bytes())}}),
+        );
+    }
+    eventually(&fake, &wavelet, "rollout and Pod replacement", |f| {
         f.revisions("deployments", NS, "web") == 2
+            && dm_pod_names(f).iter().all(|p| !first_pods.contains(p))
+            && !f.events_for(NS, "dm-creds").is_empty()
     });
     settle(Duration::from_millis(300));
+    let (code, metrics) = wavelet.http_get("/metrics");
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("wavelet_rollouts_total"),
+        "real metrics:\n{metrics}"
+    );
     let output = wavelet.kill();
     assert!(
         output.contains("TRACE") || output.contains("DEBUG"),
@@ -55,6 +78,10 @@ fn a_secret_value_never_appears_in_output_events_or_requests() {
             assert!(
                 !output.contains(needle),
                 "wavelet's output contains a Secret value"
+            );
+            assert!(
+                !metrics.contains(needle),
+                "/metrics contains a Secret value"
             );
             for event in fake.list("events", Some(NS)) {
                 assert!(
@@ -73,4 +100,52 @@ fn a_secret_value_never_appears_in_output_events_or_requests() {
             }
         }
     }
+}
+
+/// Names of the Pods of Deployment `dm`.
+fn dm_pod_names(fake: &FakeApi) -> Vec<String> {
+    fake.pods(NS)
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "dm")
+        .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
+        .collect()
+}
+
+/// With `--hash-key-file`, the data hash of a delete-mode Secret that wavelet keeps in its
+/// `wavelet-state` ConfigMap is an HMAC too, so whoever can read that ConfigMap cannot test
+/// guesses of a low-entropy value offline (the hash-mode annotation is pinned in
+/// `hash_mode::hash_key_file_publishes_an_hmac_instead_of_a_plain_hash`).
+#[test]
+fn a_delete_mode_secrets_hash_in_the_state_configmap_is_an_hmac_under_the_hash_key() {
+    use wavelet::deletemode::data_hash;
+    use wavelet::objects::ConfigObject;
+    let fake = FakeApi::start();
+    let mut delete_mode = secret(NS, "dm-creds", &[("password", "hunter2")]);
+    delete_mode["metadata"]["annotations"] = json!({"magalix.com/podDeleteMatch": "app=dm"});
+    fake.apply(delete_mode);
+    let dir = TempDir::new("hmac");
+    let key_file = dir.write("key", "s3cret-key\n");
+    let mut args = FAST.to_vec();
+    args.extend(["--state-namespace", NS, "--hash-key-file"]);
+    args.push(key_file.to_str().unwrap());
+    let wavelet = Wavelet::start(&fake, &args);
+    let entry = |f: &FakeApi| {
+        f.get("configmaps", NS, "wavelet-state").and_then(|s| {
+            s["data"]["secret.default.dm-creds"]
+                .as_str()
+                .map(String::from)
+        })
+    };
+    eventually(&fake, &wavelet, "the first-sight state entry", |f| {
+        entry(f).is_some()
+    });
+    let recorded = entry(&fake).unwrap();
+    let stored = ConfigObject::secret(fake.get("secrets", NS, "dm-creds").unwrap()).unwrap();
+    let plain = data_hash(stored.digests(), None);
+    let keyed = data_hash(stored.digests(), Some(b"s3cret-key"));
+    assert_ne!(plain, keyed);
+    assert_eq!(
+        recorded, keyed,
+        "the HMAC, keyed without the trailing newline"
+    );
 }

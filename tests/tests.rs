@@ -8,6 +8,9 @@
 //! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
 //! - `secrets`: a Secret value never leaks.
 //! - `secret_reads`: Secrets are watched as metadata; only those that matter are read.
+//! - `connecting`: TLS verified against the CA (or skipped only by flag); unreadable token files fail at start.
+//! - `soak`: random changes under random faults for `WAVELET_SOAK_SECS`; nothing lost, nothing extra.
+//! - `malformed`: oversized, non-UTF-8 and deeply nested answers are rejected; memory stays bounded.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
@@ -18,15 +21,18 @@
 
 mod chroot;
 mod commands;
+mod connecting;
 mod delete_mode;
 mod fake;
 mod faults;
 mod hash_mode;
+mod malformed;
 mod manifests;
 mod operations;
 mod rbac;
 mod readme;
 mod secret_reads;
 mod secrets;
+mod soak;
 mod util;
 mod wire;

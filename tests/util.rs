@@ -95,7 +95,8 @@ impl Wavelet {
         (code, body.to_string())
     }
 
-    fn launch(args: &[&str], env: &[(&str, &str)]) -> Wavelet {
+    /// `wavelet run` with exactly `args`, without waiting for anything.
+    pub fn launch(args: &[&str], env: &[(&str, &str)]) -> Wavelet {
         let mut command = Command::new(env!("CARGO_BIN_EXE_wavelet"));
         command
             .arg("run")
@@ -143,6 +144,29 @@ impl Wavelet {
             child: Some(child),
             output,
         }
+    }
+
+    /// The process id (for `/proc/PID/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Resident memory now, in KiB (`VmRSS` of `/proc/PID/status`).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("reading /proc/PID/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS in /proc status:\n{status}"))
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().expect("waiting for wavelet").is_none())
     }
 
     pub fn output(&self) -> String {
@@ -338,4 +362,90 @@ pub fn eventually(
 /// Lets wavelet run for `d` (after a change, to see that nothing more happens).
 pub fn settle(d: Duration) {
     std::thread::sleep(d);
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("wavelet-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("creating a temp dir");
+        TempDir(dir)
+    }
+
+    /// Writes `name` in the directory; returns its path.
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> std::path::PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("writing a temp file");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A kubeconfig with one cluster (`server` plus `cluster_lines`, indented four spaces) and
+/// one user (`user_lines`, indented four spaces), as its current context.
+pub fn kubeconfig_text(server: &str, cluster_lines: &[&str], user_lines: &[&str]) -> String {
+    let indent = |lines: &[&str]| {
+        lines
+            .iter()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n{}contexts:\n- name: test\n  context:\n    cluster: fake\n    user: sa\nusers:\n- name: sa\n  user:\n{}",
+        indent(cluster_lines),
+        if user_lines.is_empty() { "    {}\n".to_string() } else { indent(user_lines) },
+    )
+}
+
+/// A kubeconfig whose user reads its bearer token from a file, as a projected service
+/// account token is read; `rotate` plays the kubelet.
+pub struct RotatingToken {
+    /// Holds the files; removed on drop.
+    _dir: TempDir,
+    pub kubeconfig: std::path::PathBuf,
+    token_file: std::path::PathBuf,
+}
+
+impl RotatingToken {
+    /// Writes `token` and a kubeconfig pointing at `fake`, and makes the fake require it.
+    pub fn new(fake: &FakeApi, token: &str) -> RotatingToken {
+        let dir = TempDir::new("token");
+        let token_file = dir.write("token", token);
+        let text = kubeconfig_text(
+            &fake.url(),
+            &[],
+            &[&format!("tokenFile: {}", token_file.display())],
+        );
+        let kubeconfig = dir.write("kubeconfig", text);
+        fake.require_token(Some(token));
+        RotatingToken {
+            _dir: dir,
+            kubeconfig,
+            token_file,
+        }
+    }
+
+    /// The kubelet writes a new token (atomically, as its AtomicWriter swaps files) and the
+    /// old one stops working at once.
+    pub fn rotate(&self, fake: &FakeApi, token: &str) {
+        let next = self.token_file.with_extension("next");
+        std::fs::write(&next, token).expect("writing the token file");
+        std::fs::rename(&next, &self.token_file).expect("replacing the token file");
+        fake.require_token(Some(token));
+    }
+
+    pub fn kubeconfig_path(&self) -> &str {
+        self.kubeconfig.to_str().expect("UTF-8 temp path")
+    }
 }

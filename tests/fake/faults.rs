@@ -37,16 +37,33 @@ pub enum Fault {
         resource: String,
         delay: Duration,
     },
+    /// The next watch request on `resource`: 200 and the headers, then silence for
+    /// `duration` (no events, no bookmarks, `timeoutSeconds` ignored), as from an overloaded
+    /// server or a black-holed connection; then the stream goes on as if nothing happened.
+    /// `FakeApi::heal` and `FakeApi::restart` end the silence early.
+    StallWatch {
+        resource: String,
+        duration: Duration,
+    },
+    /// Before the next event line on a watch of `resource`, write these bytes as a line of
+    /// their own (the `\n` is added): a malformed event from a misbehaving server. The stream
+    /// then goes on normally.
+    GarbageLine { resource: String, line: Vec<u8> },
+    /// The next `GET` (list or get) of `resource` is answered `200 application/json` with
+    /// this body, whatever it is.
+    Body { resource: String, body: Vec<u8> },
 }
 
 /// What a stream fault does to the event line it hits.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum LineFault {
     None,
     /// Write half the line plus "\n", then go on.
     Truncate,
     /// Write half the line, then drop the connection.
     Drop,
+    /// Write these bytes plus "\n" first, then the line.
+    Garbage(Vec<u8>),
 }
 
 /// The APF rejection body (§8.3).
@@ -60,6 +77,16 @@ pub struct Faults {
 impl Faults {
     pub fn push(&mut self, fault: Fault) {
         self.queue.push(fault);
+    }
+
+    /// Forgets every queued fault.
+    pub fn clear(&mut self) {
+        self.queue.clear();
+    }
+
+    /// How many faults are still queued.
+    pub fn len(&self) -> usize {
+        self.queue.len()
     }
 
     fn take(&mut self, matches: impl Fn(&Fault) -> bool) -> Option<Fault> {
@@ -108,13 +135,33 @@ impl Faults {
             .is_some()
     }
 
+    /// How long the next watch of `resource` stays silent, if a `StallWatch` matches.
+    pub fn take_watch_stall(&mut self, resource: &str) -> Option<Duration> {
+        match self.take(|f| matches!(f, Fault::StallWatch { resource: r, .. } if r == resource))? {
+            Fault::StallWatch { duration, .. } => Some(duration),
+            _ => None,
+        }
+    }
+
+    /// The body to answer the next GET of `resource` with, if a `Body` fault matches.
+    pub fn take_body(&mut self, verb: &str, resource: &str) -> Option<Vec<u8>> {
+        if verb != "GET" {
+            return None;
+        }
+        match self.take(|f| matches!(f, Fault::Body { resource: r, .. } if r == resource))? {
+            Fault::Body { body, .. } => Some(body),
+            _ => None,
+        }
+    }
+
     /// What happens to the next event line written on a watch of `resource`.
     pub fn take_line_fault(&mut self, resource: &str) -> LineFault {
         match self.take(|f| {
-            matches!(f, Fault::DropWatchMidEvent { resource: r } | Fault::TruncatedLine { resource: r } if r == resource)
+            matches!(f, Fault::DropWatchMidEvent { resource: r } | Fault::TruncatedLine { resource: r } | Fault::GarbageLine { resource: r, .. } if r == resource)
         }) {
             Some(Fault::DropWatchMidEvent { .. }) => LineFault::Drop,
             Some(Fault::TruncatedLine { .. }) => LineFault::Truncate,
+            Some(Fault::GarbageLine { line, .. }) => LineFault::Garbage(line),
             _ => LineFault::None,
         }
     }

@@ -22,6 +22,7 @@ pub mod server;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod tls;
 pub mod validate;
 pub mod watch;
 pub mod write;
@@ -287,6 +288,33 @@ impl FakeApi {
     /// 410, and outstanding continue tokens expire (410 with a fresh token).
     pub fn compact(&self) {
         self.with_state(|state| state.store.compact());
+    }
+
+    /// Ends the faults: queued ones are dropped and stalled watches resume at once.
+    pub fn heal(&self) {
+        self.with_state(|state| {
+            state.faults.clear();
+            state.heal_generation += 1;
+        });
+    }
+
+    /// The current (global) resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock().store.current_rv()
+    }
+
+    /// How many injected faults have not been consumed yet.
+    pub fn pending_faults(&self) -> usize {
+        self.shared.lock().faults.len()
+    }
+
+    /// An API server restart, as clients see it: every open connection (watches included)
+    /// is dropped without a terminating chunk, and the new server's watch cache starts at
+    /// the current RV, so watches and continue tokens from before get 410 Expired. The
+    /// objects stay (they live in etcd).
+    pub fn restart(&self) {
+        self.with_state(|state| state.store.compact());
+        self.shared.close_connections();
     }
 
     /// Sends a BOOKMARK at the current RV to every open watch that allowed bookmarks.

@@ -66,7 +66,7 @@ impl Shared {
         self.changed.notify_all();
     }
 
-    /// Ends every connection (used when the server stops).
+    /// Ends every connection (when the server stops, and on a simulated restart).
     pub fn close_connections(&self) {
         for (_, stream) in self
             .connections
@@ -140,6 +140,16 @@ fn serve_connection(shared: &Shared, mut stream: TcpStream) {
         .remove(&id);
 }
 
+/// A `200 application/json` answer with exactly these bytes (a `Body` fault).
+fn raw_json(body: Vec<u8>) -> Response {
+    Response {
+        status: 200,
+        content_type: "application/json",
+        extra_headers: Vec::new(),
+        body,
+    }
+}
+
 /// The bearer-token check (wire 087).
 fn authorized(state: &State, request: &Request) -> bool {
     match &state.token {
@@ -178,7 +188,10 @@ fn handle(shared: &Shared, stream: &mut TcpStream, request: Request) -> std::io:
         return write_response(stream, &status.response()).map(|_| true);
     }
     let delay = state.faults.take_slow(&verb, &plural);
-    let injected = state.faults.take_status(&verb, &plural);
+    let injected = state
+        .faults
+        .take_status(&verb, &plural)
+        .or_else(|| state.faults.take_body(&verb, &plural).map(raw_json));
     drop(state);
     if let Some(delay) = delay {
         thread::sleep(delay);

@@ -43,6 +43,8 @@ pub struct State {
     pub bookmark_generation: u64,
     /// Bumped by `close_watches()`; every open watch ends cleanly when it changes.
     pub close_generation: u64,
+    /// Bumped by `heal()`; stalled watches resume when it changes.
+    pub heal_generation: u64,
     pub shutdown: bool,
     pub controller: Controller,
     /// Namespaces being deleted, and when their deletion finishes.
@@ -63,6 +65,7 @@ impl State {
             next_watch_id: 1,
             bookmark_generation: 0,
             close_generation: 0,
+            heal_generation: 0,
             shutdown: false,
             controller: Controller::default(),
             terminating_namespaces: Vec::new(),

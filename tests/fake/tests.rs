@@ -607,3 +607,106 @@ fn evicting_replica_set_pods_respects_the_budget_and_replaces_them() {
         201
     );
 }
+
+#[test]
+fn a_stalled_watch_sends_nothing_until_the_stall_ends_then_catches_up() {
+    let fake = FakeApi::start();
+    fake.apply(configmap("a", "1"));
+    fake.inject(Fault::StallWatch {
+        resource: "configmaps".into(),
+        duration: Duration::from_millis(800),
+    });
+    let started = Instant::now();
+    let mut stream = watch_configmaps(&fake);
+    fake.apply(configmap("a", "2"));
+    fake.bookmark();
+    assert_eq!(
+        stream.next_line(Duration::from_millis(400)).unwrap_err(),
+        StreamEnd::Timeout,
+        "neither the event nor the bookmark is sent while stalled"
+    );
+    let event = stream.next_event(LONG).unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(800));
+    assert_eq!(event["object"]["data"]["k"], "2", "no event is lost");
+}
+
+#[test]
+fn heal_ends_a_stall_and_drops_queued_faults() {
+    let fake = FakeApi::start();
+    fake.inject(Fault::StallWatch {
+        resource: "configmaps".into(),
+        duration: Duration::from_secs(3600),
+    });
+    let mut stream = watch_configmaps(&fake);
+    fake.inject(Fault::TruncatedLine {
+        resource: "configmaps".into(),
+    });
+    fake.apply(configmap("a", "1"));
+    assert_eq!(
+        stream.next_line(Duration::from_millis(300)).unwrap_err(),
+        StreamEnd::Timeout
+    );
+    fake.heal();
+    assert_eq!(fake.pending_faults(), 0);
+    let event = stream.next_event(LONG).unwrap();
+    assert_eq!(event["object"]["data"]["k"], "1", "whole, not truncated");
+}
+
+#[test]
+fn a_restart_drops_every_connection_and_expires_older_resource_versions() {
+    let fake = FakeApi::start();
+    fake.apply(configmap("a", "1"));
+    let mut stream = watch_configmaps(&fake);
+    let old_rv = fake.get("configmaps", "ns", "a").unwrap()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    fake.apply(configmap("a", "2"));
+    assert_eq!(stream.next_event(LONG).unwrap()["object"]["data"]["k"], "2");
+    fake.restart();
+    assert_eq!(stream.next_line(LONG).unwrap_err(), StreamEnd::Broken);
+    let mut again = RawClient::connect(&fake.url()).watch(&format!(
+        "/api/v1/namespaces/ns/configmaps?watch=1&resourceVersion={old_rv}"
+    ));
+    let error = again.next_event(LONG).unwrap();
+    assert_eq!(error["object"]["code"], 410, "{error}");
+    assert_eq!(
+        fake.get("configmaps", "ns", "a").unwrap()["data"]["k"],
+        "2",
+        "objects survive"
+    );
+}
+
+#[test]
+fn a_garbage_line_comes_before_the_next_event_which_follows_intact() {
+    let fake = FakeApi::start();
+    let mut stream = watch_configmaps(&fake);
+    fake.inject(Fault::GarbageLine {
+        resource: "configmaps".into(),
+        line: b"{\"type\":\"ADDED\",\"object\":\xff\xfe}".to_vec(),
+    });
+    fake.apply(configmap("a", "1"));
+    let garbage = stream.next_line(LONG).unwrap();
+    assert!(garbage.contains('\u{fffd}'), "{garbage}");
+    assert_eq!(stream.next_event(LONG).unwrap()["object"]["data"]["k"], "1");
+}
+
+#[test]
+fn a_body_fault_answers_the_next_get_with_exactly_those_bytes() {
+    let fake = FakeApi::start();
+    fake.inject(Fault::Body {
+        resource: "configmaps".into(),
+        body: b"[[[[".to_vec(),
+    });
+    let mut client = RawClient::connect(&fake.url());
+    let response = client.get("/api/v1/namespaces/ns/configmaps");
+    assert_eq!(
+        (response.status, response.body.as_slice()),
+        (200, &b"[[[["[..])
+    );
+    assert_eq!(client.get("/api/v1/namespaces/ns/configmaps").status, 200);
+    assert_eq!(
+        client.get("/api/v1/namespaces/ns/configmaps").json()["kind"],
+        "ConfigMapList"
+    );
+}

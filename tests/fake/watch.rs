@@ -1,6 +1,7 @@
 //! WATCH streams (§2): where a watch starts (synthetic ADDEDs, replay after an RV, 410 for
 //! an RV older than the history), label-selector transitions, bookmarks, `timeoutSeconds`,
-//! bursts packed into 2048-byte chunks, live events one chunk each, and the stream faults.
+//! bursts packed into 2048-byte chunks, live events one chunk each, and the stream faults
+//! (cut, truncated and garbage lines, stalls).
 
 use std::io;
 use std::net::TcpStream;
@@ -126,6 +127,14 @@ fn write_lines(out: &mut ChunkedStream, lines: Vec<Line>, burst: bool) -> io::Re
         match line.fault {
             LineFault::None if burst => pending.extend_from_slice(&line.bytes),
             LineFault::None => out.chunk(&line.bytes)?,
+            LineFault::Garbage(mut garbage) => {
+                garbage.push(b'\n');
+                pending.extend_from_slice(&garbage);
+                pending.extend_from_slice(&line.bytes);
+                if !burst {
+                    out.burst(&std::mem::take(&mut pending))?;
+                }
+            }
             fault => {
                 out.burst(&std::mem::take(&mut pending))?;
                 if fault == LineFault::Drop {
@@ -140,6 +149,23 @@ fn write_lines(out: &mut ChunkedStream, lines: Vec<Line>, burst: bool) -> io::Re
     }
     out.burst(&pending)?;
     Ok(true)
+}
+
+/// Keeps a watch silent for `duration` (a `StallWatch` fault). `false` when the client went
+/// away or the server stops meanwhile; `FakeApi::heal` ends the silence early.
+fn stall(shared: &Shared, stream: &TcpStream, duration: Duration, heal_generation: u64) -> bool {
+    let until = Instant::now() + duration;
+    let mut state = shared.lock();
+    loop {
+        if state.shutdown || client_gone(stream) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= until || state.heal_generation != heal_generation {
+            return true;
+        }
+        state = shared.wait(state, (until - now).min(LIVENESS_POLL));
+    }
 }
 
 /// Whether the client has closed its end (a read would return EOF).
@@ -205,6 +231,8 @@ pub fn serve(
     });
     let mut bookmark_generation = state.bookmark_generation;
     let close_generation = state.close_generation;
+    let stalled = state.faults.take_watch_stall(&plural);
+    let heal_generation = state.heal_generation;
     let (burst, mut cursor) = match start {
         Start::Stream { burst, cursor } => (with_faults(&mut state, &plural, burst), Some(cursor)),
         Start::Error(line) => (with_faults(&mut state, &plural, vec![line]), None),
@@ -213,6 +241,11 @@ pub fn serve(
 
     let result = (|| -> io::Result<bool> {
         let mut out = ChunkedStream::start(stream)?;
+        if let Some(duration) = stalled {
+            if !stall(shared, out.stream(), duration, heal_generation) {
+                return Ok(false);
+            }
+        }
         if !write_lines(&mut out, burst, true)? {
             return Ok(false);
         }

@@ -1,0 +1,152 @@
+//! Connecting safely, through the real binary: TLS is verified against the configured CA
+//! (an unknown CA is refused with a message that names the problem and the way out, and
+//! only `--insecure-skip-tls-verify` skips verification), and a token file that cannot be
+//! read is a clear error at start.
+
+use std::time::Duration;
+
+use crate::fake::tls::{fixture, TlsFront};
+use crate::fake::FakeApi;
+use crate::util::*;
+
+const NS: &str = "default";
+
+fn cluster() -> (FakeApi, TlsFront) {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
+    let front = TlsFront::start(&fake.url());
+    (fake, front)
+}
+
+/// A kubeconfig for `server` trusting the CA in fixture file `ca`.
+fn kubeconfig_trusting(dir: &TempDir, server: &str, ca: &str) -> String {
+    let ca_file = dir.write("ca.crt", fixture(ca));
+    let text = kubeconfig_text(
+        server,
+        &[&format!("certificate-authority: {}", ca_file.display())],
+        &["token: fixture-token"],
+    );
+    dir.write("kubeconfig", text)
+        .to_str()
+        .expect("UTF-8 temp path")
+        .to_string()
+}
+
+fn adopted(fake: &FakeApi, wavelet: &Wavelet) {
+    eventually(fake, wavelet, "adoption over TLS", |f| {
+        hashes(f, "deployments", NS, "web", "wavelet.dev/config-hash")
+            .1
+            .is_some()
+    });
+}
+
+/// Waits for the process to exit; its exit code and everything it printed.
+fn exit_and_output(wavelet: &mut Wavelet) -> (Option<i32>, String) {
+    let status = wavelet.wait_exit(Duration::from_secs(10));
+    // The output threads may still be draining the pipes.
+    wavelet.wait_for_output("wavelet: ", Duration::from_secs(2));
+    (status.and_then(|s| s.code()), wavelet.output())
+}
+
+#[test]
+fn a_server_certificate_from_an_unknown_ca_is_refused_with_a_message_naming_the_ca_and_the_flag() {
+    let (fake, front) = cluster();
+    let dir = TempDir::new("tls");
+    let kubeconfig = kubeconfig_trusting(&dir, &front.url(), "other-ca.crt");
+    let wavelet = Wavelet::launch(&["--kubeconfig", &kubeconfig], &[("RUST_LOG", "info")]);
+    assert!(
+        wavelet.wait_for_output("UnknownIssuer", Duration::from_secs(20)),
+        "the unknown issuer is named:\n{}",
+        wavelet.output()
+    );
+    let output = wavelet.output();
+    let line = output
+        .lines()
+        .find(|l| l.contains("UnknownIssuer"))
+        .unwrap();
+    assert!(line.contains("certificate-authority"), "{line}");
+    assert!(line.contains("--insecure-skip-tls-verify"), "{line}");
+    assert!(
+        fake.requests().is_empty(),
+        "no request got through the refused handshake"
+    );
+    assert_eq!(
+        wavelet.http_get("/readyz").0,
+        503,
+        "not ready: nothing listed"
+    );
+}
+
+#[test]
+fn the_configured_ca_is_accepted() {
+    let (fake, front) = cluster();
+    let dir = TempDir::new("tls");
+    let kubeconfig = kubeconfig_trusting(&dir, &front.url(), "ca.crt");
+    let mut args = vec!["--kubeconfig", kubeconfig.as_str()];
+    args.extend(FAST);
+    let wavelet = Wavelet::start_without_server(&args, &[("RUST_LOG", "debug")]);
+    adopted(&fake, &wavelet);
+    assert!(fake
+        .requests()
+        .iter()
+        .all(|r| r.header("authorization") == Some("Bearer fixture-token")));
+}
+
+#[test]
+fn https_without_a_ca_is_refused_at_start_and_only_the_insecure_flag_skips_verification() {
+    let (fake, front) = cluster();
+    let url = front.url();
+    let mut refused = Wavelet::launch(&["--server", &url], &[("RUST_LOG", "info")]);
+    let (code, output) = exit_and_output(&mut refused);
+    assert_eq!(code, Some(2), "a configuration error:\n{output}");
+    assert!(output.contains("--insecure-skip-tls-verify"), "{output}");
+    assert!(fake.requests().is_empty());
+
+    let mut args = vec!["--server", url.as_str(), "--insecure-skip-tls-verify"];
+    args.extend(FAST);
+    let wavelet = Wavelet::start_without_server(&args, &[("RUST_LOG", "debug")]);
+    adopted(&fake, &wavelet);
+}
+
+#[test]
+fn a_missing_or_unreadable_token_file_is_a_clear_error_at_start() {
+    let fake = FakeApi::start();
+    let dir = TempDir::new("token");
+    let missing = dir.0.join("no-such-token");
+    let unreadable = dir.0.join("a-directory");
+    std::fs::create_dir_all(&unreadable).unwrap();
+    for (token_file, why) in [
+        (missing, "No such file or directory"),
+        (unreadable, "Is a directory"),
+    ] {
+        let text = kubeconfig_text(
+            &fake.url(),
+            &[],
+            &[&format!("tokenFile: {}", token_file.display())],
+        );
+        let kubeconfig = dir.write("kubeconfig", text);
+        let mut wavelet = Wavelet::launch(
+            &["--kubeconfig", kubeconfig.to_str().unwrap()],
+            &[("RUST_LOG", "info")],
+        );
+        let (code, output) = exit_and_output(&mut wavelet);
+        assert_eq!(code, Some(2), "a configuration error:\n{output}");
+        let message = format!("cannot read token file {}: {why}", token_file.display());
+        assert!(output.contains(&message), "{output}");
+        assert!(
+            output.contains("--kubeconfig"),
+            "names the way out: {output}"
+        );
+    }
+    assert!(
+        fake.requests().is_empty(),
+        "nothing is sent without a token"
+    );
+}
