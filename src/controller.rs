@@ -88,7 +88,8 @@ impl Controller {
         };
         let health = Arc::new(Health::default());
         let cache = Arc::new(Cache::new());
-        let queue = Arc::new(WorkQueue::new(Backoff::default()));
+        // A workload whose reconcile keeps failing is retried at least once per resync.
+        let queue = Arc::new(WorkQueue::new(Backoff::default().capped_at(config.resync)));
         let hmac_key = config
             .hash_key_file
             .as_deref()
@@ -131,7 +132,11 @@ impl Controller {
         };
         let watchers = namespaces.len() * (2 + workload_resources.len());
         let listed = Arc::new(Latch::new(watchers));
-        let fetcher = Arc::new(Fetcher::new(client.clone(), Arc::clone(&cache)));
+        let fetcher = Arc::new(Fetcher::new(
+            client.clone(),
+            Arc::clone(&cache),
+            config.resync,
+        ));
         let router = Arc::new(Router {
             cache: Arc::clone(&cache),
             queue: Arc::clone(&queue),

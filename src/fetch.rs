@@ -39,9 +39,10 @@ pub struct Fetcher {
 }
 
 impl Fetcher {
-    pub fn new(client: Client, cache: Arc<Cache>) -> Fetcher {
+    /// A failed read is retried with backoff, never later than `resync` after the last try.
+    pub fn new(client: Client, cache: Arc<Cache>, resync: std::time::Duration) -> Fetcher {
         Fetcher {
-            queue: WorkQueue::new(BACKOFF),
+            queue: WorkQueue::new(BACKOFF.capped_at(resync)),
             client,
             cache,
         }

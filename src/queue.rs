@@ -49,6 +49,15 @@ impl Backoff {
             .unwrap_or(u32::MAX);
         self.initial.saturating_mul(factor).min(self.max)
     }
+
+    /// The same, never waiting longer than `limit` (`--resync`: a key that keeps failing is
+    /// still tried once per resync period, so it recovers within one period of its cause).
+    pub fn capped_at(self, limit: Duration) -> Backoff {
+        Backoff {
+            initial: self.initial,
+            max: self.max.min(limit.max(self.initial)),
+        }
+    }
 }
 
 impl Default for Backoff {
@@ -248,6 +257,21 @@ mod tests {
 
     fn queue() -> WorkQueue<&'static str> {
         WorkQueue::new(Backoff::default())
+    }
+
+    #[test]
+    fn a_capped_backoff_never_waits_longer_than_the_cap() {
+        let capped = Backoff::default().capped_at(Duration::from_secs(4));
+        assert_eq!(capped.delay(1), Duration::from_millis(100));
+        assert_eq!(capped.delay(20), Duration::from_secs(4));
+        let tiny = Backoff::default().capped_at(Duration::ZERO);
+        assert_eq!(
+            tiny.delay(5),
+            Duration::from_millis(100),
+            "never below the first delay"
+        );
+        let wide = Backoff::default().capped_at(Duration::from_secs(600));
+        assert_eq!(wide.delay(20), Duration::from_secs(60));
     }
 
     #[test]

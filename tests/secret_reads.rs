@@ -213,3 +213,54 @@ fn a_deleted_and_recreated_referenced_secret_is_read_again_and_rolls() {
         Some(expected_hash(&fake, "deployments", NS, "web").as_str())
     );
 }
+
+#[test]
+fn a_secret_whose_reads_keep_failing_is_retried_at_least_once_per_resync_period() {
+    let fake = FakeApi::start();
+    fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        uses_secret("creds"),
+    ));
+    let mut args = FAST.to_vec();
+    args.extend(["--resync", "1s"]);
+    let wavelet = Wavelet::start(&fake, &args);
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    // Six failures in a row: backing off 0.5 s, 1 s, 2 s, ... would wait half a minute;
+    // capped at the 1 s resync it is a few seconds.
+    fake.inject(crate::fake::Fault::Status {
+        method: "GET_OBJECT".into(),
+        resource: "secrets".into(),
+        code: 503,
+        retry_after_secs: None,
+        times: 6,
+        plain_text: false,
+    });
+    let changed = std::time::Instant::now();
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "creds",
+        json!({"data": {"password": wavelet::base64::encode(b"rotated")}}),
+    );
+    assert!(
+        fake.wait_until(Duration::from_secs(15), |f| f.revisions(
+            "deployments",
+            NS,
+            "web"
+        ) == 2),
+        "no rollout {:?} after the change:\n{}",
+        changed.elapsed(),
+        wavelet.output()
+    );
+    assert!(
+        wavelet.output().contains("cannot read its data, retrying"),
+        "the failures were seen:\n{}",
+        wavelet.output()
+    );
+}

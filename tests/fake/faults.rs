@@ -20,8 +20,9 @@ pub enum Fault {
     WatchErrorExpired { resource: String },
     /// The next watch request on `resource` gets HTTP 410 with an Expired Status body.
     WatchHttpGone { resource: String },
-    /// The next `times` requests with this method ("GET" for list/get, "WATCH" for watch,
-    /// "PATCH", "POST", "DELETE", "PUT") on `resource` get `code`, with `Retry-After: N` when
+    /// The next `times` requests with this method ("GET" for list/get, "LIST" for lists only,
+    /// "GET_OBJECT" for GETs of one object only, "WATCH" for watch, "PATCH", "POST",
+    /// "DELETE", "PUT") on `resource` get `code`, with `Retry-After: N` when
     /// given; a JSON Status body, or the APF text/plain body when `plain_text`.
     Status {
         method: String,

@@ -55,6 +55,22 @@ impl Request {
         crate::fake::resources::plural_in_path(&self.path)
     }
 
+    /// The finer verb faults may name instead of GET: "LIST" for a GET of a collection,
+    /// "GET_OBJECT" for a GET of one object; `None` for other requests.
+    pub fn fault_detail(&self) -> Option<&'static str> {
+        if self.method != "GET" || self.is_watch() {
+            return None;
+        }
+        let plural = self.resource();
+        if plural.is_empty() {
+            None
+        } else if self.path.ends_with(&format!("/{plural}")) {
+            Some("LIST")
+        } else {
+            Some("GET_OBJECT")
+        }
+    }
+
     /// The verb used to match faults: GET, WATCH, PATCH, POST, PUT, DELETE.
     pub fn fault_verb(&self) -> &str {
         if self.method == "GET" && self.is_watch() {

@@ -188,9 +188,10 @@ fn handle(shared: &Shared, stream: &mut TcpStream, request: Request) -> std::io:
         return write_response(stream, &status.response()).map(|_| true);
     }
     let delay = state.faults.take_slow(&verb, &plural);
-    let injected = state
-        .faults
-        .take_status(&verb, &plural)
+    let detail = request.fault_detail();
+    let injected = detail
+        .and_then(|detail| state.faults.take_status(detail, &plural))
+        .or_else(|| state.faults.take_status(&verb, &plural))
         .or_else(|| state.faults.take_body(&verb, &plural).map(raw_json));
     drop(state);
     if let Some(delay) = delay {

@@ -104,6 +104,29 @@ fn watch_error_expired_and_http_gone_hit_the_next_watch_only() {
 }
 
 #[test]
+fn status_faults_can_target_lists_or_single_objects_only() {
+    let fake = FakeApi::start();
+    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "a", "namespace": "ns"}, "data": {"k": "v"}}));
+    let fault = |method: &str| Fault::Status {
+        method: method.into(),
+        resource: "configmaps".into(),
+        code: 503,
+        retry_after_secs: None,
+        times: 1,
+        plain_text: false,
+    };
+    let mut client = RawClient::connect(&fake.url());
+    fake.inject(fault("GET_OBJECT"));
+    assert_eq!(client.get("/api/v1/namespaces/ns/configmaps").status, 200);
+    assert_eq!(client.get("/api/v1/namespaces/ns/configmaps/a").status, 503);
+    fake.inject(fault("LIST"));
+    assert_eq!(client.get("/api/v1/namespaces/ns/configmaps/a").status, 200);
+    assert_eq!(client.get("/api/v1/namespaces/ns/configmaps").status, 503);
+    assert_eq!(client.get("/api/v1/namespaces/ns/configmaps").status, 200);
+}
+
+#[test]
 fn status_faults_count_down_and_carry_retry_after() {
     let fake = FakeApi::start();
     fake.inject(Fault::Status {
