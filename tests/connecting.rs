@@ -12,15 +12,7 @@ use crate::util::*;
 const NS: &str = "default";
 
 fn cluster() -> (FakeApi, TlsFront) {
-    let fake = FakeApi::start();
-    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
-    fake.apply(workload(
-        "Deployment",
-        NS,
-        "web",
-        opted_in(),
-        mounts_configmap("app-config"),
-    ));
+    let fake = fake_with_web();
     let front = TlsFront::start(&fake.url());
     (fake, front)
 }

@@ -11,19 +11,6 @@ use crate::util::*;
 const NS: &str = "default";
 const HASH: &str = "wavelet.dev/config-hash";
 
-fn setup() -> FakeApi {
-    let fake = FakeApi::start();
-    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
-    fake.apply(workload(
-        "Deployment",
-        NS,
-        "web",
-        opted_in(),
-        mounts_configmap("app-config"),
-    ));
-    fake
-}
-
 fn wait_adopted(fake: &FakeApi, wavelet: &Wavelet) {
     eventually(fake, wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
@@ -60,7 +47,7 @@ fn assert_converged(fake: &FakeApi, wavelet: &Wavelet, revisions: u64) {
 }
 
 fn watch_fault_then_change(fault: Fault) {
-    let fake = setup();
+    let fake = fake_with_web();
     let wavelet = Wavelet::start(&fake, FAST);
     wait_adopted(&fake, &wavelet);
     fake.inject(fault);
@@ -85,7 +72,7 @@ fn a_truncated_watch_line_misses_nothing() {
 /// Faults that hit the next watch request: close the open watches so wavelet re-watches
 /// into the fault, while the change happens.
 fn rewatch_fault_then_change(fault: Fault) {
-    let fake = setup();
+    let fake = fake_with_web();
     let wavelet = Wavelet::start(&fake, FAST);
     wait_adopted(&fake, &wavelet);
     fake.inject(fault);
@@ -96,7 +83,7 @@ fn rewatch_fault_then_change(fault: Fault) {
 
 #[test]
 fn an_error_410_event_relists_and_misses_nothing() {
-    let fake = setup();
+    let fake = fake_with_web();
     let wavelet = Wavelet::start(&fake, FAST);
     wait_adopted(&fake, &wavelet);
     fake.inject(Fault::WatchErrorExpired {
@@ -117,7 +104,7 @@ fn an_http_410_on_watch_relists_and_misses_nothing() {
 
 #[test]
 fn compacted_history_relists_and_misses_nothing() {
-    let fake = setup();
+    let fake = fake_with_web();
     let wavelet = Wavelet::start(&fake, FAST);
     wait_adopted(&fake, &wavelet);
     // The watch is closed, the change happens, and history is compacted past it:
@@ -153,7 +140,7 @@ fn status_fault(
 #[test]
 fn list_errors_with_retry_after_at_start_are_retried() {
     for (code, plain) in [(500, false), (503, false), (429, true)] {
-        let fake = setup();
+        let fake = fake_with_web();
         fake.inject(status_fault("GET", "configmaps", code, Some(1), plain));
         let wavelet = Wavelet::start(&fake, FAST);
         wait_adopted(&fake, &wavelet);
@@ -169,7 +156,7 @@ fn patch_errors_are_retried_without_a_second_revision() {
         (503, Some(1), false),
         (429, Some(1), true),
     ] {
-        let fake = setup();
+        let fake = fake_with_web();
         let wavelet = Wavelet::start(&fake, FAST);
         wait_adopted(&fake, &wavelet);
         fake.inject(status_fault(
@@ -186,7 +173,7 @@ fn patch_errors_are_retried_without_a_second_revision() {
 
 #[test]
 fn a_slow_patch_response_does_not_cause_a_second_rollout() {
-    let fake = setup();
+    let fake = fake_with_web();
     let wavelet = Wavelet::start(&fake, FAST);
     wait_adopted(&fake, &wavelet);
     fake.inject(Fault::Slow {
@@ -200,7 +187,7 @@ fn a_slow_patch_response_does_not_cause_a_second_rollout() {
 
 #[test]
 fn a_rotated_token_is_re_read_after_a_401() {
-    let fake = setup();
+    let fake = fake_with_web();
     let token = RotatingToken::new(&fake, "token-one");
     let mut command_args = vec!["--kubeconfig", token.kubeconfig_path()];
     command_args.extend(FAST);
@@ -221,7 +208,7 @@ fn a_rotated_token_is_re_read_after_a_401() {
 /// the change made meanwhile is caught. The other watches carry on.
 #[test]
 fn a_watch_stalled_for_longer_than_its_timeout_is_cut_and_reopened() {
-    let fake = setup();
+    let fake = fake_with_web();
     let mut args = FAST.to_vec();
     args.extend(["--resync", "2s"]);
     let wavelet = Wavelet::start(&fake, &args);

@@ -63,15 +63,7 @@ struct Run {
 }
 
 fn start() -> Run {
-    let fake = FakeApi::start();
-    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
-    fake.apply(workload(
-        "Deployment",
-        NS,
-        "web",
-        opted_in(),
-        mounts_configmap("app-config"),
-    ));
+    let fake = fake_with_web();
     let wavelet = Wavelet::start(&fake, FAST);
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()

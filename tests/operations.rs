@@ -11,22 +11,8 @@ use crate::util::*;
 const NS: &str = "default";
 const HASH: &str = "wavelet.dev/config-hash";
 
-/// A fake with one opted-in Deployment mounting one ConfigMap.
-fn fake_with_workload() -> FakeApi {
-    let fake = FakeApi::start();
-    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
-    fake.apply(workload(
-        "Deployment",
-        NS,
-        "web",
-        opted_in(),
-        mounts_configmap("app-config"),
-    ));
-    fake
-}
-
 fn exits_zero_soon_after(signal: &str) {
-    let fake = fake_with_workload();
+    let fake = fake_with_web();
     let mut wavelet = Wavelet::start(&fake, FAST);
     let sent = Instant::now();
     wavelet.signal(signal);
@@ -164,7 +150,7 @@ fn scrape_until(wavelet: &Wavelet, what: &str, cond: impl Fn(&[Sample]) -> bool)
 
 #[test]
 fn readyz_is_503_until_the_initial_sync_then_200() {
-    let fake = fake_with_workload();
+    let fake = fake_with_web();
     fake.inject(Fault::Slow {
         method: "GET".into(),
         resource: "daemonsets".into(),
@@ -185,7 +171,7 @@ fn readyz_is_503_until_the_initial_sync_then_200() {
 
 #[test]
 fn metrics_parse_and_count_a_rollout() {
-    let fake = fake_with_workload();
+    let fake = fake_with_web();
     let wavelet = Wavelet::start(&fake, FAST);
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
@@ -303,7 +289,7 @@ fn change_config(fake: &FakeApi, color: &str) {
 
 #[test]
 fn of_two_replicas_only_the_leader_writes() {
-    let fake = fake_with_workload();
+    let fake = fake_with_web();
     let (leader, standby) = two_replicas(&fake);
     assert_eq!(value(&scrape(&standby), "wavelet_ready", &[]), 1.0);
     assert_eq!(standby.http_get("/readyz").0, 200, "a standby is ready");
@@ -330,7 +316,7 @@ fn of_two_replicas_only_the_leader_writes() {
 
 #[test]
 fn when_the_leader_is_killed_the_standby_takes_over_within_the_lease_duration() {
-    let fake = fake_with_workload();
+    let fake = fake_with_web();
     let (leader, standby) = two_replicas(&fake);
     let killed = Instant::now();
     leader.kill();
@@ -360,7 +346,7 @@ fn when_the_leader_is_killed_the_standby_takes_over_within_the_lease_duration() 
 
 #[test]
 fn sigterm_releases_the_lease_and_a_change_during_the_handover_applies_once() {
-    let fake = fake_with_workload();
+    let fake = fake_with_web();
     let (mut leader, standby) = two_replicas(&fake);
     let transitions = fake.get("leases", NS, "wavelet").unwrap()["spec"]["leaseTransitions"]
         .as_u64()
@@ -436,7 +422,7 @@ fn leader_election_out_of_cluster_names_the_lease_namespace_flag() {
 
 #[test]
 fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
-    let fake = fake_with_workload();
+    let fake = fake_with_web();
     let wavelet = Wavelet::start(&fake, &elect_args());
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
@@ -474,7 +460,7 @@ fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
 
 #[test]
 fn a_dry_run_replica_never_takes_the_lease_from_the_real_controller() {
-    let fake = fake_with_workload();
+    let fake = fake_with_web();
     let mut args = elect_args();
     args.push("--dry-run");
     let dry = Wavelet::start(&fake, &args);

@@ -32,6 +32,28 @@ fn secret_reads(fake: &FakeApi, name: &str) -> usize {
         .count()
 }
 
+/// Where a Deployment carries its hash: on the pod template after a rollout, on the
+/// metadata after adoption.
+enum Place {
+    Template,
+    Metadata,
+}
+
+/// Deployment `name` carries the hash of its current configuration at `place`.
+fn assert_current_hash(fake: &FakeApi, name: &str, place: Place) {
+    let (template, metadata) = hashes(fake, "deployments", NS, name, HASH);
+    let carried = match place {
+        Place::Template => template,
+        Place::Metadata => metadata,
+    };
+    let current = expected_hash(fake, "deployments", NS, name);
+    assert_eq!(
+        carried.as_deref(),
+        Some(current.as_str()),
+        "deployment {name}"
+    );
+}
+
 fn secret_collection_requests(fake: &FakeApi) -> Vec<Request> {
     fake.requests()
         .into_iter()
@@ -60,7 +82,7 @@ fn start_with_referenced_secret() -> (FakeApi, Wavelet) {
 
 #[test]
 fn secrets_are_listed_and_watched_as_metadata_and_only_referenced_ones_are_read() {
-    let (fake, wavelet) = start_with_referenced_secret();
+    let (fake, _wavelet) = start_with_referenced_secret();
     let collection = secret_collection_requests(&fake);
     assert!(!collection.is_empty());
     for request in &collection {
@@ -81,13 +103,7 @@ fn secrets_are_listed_and_watched_as_metadata_and_only_referenced_ones_are_read(
     assert_eq!(secret_reads(&fake, "sh.helm.release.v1.db.v1"), 0);
     assert_eq!(secret_reads(&fake, "unused"), 0);
     // The adopted hash is over the Secret's data all the same.
-    let (_, adopted) = hashes(&fake, "deployments", NS, "web", HASH);
-    assert_eq!(
-        adopted.as_deref(),
-        Some(expected_hash(&fake, "deployments", NS, "web").as_str()),
-        "{}",
-        wavelet.output()
-    );
+    assert_current_hash(&fake, "web", Place::Metadata);
 }
 
 #[test]
@@ -116,11 +132,7 @@ fn a_data_edit_of_a_referenced_secret_is_read_once_and_rolls_once() {
         .count();
     assert_eq!(reads, 1, "one GET of the changed Secret: {after:?}");
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
-    let (template, _) = hashes(&fake, "deployments", NS, "web", HASH);
-    assert_eq!(
-        template.as_deref(),
-        Some(expected_hash(&fake, "deployments", NS, "web").as_str())
-    );
+    assert_current_hash(&fake, "web", Place::Template);
 }
 
 #[test]
@@ -178,11 +190,7 @@ fn a_secret_first_referenced_after_the_sync_is_read_then_and_hashed() {
         hashes(f, "deployments", NS, "api", HASH).1.is_some()
     });
     assert_eq!(secret_reads(&fake, "unused"), 1);
-    let (_, adopted) = hashes(&fake, "deployments", NS, "api", HASH);
-    assert_eq!(
-        adopted.as_deref(),
-        Some(expected_hash(&fake, "deployments", NS, "api").as_str())
-    );
+    assert_current_hash(&fake, "api", Place::Metadata);
 
     // From now on its edits roll the new workload.
     fake.merge_patch(
@@ -207,11 +215,7 @@ fn a_deleted_and_recreated_referenced_secret_is_read_again_and_rolls() {
     });
     settle(Duration::from_millis(400));
     assert_eq!(fake.revisions("deployments", NS, "web"), 2);
-    let (template, _) = hashes(&fake, "deployments", NS, "web", HASH);
-    assert_eq!(
-        template.as_deref(),
-        Some(expected_hash(&fake, "deployments", NS, "web").as_str())
-    );
+    assert_current_hash(&fake, "web", Place::Template);
 }
 
 #[test]

@@ -257,6 +257,21 @@ pub fn workload(kind: &str, ns: &str, name: &str, annotations: Value, pod_spec: 
     })
 }
 
+/// The smallest hash-mode cluster: ConfigMap `default/app-config` {color: blue} and an
+/// opted-in Deployment `default/web` that mounts it.
+pub fn fake_with_web() -> FakeApi {
+    let fake = FakeApi::start();
+    fake.apply(configmap("default", "app-config", &[("color", "blue")]));
+    fake.apply(workload(
+        "Deployment",
+        "default",
+        "web",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
+    fake
+}
+
 pub fn opted_in() -> Value {
     json!({"wavelet.dev/update-on-config-change": "true"})
 }
