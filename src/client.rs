@@ -457,9 +457,17 @@ impl Client {
         self.inner.namespace.clone()
     }
 
-    /// GET and decode the body as it streams in (lists can be many MB).
+    /// GET one object (or a small list) and decode it; large lists go through [`Client::list`].
     pub fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> Result<T, Error> {
-        self.get_shaped(path_and_query, Shape::Whole)
+        let response = self.send(Request {
+            verb: get_verb(path_and_query),
+            method: Method::GET,
+            path_and_query,
+            body: None,
+            accept: None,
+            watch_body_timeout: None,
+        })?;
+        decode(response, "GET", path_and_query)
     }
 
     /// LIST one page, handing each item to `on_item` as it is decoded from the stream (one
@@ -479,24 +487,6 @@ impl Client {
             watch_body_timeout: None,
         })?;
         decode_list(response, path_and_query, on_item)
-    }
-
-    /// GET whole objects or only their metadata.
-    pub fn get_shaped<T: DeserializeOwned>(
-        &self,
-        path_and_query: &str,
-        shape: Shape,
-    ) -> Result<T, Error> {
-        let verb = get_verb(path_and_query);
-        let request = Request {
-            verb,
-            method: Method::GET,
-            path_and_query,
-            body: None,
-            accept: shape.accept(verb == "list"),
-            watch_body_timeout: None,
-        };
-        decode(self.send(request)?, "GET", path_and_query)
     }
 
     pub fn post<T: DeserializeOwned>(

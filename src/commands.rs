@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::cache::{Cache, WorkloadEntry};
 use crate::client::{Client, Shape};
-use crate::controller::list_all;
+use crate::controller::list_each;
 use crate::error::Error;
 use crate::hash;
 use crate::objects::{
@@ -128,20 +128,32 @@ pub fn status(
 ) -> Result<usize, Error> {
     let mut out_of_date = 0;
     let cache = Cache::new();
-    for item in list_all::<ConfigMapItem>(client, &Resource::configmaps(), namespace, Shape::Whole)?
-    {
-        cache.upsert_config(ConfigKind::ConfigMap, item.0);
-    }
+    let configmaps = Resource::configmaps();
+    list_each(
+        client,
+        &configmaps,
+        namespace,
+        Shape::Whole,
+        &mut |item: ConfigMapItem| {
+            cache.upsert_config(ConfigKind::ConfigMap, item.0);
+        },
+    )?;
     // Secrets as metadata; the data of those that matter is read below, one GET each.
-    for SecretItem(secret) in
-        list_all::<SecretItem>(client, &Resource::secrets(), namespace, Shape::Metadata)?
-    {
-        if secret.data.is_some() {
-            cache.upsert_config(ConfigKind::Secret, secret);
-        } else {
-            cache.upsert_metadata(ConfigKind::Secret, &secret.metadata, false);
-        }
-    }
+    let secrets = Resource::secrets();
+    list_each(
+        client,
+        &secrets,
+        namespace,
+        Shape::Metadata,
+        &mut |item: SecretItem| {
+            let secret = item.0;
+            if secret.data.is_some() {
+                cache.upsert_config(ConfigKind::Secret, secret);
+            } else {
+                cache.upsert_metadata(ConfigKind::Secret, &secret.metadata, false);
+            }
+        },
+    )?;
     let mut workloads = Vec::new();
     for resource in [
         Resource::deployments(),
@@ -149,18 +161,24 @@ pub fn status(
         Resource::daemonsets(),
     ] {
         let resource = Arc::new(resource);
-        for workload in list_all::<WorkloadObject>(client, &resource, namespace, Shape::Whole)? {
-            if let Some(entry) =
-                WorkloadEntry::from_object(&workload).filter(|e| e.flavor.is_some())
-            {
-                let key = WorkloadKey::new(
-                    Arc::clone(&resource),
-                    &workload.metadata.namespace,
-                    &workload.metadata.name,
-                );
-                workloads.push((key, entry));
-            }
-        }
+        list_each(
+            client,
+            &resource,
+            namespace,
+            Shape::Whole,
+            &mut |workload: WorkloadObject| {
+                if let Some(entry) =
+                    WorkloadEntry::from_object(&workload).filter(|e| e.flavor.is_some())
+                {
+                    let key = WorkloadKey::new(
+                        Arc::clone(&resource),
+                        &workload.metadata.namespace,
+                        &workload.metadata.name,
+                    );
+                    workloads.push((key, entry));
+                }
+            },
+        )?;
     }
     for reference in workloads.iter().flat_map(|(_, e)| e.references.iter()) {
         read_data(client, &cache, &reference.config)?;
@@ -243,17 +261,14 @@ fn read_data(client: &Client, cache: &Cache, key: &ConfigKey) -> Result<(), Erro
     let Some(entry) = cache.config(key).filter(|e| !e.is_current()) else {
         return Ok(());
     };
-    let path = key.kind.resource().object_path(&key.namespace, &key.name);
-    match client.get::<SecretItem>(&path) {
-        Ok(SecretItem(secret)) => {
+    match crate::fetch::read_secret(client, key)? {
+        Some(secret) => {
             cache.store_fetched(key, &entry.resource_version, secret);
-            Ok(())
         }
         // Deleted since the list: absent.
-        Err(err) if err.is_not_found() => {
+        None => {
             cache.remove_config(key);
-            Ok(())
         }
-        Err(err) => Err(err),
     }
+    Ok(())
 }

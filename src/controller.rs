@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 
 use crate::cache::Cache;
-use crate::client::{Client, Shape};
+use crate::client::{Client, ListMeta, Shape};
 use crate::config::{RunConfig, WorkloadKind};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
@@ -205,13 +205,12 @@ impl Controller {
 
         let mut workers: Vec<JoinHandle<()>> = (0..FETCHERS)
             .map(|n| {
-                let router = Arc::clone(&router);
+                let (fetcher, router) = (Arc::clone(&fetcher), Arc::clone(&router));
                 let beat = health.register(format!("fetcher-{n}"));
                 std::thread::Builder::new()
                     .name(format!("fetcher-{n}"))
                     .spawn(move || {
                         let _beat = beat;
-                        let fetcher = Arc::clone(&router.fetcher);
                         fetcher.work(&*router)
                     })
                     .expect("spawning a fetcher thread")
@@ -598,27 +597,27 @@ impl Latch {
     }
 }
 
-/// Lists every object of a resource, page by page (for the one-shot subcommands).
-pub fn list_all<T: watch::Object>(
+/// Lists every object of a resource, page by page, handing each to `on_item` as it is
+/// decoded (for the one-shot subcommands).
+pub fn list_each<T: watch::Object>(
     client: &Client,
     resource: &Resource,
     namespace: Option<&str>,
     shape: Shape,
-) -> Result<Vec<T>, Error> {
+    on_item: &mut dyn FnMut(T),
+) -> Result<(), Error> {
     let source = ApiSource::new(
         client.clone(),
         resource.clone(),
         namespace.map(String::from),
         shape,
     );
-    let mut items = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        let page: Page<T> = source.list_page(token.as_deref())?;
-        items.extend(page.items);
+        let page = source.list_page_each(token.as_deref(), on_item)?;
         match page.continue_token.filter(|t| !t.is_empty()) {
             Some(next) => token = Some(next),
-            None => return Ok(items),
+            None => return Ok(()),
         }
     }
 }
@@ -662,6 +661,21 @@ impl ApiSource {
         &self,
         continue_token: Option<&str>,
     ) -> Result<Page<T>, Error> {
+        let mut items = Vec::new();
+        let meta = self.list_page_each(continue_token, &mut |item: T| items.push(item))?;
+        Ok(Page {
+            items,
+            resource_version: meta.resource_version,
+            continue_token: meta.continue_token,
+        })
+    }
+
+    /// One page of the LIST, each item handed to `on_item` as it is decoded.
+    fn list_page_each<T: DeserializeOwned>(
+        &self,
+        continue_token: Option<&str>,
+        on_item: &mut dyn FnMut(T),
+    ) -> Result<ListMeta, Error> {
         let mut path = format!(
             "{}?limit={PAGE_SIZE}",
             self.resource.collection_path(self.namespace.as_deref())
@@ -670,15 +684,7 @@ impl ApiSource {
             path.push_str("&continue=");
             path.push_str(&percent_encode_query_value(token));
         }
-        let mut items = Vec::new();
-        let meta = self
-            .client
-            .list(&path, self.shape, &mut |item: T| items.push(item))?;
-        Ok(Page {
-            items,
-            resource_version: meta.resource_version,
-            continue_token: meta.continue_token,
-        })
+        self.client.list(&path, self.shape, on_item)
     }
 
     fn open_watch(

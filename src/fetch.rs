@@ -99,20 +99,25 @@ impl Fetcher {
         if entry.is_current() || !sink.wants_data(key) {
             return Ok(());
         }
-        let path = key.kind.resource().object_path(&key.namespace, &key.name);
-        match self.client.get::<SecretItem>(&path) {
-            Ok(SecretItem(object)) => {
-                log::debug!(
-                    "{key}: data read at resourceVersion {}",
-                    object.metadata.resource_version
-                );
-                sink.fetched(key, &entry.resource_version, object);
-                Ok(())
-            }
-            // Deleted meanwhile: the watch reports it.
-            Err(err) if err.is_not_found() => Ok(()),
-            Err(err) => Err(err),
+        // Deleted meanwhile (`None`): the watch reports it.
+        if let Some(object) = read_secret(&self.client, key)? {
+            log::debug!(
+                "{key}: data read at resourceVersion {}",
+                object.metadata.resource_version
+            );
+            sink.fetched(key, &entry.resource_version, object);
         }
+        Ok(())
+    }
+}
+
+/// Reads one Secret whole, digested as it is parsed; `None` when it does not exist.
+pub fn read_secret(client: &Client, key: &ConfigKey) -> Result<Option<ConfigObject>, Error> {
+    let path = key.kind.resource().object_path(&key.namespace, &key.name);
+    match client.get::<SecretItem>(&path) {
+        Ok(SecretItem(object)) => Ok(Some(object)),
+        Err(err) if err.is_not_found() => Ok(None),
+        Err(err) => Err(err),
     }
 }
 

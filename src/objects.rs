@@ -327,9 +327,10 @@ struct ConfigMapWire {
 /// A Secret, or its `PartialObjectMetadata` (`kind` tells: the items of a full list have no
 /// kind, those of a metadata list do).
 #[derive(Deserialize)]
-struct SecretWire {
-    #[serde(default)]
-    kind: Option<String>,
+struct SecretWire<'a> {
+    /// Borrowed from the input (every body is parsed from a slice): no copy per event.
+    #[serde(default, borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
     metadata: ObjectMeta,
     #[serde(default, deserialize_with = "digest_base64_values")]
@@ -356,7 +357,7 @@ impl ConfigObject {
     /// Deserializes a Secret (`data` is base64; digests are of the decoded bytes), or only
     /// its metadata when the server sent a `PartialObjectMetadata`.
     pub fn secret<'de, D: Deserializer<'de>>(d: D) -> Result<ConfigObject, D::Error> {
-        let wire = SecretWire::deserialize(d)?;
+        let wire = SecretWire::<'de>::deserialize(d)?;
         let metadata_only = wire.kind.as_deref() == Some("PartialObjectMetadata");
         Ok(ConfigObject {
             metadata: wire.metadata,

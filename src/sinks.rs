@@ -344,13 +344,13 @@ impl WorkloadSink {
 
     fn apply(&self, obj: &WorkloadObject) -> WorkloadKey {
         let key = self.key(obj);
-        let entry = WorkloadEntry::from_object(obj);
-        let references = entry.as_ref().map(|e| e.references.clone());
-        if self.router.cache.upsert_workload(&key, entry) {
+        let cache = &self.router.cache;
+        if cache.upsert_workload(&key, WorkloadEntry::from_object(obj)) {
             // Referenced now (the fetcher reads only what is referenced), so read the
             // Secrets whose data is not current.
-            self.router
-                .fetch_missing(references.as_deref().unwrap_or_default());
+            if let Some(entry) = cache.workload(&key) {
+                self.router.fetch_missing(&entry.references);
+            }
             self.router.queue.add(key.clone());
         }
         key
