@@ -129,7 +129,8 @@ pub fn resident_bytes() -> Option<u64> {
     parse_vm_rss(&status)
 }
 
-fn parse_vm_rss(status: &str) -> Option<u64> {
+/// `VmRSS` of a `/proc/PID/status` text, in bytes.
+pub fn parse_vm_rss(status: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kb: u64 = line
         .trim_start_matches("VmRSS:")

@@ -160,8 +160,8 @@ fn status_and_hash_with_the_hash_key_file_agree_with_what_run_published() {
     let spec = json!({"containers": [{"name": "app", "image": "nginx",
         "envFrom": [{"secretRef": {"name": "app-secret"}}]}]});
     fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
-    let key_file = std::env::temp_dir().join(format!("wavelet-status-key-{}", std::process::id()));
-    std::fs::write(&key_file, "s3cret-key\n").unwrap();
+    let dir = TempDir::new("status-key");
+    let key_file = dir.write("key", "s3cret-key\n");
     let key_path = key_file.to_str().unwrap();
 
     let mut args = FAST.to_vec();
@@ -200,7 +200,6 @@ fn status_and_hash_with_the_hash_key_file_agree_with_what_run_published() {
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(stdout.lines().next(), Some(published.as_str()));
     assert!(!stdout.contains("note: with --hash-key-file"), "{stdout}");
-    let _ = std::fs::remove_file(key_file);
 }
 
 #[test]

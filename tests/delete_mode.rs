@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::fake::{FakeApi, Request};
+use crate::fake::FakeApi;
 use crate::util::*;
 
 const NS: &str = "shop";
@@ -89,29 +89,10 @@ fn pods(fake: &FakeApi, ns: &str, app: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// (namespace, pod) of every request that evicted or deleted a Pod, in order, successful or not.
-fn replacements(fake: &FakeApi) -> Vec<(String, String, Request)> {
-    fake.requests()
-        .into_iter()
-        .filter_map(|r| {
-            let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
-            match parts.as_slice() {
-                ["api", "v1", "namespaces", ns, "pods", pod, "eviction"] if r.method == "POST" => {
-                    Some((ns.to_string(), pod.to_string(), r.clone()))
-                }
-                ["api", "v1", "namespaces", ns, "pods", pod] if r.method == "DELETE" => {
-                    Some((ns.to_string(), pod.to_string(), r.clone()))
-                }
-                _ => None,
-            }
-        })
-        .collect()
-}
-
 /// The Pods replaced (evicted or deleted) in `ns`, by name, with how often each was tried.
 fn replaced_in(fake: &FakeApi, ns: &str) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
-    for (pod_ns, pod, _) in replacements(fake) {
+    for (pod_ns, pod, _) in pod_replacements(fake) {
         if pod_ns == ns {
             *out.entry(pod).or_insert(0) += 1;
         }
@@ -198,7 +179,7 @@ fn replaces_every_matching_pod_once(strategy: Option<&str>, extra: &[&'static st
     let before = pods(&fake, NS, "web");
     assert_eq!(before.len(), 3);
     assert!(
-        replacements(&fake).is_empty(),
+        pod_replacements(&fake).is_empty(),
         "first sight replaced Pods:\n{}",
         wavelet.output()
     );
@@ -229,10 +210,10 @@ fn replaces_every_matching_pod_once(strategy: Option<&str>, extra: &[&'static st
     } else {
         "POST"
     };
-    assert!(replacements(&fake)
+    assert!(pod_replacements(&fake)
         .iter()
         .all(|(_, _, r)| r.method == method));
-    for (_, _, r) in replacements(&fake)
+    for (_, _, r) in pod_replacements(&fake)
         .iter()
         .filter(|(_, _, r)| r.method == "POST")
     {
@@ -367,7 +348,7 @@ fn a_label_or_annotation_only_change_deletes_nothing() {
     );
     settle(Duration::from_millis(800));
     assert!(
-        replacements(&fake).is_empty(),
+        pod_replacements(&fake).is_empty(),
         "a metadata edit replaced Pods:\n{}",
         wavelet.output()
     );
@@ -418,7 +399,7 @@ fn invalid_empty_and_too_broad_selectors_delete_nothing_and_warn() {
         );
     }
     settle(Duration::from_millis(300));
-    assert!(replacements(&fake).is_empty(), "{}", wavelet.output());
+    assert!(pod_replacements(&fake).is_empty(), "{}", wavelet.output());
     assert!(wavelet.output().contains("ERROR"), "an error is logged");
     assert_no_delete_collection(&fake);
 }
@@ -437,7 +418,7 @@ fn an_unknown_strategy_warns_and_deletes_nothing() {
         !events(f, "web-config", "UnknownStrategy").is_empty()
     });
     settle(Duration::from_millis(300));
-    assert!(replacements(&fake).is_empty());
+    assert!(pod_replacements(&fake).is_empty());
 }
 
 #[test]
@@ -462,7 +443,7 @@ fn a_pdb_blocks_evictions_until_it_allows_them_and_late_pods_are_left_alone() {
         json!({"data": {"color": "green"}}),
     );
     eventually(&fake, &wavelet, "a refused eviction", |f| {
-        !replacements(f).is_empty()
+        !pod_replacements(f).is_empty()
     });
     // Created after the change was observed: must be left alone.
     fake.apply(bare_pod(NS, "web-late", json!({"app": "web"})));
@@ -505,13 +486,13 @@ fn restarts_act_once_on_a_change_made_while_down_and_never_otherwise() {
     // First start on an existing annotated object: recorded, nothing replaced.
     let wavelet = started(&fake, &[], "configmap.shop.web-config");
     settle(Duration::from_millis(300));
-    assert!(replacements(&fake).is_empty(), "{}", wavelet.output());
+    assert!(pod_replacements(&fake).is_empty(), "{}", wavelet.output());
     wavelet.kill();
 
     // Restart without a change: nothing.
     let wavelet = Wavelet::start(&fake, &args(&[]));
     settle(Duration::from_millis(600));
-    assert!(replacements(&fake).is_empty(), "{}", wavelet.output());
+    assert!(pod_replacements(&fake).is_empty(), "{}", wavelet.output());
     wavelet.kill();
 
     // A change made while down is acted on once at start.
@@ -601,7 +582,7 @@ fn a_secret_works_the_same() {
     );
     settle(Duration::from_millis(600));
     assert!(
-        replacements(&fake).is_empty(),
+        pod_replacements(&fake).is_empty(),
         "a label edit of a Secret replaced Pods"
     );
 
@@ -656,7 +637,7 @@ fn a_change_during_a_rolling_replacement_restarts_it_without_replacing_a_pod_twi
         json!({"data": {"color": "green"}}),
     );
     eventually(&fake, &wavelet, "the first eviction", |f| {
-        !replacements(f).is_empty()
+        !pod_replacements(f).is_empty()
     });
     fake.merge_patch(
         "configmaps",
@@ -730,7 +711,7 @@ fn dry_run_reports_what_it_would_replace_and_writes_nothing() {
         "{message}"
     );
     settle(Duration::from_millis(300));
-    assert!(replacements(&fake).is_empty());
+    assert!(pod_replacements(&fake).is_empty());
     assert!(
         fake.get("configmaps", STATE_NS, "wavelet-state").is_none(),
         "dry run wrote the state"
@@ -760,5 +741,5 @@ fn without_a_state_namespace_delete_mode_is_off_and_says_which_flag_to_set() {
         "{output}"
     );
     settle(Duration::from_millis(400));
-    assert!(replacements(&fake).is_empty());
+    assert!(pod_replacements(&fake).is_empty());
 }

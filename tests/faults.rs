@@ -26,33 +26,13 @@ fn change(fake: &FakeApi, value: &str) {
     );
 }
 
-/// The workload converged on the current configuration with exactly `revisions`
-/// revisions, and stays there.
-fn assert_converged(fake: &FakeApi, wavelet: &Wavelet, revisions: u64) {
-    eventually(fake, wavelet, "the correct hash on the template", |f| {
-        hashes(f, "deployments", NS, "web", HASH).0.as_deref()
-            == Some(expected_hash(f, "deployments", NS, "web").as_str())
-    });
-    settle(Duration::from_millis(700));
-    assert_eq!(
-        fake.revisions("deployments", NS, "web"),
-        revisions,
-        "rolled more than once per change:\n{}",
-        wavelet.output()
-    );
-    assert_eq!(
-        hashes(fake, "deployments", NS, "web", HASH).0.unwrap(),
-        expected_hash(fake, "deployments", NS, "web")
-    );
-}
-
 fn watch_fault_then_change(fault: Fault) {
     let fake = fake_with_web();
     let wavelet = Wavelet::start(&fake, FAST);
     wait_adopted(&fake, &wavelet);
     fake.inject(fault);
     change(&fake, "green");
-    assert_converged(&fake, &wavelet, 2);
+    assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
 }
 
 #[test]
@@ -78,7 +58,7 @@ fn rewatch_fault_then_change(fault: Fault) {
     fake.inject(fault);
     change(&fake, "green");
     fake.close_watches();
-    assert_converged(&fake, &wavelet, 2);
+    assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
 }
 
 #[test]
@@ -91,7 +71,7 @@ fn an_error_410_event_relists_and_misses_nothing() {
     });
     fake.close_watches();
     change(&fake, "green");
-    assert_converged(&fake, &wavelet, 2);
+    assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
     assert!(wavelet.output().contains("expired"), "the relist is logged");
 }
 
@@ -117,7 +97,7 @@ fn compacted_history_relists_and_misses_nothing() {
     fake.close_watches();
     change(&fake, "green");
     fake.compact();
-    assert_converged(&fake, &wavelet, 2);
+    assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
 }
 
 fn status_fault(
@@ -145,7 +125,7 @@ fn list_errors_with_retry_after_at_start_are_retried() {
         let wavelet = Wavelet::start(&fake, FAST);
         wait_adopted(&fake, &wavelet);
         change(&fake, "green");
-        assert_converged(&fake, &wavelet, 2);
+        assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
     }
 }
 
@@ -167,7 +147,7 @@ fn patch_errors_are_retried_without_a_second_revision() {
             plain,
         ));
         change(&fake, "green");
-        assert_converged(&fake, &wavelet, 2);
+        assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
     }
 }
 
@@ -182,7 +162,7 @@ fn a_slow_patch_response_does_not_cause_a_second_rollout() {
         delay: Duration::from_secs(2),
     });
     change(&fake, "green");
-    assert_converged(&fake, &wavelet, 2);
+    assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
 }
 
 #[test]
@@ -196,7 +176,7 @@ fn a_rotated_token_is_re_read_after_a_401() {
 
     token.rotate(&fake, "token-two");
     change(&fake, "green");
-    assert_converged(&fake, &wavelet, 2);
+    assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
     assert!(
         !wavelet.output().contains("token-two"),
         "tokens are never logged"
@@ -230,5 +210,5 @@ fn a_watch_stalled_for_longer_than_its_timeout_is_cut_and_reopened() {
             wavelet.output()
         );
     }
-    assert_converged(&fake, &wavelet, 2);
+    assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
 }

@@ -87,16 +87,11 @@ impl Run {
             "app-config",
             json!({"data": {"color": "green"}}),
         );
-        eventually(fake, wavelet, "the rollout of the real change", |f| {
-            hashes(f, "deployments", NS, "web", HASH).0.as_deref()
-                == Some(expected_hash(f, "deployments", NS, "web").as_str())
-        });
-        settle(Duration::from_millis(500));
-        assert_eq!(
-            fake.revisions("deployments", NS, "web"),
+        assert_web_converged(
+            fake,
+            wavelet,
             2,
-            "rolled for the real change only, never for the rejected input:\n{}",
-            wavelet.output()
+            "rolled for the real change only, never for the rejected input",
         );
         if let Some(rejected_log) = rejected_log {
             let output = wavelet.output();

@@ -23,6 +23,12 @@ fn helm_release(name: &str) -> serde_json::Value {
     value
 }
 
+/// Sets one key of Secret `name` to `value` (base64-encoded as the API stores it).
+fn set_secret_value(fake: &FakeApi, name: &str, key: &str, value: &str) {
+    let encoded = wavelet::base64::encode(value.as_bytes());
+    fake.merge_patch("secrets", NS, name, json!({"data": {key: encoded}}));
+}
+
 /// GETs of one Secret (not lists, not watches) that wavelet sent.
 fn secret_reads(fake: &FakeApi, name: &str) -> usize {
     let path = format!("/api/v1/namespaces/{NS}/secrets/{name}");
@@ -110,12 +116,7 @@ fn secrets_are_listed_and_watched_as_metadata_and_only_referenced_ones_are_read(
 fn a_data_edit_of_a_referenced_secret_is_read_once_and_rolls_once() {
     let (fake, wavelet) = start_with_referenced_secret();
     let before = fake.request_count();
-    fake.merge_patch(
-        "secrets",
-        NS,
-        "creds",
-        json!({"data": {"password": wavelet::base64::encode(b"correct horse")}}),
-    );
+    set_secret_value(&fake, "creds", "password", "correct horse");
     eventually(&fake, &wavelet, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
@@ -156,18 +157,13 @@ fn a_label_edit_of_a_referenced_secret_is_read_but_rolls_nothing() {
 fn edits_of_secrets_nothing_references_are_never_read() {
     let (fake, _wavelet) = start_with_referenced_secret();
     for round in 0..3 {
-        fake.merge_patch(
-            "secrets",
-            NS,
+        set_secret_value(
+            &fake,
             "sh.helm.release.v1.db.v1",
-            json!({"data": {"release": wavelet::base64::encode(format!("v{round}").as_bytes())}}),
+            "release",
+            &format!("v{round}"),
         );
-        fake.merge_patch(
-            "secrets",
-            NS,
-            "unused",
-            json!({"data": {"token": wavelet::base64::encode(format!("t{round}").as_bytes())}}),
-        );
+        set_secret_value(&fake, "unused", "token", &format!("t{round}"));
     }
     settle(Duration::from_millis(800));
     assert_eq!(secret_reads(&fake, "sh.helm.release.v1.db.v1"), 0);
@@ -193,12 +189,7 @@ fn a_secret_first_referenced_after_the_sync_is_read_then_and_hashed() {
     assert_current_hash(&fake, "api", Place::Metadata);
 
     // From now on its edits roll the new workload.
-    fake.merge_patch(
-        "secrets",
-        NS,
-        "unused",
-        json!({"data": {"token": wavelet::base64::encode(b"new")}}),
-    );
+    set_secret_value(&fake, "unused", "token", "new");
     eventually(&fake, &wavelet, "rollout of the new workload", |f| {
         f.revisions("deployments", NS, "api") == 2
     });
@@ -246,12 +237,7 @@ fn a_secret_whose_reads_keep_failing_is_retried_at_least_once_per_resync_period(
         plain_text: false,
     });
     let changed = std::time::Instant::now();
-    fake.merge_patch(
-        "secrets",
-        NS,
-        "creds",
-        json!({"data": {"password": wavelet::base64::encode(b"rotated")}}),
-    );
+    set_secret_value(&fake, "creds", "password", "rotated");
     assert!(
         fake.wait_until(Duration::from_secs(15), |f| f.revisions(
             "deployments",

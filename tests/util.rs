@@ -7,9 +7,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use wavelet::annotations::WAVELET_HASH;
+
 use serde_json::{json, Value};
 
-use crate::fake::FakeApi;
+use crate::fake::{FakeApi, Request};
 
 /// The `wavelet` binary under test, with its output captured.
 pub struct Wavelet {
@@ -155,11 +157,9 @@ impl Wavelet {
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("reading /proc/PID/status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        wavelet::metrics::parse_vm_rss(&status)
             .unwrap_or_else(|| panic!("no VmRSS in /proc status:\n{status}"))
+            / 1024
     }
 
     /// Whether the process is still running.
@@ -372,6 +372,47 @@ pub fn eventually(
             wavelet.output()
         );
     }
+}
+
+/// (namespace, pod, request) of every eviction or DELETE of a Pod wavelet sent, in order,
+/// successful or not.
+pub fn pod_replacements(fake: &FakeApi) -> Vec<(String, String, Request)> {
+    fake.requests()
+        .into_iter()
+        .filter_map(|r| {
+            let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
+            let (ns, pod) = match parts.as_slice() {
+                ["api", "v1", "namespaces", ns, "pods", pod, "eviction"] if r.method == "POST" => {
+                    (ns.to_string(), pod.to_string())
+                }
+                ["api", "v1", "namespaces", ns, "pods", pod] if r.method == "DELETE" => {
+                    (ns.to_string(), pod.to_string())
+                }
+                _ => return None,
+            };
+            Some((ns, pod, r))
+        })
+        .collect()
+}
+
+/// Deployment `default/web` (of [`fake_with_web`]) converged on its current configuration
+/// with exactly `revisions` revisions, and stays there; `why` says what more would mean.
+pub fn assert_web_converged(fake: &FakeApi, wavelet: &Wavelet, revisions: u64, why: &str) {
+    let current = |f: &FakeApi| expected_hash(f, "deployments", "default", "web");
+    eventually(fake, wavelet, "the correct hash on the template", |f| {
+        hashes(f, "deployments", "default", "web", WAVELET_HASH).0 == Some(current(f))
+    });
+    settle(Duration::from_millis(700));
+    assert_eq!(
+        fake.revisions("deployments", "default", "web"),
+        revisions,
+        "{why}:\n{}",
+        wavelet.output()
+    );
+    assert_eq!(
+        hashes(fake, "deployments", "default", "web", WAVELET_HASH).0,
+        Some(current(fake))
+    );
 }
 
 /// Lets wavelet run for `d` (after a change, to see that nothing more happens).

@@ -19,6 +19,12 @@ impl Table {
     }
 
     /// A figure with its target; `ok` is `None` for figures without a target.
+    /// A memory figure in KiB against a limit in MiB.
+    pub fn memory(&mut self, figure: &str, kib: u64, limit_mib: f64) {
+        let ok = kib as f64 / 1024.0 <= limit_mib;
+        self.figure(figure, mib(kib), &format!("≤ {limit_mib} MiB"), Some(ok));
+    }
+
     pub fn figure(&mut self, figure: &str, measured: String, target: &str, ok: Option<bool>) {
         let ok = ok.map_or("", |ok| if ok { "yes" } else { "NO" });
         self.row(vec![figure.into(), measured, target.into(), ok.into()]);
@@ -57,10 +63,6 @@ pub const MIB: f64 = 1024.0 * 1024.0;
 
 pub fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
-}
-
-pub fn within_mib(kib: u64, target_mib: f64) -> Option<bool> {
-    Some(kib as f64 / 1024.0 <= target_mib)
 }
 
 pub fn seconds(s: f64) -> String {

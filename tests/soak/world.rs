@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use crate::fake::FakeApi;
-use crate::util::{expected_hash, workload};
+use crate::util::{expected_hash, pod_replacements, workload};
 
 use super::rng::Rng;
 
@@ -92,6 +92,12 @@ impl DeleteMode {
     }
 }
 
+/// A label-only edit of a ConfigMap/Secret: nothing may roll or be replaced for it.
+fn touch_labels(fake: &FakeApi, kind: Kind, namespace: &str, name: &str, label: String) {
+    let patch = json!({"metadata": {"labels": {"touched": label}}});
+    fake.merge_patch(kind.plural(), namespace, name, patch);
+}
+
 pub struct World {
     configs: Vec<Config>,
     workloads: Vec<Workload>,
@@ -147,25 +153,6 @@ fn all_pods(fake: &FakeApi, namespace: &str) -> BTreeSet<String> {
     fake.pods(namespace)
         .iter()
         .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
-        .collect()
-}
-
-/// (namespace, pod) of every eviction or DELETE of a Pod wavelet sent, successful or not.
-pub fn replacement_requests(fake: &FakeApi) -> Vec<(String, String)> {
-    fake.requests()
-        .into_iter()
-        .filter_map(|r| {
-            let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
-            match parts.as_slice() {
-                ["api", "v1", "namespaces", ns, "pods", pod, "eviction"] if r.method == "POST" => {
-                    Some((ns.to_string(), pod.to_string()))
-                }
-                ["api", "v1", "namespaces", ns, "pods", pod] if r.method == "DELETE" => {
-                    Some((ns.to_string(), pod.to_string()))
-                }
-                _ => None,
-            }
-        })
         .collect()
 }
 
@@ -434,12 +421,7 @@ impl World {
                 let config = rng.pick(&self.configs);
                 if config.exists {
                     let label = self.next_value.to_string();
-                    fake.merge_patch(
-                        config.kind.plural(),
-                        &config.namespace,
-                        &config.name,
-                        json!({"metadata": {"labels": {"touched": label}}}),
-                    );
+                    touch_labels(fake, config.kind, &config.namespace, &config.name, label);
                     let id = config.id();
                     self.note(format!("label-only edit of {id}"));
                 }
@@ -518,12 +500,7 @@ impl World {
             _ => {
                 let dm = rng.pick(&self.delete_mode);
                 let label = self.next_value.to_string();
-                fake.merge_patch(
-                    dm.kind.plural(),
-                    &dm.namespace,
-                    &dm.name,
-                    json!({"metadata": {"labels": {"touched": label}}}),
-                );
+                touch_labels(fake, dm.kind, &dm.namespace, &dm.name, label);
                 let id = dm.id();
                 self.note(format!("label-only edit of {id}"));
             }
@@ -660,8 +637,8 @@ impl World {
             .flat_map(|dm| dm.owed.iter().map(|p| (dm.namespace.clone(), p.clone())))
             .collect();
         let mut tries: BTreeMap<(String, String), usize> = BTreeMap::new();
-        for pod in replacement_requests(fake) {
-            *tries.entry(pod).or_default() += 1;
+        for (ns, name, _) in pod_replacements(fake) {
+            *tries.entry((ns, name)).or_default() += 1;
         }
         for ((namespace, pod), count) in tries {
             if !owed.contains(&(namespace.clone(), pod.clone())) {
