@@ -302,6 +302,7 @@ impl Controller {
             Arc::clone(&self.gate),
         );
         let delete_mode = self.delete_mode.clone();
+        let fetcher = Arc::clone(&self.fetcher);
         let client = client.clone();
         Endpoints {
             health: Arc::clone(&self.health),
@@ -313,6 +314,7 @@ impl Controller {
                     cached_workloads,
                     hash_queue: queue.len(),
                     delete_queue: delete_mode.as_ref().map_or(0, |d| d.queue_len()),
+                    secret_reads: fetcher.len(),
                     leader: gate.may_write(),
                     ready: synced.is_open(),
                     resident_bytes: None,

@@ -118,6 +118,8 @@ pub struct Gauges {
     pub cached_workloads: usize,
     pub hash_queue: usize,
     pub delete_queue: usize,
+    /// Secrets whose data waits to be read (retries after a failure included).
+    pub secret_reads: usize,
     pub leader: bool,
     pub ready: bool,
     pub resident_bytes: Option<u64>,
@@ -237,6 +239,12 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         out,
         "wavelet_work_queue_depth{{mode=\"delete\"}} {}",
         gauges.delete_queue
+    );
+    gauge(
+        &mut out,
+        "wavelet_secret_reads_pending",
+        "Referenced Secrets whose data waits to be read (GET), retries after a failure included.",
+        gauges.secret_reads as u64,
     );
     gauge(
         &mut out,

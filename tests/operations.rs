@@ -481,3 +481,36 @@ fn a_dry_run_replica_never_takes_the_lease_from_the_real_controller() {
     assert!(!lease_holder(&fake).is_empty());
     drop(dry);
 }
+
+#[test]
+fn a_secret_whose_read_is_refused_shows_as_a_pending_read_until_it_succeeds() {
+    let fake = FakeApi::start();
+    fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
+    let spec = json!({"containers": [{"name": "app", "image": "nginx",
+        "envFrom": [{"secretRef": {"name": "creds"}}]}]});
+    fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
+    // Every GET of the Secret refused, as without `get` on secrets in the RBAC.
+    fake.inject(crate::fake::Fault::Status {
+        method: "GET_OBJECT".into(),
+        resource: "secrets".into(),
+        code: 403,
+        retry_after_secs: None,
+        times: 3,
+        plain_text: false,
+    });
+    let wavelet = Wavelet::start(&fake, FAST);
+    scrape_until(&wavelet, "a pending Secret read", |s| {
+        value(s, "wavelet_secret_reads_pending", &[]) == 1.0
+    });
+    assert!(
+        wavelet.wait_for_output("wavelet needs `get` on secrets", Duration::from_secs(5)),
+        "{}",
+        wavelet.output()
+    );
+    eventually(&fake, &wavelet, "adoption once the read succeeds", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    scrape_until(&wavelet, "no pending Secret read", |s| {
+        value(s, "wavelet_secret_reads_pending", &[]) == 0.0
+    });
+}
