@@ -3,16 +3,16 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use crate::cache::{Cache, WorkloadEntry};
 use crate::client::{Client, Shape};
 use crate::controller::list_each;
 use crate::error::Error;
-use crate::hash;
+use crate::hashmode::hash;
+use crate::hashmode::references::Reference;
 use crate::objects::{
     ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey,
     WorkloadObject,
 };
-use crate::references::Reference;
+use crate::watch::cache::{Cache, WorkloadEntry};
 
 /// `deployment`, `deploy`, `deployments`, `sts`, ... to the resource.
 pub fn workload_resource(kind: &str) -> Result<Resource, Error> {
@@ -50,7 +50,7 @@ pub fn hash(
     } = target;
     let resource = workload_resource(kind)?;
     let workload: WorkloadObject = client.get(&resource.object_path(namespace, name))?;
-    let references = crate::references::references(&workload);
+    let references = crate::hashmode::references::references(&workload);
     let mut resolved: Vec<(&Reference, Option<ConfigObject>)> = Vec::new();
     for reference in &references {
         let path = reference
@@ -261,7 +261,7 @@ fn read_data(client: &Client, cache: &Cache, key: &ConfigKey) -> Result<(), Erro
     let Some(entry) = cache.config(key).filter(|e| !e.is_current()) else {
         return Ok(());
     };
-    match crate::fetch::read_secret(client, key)? {
+    match crate::watch::fetch::read_secret(client, key)? {
         Some(secret) => {
             cache.store_fetched(key, &entry.resource_version, secret);
         }

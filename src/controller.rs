@@ -10,26 +10,26 @@ use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 
-use crate::cache::Cache;
 use crate::client::{Client, ListMeta, Shape};
 use crate::config::{RunConfig, WorkloadKind};
+use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
-use crate::events::Recorder;
-use crate::fetch::Fetcher;
-use crate::http::{Beat, Endpoints, Health};
-use crate::leader::{Gate, LeaderElector};
-use crate::metrics::{self, Gauges};
+use crate::hashmode::reconcile::{HashModeSettings, Next, Outcome, Reconciler};
+use crate::hashmode::throttle::Debounce;
 use crate::objects::{
     ConfigKind, ConfigMapItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
-use crate::queue::{Backoff, WorkQueue};
-use crate::reconcile::{HashModeSettings, Next, Outcome, Reconciler};
+use crate::ops::events::Recorder;
+use crate::ops::http::{Beat, Endpoints, Health};
+use crate::ops::leader::{Gate, LeaderElector};
+use crate::ops::metrics::{self, Gauges};
 use crate::selector::percent_encode_query_value;
-use crate::sinks::{ConfigSink, OnSynced, Router, WorkloadSink};
-use crate::state::{StateStore, STATE_CONFIGMAP};
-use crate::throttle::Debounce;
-use crate::watch::{self, Event, LineStream, Page, Restart, Source, WatchConfig, Watcher};
+use crate::watch::cache::Cache;
+use crate::watch::fetch::Fetcher;
+use crate::watch::queue::{Backoff, WorkQueue};
+use crate::watch::sinks::{ConfigSink, OnSynced, Router, WorkloadSink};
+use crate::watch::watcher::{self, Event, LineStream, Page, Restart, Source, WatchConfig, Watcher};
 
 /// Items per LIST page.
 const PAGE_SIZE: u32 = 500;
@@ -93,7 +93,7 @@ impl Controller {
         let hmac_key = config
             .hash_key_file
             .as_deref()
-            .map(crate::hash::read_key_file)
+            .map(crate::hashmode::hash::read_key_file)
             .transpose()?;
         let delete_mode = start_delete_mode(&client, config, &cache, hmac_key.clone());
         let settings = HashModeSettings {
@@ -361,7 +361,7 @@ pub fn run(client: Client, config: &RunConfig, stop: &AtomicBool) -> Result<(), 
         Err(_) => log::info!("listening on {}", config.listen_addr),
     }
     let controller = Controller::start(client.clone(), config)?;
-    crate::http::spawn(listener, controller.endpoints(&client));
+    crate::ops::http::spawn(listener, controller.endpoints(&client));
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -530,7 +530,7 @@ fn discover(client: &Client, kind: &WorkloadKind) -> Resource {
     Resource::new(&kind.group, &kind.version, &kind.resource, &kind_name)
 }
 
-fn spawn_watch<T: watch::Object>(
+fn spawn_watch<T: watcher::Object>(
     source: ApiSource,
     health: &Arc<Health>,
     config: WatchConfig,
@@ -601,7 +601,7 @@ impl Latch {
 
 /// Lists every object of a resource, page by page, handing each to `on_item` as it is
 /// decoded (for the one-shot subcommands).
-pub fn list_each<T: watch::Object>(
+pub fn list_each<T: watcher::Object>(
     client: &Client,
     resource: &Resource,
     namespace: Option<&str>,
@@ -710,7 +710,7 @@ impl LineStream for crate::client::WatchStream {
     }
 }
 
-impl<T: watch::Object> Source<T> for ApiSource {
+impl<T: watcher::Object> Source<T> for ApiSource {
     fn list(&self, continue_token: Option<&str>) -> Result<Page<T>, Error> {
         self.list_page(continue_token)
     }

@@ -1,42 +1,26 @@
 //! wavelet: keeps Kubernetes workloads running the configuration their ConfigMaps and
-//! Secrets declare. The modules are listed in the order data flows through them.
+//! Secrets declare. The modules are listed in the order data flows through them:
+//! configuration → connection → watching and caching → deciding → acting.
 #![forbid(unsafe_code)]
 
-// Configuration and connection.
-pub mod client;
+// Flags and environment, validated into what the program runs.
 pub mod config;
-pub mod duration;
 pub mod error;
-pub mod kubeconfig;
-pub mod list_body;
-pub mod yaml;
+
+// Talking to the API server: connection, credentials, TLS, Status, list and watch bodies.
+pub mod client;
 
 // What wavelet reads from the API server, and how it keeps it.
-pub mod base64;
-pub mod cache;
-pub mod compact;
-pub mod intern;
+pub mod annotations;
 pub mod objects;
+pub mod selector;
 pub mod watch;
 
-// Decisions: pure functions.
-pub mod annotations;
-pub mod hash;
-pub mod references;
-pub mod selector;
-pub mod throttle;
+// The two modes: deciding and acting.
+pub mod deletemode;
+pub mod hashmode;
 
-// Acting on decisions.
+// Wiring and operations.
 pub mod commands;
 pub mod controller;
-pub mod deletemode;
-pub mod events;
-pub mod fetch;
-pub mod http;
-pub mod leader;
-pub mod logging;
-pub mod metrics;
-pub mod queue;
-pub mod reconcile;
-pub mod sinks;
-pub mod state;
+pub mod ops;

@@ -30,7 +30,7 @@ fn main() {
 /// out of date).
 fn run(args: &[String]) -> Result<i32, Error> {
     let config = config::parse(args, &|name| std::env::var(name).ok())?;
-    wavelet::logging::init(config.log_format);
+    wavelet::ops::logging::init(config.log_format);
     match config.command {
         Command::Help(text) => {
             print!("{text}");
@@ -90,7 +90,7 @@ fn run(args: &[String]) -> Result<i32, Error> {
 }
 
 fn read_key(path: Option<&std::path::Path>) -> Result<Option<Vec<u8>>, Error> {
-    path.map(wavelet::hash::read_key_file).transpose()
+    path.map(wavelet::hashmode::hash::read_key_file).transpose()
 }
 
 /// A flag set by the first SIGTERM or SIGINT; a second one exits at once with code 1.

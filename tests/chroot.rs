@@ -41,8 +41,7 @@ fn musl_binary() -> PathBuf {
         .and_then(|m| m.modified())
         .unwrap_or_else(|_| panic!("no static binary at {}: {HOW_TO_BUILD}", binary.display()));
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    for entry in std::fs::read_dir(&src).unwrap() {
-        let path = entry.unwrap().path();
+    for path in source_files(&src) {
         let changed = std::fs::metadata(&path).unwrap().modified().unwrap();
         assert!(
             changed <= built,
@@ -52,6 +51,20 @@ fn musl_binary() -> PathBuf {
         );
     }
     binary
+}
+
+/// Every file under `dir`, in its subfolders too (`src/` has one folder per concept).
+fn source_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(source_files(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
 
 /// An empty directory holding only `/wavelet`; removed on drop.

@@ -123,7 +123,11 @@ fn hash_prints_the_hash_run_would_write_and_names_its_inputs_without_values() {
             .any(|l| l.contains("secret default/app-secret (present, required")),
         "{stdout}"
     );
-    for value in ["blue", "hunter2", &wavelet::base64::encode(b"hunter2")] {
+    for value in [
+        "blue",
+        "hunter2",
+        &wavelet::objects::base64::encode(b"hunter2"),
+    ] {
         assert!(!stdout.contains(value), "{value} leaked:\n{stdout}");
     }
 }

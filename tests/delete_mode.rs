@@ -586,7 +586,7 @@ fn a_secret_works_the_same() {
         "a label edit of a Secret replaced Pods"
     );
 
-    let new_value = wavelet::base64::encode(b"correct horse");
+    let new_value = wavelet::objects::base64::encode(b"correct horse");
     fake.merge_patch(
         "secrets",
         NS,

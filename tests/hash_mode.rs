@@ -146,7 +146,7 @@ fn a_secret_key_ref_ignores_other_keys_of_the_secret() {
         "secrets",
         NS,
         "creds",
-        json!({"data": {"b": wavelet::base64::encode(b"2")}}),
+        json!({"data": {"b": wavelet::objects::base64::encode(b"2")}}),
     );
     settle(Duration::from_millis(600));
     assert_eq!(
@@ -159,7 +159,7 @@ fn a_secret_key_ref_ignores_other_keys_of_the_secret() {
         "secrets",
         NS,
         "creds",
-        json!({"data": {"a": wavelet::base64::encode(b"2")}}),
+        json!({"data": {"a": wavelet::objects::base64::encode(b"2")}}),
     );
     eventually(&fake, &wavelet, "rollout on key a", |f| {
         f.revisions("deployments", NS, "web") == 2
@@ -568,10 +568,13 @@ fn hash_key_file_publishes_an_hmac_instead_of_a_plain_hash() {
     use wavelet::objects::{ConfigObject, WorkloadObject};
     let obj: WorkloadObject =
         serde_json::from_value(fake.get("deployments", NS, "web").unwrap()).unwrap();
-    let refs = wavelet::references::references(&obj);
+    let refs = wavelet::hashmode::references::references(&obj);
     let digests = ConfigObject::secret(fake.get("secrets", NS, "creds").unwrap()).unwrap();
-    let expected =
-        wavelet::hash::compute([(&refs[0], Some(digests.digests()))], Some(b"s3cret-key")).hash;
+    let expected = wavelet::hashmode::hash::compute(
+        [(&refs[0], Some(digests.digests()))],
+        Some(b"s3cret-key"),
+    )
+    .hash;
     assert_eq!(published, expected);
     let _ = std::fs::remove_file(key_file);
 }

@@ -26,7 +26,8 @@ pub fn manifests() -> Vec<Manifest> {
         .map(|file| {
             let text = std::fs::read_to_string(&file).unwrap();
             let path = file.strip_prefix(root).unwrap().display().to_string();
-            let object = wavelet::yaml::parse(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let object =
+                wavelet::client::yaml::parse(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
             Manifest { path, object }
         })
         .collect()
@@ -265,7 +266,7 @@ fn the_examples_reference_only_objects_that_the_examples_define() {
         }
         let workload: wavelet::objects::WorkloadObject =
             serde_json::from_value((*object).clone()).unwrap();
-        for reference in wavelet::references::references(&workload) {
+        for reference in wavelet::hashmode::references::references(&workload) {
             let kind = match reference.config.kind {
                 wavelet::objects::ConfigKind::ConfigMap => "ConfigMap",
                 wavelet::objects::ConfigKind::Secret => "Secret",

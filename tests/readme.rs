@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
+use wavelet::hashmode::references::Reference;
 use wavelet::objects::{ConfigKey, ConfigKind, ConfigObject};
-use wavelet::references::Reference;
 
 fn readme() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md")
@@ -54,7 +54,8 @@ fn readme_hash_test_vector_reproduces_with_sha256sum() {
         keys: BTreeMap::new(),
         required: true,
     };
-    let from_library = wavelet::hash::compute([(&reference, Some(configmap.digests()))], None).hash;
+    let from_library =
+        wavelet::hashmode::hash::compute([(&reference, Some(configmap.digests()))], None).hash;
     assert_eq!(from_shell, from_library);
     assert!(
         readme.contains(&from_library),

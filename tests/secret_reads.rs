@@ -25,7 +25,7 @@ fn helm_release(name: &str) -> serde_json::Value {
 
 /// Sets one key of Secret `name` to `value` (base64-encoded as the API stores it).
 fn set_secret_value(fake: &FakeApi, name: &str, key: &str, value: &str) {
-    let encoded = wavelet::base64::encode(value.as_bytes());
+    let encoded = wavelet::objects::base64::encode(value.as_bytes());
     fake.merge_patch("secrets", NS, name, json!({"data": {key: encoded}}));
 }
 

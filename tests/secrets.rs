@@ -51,7 +51,7 @@ fn a_secret_value_never_appears_in_output_events_metrics_or_requests() {
             "secrets",
             NS,
             name,
-            json!({"data": {"password": wavelet::base64::encode(second.as_bytes())}}),
+            json!({"data": {"password": wavelet::objects::base64::encode(second.as_bytes())}}),
         );
     }
     eventually(&fake, &wavelet, "rollout and Pod replacement", |f| {
@@ -73,7 +73,7 @@ fn a_secret_value_never_appears_in_output_events_metrics_or_requests() {
     );
 
     for value in [&first, &second] {
-        let encoded = wavelet::base64::encode(value.as_bytes());
+        let encoded = wavelet::objects::base64::encode(value.as_bytes());
         for needle in [value.as_str(), encoded.as_str()] {
             assert!(
                 !output.contains(needle),

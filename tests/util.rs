@@ -157,7 +157,7 @@ impl Wavelet {
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("reading /proc/PID/status");
-        wavelet::metrics::parse_vm_rss(&status)
+        wavelet::ops::metrics::parse_vm_rss(&status)
             .unwrap_or_else(|| panic!("no VmRSS in /proc status:\n{status}"))
             / 1024
     }
@@ -293,7 +293,12 @@ pub fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> Value {
 pub fn secret(ns: &str, name: &str, data: &[(&str, &str)]) -> Value {
     let data: BTreeMap<_, _> = data
         .iter()
-        .map(|(k, v)| (k.to_string(), wavelet::base64::encode(v.as_bytes())))
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                wavelet::objects::base64::encode(v.as_bytes()),
+            )
+        })
         .collect();
     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "type": "Opaque", "data": data})
 }
@@ -331,7 +336,7 @@ pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> St
     use wavelet::objects::{ConfigKind, ConfigObject, WorkloadObject};
     let obj: WorkloadObject =
         serde_json::from_value(fake.get(resource, ns, name).expect("workload exists")).unwrap();
-    let refs = wavelet::references::references(&obj);
+    let refs = wavelet::hashmode::references::references(&obj);
     let resolved: Vec<_> = refs
         .iter()
         .map(|r| {
@@ -348,7 +353,7 @@ pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> St
             (r, digests)
         })
         .collect();
-    wavelet::hash::compute(resolved.iter().map(|(r, d)| (*r, d.as_deref())), None).hash
+    wavelet::hashmode::hash::compute(resolved.iter().map(|(r, d)| (*r, d.as_deref())), None).hash
 }
 
 /// PATCH requests that changed `spec.template` of the workload.

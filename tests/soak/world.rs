@@ -114,7 +114,7 @@ fn data(kind: Kind, values: &[(&str, String)]) -> Value {
         .map(|(k, v)| {
             let v = match kind {
                 Kind::ConfigMap => v.clone(),
-                Kind::Secret => wavelet::base64::encode(v.as_bytes()),
+                Kind::Secret => wavelet::objects::base64::encode(v.as_bytes()),
             };
             (k.to_string(), v)
         })
@@ -553,7 +553,7 @@ impl World {
                 .get(w.plural, &w.namespace, &w.name)
                 .expect("workload exists");
             let object: WorkloadObject = serde_json::from_value(object).expect("a workload");
-            for reference in wavelet::references::references(&object) {
+            for reference in wavelet::hashmode::references::references(&object) {
                 if reference.required {
                     let plural = match reference.config.kind {
                         ConfigKind::ConfigMap => "configmaps",

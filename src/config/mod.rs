@@ -9,13 +9,14 @@
 //! (flag > environment > default) and validated into typed fields. Defaults are written in
 //! the table as text and go through the same validation as user input.
 
+pub mod duration;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::Ipv6Addr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::duration;
 use crate::error::Error;
 
 /// How to reach the API server; the same for every subcommand.

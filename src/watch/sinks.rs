@@ -8,19 +8,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::annotations;
-use crate::cache::{Cache, ConfigChange, WorkloadEntry};
-use crate::compact::{ResourceVersion, Uid};
+use crate::deletemode::ledger::STATE_CONFIGMAP;
 use crate::deletemode::DeleteMode;
-use crate::fetch::{FetchSink, Fetcher};
+use crate::hashmode::references::Reference;
+use crate::hashmode::throttle::Debounce;
+use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
     ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey,
     WorkloadObject,
 };
-use crate::queue::WorkQueue;
-use crate::references::Reference;
-use crate::state::STATE_CONFIGMAP;
-use crate::throttle::Debounce;
-use crate::watch::{self, Event};
+use crate::watch::cache::{Cache, ConfigChange, WorkloadEntry};
+use crate::watch::fetch::{FetchSink, Fetcher};
+use crate::watch::queue::WorkQueue;
+use crate::watch::watcher::{self, Event};
 
 /// Called once by each sink when its watcher's first list is complete.
 pub type OnSynced = Box<dyn FnOnce() + Send>;
@@ -364,17 +364,17 @@ impl WorkloadSink {
 }
 
 /// A ConfigMap or Secret as a watcher decodes it (text values vs base64 values).
-pub trait ConfigItem: watch::Object {
+pub trait ConfigItem: watcher::Object {
     fn into_object(self) -> ConfigObject;
 }
 
-impl watch::Object for ConfigMapItem {
+impl watcher::Object for ConfigMapItem {
     fn resource_version(&self) -> &str {
         &self.0.metadata.resource_version
     }
 }
 
-impl watch::Object for SecretItem {
+impl watcher::Object for SecretItem {
     fn resource_version(&self) -> &str {
         &self.0.metadata.resource_version
     }
@@ -392,7 +392,7 @@ impl ConfigItem for SecretItem {
     }
 }
 
-impl watch::Object for WorkloadObject {
+impl watcher::Object for WorkloadObject {
     fn resource_version(&self) -> &str {
         &self.metadata.resource_version
     }

@@ -5,9 +5,13 @@
 //! Every request goes through [`Client::send`], the one place that authenticates, counts,
 //! logs, turns a non-2xx answer into [`Error::Api`] and decides whether to try again.
 
+pub mod kubeconfig;
+pub mod list_body;
+pub mod yaml;
+
 use crate::error::{Error, Status};
-use crate::kubeconfig::{self, Credentials, Pem};
-use crate::list_body::{self, SplitError};
+use kubeconfig::{Credentials, Pem};
+use list_body::SplitError;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::de::DeserializeOwned;
@@ -2732,7 +2736,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
         let dir = TempDir::new();
         dir.write("client.crt", CLIENT_CRT);
         dir.write("client.key", CLIENT_KEY);
-        let ca_data = crate::base64::encode(CA_CRT.as_bytes());
+        let ca_data = crate::objects::base64::encode(CA_CRT.as_bytes());
         let text = kubeconfig_text(
             &server.url,
             &format!("    certificate-authority-data: {ca_data}\n"),

@@ -17,15 +17,15 @@ use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::annotations::Flavor;
-use crate::cache::{Cache, ConfigEntry, WorkloadEntry};
 use crate::client::{Client, PatchType};
-use crate::compact::ResourceVersion;
 use crate::error::Error;
-use crate::events::{ObjectRef, Recorder};
-use crate::hash;
+use crate::hashmode::hash;
+use crate::hashmode::references::Reference;
+use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
+use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, Digest, WorkloadKey};
-use crate::references::Reference;
-use crate::throttle::{Debounce, RolloutThrottle, Throttled};
+use crate::ops::events::{ObjectRef, Recorder};
+use crate::watch::cache::{Cache, ConfigEntry, WorkloadEntry};
 
 /// What the queue should do with the key after a reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

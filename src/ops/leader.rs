@@ -183,7 +183,7 @@ impl LeaderElector {
             }
             let mut renewed = Instant::now();
             self.gate.lead_until(renewed + self.timings.renew_deadline);
-            crate::metrics::global()
+            crate::ops::metrics::global()
                 .leader_transitions
                 .fetch_add(1, Ordering::Relaxed);
             log::info!(

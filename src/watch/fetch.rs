@@ -9,12 +9,12 @@
 
 use std::sync::Arc;
 
-use crate::cache::Cache;
 use crate::client::Client;
-use crate::compact::ResourceVersion;
 use crate::error::Error;
+use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, ConfigObject, SecretItem};
-use crate::queue::{Backoff, WorkQueue};
+use crate::watch::cache::Cache;
+use crate::watch::queue::{Backoff, WorkQueue};
 
 /// Retries of a failed read: 0.5 s, doubling to at most a minute.
 const BACKOFF: Backoff = Backoff {

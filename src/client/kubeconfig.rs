@@ -6,8 +6,8 @@
 //! that says what to do instead. Relative file paths resolve against the kubeconfig's
 //! directory, as kubectl does. Only the file given is read; `KUBECONFIG` lists are not merged.
 
+use crate::client::yaml;
 use crate::error::Error;
-use crate::yaml;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -284,7 +284,7 @@ impl Resolver<'_> {
                 "{field} sets both {file_key} and {data_key}; remove one"
             ))),
             (None, Some(data)) => {
-                let bytes = crate::base64::decode(data.as_bytes()).map_err(|e| {
+                let bytes = crate::objects::base64::decode(data.as_bytes()).map_err(|e| {
                     self.error(format!("{field}.{data_key} is not valid base64 ({e})"))
                 })?;
                 Ok(Some(Pem {

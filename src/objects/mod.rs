@@ -3,6 +3,10 @@
 //! ConfigMap and Secret values are digested while they are parsed: a Secret value lives
 //! only as long as one `String` inside the deserializer, never in wavelet's cache.
 
+pub mod base64;
+pub mod compact;
+pub mod intern;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -160,7 +164,7 @@ impl ConfigKey {
     pub fn new(kind: ConfigKind, namespace: &str, name: &str) -> ConfigKey {
         ConfigKey {
             kind,
-            namespace: crate::intern::namespace(namespace),
+            namespace: crate::objects::intern::namespace(namespace),
             name: Arc::from(name),
         }
     }
@@ -184,7 +188,7 @@ impl WorkloadKey {
     pub fn new(resource: Arc<Resource>, namespace: &str, name: &str) -> WorkloadKey {
         WorkloadKey {
             resource,
-            namespace: crate::intern::namespace(namespace),
+            namespace: crate::objects::intern::namespace(namespace),
             name: Arc::from(name),
         }
     }
@@ -457,7 +461,8 @@ impl<'de> Visitor<'de> for StrDigestVisitor {
     fn visit_str<E: de::Error>(self, value: &str) -> Result<ValueDigest, E> {
         if self.base64 {
             // The error names the position only: the value itself must never be echoed.
-            let bytes = crate::base64::decode(value.as_bytes()).map_err(|e| E::custom(e))?;
+            let bytes =
+                crate::objects::base64::decode(value.as_bytes()).map_err(|e| E::custom(e))?;
             Ok(ValueDigest(Sha256::digest(&bytes).into()))
         } else {
             Ok(ValueDigest(Sha256::digest(value.as_bytes()).into()))

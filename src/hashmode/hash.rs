@@ -18,8 +18,8 @@
 
 use sha2::{Digest as _, Sha256};
 
+use crate::hashmode::references::Reference;
 use crate::objects::{find_digest, ConfigKey, KeyDigest};
-use crate::references::Reference;
 
 /// A reference with the digests of the object it names (`None`: the object is absent).
 pub type Resolved<'a> = (&'a Reference, Option<&'a [KeyDigest]>);

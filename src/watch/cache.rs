@@ -11,12 +11,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::annotations::{self, Flavor};
-use crate::compact::{ResourceVersion, Uid};
+use crate::hashmode::references::{self, Reference};
+use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
     Annotations, ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
     WorkloadObject,
 };
-use crate::references::{self, Reference};
 
 /// A ConfigMap or Secret as wavelet remembers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -423,7 +423,7 @@ mod tests {
     fn fetched(rv: &str, uid: &str, value: &str) -> ConfigObject {
         let json = serde_json::json!({"kind": "Secret",
             "metadata": {"name": "creds", "namespace": "ns", "uid": uid, "resourceVersion": rv},
-            "data": {"password": crate::base64::encode(value.as_bytes())}});
+            "data": {"password": crate::objects::base64::encode(value.as_bytes())}});
         ConfigObject::secret(json).unwrap()
     }
 
@@ -527,7 +527,7 @@ mod tests {
     #[test]
     fn a_cached_secret_holds_no_trace_of_its_values_even_in_annotations() {
         let canary = "canary-value-5f3a9c";
-        let encoded = crate::base64::encode(canary.as_bytes());
+        let encoded = crate::objects::base64::encode(canary.as_bytes());
         let last_applied =
             format!(r#"{{"apiVersion":"v1","data":{{"password":"{encoded}"}},"kind":"Secret"}}"#);
         let json = serde_json::json!({"kind": "Secret",

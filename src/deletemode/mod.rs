@@ -34,6 +34,8 @@
 //! server's agree to within a second (NTP); the listing, which is what decides in all but
 //! the restart case, needs no clock at all.
 
+pub mod ledger;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -43,17 +45,17 @@ use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use crate::annotations;
-use crate::cache::Cache;
 use crate::client::{Client, Shape};
+use crate::deletemode::ledger::{Entry, StateStore};
 use crate::error::Error;
-use crate::events::{ObjectRef, Recorder};
-use crate::hash;
-use crate::leader::Gate;
-use crate::metrics;
+use crate::hashmode::hash;
 use crate::objects::{ConfigKey, KeyDigest, Pod, Resource};
-use crate::queue::{Backoff, WorkQueue};
+use crate::ops::events::{ObjectRef, Recorder};
+use crate::ops::leader::Gate;
+use crate::ops::metrics;
 use crate::selector::{percent_encode_query_value, Selector};
-use crate::state::{Entry, StateStore};
+use crate::watch::cache::Cache;
+use crate::watch::queue::{Backoff, WorkQueue};
 
 /// Retries of refused evictions and failed steps: 250ms doubling up to 5s (the interval at
 /// which `kubectl drain` retries a 429).
@@ -1101,7 +1103,7 @@ mod tests {
             (0u64, "1970-01-01T00:00:00Z"),
             (1_795_144_481, "2026-11-20T03:14:41Z"),
         ] {
-            assert_eq!(crate::events::rfc3339(secs), text);
+            assert_eq!(crate::ops::events::rfc3339(secs), text);
             assert_eq!(parse_rfc3339(text), Some(secs));
         }
         for bad in [

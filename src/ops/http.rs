@@ -7,7 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::metrics::{self, Gauges};
+use crate::ops::metrics::{self, Gauges};
 
 /// A worker busy with one item for longer than this is wedged.
 const WEDGED_AFTER: Duration = Duration::from_secs(300);

@@ -52,7 +52,7 @@ pub fn state_key(object: &ConfigKey) -> String {
     if key.len() <= MAX_KEY_LEN {
         return key;
     }
-    let digest = crate::hash::hex(&Sha256::digest(object.name.as_bytes()));
+    let digest = crate::hashmode::hash::hex(&Sha256::digest(object.name.as_bytes()));
     format!(
         "{}.{}.h-{}",
         object.kind.as_str(),
@@ -94,7 +94,7 @@ impl Entry {
             } => {
                 format!(
                     "{hash} replacing since={} pods={}",
-                    crate::events::rfc3339(*observed),
+                    crate::ops::events::rfc3339(*observed),
                     pods.join(",")
                 )
             }

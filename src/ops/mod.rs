@@ -1,0 +1,9 @@
+//! Running wavelet in production: the `/healthz` `/readyz` `/metrics` server (`http`),
+//! the metrics it serves (`metrics`), Kubernetes Events (`events`), Lease leader election
+//! (`leader`) and log output (`logging`).
+
+pub mod events;
+pub mod http;
+pub mod leader;
+pub mod logging;
+pub mod metrics;

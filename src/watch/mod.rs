@@ -1,0 +1,10 @@
+//! Watching and caching: each resource's list+watch state machine (`watcher`), the sinks
+//! that turn its events into cache writes and work (`sinks`), the cache and its reverse
+//! index (`cache`), the reads of the Secrets that matter (`fetch`), and the work queue the
+//! workers take keys from (`queue`).
+
+pub mod cache;
+pub mod fetch;
+pub mod queue;
+pub mod sinks;
+pub mod watcher;
