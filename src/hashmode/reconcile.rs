@@ -327,10 +327,10 @@ impl Reconciler {
                 }
             };
             log::info!("{key}: rolled: {message}");
-            self.recorder.normal(&about, "ConfigChanged", &message);
             if let (Style::CronJob { run_now: true }, Some(cronjob)) = (entry.style, patched) {
                 self.start_job(key, &about, &cronjob, &computed.hash);
             }
+            self.recorder.normal(&about, "ConfigChanged", &message);
         }
         remembered.fingerprints = fingerprints;
         remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
