@@ -361,6 +361,7 @@ fn namespaces_to_ignore_is_subtracted_from_namespaces() {
         &[],
     );
     let status = all_ignored.wait_exit(std::time::Duration::from_secs(10));
+    all_ignored.wait_for_output("--namespaces-to-ignore", std::time::Duration::from_secs(5));
     assert_eq!(
         status.and_then(|s| s.code()),
         Some(2),
@@ -539,6 +540,8 @@ fn reloader_flags_whose_meaning_wavelet_does_not_share_exit_2_with_what_it_does_
     ] {
         let mut wavelet = Wavelet::launch(&["run", flag], &[]);
         let status = wavelet.wait_exit(std::time::Duration::from_secs(10));
+        // The exit can be seen before the output pipe is drained.
+        wavelet.wait_for_output("Stakater Reloader flag", std::time::Duration::from_secs(5));
         let output = wavelet.output();
         assert_eq!(status.and_then(|s| s.code()), Some(2), "{flag}: {output}");
         assert!(
