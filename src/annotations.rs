@@ -24,8 +24,16 @@ pub const WAVELET_POD_DELETE_MATCH: &str = "wavelet.dev/pod-delete-match";
 /// Delete mode: `evict` (default), `delete` or `rolling`.
 pub const WAVELET_POD_DELETE_STRATEGY: &str = "wavelet.dev/pod-delete-strategy";
 
+/// Reloader's opt-in keys on a workload (`"true"` opts in). A CronJob opted in through one
+/// of them also gets a Job started on a change, as Reloader does.
+pub const RELOADER_AUTO: &str = "reloader.stakater.com/auto";
+pub const RELOADER_CONFIGMAP_AUTO: &str = "configmap.reloader.stakater.com/auto";
+pub const RELOADER_SECRET_AUTO: &str = "secret.reloader.stakater.com/auto";
+/// Argo Rollouts: `restart` sets `spec.restartAt` instead of patching the template.
+pub const RELOADER_ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strategy";
+
 /// Every annotation wavelet reads; objects' other annotations are never parsed.
-pub const READ: [&str; 11] = [
+pub const READ: [&str; 15] = [
     WAVELET_OPT_IN,
     WAVE_OPT_IN,
     WAVELET_HASH,
@@ -37,7 +45,18 @@ pub const READ: [&str; 11] = [
     MAGALIX_POD_DELETE_MATCH,
     WAVELET_POD_DELETE_MATCH,
     WAVELET_POD_DELETE_STRATEGY,
+    RELOADER_AUTO,
+    RELOADER_CONFIGMAP_AUTO,
+    RELOADER_SECRET_AUTO,
+    RELOADER_ROLLOUT_STRATEGY,
 ];
+
+/// Whether a workload opted in through one of Reloader's keys.
+pub fn opted_in_by_reloader(annotations: &Annotations) -> bool {
+    [RELOADER_AUTO, RELOADER_CONFIGMAP_AUTO, RELOADER_SECRET_AUTO]
+        .iter()
+        .any(|k| annotations.get(k) == Some("true"))
+}
 
 /// The delete-mode selector of a ConfigMap/Secret, under wavelet's key or the lab's.
 pub fn pod_delete_match(annotations: &Annotations) -> Option<&str> {

@@ -159,6 +159,7 @@ pub fn status(
         Resource::deployments(),
         Resource::statefulsets(),
         Resource::daemonsets(),
+        Resource::cronjobs(),
     ] {
         let resource = Arc::new(resource);
         list_each(
@@ -168,7 +169,7 @@ pub fn status(
             Shape::Whole,
             &mut |workload: WorkloadObject| {
                 if let Some(entry) =
-                    WorkloadEntry::from_object(&workload).filter(|e| e.flavor.is_some())
+                    WorkloadEntry::from_object(&resource, &workload).filter(|e| e.flavor.is_some())
                 {
                     let key = WorkloadKey::new(
                         Arc::clone(&resource),

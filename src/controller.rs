@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::hashmode::reconcile::{HashModeSettings, Next, Outcome, Reconciler};
 use crate::hashmode::throttle::Debounce;
 use crate::objects::{
-    ConfigKind, ConfigMapItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
+    ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
 use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
@@ -28,7 +28,8 @@ use crate::selector::percent_encode_query_value;
 use crate::watch::cache::Cache;
 use crate::watch::fetch::Fetcher;
 use crate::watch::queue::{Backoff, WorkQueue};
-use crate::watch::sinks::{ConfigSink, OnSynced, Router, WorkloadSink};
+use crate::watch::scope::NamespaceScope;
+use crate::watch::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
 use crate::watch::watcher::{self, Event, LineStream, Page, Restart, Source, WatchConfig, Watcher};
 
 /// Items per LIST page.
@@ -87,7 +88,14 @@ impl Controller {
             None => Arc::new(Gate::always_open()),
         };
         let health = Arc::new(Health::default());
-        let cache = Arc::new(Cache::new());
+        let reloader = &config.reloader;
+        let cache = Arc::new(Cache::with_scope(
+            if reloader.namespace_selector.is_some() {
+                NamespaceScope::selected()
+            } else {
+                NamespaceScope::everywhere()
+            },
+        ));
         // A workload whose reconcile keeps failing is retried at least once per resync.
         let queue = Arc::new(WorkQueue::new(Backoff::default().capped_at(config.resync)));
         let hmac_key = config
@@ -103,6 +111,7 @@ impl Controller {
             rollout_burst: config.rollout_burst,
             min_rollout_interval: config.min_rollout_interval,
             debounce: config.debounce,
+            absent_is_filtered: reloader.resource_label_selector.is_some(),
         };
         let debounce = Arc::new(Debounce::new());
         let reconciler = Arc::new(Reconciler::new(
@@ -118,19 +127,37 @@ impl Controller {
             Resource::statefulsets(),
             Resource::daemonsets(),
         ];
+        if !reloader.ignore_cronjobs {
+            workload_resources.push(Resource::cronjobs());
+        }
         for kind in &config.workload_kinds {
             workload_resources.push(discover(&client, kind));
         }
-        let namespaces: Vec<Option<String>> = if config.namespaces.is_empty() {
-            vec![None]
+        if !workload_resources.iter().any(Resource::is_argo_rollouts) {
+            if serves_argo_rollouts(&client) {
+                log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts");
+                workload_resources.push(Resource::rollouts());
+            } else {
+                log::debug!("the API does not serve Argo Rollouts: not watching them");
+            }
+        }
+        let namespaces = namespaces_to_watch(&config.namespaces, &reloader.namespaces_to_ignore)?;
+        // Watching all namespaces: the ignored ones are filtered out by the API server.
+        let namespace_filter = if namespaces == [None] {
+            ignored_namespaces_field_selector(&reloader.namespaces_to_ignore)
         } else {
-            config.namespaces.iter().cloned().map(Some).collect()
+            None
         };
+        let config_label_selector = reloader
+            .resource_label_selector
+            .as_ref()
+            .map(|s| s.to_query_string());
         let watch_config = WatchConfig {
             resync: config.resync,
             ..WatchConfig::default()
         };
-        let watchers = namespaces.len() * (2 + workload_resources.len());
+        let watchers = namespaces.len() * (2 + workload_resources.len())
+            + usize::from(reloader.namespace_selector.is_some());
         let listed = Arc::new(Latch::new(watchers));
         let fetcher = Arc::new(Fetcher::new(
             client.clone(),
@@ -160,7 +187,11 @@ impl Controller {
                     ConfigKind::Secret => Shape::Metadata,
                 };
                 let source =
-                    ApiSource::new(client.clone(), kind.resource(), namespace.clone(), shape);
+                    ApiSource::new(client.clone(), kind.resource(), namespace.clone(), shape)
+                        .filtered(
+                            config_label_selector.as_deref(),
+                            namespace_filter.as_deref(),
+                        );
                 let stop = Arc::clone(&stop);
                 match kind {
                     ConfigKind::ConfigMap => spawn_watch(
@@ -192,7 +223,8 @@ impl Controller {
                     (*resource).clone(),
                     namespace.clone(),
                     Shape::Whole,
-                );
+                )
+                .filtered(None, namespace_filter.as_deref());
                 spawn_watch(
                     source,
                     &health,
@@ -201,6 +233,18 @@ impl Controller {
                     move |e: Event<WorkloadObject>| sink.handle(e),
                 );
             }
+        }
+        if let Some(selector) = &reloader.namespace_selector {
+            let mut sink = NamespaceSink::new(Arc::clone(&router), on_listed());
+            let source = ApiSource::new(client.clone(), Resource::namespaces(), None, Shape::Whole)
+                .filtered(Some(&selector.to_query_string()), None);
+            spawn_watch(
+                source,
+                &health,
+                watch_config.clone(),
+                Arc::clone(&stop),
+                move |e: Event<NamespaceItem>| sink.handle(e),
+            );
         }
 
         let mut workers: Vec<JoinHandle<()>> = (0..FETCHERS)
@@ -438,6 +482,7 @@ impl Worker {
             Outcome::Adopted { .. } => m.rollouts.inc(&[kind, "adopted"]),
             Outcome::Throttled(_) => m.changes_skipped.inc(&["throttled"]),
             Outcome::MissingConfig => m.changes_skipped.inc(&["missing_config"]),
+            Outcome::OutOfScope => m.changes_skipped.inc(&["out_of_scope"]),
             Outcome::UpToDate
             | Outcome::Forgotten
             | Outcome::OptOutCleaned
@@ -483,6 +528,58 @@ fn start_delete_mode(
         state,
         settings,
     )))
+}
+
+/// The namespaces to run one set of watches in: `[None]` for all namespaces, else
+/// `--namespaces` less `--namespaces-to-ignore`.
+fn namespaces_to_watch(
+    namespaces: &[String],
+    ignored: &[String],
+) -> Result<Vec<Option<String>>, Error> {
+    if namespaces.is_empty() {
+        return Ok(vec![None]);
+    }
+    let kept: Vec<Option<String>> = namespaces
+        .iter()
+        .filter(|ns| !ignored.contains(ns))
+        .cloned()
+        .map(Some)
+        .collect();
+    if kept.is_empty() {
+        return Err(Error::Config(
+            "every namespace of --namespaces is also in --namespaces-to-ignore: nothing to watch"
+                .into(),
+        ));
+    }
+    Ok(kept)
+}
+
+/// `metadata.namespace!=a,metadata.namespace!=b` for `--namespaces-to-ignore` when all
+/// namespaces are watched; `None` when nothing is ignored.
+fn ignored_namespaces_field_selector(ignored: &[String]) -> Option<String> {
+    (!ignored.is_empty()).then(|| {
+        ignored
+            .iter()
+            .map(|ns| format!("metadata.namespace!={ns}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+/// Whether the API serves `argoproj.io/v1alpha1` `rollouts` (Argo Rollouts installed).
+fn serves_argo_rollouts(client: &Client) -> bool {
+    #[derive(serde::Deserialize)]
+    struct ApiResourceList {
+        #[serde(default)]
+        resources: Vec<ApiResource>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ApiResource {
+        name: String,
+    }
+    client
+        .get::<ApiResourceList>("/apis/argoproj.io/v1alpha1")
+        .is_ok_and(|list| list.resources.iter().any(|r| r.name == "rollouts"))
 }
 
 /// Looks up the Kind of a `--workload-kinds` resource from API discovery; falls back to the
@@ -631,6 +728,8 @@ pub struct ApiSource {
     namespace: Option<String>,
     /// Whole objects or only their metadata.
     shape: Shape,
+    /// `&labelSelector=...&fieldSelector=...` for the LIST and the WATCH; may be empty.
+    filter: String,
 }
 
 impl ApiSource {
@@ -645,7 +744,22 @@ impl ApiSource {
             resource,
             namespace,
             shape,
+            filter: String::new(),
         }
+    }
+
+    /// Lists and watches only the objects matching these selectors (the API server
+    /// filters; a watched object that stops matching is reported deleted).
+    pub fn filtered(mut self, labels: Option<&str>, fields: Option<&str>) -> ApiSource {
+        for (name, value) in [("labelSelector", labels), ("fieldSelector", fields)] {
+            if let Some(value) = value.filter(|v| !v.is_empty()) {
+                self.filter.push('&');
+                self.filter.push_str(name);
+                self.filter.push('=');
+                self.filter.push_str(&percent_encode_query_value(value));
+            }
+        }
+        self
     }
 
     fn describe(&self) -> String {
@@ -679,8 +793,9 @@ impl ApiSource {
         on_item: &mut dyn FnMut(T),
     ) -> Result<ListMeta, Error> {
         let mut path = format!(
-            "{}?limit={PAGE_SIZE}",
-            self.resource.collection_path(self.namespace.as_deref())
+            "{}?limit={PAGE_SIZE}{}",
+            self.resource.collection_path(self.namespace.as_deref()),
+            self.filter
         );
         if let Some(token) = continue_token {
             path.push_str("&continue=");
@@ -695,10 +810,11 @@ impl ApiSource {
         timeout: Duration,
     ) -> Result<Box<dyn LineStream>, Error> {
         let path = format!(
-            "{}?watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}",
+            "{}?watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}{}",
             self.resource.collection_path(self.namespace.as_deref()),
             percent_encode_query_value(resource_version),
-            timeout.as_secs().max(1)
+            timeout.as_secs().max(1),
+            self.filter
         );
         Ok(Box::new(self.client.watch(&path, timeout, self.shape)?))
     }

@@ -89,6 +89,12 @@ impl Error {
     pub fn is_not_found(&self) -> bool {
         self.status().is_some_and(Status::is_not_found)
     }
+
+    /// A create answered 409 `AlreadyExists` (not a 409 `Conflict` of an update).
+    pub fn is_already_exists(&self) -> bool {
+        self.status()
+            .is_some_and(|s| s.is_conflict() && s.reason == "AlreadyExists")
+    }
 }
 
 impl fmt::Display for Error {

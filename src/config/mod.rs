@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::selector::Selector;
 
 /// How to reach the API server; the same for every subcommand.
 ///
@@ -120,6 +121,22 @@ pub struct RunConfig {
     pub rolling_timeout: Duration,
     /// `--eviction-warning-after` (> 0).
     pub eviction_warning_after: Duration,
+    /// Reloader's flags with the same meaning (README, Coming from Reloader).
+    pub reloader: ReloaderFlags,
+}
+
+/// Flags named like Stakater Reloader's, for teams that switch without editing manifests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReloaderFlags {
+    /// `--namespaces-to-ignore`: never watched (subtracted from `--namespaces`).
+    pub namespaces_to_ignore: Vec<String>,
+    /// `--namespace-selector`: only namespaces whose labels match are acted on.
+    pub namespace_selector: Option<Selector>,
+    /// `--resource-label-selector`: sent with the ConfigMap and Secret LIST/WATCH.
+    pub resource_label_selector: Option<Selector>,
+    /// `--ignored-workload-types`: `cronjobs` stops watching CronJobs; `jobs` changes
+    /// nothing (wavelet never re-creates Jobs).
+    pub ignore_cronjobs: bool,
 }
 
 /// A kind of workload wavelet patches, named as the API names its resource.
@@ -424,6 +441,35 @@ static FLAGS: &[Flag] = &[
         Scope::Run,
         "delete mode: emit a Warning Event when evictions have been refused for this long (> 0)",
     ),
+    // Stakater Reloader's flags, where wavelet shares their meaning.
+    flag(
+        "namespaces-to-ignore",
+        Some("NS,NS..."),
+        FlagDefault::Unset("none"),
+        Scope::Run,
+        "Reloader's flag: comma-separated namespaces never watched (subtracted from --namespaces)",
+    ),
+    flag(
+        "namespace-selector",
+        Some("SELECTOR"),
+        FlagDefault::Unset("every namespace"),
+        Scope::Run,
+        "Reloader's flag: act only in namespaces whose labels match this label selector (e.g. team=a,env in (prod)); namespaces labelled later are picked up",
+    ),
+    flag(
+        "resource-label-selector",
+        Some("SELECTOR"),
+        FlagDefault::Unset("every ConfigMap and Secret"),
+        Scope::Run,
+        "Reloader's flag: label selector sent with the ConfigMap and Secret LIST/WATCH; objects outside it do not count (and are not missing)",
+    ),
+    flag(
+        "ignored-workload-types",
+        Some("cronjobs,jobs"),
+        FlagDefault::Unset("none"),
+        Scope::Run,
+        "Reloader's flag: cronjobs stops watching CronJobs; jobs is accepted and changes nothing (wavelet never re-creates Jobs)",
+    ),
     // `wavelet status` and `wavelet hash`.
     Flag {
         name: "namespace",
@@ -434,6 +480,41 @@ static FLAGS: &[Flag] = &[
         help: "namespace to show (status) or of the workload (hash)",
     },
 ];
+
+/// Stakater Reloader's flags whose meaning wavelet does not share, with what it does
+/// instead: refused, never silently ignored, so a switched Deployment says what changed.
+static REFUSED: &[(&str, &str)] = &[
+    ("reload-strategy", "wavelet always writes a hash annotation on the pod template (Reloader's `annotations` strategy); there is no env-var strategy"),
+    ("reload-on-create", "wavelet rolls on data changes only; a ConfigMap or Secret created later counts once a workload references it, and one that was missing holds the rollout with a Warning Event until it exists"),
+    ("reload-on-delete", "a deleted required ConfigMap or Secret holds the rollout with a Warning Event (new Pods would not start) and rolls once it is back; optional ones roll on deletion"),
+    ("sync-after-restart", "changes made while wavelet was down are always rolled at start, because the hash lives on the workload"),
+    ("webhook-url", "wavelet does not call webhooks; watch its ConfigChanged Events or its /metrics instead"),
+    ("enable-csi-integration", "wavelet does not watch SecretProviderClassPodStatus objects"),
+    ("enable-ha", "use --leader-elect (with --lease-name and --lease-namespace)"),
+    ("is-Argo-Rollouts", "wavelet watches Argo Rollouts whenever the API serves argoproj.io/v1alpha1 rollouts"),
+    ("log-level", "set RUST_LOG, e.g. RUST_LOG=debug"),
+    ("enable-pprof", "wavelet has no pprof; /metrics exports its memory and CPU"),
+    ("pprof-addr", "wavelet has no pprof; /metrics exports its memory and CPU"),
+    ("auto-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
+    ("configmap-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
+    ("secret-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
+    ("configmap-auto-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
+    ("secret-auto-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
+    ("auto-search-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
+    ("search-match-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
+    ("ignore-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
+    ("pause-deployment-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
+    ("pause-deployment-time-annotation", "wavelet never pauses a Deployment: the pause period is a per-workload debounce window"),
+];
+
+/// The error for a flag of [`REFUSED`], or `None`.
+fn refused(name: &str) -> Option<Error> {
+    REFUSED.iter().find(|(n, _)| *n == name).map(|(n, instead)| {
+        config_error(format!(
+            "--{n} is a Stakater Reloader flag whose meaning wavelet does not share: {instead}; remove it (README: Coming from Reloader)"
+        ))
+    })
+}
 
 fn find_flag(name: &str) -> Option<&'static Flag> {
     FLAGS.iter().find(|f| f.name == name)
@@ -500,6 +581,9 @@ fn split_args(args: &[String]) -> Result<Raw<'_>, Error> {
                     Some((name, value)) => (name, Some(value)),
                     None => (body, None),
                 };
+                if let Some(err) = refused(name) {
+                    return Err(err);
+                }
                 let flag = find_flag(name).ok_or_else(|| {
                     config_error(format!(
                         "unknown flag --{name}; see wavelet --help for the flags"
@@ -779,6 +863,49 @@ fn listen_addr(s: &str) -> Result<String, String> {
     }
 }
 
+/// A label selector as the API server parses it; Reloader's legacy `key:value` and
+/// `key:*` / `key=*` (the key exists) are accepted too. A comma list of them is one
+/// selector (all must match), as in Reloader.
+fn reloader_selector(s: &str) -> Result<Selector, String> {
+    let converted: Vec<String> = s
+        .split(',')
+        .map(|term| {
+            let term = term.trim();
+            let legacy = term.split_once(':').filter(|_| !term.contains(['=', '(']));
+            match legacy.or_else(|| term.split_once('=').filter(|(_, v)| *v == "*")) {
+                Some((key, "*")) => key.to_string(),
+                Some((key, value)) => format!("{key}={value}"),
+                None => term.to_string(),
+            }
+        })
+        .collect();
+    // Set-based terms (`env in (a,b)`) contain commas: rejoin before parsing.
+    let text = converted.join(",");
+    let selector =
+        Selector::parse(&text).map_err(|e| format!("invalid label selector {s:?}: {e}"))?;
+    if selector.is_empty() {
+        return Err("an empty selector selects everything: leave the flag unset instead".into());
+    }
+    Ok(selector)
+}
+
+/// `--ignored-workload-types`: whether CronJobs are ignored.
+fn ignored_workload_types(s: &str) -> Result<bool, String> {
+    let mut cronjobs = false;
+    for kind in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        match kind {
+            "cronjobs" => cronjobs = true,
+            "jobs" => {}
+            other => {
+                return Err(format!(
+                    "expected cronjobs, jobs or both (as in Reloader), got {other:?}"
+                ))
+            }
+        }
+    }
+    Ok(cronjobs)
+}
+
 fn workload_kinds(s: &str) -> Result<Vec<WorkloadKind>, String> {
     let built_in = WorkloadKind::built_in();
     let mut kinds: Vec<WorkloadKind> = Vec::new();
@@ -805,6 +932,7 @@ fn kind_and_name(s: &str) -> Result<(String, String), String> {
         "deployment" | "deployments" | "deploy" => "deployments",
         "statefulset" | "statefulsets" | "sts" => "statefulsets",
         "daemonset" | "daemonsets" | "ds" => "daemonsets",
+        "cronjob" | "cronjobs" | "cj" | "cronjob.batch" | "cronjobs.batch" => "cronjobs",
         _ => &kind,
     };
     Ok((normalized.to_string(), name.to_string()))
@@ -910,6 +1038,16 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             workers: look.required("workers", at_least_one)?,
             rolling_timeout: look.required("rolling-timeout", positive_duration)?,
             eviction_warning_after: look.required("eviction-warning-after", positive_duration)?,
+            reloader: ReloaderFlags {
+                namespaces_to_ignore: look
+                    .get("namespaces-to-ignore", |s| list(s, namespace))?
+                    .unwrap_or_default(),
+                namespace_selector: look.get("namespace-selector", reloader_selector)?,
+                resource_label_selector: look.get("resource-label-selector", reloader_selector)?,
+                ignore_cronjobs: look
+                    .get("ignored-workload-types", ignored_workload_types)?
+                    .unwrap_or(false),
+            },
         }),
         "status" => Command::Status {
             namespace: look.get("namespace", namespace)?,
@@ -1079,6 +1217,7 @@ mod tests {
                 workers: 4,
                 rolling_timeout: Duration::from_secs(300),
                 eviction_warning_after: Duration::from_secs(300),
+                reloader: ReloaderFlags::default(),
             })
         );
         assert_eq!(parse(&args("run"), &no_env).unwrap(), config);
@@ -1187,6 +1326,17 @@ mod tests {
             "eviction-warning-after" => ("run", "1m", |c| {
                 run(c).eviction_warning_after == Duration::from_secs(60)
             }),
+            "namespaces-to-ignore" => ("run", "kube-system,b", |c| {
+                run(c).reloader.namespaces_to_ignore == ["kube-system", "b"]
+            }),
+            "namespace-selector" => ("run", "team=a", |c| {
+                run(c).reloader.namespace_selector == Some(Selector::parse("team=a").unwrap())
+            }),
+            "resource-label-selector" => ("run", "reload=yes", |c| {
+                run(c).reloader.resource_label_selector
+                    == Some(Selector::parse("reload=yes").unwrap())
+            }),
+            "ignored-workload-types" => ("run", "cronjobs", |c| run(c).reloader.ignore_cronjobs),
             "namespace" => ("status", "prod", |c| {
                 c.command
                     == Command::Status {
@@ -1620,5 +1770,77 @@ mod tests {
             err.to_string(),
             "config: --workers: expected a whole number of at least 1, e.g. 4; got \"x\""
         );
+    }
+
+    #[test]
+    fn reloaders_legacy_selector_forms_are_label_selectors() {
+        let selector = |s: &str| {
+            run(&format!("--namespace-selector {s}"), &[])
+                .reloader
+                .namespace_selector
+                .unwrap()
+                .to_query_string()
+        };
+        assert_eq!(selector("team:a"), "team=a");
+        assert_eq!(selector("team:*"), "team");
+        assert_eq!(selector("team=*"), "team");
+        assert_eq!(selector("team=a,env:prod"), "env=prod,team=a");
+        let set_based = run("", &[("WAVELET_NAMESPACE_SELECTOR", "env in (a,b)")]);
+        assert_eq!(
+            set_based
+                .reloader
+                .namespace_selector
+                .unwrap()
+                .to_query_string(),
+            "env in (a,b)"
+        );
+    }
+
+    #[test]
+    fn an_invalid_or_empty_reloader_selector_is_refused_at_start() {
+        assert!(error("--resource-label-selector a=b=c", &[])
+            .starts_with("--resource-label-selector: invalid label selector"));
+        assert!(error("--namespace-selector=", &[]).starts_with("--namespace-selector"));
+        assert!(error("--namespace-selector ,", &[]).starts_with("--namespace-selector: "));
+    }
+
+    #[test]
+    fn ignored_workload_types_takes_reloaders_values_only() {
+        assert!(
+            run("--ignored-workload-types jobs,cronjobs", &[])
+                .reloader
+                .ignore_cronjobs
+        );
+        assert!(
+            !run("--ignored-workload-types jobs", &[])
+                .reloader
+                .ignore_cronjobs
+        );
+        assert!(error("--ignored-workload-types deployments", &[])
+            .contains("expected cronjobs, jobs or both"));
+    }
+
+    #[test]
+    fn reloader_flags_whose_meaning_wavelet_does_not_share_are_refused_with_what_it_does_instead() {
+        for (name, instead) in REFUSED {
+            let message = error(&format!("--{name}=x"), &[]);
+            assert!(
+                message.starts_with(&format!("--{name} is a Stakater Reloader flag whose meaning wavelet does not share: {instead}")),
+                "{message}"
+            );
+        }
+        assert!(error("--reload-on-create true", &[]).contains("data changes only"));
+        // Refused before anything else is looked at, with or without a value.
+        assert!(error("--sync-after-restart", &[]).contains("always rolled at start"));
+    }
+
+    #[test]
+    fn hash_knows_cronjobs_by_their_short_names() {
+        for spelled in ["cronjob", "cronjobs", "cj", "cronjobs.batch"] {
+            assert_eq!(
+                kind_and_name(&format!("{spelled}/backup")).unwrap().0,
+                "cronjobs"
+            );
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! Hash mode: which ConfigMaps and Secrets a pod template references (`references`), the
-//! hash of their data (`hash`), coalescing and storm limits (`throttle`), and the decision
+//! hash of their data (`hash`), coalescing and storm limits (`throttle`), what a rollout writes by kind of
+//! workload (`rollout`), and the decision
 //! that brings one workload's pod template hash in line (`reconcile`).
 
 pub mod hash;
 pub mod reconcile;
 pub mod references;
+pub mod rollout;
 pub mod throttle;

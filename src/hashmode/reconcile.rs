@@ -1,7 +1,8 @@
 //! Hash mode: bring one workload's pod template hash in line with its configuration.
 //!
 //! The story of one reconcile, with early returns:
-//! 1. Forgotten workload → forget it. Opted out → remove wavelet's metadata annotations.
+//! 1. Forgotten workload → forget it. Outside `--namespace-selector` → nothing. Opted out
+//!    → remove wavelet's metadata annotations.
 //! 2. Hash the referenced configuration from the cache.
 //! 3. Required configuration missing → Warning Event, no rollout until it appears.
 //! 4. Hash already recorded → nothing to do.
@@ -21,9 +22,10 @@ use crate::client::{Client, PatchType};
 use crate::error::Error;
 use crate::hashmode::hash;
 use crate::hashmode::references::Reference;
+use crate::hashmode::rollout::{self, Style};
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
 use crate::objects::compact::ResourceVersion;
-use crate::objects::{ConfigKey, Digest, WorkloadKey};
+use crate::objects::{ConfigKey, Digest, Resource, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::watch::cache::{Cache, ConfigEntry, WorkloadEntry};
 
@@ -62,6 +64,8 @@ pub enum Outcome {
     /// A referenced Secret's data at its current version is not read yet; its fetch
     /// wakes the workload.
     AwaitingData,
+    /// Its namespace does not match `--namespace-selector`.
+    OutOfScope,
 }
 
 /// Settings of hash mode.
@@ -73,6 +77,9 @@ pub struct HashModeSettings {
     pub min_rollout_interval: Duration,
     /// Roll only once the referenced data has been quiet this long (`--debounce`).
     pub debounce: Duration,
+    /// `--resource-label-selector`: the API server filters ConfigMaps and Secrets, so an
+    /// absent one may exist without the label; it does not count and is not missing.
+    pub absent_is_filtered: bool,
 }
 
 /// What the reconciler remembers per workload between reconciles (lost on restart, which
@@ -154,6 +161,10 @@ impl Reconciler {
             self.throttle.lock().unwrap().forget(key);
             return Ok((Next::Done, Outcome::Forgotten));
         };
+        if !self.cache.in_scope(&key.namespace) {
+            // --namespace-selector: its namespace entering the scope wakes it again.
+            return Ok((Next::Done, Outcome::OutOfScope));
+        }
         let Some(flavor) = entry.flavor else {
             self.memory.lock().unwrap().remove(key);
             return self.clean_up_opt_out(key, &entry);
@@ -198,7 +209,7 @@ impl Reconciler {
         let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &uid);
 
         // 3.
-        if !computed.missing.is_empty() {
+        if !computed.missing.is_empty() && !self.settings.absent_is_filtered {
             let message = format!(
                 "not rolling: {}; the Pods would not start. Will roll once it exists.",
                 computed
@@ -301,17 +312,24 @@ impl Reconciler {
                 &format!("dry run, not rolled: {message}"),
             );
         } else {
-            let hash_key = flavor.hash_key();
-            let body = json!({
-                "metadata": {"annotations": {hash_key: computed.hash}},
-                "spec": {"template": {"metadata": {"annotations": {hash_key: computed.hash}}}},
-            });
-            if let Err(err) = self.patch(key, &body) {
-                // The rollout did not happen: it must not count against the interval.
-                self.throttle.lock().unwrap().forget(key);
-                return Err(err);
-            }
+            let body = rollout::patch(
+                entry.style,
+                flavor.hash_key(),
+                &computed.hash,
+                &crate::ops::events::rfc3339(unix_now()),
+            );
+            let patched = match self.patch_returning(key, &body) {
+                Ok(patched) => patched,
+                Err(err) => {
+                    // The rollout did not happen: it must not count against the interval.
+                    self.throttle.lock().unwrap().forget(key);
+                    return Err(err);
+                }
+            };
             log::info!("{key}: rolled: {message}");
+            if let (Style::CronJob { run_now: true }, Some(cronjob)) = (entry.style, patched) {
+                self.start_job(key, &about, &cronjob, &computed.hash);
+            }
             self.recorder.normal(&about, "ConfigChanged", &message);
         }
         remembered.fingerprints = fingerprints;
@@ -354,6 +372,67 @@ impl Reconciler {
         Ok((Next::Done, Outcome::OptOutCleaned))
     }
 
+    /// Starts one Job from a CronJob's (just patched) job template, as Reloader does for
+    /// the CronJobs it reloads. Never retried: the CronJob already carries the new hash,
+    /// so a failure is a Warning Event and its next scheduled run uses the new
+    /// configuration anyway.
+    fn start_job(&self, key: &WorkloadKey, about: &ObjectRef, cronjob: &Value, hash: &str) {
+        let name = rollout::job_name(&key.name, hash);
+        let job = match rollout::job_from_cronjob(cronjob, &name) {
+            Ok(job) => job,
+            Err(reason) => {
+                log::warn!("{key}: not starting a Job: {reason}");
+                return;
+            }
+        };
+        let path = format!(
+            "{}?fieldManager=wavelet",
+            Resource::jobs().collection_path(Some(&key.namespace))
+        );
+        match self.client.post::<serde::de::IgnoredAny>(&path, &job) {
+            Ok(_) => {
+                log::info!("{key}: started Job {name} with the new configuration");
+                self.recorder.normal(
+                    about,
+                    "JobStarted",
+                    &format!("Started Job {name} from the job template, which now carries the new configuration."),
+                );
+            }
+            Err(err) if err.is_already_exists() => log::info!(
+                "{key}: Job {name} for this configuration already exists; not starting another"
+            ),
+            Err(err) => {
+                log::warn!("{key}: could not start Job {name}: {err}");
+                self.recorder.warning(
+                    about,
+                    "JobNotStarted",
+                    &format!("Could not start Job {name} for the new configuration: {err}. The next scheduled run uses it."),
+                );
+            }
+        }
+    }
+
+    /// Patches the workload and returns it as the API server answered, for a CronJob whose
+    /// Job is started from it; `None` for other kinds (their answer is not parsed) and when
+    /// the workload is gone.
+    fn patch_returning(&self, key: &WorkloadKey, body: &Value) -> Result<Option<Value>, Error> {
+        if !key.resource.is_cronjobs() {
+            return self.patch(key, body).map(|()| None);
+        }
+        let path = format!(
+            "{}?fieldManager=wavelet",
+            key.resource.object_path(&key.namespace, &key.name)
+        );
+        match self
+            .client
+            .patch::<Value>(&path, PatchType::Strategic, body)
+        {
+            Ok(object) => Ok(Some(object)),
+            Err(err) if err.is_not_found() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
     fn patch(&self, key: &WorkloadKey, body: &Value) -> Result<(), Error> {
         let path = format!(
             "{}?fieldManager=wavelet",
@@ -376,6 +455,12 @@ impl Reconciler {
             Err(err) => Err(err),
         }
     }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// One referenced object's part of the hash, in 16 bytes: a hash of its identity and of

@@ -26,7 +26,7 @@ pub struct Reference {
 pub fn references(workload: &WorkloadObject) -> Vec<Reference> {
     let namespace = workload.metadata.namespace.as_str();
     let mut found = Found::default();
-    let spec = &workload.spec.template.spec;
+    let spec = &workload.pod_template().spec;
 
     for volume in &spec.volumes {
         if let Some(cm) = &volume.config_map {

@@ -70,6 +70,33 @@ impl Resource {
         Resource::new("apps", "v1", "daemonsets", "DaemonSet")
     }
 
+    pub fn cronjobs() -> Resource {
+        Resource::new("batch", "v1", "cronjobs", "CronJob")
+    }
+
+    pub fn jobs() -> Resource {
+        Resource::new("batch", "v1", "jobs", "Job")
+    }
+
+    /// Argo Rollouts, watched when the API serves them.
+    pub fn rollouts() -> Resource {
+        Resource::new("argoproj.io", "v1alpha1", "rollouts", "Rollout")
+    }
+
+    pub fn namespaces() -> Resource {
+        Resource::new("", "v1", "namespaces", "Namespace")
+    }
+
+    /// CronJobs keep their pod template in `spec.jobTemplate.spec.template`.
+    pub fn is_cronjobs(&self) -> bool {
+        self.group == "batch" && self.plural == "cronjobs"
+    }
+
+    /// Argo Rollouts (`argoproj.io` `rollouts`).
+    pub fn is_argo_rollouts(&self) -> bool {
+        self.group == "argoproj.io" && self.plural == "rollouts"
+    }
+
     /// `apps/v1` or `v1`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -83,7 +110,7 @@ impl Resource {
     pub fn is_builtin(&self) -> bool {
         matches!(
             self.group.as_str(),
-            "" | "apps" | "policy" | "coordination.k8s.io"
+            "" | "apps" | "batch" | "policy" | "coordination.k8s.io"
         )
     }
 
@@ -305,6 +332,13 @@ pub struct ObjectMeta {
     pub annotations: Annotations,
 }
 
+/// A Namespace: only its name matters (`--namespace-selector` filters on the server).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NamespaceItem {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+}
+
 /// One key of a ConfigMap or Secret with the digest of its value.
 pub type KeyDigest = (Box<str>, Digest);
 
@@ -500,7 +534,8 @@ impl<'de> Deserialize<'de> for SecretItem {
     }
 }
 
-/// A workload: the fields of anything with a pod template at `spec.template`.
+/// A workload: the fields of anything with a pod template at `spec.template`, or, for a
+/// CronJob, at `spec.jobTemplate.spec.template`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct WorkloadObject {
     #[serde(default)]
@@ -509,8 +544,38 @@ pub struct WorkloadObject {
     pub spec: WorkloadSpec,
 }
 
+impl WorkloadObject {
+    /// The pod template: a CronJob's job template's, else `spec.template`.
+    pub fn pod_template(&self) -> &PodTemplate {
+        match &self.spec.job_template {
+            Some(job) => &job.spec.template,
+            None => &self.spec.template,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadSpec {
+    #[serde(default)]
+    pub template: PodTemplate,
+    /// CronJobs (`batch/v1`): the template of the Jobs it starts.
+    #[serde(default)]
+    pub job_template: Option<JobTemplate>,
+    /// CronJobs: `spec.suspend`; a suspended CronJob starts no Job.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub suspend: bool,
+}
+
+/// A CronJob's `spec.jobTemplate`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct JobTemplate {
+    #[serde(default)]
+    pub spec: JobSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct JobSpec {
     #[serde(default)]
     pub template: PodTemplate,
 }

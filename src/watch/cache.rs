@@ -12,11 +12,13 @@ use std::sync::{Arc, RwLock};
 
 use crate::annotations::{self, Flavor};
 use crate::hashmode::references::{self, Reference};
+use crate::hashmode::rollout::Style;
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
     Annotations, ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
     WorkloadObject,
 };
+use crate::watch::scope::NamespaceScope;
 
 /// A ConfigMap or Secret as wavelet remembers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,11 +136,13 @@ pub struct WorkloadEntry {
     pub metadata_hash: Option<Box<str>>,
     /// wavelet/Wave hash keys present on the metadata (for opt-out clean-up).
     pub metadata_hash_keys: Vec<&'static str>,
+    /// What a rollout of this workload writes.
+    pub style: Style,
 }
 
 impl WorkloadEntry {
     /// The entry to cache for a workload, or `None` when wavelet has nothing to do with it.
-    pub fn from_object(obj: &WorkloadObject) -> Option<WorkloadEntry> {
+    pub fn from_object(resource: &Resource, obj: &WorkloadObject) -> Option<WorkloadEntry> {
         let meta = &obj.metadata;
         let flavor = Flavor::from_annotations(&meta.annotations);
         let metadata_hash_keys: Vec<&'static str> =
@@ -159,18 +163,29 @@ impl WorkloadEntry {
             } else {
                 Box::default()
             },
-            template_hash: lookup(&obj.spec.template.metadata.annotations),
+            template_hash: lookup(&obj.pod_template().metadata.annotations),
             metadata_hash: lookup(&meta.annotations),
             flavor,
             metadata_hash_keys,
+            style: Style::of(
+                resource,
+                &meta.annotations,
+                obj.spec.suspend,
+                annotations::opted_in_by_reloader(&meta.annotations),
+            ),
         })
     }
 
-    /// The hash the running Pods were given: the template's, else the adopted one.
+    /// The hash the running Pods were given: the template's, else the adopted one (for
+    /// Argo Rollouts restarted through `spec.restartAt`, always the metadata's).
     pub fn recorded_hash(&self) -> Option<&str> {
-        self.template_hash
-            .as_deref()
-            .or(self.metadata_hash.as_deref())
+        let template = self.template_hash.as_deref();
+        let metadata = self.metadata_hash.as_deref();
+        if self.style.hash_on_template() {
+            template.or(metadata)
+        } else {
+            metadata
+        }
     }
 }
 
@@ -186,11 +201,53 @@ struct Workloads {
 pub struct Cache {
     configs: RwLock<HashMap<ConfigKey, Arc<ConfigEntry>>>,
     workloads: RwLock<Workloads>,
+    /// The namespaces wavelet acts in (`--namespace-selector`); every one by default.
+    scope: NamespaceScope,
 }
 
 impl Cache {
     pub fn new() -> Cache {
         Cache::default()
+    }
+
+    /// A cache whose namespaces in scope the Namespace watch reports.
+    pub fn with_scope(scope: NamespaceScope) -> Cache {
+        Cache {
+            scope,
+            ..Cache::default()
+        }
+    }
+
+    pub fn scope(&self) -> &NamespaceScope {
+        &self.scope
+    }
+
+    /// Whether wavelet acts on objects of this namespace.
+    pub fn in_scope(&self, namespace: &str) -> bool {
+        self.scope.contains(namespace)
+    }
+
+    /// The delete-mode ConfigMaps/Secrets of a namespace.
+    pub fn delete_mode_configs_in(&self, namespace: &str) -> Vec<ConfigKey> {
+        self.configs
+            .read()
+            .unwrap()
+            .iter()
+            .filter(|(k, e)| &*k.namespace == namespace && e.pod_delete_match().is_some())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The cached workloads of a namespace (a namespace entering the scope wakes them).
+    pub fn workloads_in(&self, namespace: &str) -> Vec<WorkloadKey> {
+        self.workloads
+            .read()
+            .unwrap()
+            .entries
+            .keys()
+            .filter(|k| &*k.namespace == namespace)
+            .cloned()
+            .collect()
     }
 
     pub fn config(&self, key: &ConfigKey) -> Option<Arc<ConfigEntry>> {
@@ -601,7 +658,10 @@ mod tests {
             opted.clone(),
             serde_json::json!([{"name": "v", "configMap": {"name": "one"}}]),
         );
-        cache.upsert_workload(&key("web"), WorkloadEntry::from_object(&web));
+        cache.upsert_workload(
+            &key("web"),
+            WorkloadEntry::from_object(&Resource::deployments(), &web),
+        );
         let one = ConfigKey::new(ConfigKind::ConfigMap, "ns", "one");
         let two = ConfigKey::new(ConfigKind::ConfigMap, "ns", "two");
         assert_eq!(cache.dependents(&one), vec![key("web")]);
@@ -611,7 +671,10 @@ mod tests {
             opted,
             serde_json::json!([{"name": "v", "configMap": {"name": "two"}}]),
         );
-        cache.upsert_workload(&key("web"), WorkloadEntry::from_object(&moved));
+        cache.upsert_workload(
+            &key("web"),
+            WorkloadEntry::from_object(&Resource::deployments(), &moved),
+        );
         assert!(cache.dependents(&one).is_empty());
         assert_eq!(cache.dependents(&two), vec![key("web")]);
 
@@ -622,15 +685,47 @@ mod tests {
     #[test]
     fn workloads_that_never_opted_in_are_not_cached() {
         let plain = deployment("plain", serde_json::json!({}), serde_json::json!([]));
-        assert!(WorkloadEntry::from_object(&plain).is_none());
+        assert!(WorkloadEntry::from_object(&Resource::deployments(), &plain).is_none());
         let leftover = deployment(
             "old",
             serde_json::json!({"wavelet.dev/config-hash": "abc"}),
             serde_json::json!([]),
         );
-        let entry = WorkloadEntry::from_object(&leftover).unwrap();
+        let entry = WorkloadEntry::from_object(&Resource::deployments(), &leftover).unwrap();
         assert_eq!(entry.flavor, None);
         assert_eq!(entry.metadata_hash_keys, vec![annotations::WAVELET_HASH]);
+    }
+
+    #[test]
+    fn a_restarted_rollouts_hash_is_the_metadatas_even_when_the_template_has_one() {
+        let obj: WorkloadObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "r", "namespace": "ns", "annotations": {
+                "reloader.stakater.com/auto": "true",
+                "reloader.stakater.com/rollout-strategy": "restart",
+                "wavelet.dev/update-on-config-change": "true", "wavelet.dev/config-hash": "meta"}},
+            "spec": {"template": {"metadata": {"annotations": {"wavelet.dev/config-hash": "tmpl"}}}}
+        }))
+        .unwrap();
+        let entry = WorkloadEntry::from_object(&Resource::rollouts(), &obj).unwrap();
+        assert_eq!(entry.style, Style::RestartAt);
+        assert_eq!(entry.recorded_hash(), Some("meta"));
+    }
+
+    #[test]
+    fn a_cronjobs_hash_and_references_come_from_its_job_template() {
+        let obj: WorkloadObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c", "namespace": "ns", "annotations": {
+                "wavelet.dev/update-on-config-change": "true"}},
+            "spec": {"suspend": true, "jobTemplate": {"spec": {"template": {
+                "metadata": {"annotations": {"wavelet.dev/config-hash": "job"}},
+                "spec": {"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]}}}}}
+        }))
+        .unwrap();
+        let entry = WorkloadEntry::from_object(&Resource::cronjobs(), &obj).unwrap();
+        assert_eq!(entry.style, Style::CronJob { run_now: false });
+        assert_eq!(entry.recorded_hash(), Some("job"));
+        assert_eq!(entry.references.len(), 1);
+        assert_eq!(entry.references[0].config.name.as_ref(), "cfg");
     }
 
     #[test]
@@ -642,7 +737,9 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(
-            WorkloadEntry::from_object(&obj).unwrap().recorded_hash(),
+            WorkloadEntry::from_object(&Resource::deployments(), &obj)
+                .unwrap()
+                .recorded_hash(),
             Some("tmpl")
         );
     }

@@ -1,10 +1,12 @@
 //! Watching and caching: each resource's list+watch state machine (`watcher`), the sinks
 //! that turn its events into cache writes and work (`sinks`), the cache and its reverse
-//! index (`cache`), the reads of the Secrets that matter (`fetch`), and the work queue the
+//! index (`cache`), the reads of the Secrets that matter (`fetch`), the namespaces in scope under
+//! `--namespace-selector` (`scope`), and the work queue the
 //! workers take keys from (`queue`).
 
 pub mod cache;
 pub mod fetch;
 pub mod queue;
+pub mod scope;
 pub mod sinks;
 pub mod watcher;

@@ -14,8 +14,8 @@ use crate::hashmode::references::Reference;
 use crate::hashmode::throttle::Debounce;
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey,
-    WorkloadObject,
+    ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, NamespaceItem, Resource, SecretItem,
+    WorkloadKey, WorkloadObject,
 };
 use crate::watch::cache::{Cache, ConfigChange, WorkloadEntry};
 use crate::watch::fetch::{FetchSink, Fetcher};
@@ -129,6 +129,10 @@ impl Router {
     }
 
     fn delete_mode_changed(&self, key: &ConfigKey, is_delete_mode: bool, data_changed: bool) {
+        if !self.cache.in_scope(&key.namespace) {
+            // --namespace-selector: recorded once its namespace enters the scope.
+            return;
+        }
         match &self.delete_mode {
             Some(delete_mode) => delete_mode.enqueue(key.clone()),
             None if is_delete_mode && data_changed => log::error!(
@@ -345,7 +349,7 @@ impl WorkloadSink {
     fn apply(&self, obj: &WorkloadObject) -> WorkloadKey {
         let key = self.key(obj);
         let cache = &self.router.cache;
-        if cache.upsert_workload(&key, WorkloadEntry::from_object(obj)) {
+        if cache.upsert_workload(&key, WorkloadEntry::from_object(&key.resource, obj)) {
             // Referenced now (the fetcher reads only what is referenced), so read the
             // Secrets whose data is not current.
             if let Some(entry) = cache.workload(&key) {
@@ -360,6 +364,68 @@ impl WorkloadSink {
         if self.router.cache.upsert_workload(&key, None) {
             self.router.queue.add(key);
         }
+    }
+}
+
+/// Writes the Namespace watch (`--namespace-selector`, filtered on the server) into the
+/// cache's scope; a namespace entering the scope wakes its workloads and delete-mode
+/// objects are acted on from their next data change.
+pub struct NamespaceSink {
+    router: Arc<Router>,
+    relist: Relist<Box<str>>,
+}
+
+impl NamespaceSink {
+    pub fn new(router: Arc<Router>, on_synced: OnSynced) -> NamespaceSink {
+        NamespaceSink {
+            router,
+            relist: Relist::new(on_synced),
+        }
+    }
+
+    pub fn handle(&mut self, event: Event<NamespaceItem>) {
+        let scope = self.router.cache.scope();
+        match event {
+            Event::InitStart => self.relist.start(),
+            Event::InitApply(ns) => self.relist.saw(ns.metadata.name.into()),
+            Event::Apply(ns) => {
+                if scope.insert(&ns.metadata.name) {
+                    self.entered(&ns.metadata.name);
+                }
+            }
+            Event::Delete(ns) => {
+                if scope.remove(&ns.metadata.name) {
+                    log::info!(
+                        "namespace {} no longer matches --namespace-selector: not acting there",
+                        ns.metadata.name
+                    );
+                }
+            }
+            Event::InitDone => {
+                let listed = self.relist.finish();
+                for namespace in scope.replace(listed) {
+                    self.entered(&namespace);
+                }
+            }
+        }
+    }
+
+    fn entered(&self, namespace: &str) {
+        log::info!("namespace {namespace} matches --namespace-selector: acting there");
+        for key in self.router.cache.workloads_in(namespace) {
+            self.router.queue.add(key);
+        }
+        if let Some(delete_mode) = &self.router.delete_mode {
+            for key in self.router.cache.delete_mode_configs_in(namespace) {
+                delete_mode.enqueue(key);
+            }
+        }
+    }
+}
+
+impl watcher::Object for NamespaceItem {
+    fn resource_version(&self) -> &str {
+        &self.metadata.resource_version
     }
 }
 

@@ -119,6 +119,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
         ResourceType::builtin("statefulsets", "apps", "v1", "StatefulSet", true),
         ResourceType::builtin("daemonsets", "apps", "v1", "DaemonSet", true),
         ResourceType::builtin("replicasets", "apps", "v1", "ReplicaSet", true),
+        ResourceType::builtin("cronjobs", "batch", "v1", "CronJob", true),
+        ResourceType::builtin("jobs", "batch", "v1", "Job", true),
         ResourceType::builtin(
             "poddisruptionbudgets",
             "policy",

@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::api;
 use super::http::{read_request, write_response, Request, Response};
@@ -175,6 +175,41 @@ fn non_resource(path: &str) -> Option<Response> {
     }
 }
 
+/// `GET /api/v1` and `GET /apis/<group>/<version>`: the APIResourceList of the types the
+/// fake serves there (what `kubectl api-resources` reads); 404 for a group version it
+/// does not serve, as the API server answers for an uninstalled CRD.
+fn discovery(types: &[super::resources::ResourceType], path: &str) -> Option<Response> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version) = match segments.as_slice() {
+        ["api", version] => ("", *version),
+        ["apis", group, version] => (*group, *version),
+        _ => return None,
+    };
+    let resources: Vec<Value> = types
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+        .map(|t| {
+            json!({
+                "name": t.plural, "singularName": t.kind.to_ascii_lowercase(),
+                "namespaced": t.namespaced, "kind": t.kind,
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            })
+        })
+        .collect();
+    if resources.is_empty() {
+        return Some(status::no_such_route().response());
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(Response::json(
+        200,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+    ))
+}
+
 /// Handles one request; `Ok(false)` closes the connection.
 fn handle(shared: &Shared, stream: &mut TcpStream, request: Request) -> std::io::Result<bool> {
     let verb = request.fault_verb().to_string();
@@ -204,6 +239,9 @@ fn handle(shared: &Shared, stream: &mut TcpStream, request: Request) -> std::io:
         return write_response(stream, &response).map(|_| true);
     }
     let types = shared.lock().types.clone();
+    if let Some(response) = discovery(&types, &request.path) {
+        return write_response(stream, &response).map(|_| true);
+    }
     let Some(route) = route(&types, &request.path) else {
         return write_response(stream, &status::no_such_route().response()).map(|_| true);
     };

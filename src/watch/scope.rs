@@ -1,0 +1,101 @@
+//! Which namespaces wavelet acts in under `--namespace-selector` (Reloader's flag): the
+//! names the Namespace watch reports. That watch sends the selector to the API server,
+//! which reports a namespace that starts to match as added and one that stops matching
+//! as deleted, so a namespace labelled later is picked up and one unlabelled is dropped.
+//! Without the flag every namespace is in scope.
+
+use std::collections::HashSet;
+use std::sync::RwLock;
+
+/// The namespaces in scope; one writer (the Namespace watch), many readers.
+#[derive(Debug, Default)]
+pub struct NamespaceScope {
+    /// `None`: every namespace (no `--namespace-selector`).
+    selected: RwLock<Option<HashSet<Box<str>>>>,
+}
+
+impl NamespaceScope {
+    /// Every namespace is in scope.
+    pub fn everywhere() -> NamespaceScope {
+        NamespaceScope::default()
+    }
+
+    /// Only the namespaces the Namespace watch reports; none until its first list.
+    pub fn selected() -> NamespaceScope {
+        NamespaceScope {
+            selected: RwLock::new(Some(HashSet::new())),
+        }
+    }
+
+    pub fn contains(&self, namespace: &str) -> bool {
+        match &*self.selected.read().unwrap() {
+            None => true,
+            Some(names) => names.contains(namespace),
+        }
+    }
+
+    /// Adds a namespace; true when it was not in scope before.
+    pub fn insert(&self, namespace: &str) -> bool {
+        match &mut *self.selected.write().unwrap() {
+            None => false,
+            Some(names) => names.insert(namespace.into()),
+        }
+    }
+
+    /// Removes a namespace; true when it was in scope.
+    pub fn remove(&self, namespace: &str) -> bool {
+        match &mut *self.selected.write().unwrap() {
+            None => false,
+            Some(names) => names.remove(namespace),
+        }
+    }
+
+    /// Replaces the scope with what a (re)list returned; returns the namespaces that
+    /// entered the scope.
+    pub fn replace(&self, listed: HashSet<Box<str>>) -> Vec<Box<str>> {
+        match &mut *self.selected.write().unwrap() {
+            None => Vec::new(),
+            Some(names) => {
+                let entered = listed.difference(names).cloned().collect();
+                *names = listed;
+                entered
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_selector_every_namespace_is_in_scope() {
+        let scope = NamespaceScope::everywhere();
+        assert!(scope.contains("anything"));
+        assert!(!scope.insert("a"));
+        assert!(scope.replace(HashSet::new()).is_empty());
+        assert!(scope.contains("a"));
+    }
+
+    #[test]
+    fn with_a_selector_only_reported_namespaces_are_in_scope() {
+        let scope = NamespaceScope::selected();
+        assert!(!scope.contains("a"));
+        assert!(scope.insert("a"));
+        assert!(!scope.insert("a"));
+        assert!(scope.contains("a"));
+        assert!(scope.remove("a"));
+        assert!(!scope.contains("a"));
+    }
+
+    #[test]
+    fn a_relist_reports_the_namespaces_that_entered_the_scope() {
+        let scope = NamespaceScope::selected();
+        scope.insert("a");
+        let listed: HashSet<Box<str>> = ["a", "b"].into_iter().map(Box::from).collect();
+        assert_eq!(scope.replace(listed), vec![Box::from("b")]);
+        let only_b: HashSet<Box<str>> = [Box::from("b")].into_iter().collect();
+        assert!(scope.replace(only_b).is_empty());
+        assert!(!scope.contains("a"));
+    }
+}
