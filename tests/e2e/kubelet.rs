@@ -1,0 +1,165 @@
+//! The kubelet's part for the Pods of the suite's namespaces (there is no kubelet): one
+//! Ready Node, and a loop that binds unscheduled Pods to it (`pods/binding`), reports
+//! them Running and Ready (`pods/status`), and finishes graceful deletions (a Pod with a
+//! `deletionTimestamp` is removed with `gracePeriodSeconds: 0`, as a kubelet does once
+//! its containers stopped). Without it Deployments never become available and evictions
+//! against a PodDisruptionBudget cannot be tested.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wavelet::client::{Client, PatchType};
+
+pub const NODE: &str = "e2e-node";
+
+/// The running loop; stops on drop.
+pub struct Kubelet {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    wavelet::ops::events::rfc3339(secs)
+}
+
+impl Kubelet {
+    /// Registers the Node and starts the loop over Pods of namespaces labelled
+    /// `wavelet-e2e=true` (the suite's; a borrowed cluster's own Pods are left alone).
+    pub fn start(client: Client) -> Kubelet {
+        register_node(&client);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("kubelet".into())
+                .spawn(move || {
+                    let mut ips: HashMap<String, u32> = HashMap::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Err(e) = tick(&client, &mut ips) {
+                            eprintln!("e2e kubelet: {e}");
+                        }
+                        std::thread::sleep(Duration::from_millis(150));
+                    }
+                })
+                .expect("spawning the kubelet loop")
+        };
+        Kubelet {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn register_node(client: &Client) {
+    let node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux"}}});
+    match client.post::<Value>("/api/v1/nodes", &node) {
+        Ok(_) => {}
+        Err(e) if e.status().is_some_and(|s| s.is_conflict()) => {}
+        Err(e) => panic!("registering node {NODE}: {e}"),
+    }
+    let status = json!({"status": {
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+            "message": "the e2e harness plays the kubelet", "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
+        "capacity": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+        "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+    }});
+    client
+        .patch::<Value>(
+            &format!("/api/v1/nodes/{NODE}/status"),
+            PatchType::Merge,
+            &status,
+        )
+        .unwrap_or_else(|e| panic!("marking node {NODE} Ready: {e}"));
+}
+
+fn tick(client: &Client, ips: &mut HashMap<String, u32>) -> Result<(), wavelet::error::Error> {
+    let pods: Value = client.get("/api/v1/pods?labelSelector=")?;
+    let namespaces: Value = client.get("/api/v1/namespaces?labelSelector=wavelet-e2e%3Dtrue")?;
+    let ours: Vec<&str> = namespaces["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["metadata"]["name"].as_str())
+        .collect();
+    for pod in pods["items"].as_array().into_iter().flatten() {
+        let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+        if !ours.contains(&ns) {
+            continue;
+        }
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+        let result = if !pod["metadata"]["deletionTimestamp"].is_null() {
+            client
+                .delete::<Value>(
+                    &path,
+                    Some(&json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})),
+                )
+                .map(drop)
+        } else if pod["spec"]["nodeName"].as_str().unwrap_or("").is_empty() {
+            let binding = json!({"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name, "namespace": ns},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}});
+            client
+                .post::<Value>(&format!("{path}/binding"), &binding)
+                .map(drop)
+        } else if pod["status"]["phase"] != "Running" {
+            let n = ips.len() as u32 + 2;
+            let ip = *ips.entry(format!("{ns}/{name}")).or_insert(n);
+            let containers: Vec<Value> = pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    json!({"name": c["name"], "image": c["image"], "imageID": "",
+                        "ready": true, "started": true, "restartCount": 0,
+                        "state": {"running": {"startedAt": now()}}})
+                })
+                .collect();
+            let status = json!({"status": {
+                "phase": "Running",
+                "hostIP": "127.0.0.1",
+                "podIP": format!("10.244.{}.{}", (ip >> 8) & 255, ip & 255),
+                "startTime": now(),
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()},
+                    {"type": "Initialized", "status": "True", "lastTransitionTime": now()},
+                    {"type": "ContainersReady", "status": "True", "lastTransitionTime": now()},
+                    {"type": "Ready", "status": "True", "lastTransitionTime": now()}],
+                "containerStatuses": containers,
+            }});
+            client
+                .patch::<Value>(&format!("{path}/status"), PatchType::Merge, &status)
+                .map(drop)
+        } else {
+            Ok(())
+        };
+        match result {
+            Ok(()) => {}
+            // Gone or changed meanwhile: the next tick sees the new state.
+            Err(e)
+                if e.status()
+                    .is_some_and(|s| s.is_not_found() || s.is_conflict()) => {}
+            Err(e) => eprintln!("e2e kubelet: {ns}/{name}: {e}"),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,656 @@
+//! The scenarios, each in namespaces of its own, each asserting on what the real API
+//! server holds (ReplicaSets, ControllerRevisions, Pods, Jobs, Events) and on what
+//! wavelet logged. "Nothing happened" is asserted only after a positive signal that the
+//! change was processed.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::kube::{configmap, hashes, mounts_configmap, opted_in, workload, Kube};
+use crate::process::{one_shot, Wavelet};
+use crate::{Ctx, Scenario};
+
+pub const ALL: &[Scenario] = &[
+    Scenario {
+        name: "hash_mode_deployment",
+        run: |c| hash_mode(c, "Deployment", "e2e-deploy"),
+        serial: false,
+    },
+    Scenario {
+        name: "hash_mode_statefulset",
+        run: |c| hash_mode(c, "StatefulSet", "e2e-sts"),
+        serial: false,
+    },
+    Scenario {
+        name: "hash_mode_daemonset",
+        run: |c| hash_mode(c, "DaemonSet", "e2e-ds"),
+        serial: false,
+    },
+    Scenario {
+        name: "secrets_as_metadata_plus_one_get",
+        run: secrets_as_metadata,
+        serial: false,
+    },
+    Scenario {
+        name: "delete_mode_evict_delete_rolling",
+        run: delete_mode,
+        serial: false,
+    },
+    Scenario {
+        name: "leader_killed_standby_takes_over",
+        run: leader_election,
+        serial: false,
+    },
+    Scenario {
+        name: "status_and_hash",
+        run: status_and_hash,
+        serial: false,
+    },
+    Scenario {
+        name: "custom_resource_via_workload_kinds",
+        run: custom_resource,
+        serial: false,
+    },
+    Scenario {
+        name: "cronjob_job_started_once",
+        run: cronjob,
+        serial: false,
+    },
+    Scenario {
+        name: "in_cluster_with_shipped_rbac",
+        run: in_cluster,
+        serial: true,
+    },
+    Scenario {
+        name: "apiserver_restarted_mid_watch",
+        run: apiserver_restart,
+        serial: true,
+    },
+];
+
+const LONG: Duration = Duration::from_secs(60);
+const FAST: &[&str] = &[
+    "--debounce",
+    "300ms",
+    "--min-rollout-interval",
+    "0s",
+    "--max-rollouts-per-second",
+    "50",
+];
+
+fn args<'a>(ns: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec!["--namespaces", ns];
+    all.extend_from_slice(FAST);
+    all.extend_from_slice(extra);
+    all
+}
+
+/// Objects of `kind` in `ns` owned by the workload `owner`.
+fn owned(kube: &Kube, kind: &str, ns: &str, owner: &str) -> Vec<Value> {
+    kube.list(kind, ns)
+        .into_iter()
+        .filter(|o| {
+            o["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|refs| refs.iter().any(|r| r["name"] == owner))
+        })
+        .collect()
+}
+
+/// How many pod-template revisions a workload has: ReplicaSets of a Deployment,
+/// ControllerRevisions of a StatefulSet or DaemonSet.
+fn revisions(kube: &Kube, kind: &str, ns: &str, name: &str) -> usize {
+    match kind {
+        "Deployment" => owned(kube, "ReplicaSet", ns, name).len(),
+        _ => owned(kube, "ControllerRevision", ns, name).len(),
+    }
+}
+
+fn lines_with(output: &str, needle: &str) -> usize {
+    output.lines().filter(|l| l.contains(needle)).count()
+}
+
+fn set_data(kube: &Kube, ns: &str, name: &str, data: Value) {
+    kube.merge_patch("ConfigMap", ns, name, json!({ "data": data }));
+}
+
+fn adopted(kube: &Kube, kind: &str, ns: &str, name: &str) -> bool {
+    kube.get(kind, ns, name)
+        .is_some_and(|o| hashes(&o).1.is_some())
+}
+
+fn events(kube: &Kube, ns: &str, about: &str, reason: &str) -> usize {
+    let list: Value = kube
+        .client
+        .get(&format!("/api/v1/namespaces/{ns}/events"))
+        .expect("listing events");
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["involvedObject"]["name"] == about && e["reason"] == reason)
+        .count()
+}
+
+/// Adoption without a rollout; a label-only edit rolls nothing; a data change gives
+/// exactly one new revision.
+fn hash_mode(ctx: &Ctx, kind: &str, ns: &str) {
+    let kube = &ctx.kube;
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    kube.create(workload(
+        kind,
+        ns,
+        "web",
+        opted_in(),
+        mounts_configmap("cfg"),
+    ));
+    kube.until(LONG, "the first revision", || {
+        revisions(kube, kind, ns, "web") == 1
+    });
+    let wavelet = Wavelet::run(&ctx.cluster, &args(ns, &[]));
+    kube.until(LONG, "adoption on the metadata", || {
+        adopted(kube, kind, ns, "web")
+    });
+    assert_eq!(revisions(kube, kind, ns, "web"), 1, "adoption rolled");
+
+    kube.merge_patch(
+        "ConfigMap",
+        ns,
+        "cfg",
+        json!({"metadata": {"labels": {"touched": "yes"}}}),
+    );
+    set_data(kube, ns, "cfg", json!({"k": "2"}));
+    kube.until(LONG, "one new revision", || {
+        revisions(kube, kind, ns, "web") == 2
+    });
+    wavelet.wait_output("rolled:", LONG);
+    // The label edit came first; the rollout after it is the positive signal.
+    assert_eq!(
+        lines_with(&wavelet.output(), "rolled:"),
+        1,
+        "{}",
+        wavelet.output()
+    );
+    let object = kube.get(kind, ns, "web").unwrap();
+    let (template, metadata) = hashes(&object);
+    assert!(template.is_some() && template == metadata);
+    // A second data change: one more, and only one.
+    set_data(kube, ns, "cfg", json!({"k": "3"}));
+    kube.until(LONG, "a third revision", || {
+        revisions(kube, kind, ns, "web") == 3
+    });
+    kube.until(LONG, "two ConfigChanged Events", || {
+        events(kube, ns, "web", "ConfigChanged") == 2
+    });
+    assert_eq!(revisions(kube, kind, ns, "web"), 3);
+    assert!(!wavelet.output().contains(" 403 "), "{}", wavelet.output());
+}
+
+/// Secrets are listed and watched as metadata; only the referenced one is read, once
+/// per version; the big unreferenced one never.
+fn secrets_as_metadata(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-secrets";
+    kube.create_namespace(ns);
+    let secret = |name: &str, value: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns},
+            "type": "Opaque", "stringData": {"password": value}})
+    };
+    kube.create(secret("creds", "canary-value-one"));
+    kube.create(secret("helm-release", &"x".repeat(200_000)));
+    let pod = json!({"container": {"env": [{"name": "PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}}]}});
+    kube.create(workload("Deployment", ns, "web", opted_in(), pod));
+    let wavelet = Wavelet::run(&ctx.cluster, &args(ns, &[]));
+    kube.until(LONG, "adoption", || adopted(kube, "Deployment", ns, "web"));
+    kube.merge_patch(
+        "Secret",
+        ns,
+        "creds",
+        json!({"stringData": {"password": "canary-value-two"}}),
+    );
+    kube.until(LONG, "a rollout", || {
+        revisions(kube, "Deployment", ns, "web") == 2
+    });
+    let output = wavelet.output();
+    let reads = |name: &str| {
+        lines_with(
+            &output,
+            &format!("get GET /api/v1/namespaces/{ns}/secrets/{name} "),
+        )
+    };
+    assert_eq!(reads("creds"), 2, "one read per version:\n{output}");
+    assert_eq!(reads("helm-release"), 0, "{output}");
+    assert!(
+        !output.contains("canary-value"),
+        "a Secret value was logged"
+    );
+}
+
+/// Delete mode against real Pods: `evict` behind a PodDisruptionBudget (a 429 while the
+/// budget is spent, then success once the replacement is Ready), `delete`, `rolling`.
+fn delete_mode(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-delete";
+    kube.create_namespace(ns);
+    for (name, strategy) in [("evict", "evict"), ("plain", "delete"), ("roll", "rolling")] {
+        let mut cm = configmap(ns, &format!("{name}-config"), json!({"v": "1"}));
+        cm["metadata"]["annotations"] = json!({
+            "magalix.com/podDeleteMatch": format!("app={name}"),
+            "wavelet.dev/pod-delete-strategy": strategy,
+        });
+        kube.create(cm);
+        kube.create(workload("Deployment", ns, name, json!({}), json!({})));
+    }
+    kube.create(
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "evict", "namespace": ns},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "evict"}}}}),
+    );
+    let ready = |app: &str| -> BTreeSet<String> {
+        kube.list("Pod", ns)
+            .into_iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == app)
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .filter(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+            .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for app in ["evict", "plain", "roll"] {
+        kube.until(LONG, &format!("two Ready {app} Pods"), || {
+            ready(app).len() == 2
+        });
+    }
+    kube.until(LONG, "the budget allows one disruption", || {
+        kube.get("PodDisruptionBudget", ns, "evict")
+            .is_some_and(|p| p["status"]["disruptionsAllowed"] == 1)
+    });
+    let before: Vec<BTreeSet<String>> = ["evict", "plain", "roll"].map(ready).to_vec();
+    let wavelet = Wavelet::run(&ctx.cluster, &args(ns, &["--state-namespace", ns]));
+    kube.until(LONG, "the three objects recorded in wavelet-state", || {
+        kube.get("ConfigMap", ns, "wavelet-state")
+            .is_some_and(|s| s["data"].as_object().is_some_and(|d| d.len() == 3))
+    });
+    for name in ["evict", "plain", "roll"] {
+        set_data(kube, ns, &format!("{name}-config"), json!({"v": "2"}));
+    }
+    for (i, app) in ["evict", "plain", "roll"].into_iter().enumerate() {
+        kube.until(
+            Duration::from_secs(120),
+            &format!("{app} Pods replaced"),
+            || {
+                let now = ready(app);
+                now.len() == 2 && now.is_disjoint(&before[i])
+            },
+        );
+        kube.until(
+            LONG,
+            &format!("a PodsReplaced Event on {app}-config"),
+            || events(kube, ns, &format!("{app}-config"), "PodsReplaced") >= 1,
+        );
+    }
+    let output = wavelet.output();
+    assert!(
+        output.contains("pods/eviction") || output.contains("/eviction"),
+        "no eviction was sent:\n{output}"
+    );
+    assert!(
+        output.contains("-> 429"),
+        "the budget never refused an eviction (no 429 seen):\n{output}"
+    );
+    assert!(!output.contains("deletecollection"));
+}
+
+/// Two replicas with `--leader-elect`: only the leader writes; killed, the other takes
+/// over and rolls the next change, once.
+fn leader_election(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-leader";
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    kube.create(workload(
+        "Deployment",
+        ns,
+        "web",
+        opted_in(),
+        mounts_configmap("cfg"),
+    ));
+    let lease = [
+        "--leader-elect",
+        "--lease-namespace",
+        ns,
+        "--lease-duration",
+        "3s",
+        "--renew-deadline",
+        "2s",
+        "--retry-period",
+        "500ms",
+    ];
+    let mut a = Wavelet::run(&ctx.cluster, &args(ns, &lease));
+    let mut b = Wavelet::run(&ctx.cluster, &args(ns, &lease));
+    kube.until(LONG, "one leader", || {
+        a.metric("wavelet_leader ") + b.metric("wavelet_leader ") == 1.0
+    });
+    kube.until(LONG, "adoption by the leader", || {
+        adopted(kube, "Deployment", ns, "web")
+    });
+    let (leader, standby) = if a.metric("wavelet_leader ") == 1.0 {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    let leader_log = leader.kill();
+    assert!(leader_log.contains("adopted"), "{leader_log}");
+    set_data(kube, ns, "cfg", json!({"k": "2"}));
+    kube.until(LONG, "the standby leads and rolls", || {
+        revisions(kube, "Deployment", ns, "web") == 2
+    });
+    standby.wait_output("rolled:", LONG);
+    assert_eq!(standby.metric("wavelet_leader "), 1.0);
+    assert_eq!(lines_with(&standby.output(), "rolled:"), 1);
+    assert_eq!(
+        lines_with(&standby.output(), "adopted"),
+        0,
+        "the standby wrote before leading"
+    );
+}
+
+/// `wavelet status` and `wavelet hash` against the real server.
+fn status_and_hash(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-status";
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    kube.create(workload(
+        "Deployment",
+        ns,
+        "web",
+        opted_in(),
+        mounts_configmap("cfg"),
+    ));
+    let (code, out) = one_shot(&ctx.cluster, &["status", "-n", ns]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("not adopted yet"), "{out}");
+    let (code, hash_out) = one_shot(&ctx.cluster, &["hash", "-n", ns, "deployment/web"]);
+    assert_eq!(code, 0, "{hash_out}");
+    let mut wavelet = Wavelet::run(&ctx.cluster, &args(ns, &[]));
+    kube.until(LONG, "adoption", || adopted(kube, "Deployment", ns, "web"));
+    wavelet.kill();
+    let recorded = hashes(&kube.get("Deployment", ns, "web").unwrap())
+        .1
+        .unwrap();
+    assert!(
+        hash_out.contains(&recorded),
+        "hash printed {hash_out}, recorded {recorded}"
+    );
+    assert!(hash_out.contains("cfg"), "{hash_out}");
+    let (code, out) = one_shot(&ctx.cluster, &["status", "-n", ns]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("{ns}/web")), "{out}");
+    set_data(kube, ns, "cfg", json!({"k": "2"}));
+    let (code, out) = one_shot(&ctx.cluster, &["status", "-n", ns]);
+    assert_eq!(code, 1, "a change while wavelet is down is pending: {out}");
+}
+
+/// A CustomResourceDefinition with a pod template at `spec.template`, through
+/// `--workload-kinds`: a merge patch with the hash.
+fn custom_resource(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-crd";
+    kube.create_namespace(ns);
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.e2e.wavelet.dev"},
+        "spec": {"group": "e2e.wavelet.dev", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    match kube.client.post::<Value>(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &crd,
+    ) {
+        Ok(_) => {}
+        Err(e) if e.status().is_some_and(|s| s.is_conflict()) => {}
+        Err(e) => panic!("creating the CRD: {e}"),
+    }
+    let widgets = format!("/apis/e2e.wavelet.dev/v1/namespaces/{ns}/widgets");
+    kube.until(LONG, "the CRD to be served", || {
+        kube.client.get::<Value>(&widgets).is_ok()
+    });
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    let mut widget = workload("Deployment", ns, "w", opted_in(), mounts_configmap("cfg"));
+    widget["apiVersion"] = json!("e2e.wavelet.dev/v1");
+    widget["kind"] = json!("Widget");
+    kube.client
+        .post::<Value>(&widgets, &widget)
+        .expect("creating the Widget");
+    let get = || kube.client.get::<Value>(&format!("{widgets}/w")).unwrap();
+    let wavelet = Wavelet::run(
+        &ctx.cluster,
+        &args(ns, &["--workload-kinds", "e2e.wavelet.dev/v1/widgets"]),
+    );
+    kube.until(LONG, "adoption", || hashes(&get()).1.is_some());
+    set_data(kube, ns, "cfg", json!({"k": "2"}));
+    kube.until(LONG, "the template hash", || hashes(&get()).0.is_some());
+    let (template, metadata) = hashes(&get());
+    assert_eq!(template, metadata);
+    assert!(wavelet.output().contains("merge-patch") || !wavelet.output().contains(" 415 "));
+}
+
+/// A CronJob opted in through Reloader's key: the hash on its job template, and one Job
+/// started by wavelet (owned by the CronJob) for one change.
+fn cronjob(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-cron";
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    let template = workload("Deployment", ns, "x", json!({}), mounts_configmap("cfg"))["spec"]
+        ["template"]
+        .clone();
+    let mut template = template;
+    template["spec"]["restartPolicy"] = json!("Never");
+    let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": ns, "annotations": {
+            "wavelet.dev/update-on-config-change": "true", "reloader.stakater.com/auto": "true"}},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}}});
+    kube.client
+        .post::<Value>(&format!("/apis/batch/v1/namespaces/{ns}/cronjobs"), &cron)
+        .expect("creating the CronJob");
+    let jobs = || -> Vec<Value> {
+        let list: Value = kube
+            .client
+            .get(&format!("/apis/batch/v1/namespaces/{ns}/jobs"))
+            .unwrap();
+        list["items"].as_array().cloned().unwrap_or_default()
+    };
+    let wavelet = Wavelet::run(&ctx.cluster, &args(ns, &[]));
+    wavelet.wait_output("adopted", LONG);
+    set_data(kube, ns, "cfg", json!({"k": "2"}));
+    kube.until(LONG, "one Job", || jobs().len() == 1);
+    wavelet.wait_output("started Job", LONG);
+    let job = &jobs()[0];
+    assert_eq!(job["metadata"]["ownerReferences"][0]["name"], "nightly");
+    assert_eq!(
+        job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
+        "manual"
+    );
+    assert_eq!(jobs().len(), 1);
+}
+
+/// In-cluster credentials: a TokenRequest token, the CA and the namespace file at the
+/// service-account path (bind-mounted in a private mount namespace), the manifests' RBAC
+/// applied as shipped; both modes act and nothing is forbidden.
+fn in_cluster(ctx: &Ctx) {
+    let Some(port) = ctx.cluster.api_port else {
+        println!("e2e in_cluster_with_shipped_rbac: skipped: needs a control plane the suite started (WAVELET_E2E_BIN_DIR)");
+        return;
+    };
+    if !is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "in_cluster_with_shipped_rbac needs root (a mount namespace) and CI must run it"
+        );
+        println!(
+            "e2e in_cluster_with_shipped_rbac: skipped: needs root for a private mount namespace"
+        );
+        return;
+    }
+    let kube = &ctx.kube;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let manifests = root.join("manifests");
+    let status = ctx
+        .cluster
+        .kubectl()
+        .args(["apply", "-f"])
+        .arg(&manifests)
+        .arg("-f")
+        .arg(manifests.join("cluster-wide"))
+        .status()
+        .expect("kubectl apply");
+    assert!(status.success(), "applying the manifests as shipped");
+    let ns = "e2e-incluster";
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    kube.create(workload(
+        "Deployment",
+        ns,
+        "web",
+        opted_in(),
+        mounts_configmap("cfg"),
+    ));
+    let mut delete_me = configmap(ns, "worker-config", json!({"v": "1"}));
+    delete_me["metadata"]["annotations"] = json!({"magalix.com/podDeleteMatch": "app=worker", "wavelet.dev/pod-delete-strategy": "delete"});
+    kube.create(delete_me);
+    kube.create(workload("Deployment", ns, "worker", json!({}), json!({})));
+    kube.until(
+        Duration::from_secs(30),
+        "the wavelet ServiceAccount",
+        || kube.get("ServiceAccount", "wavelet", "wavelet").is_some(),
+    );
+    let token: Value = kube
+        .client
+        .post(
+            "/api/v1/namespaces/wavelet/serviceaccounts/wavelet/token",
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 3600}}),
+        )
+        .expect("a TokenRequest token");
+    let sa_dir = ctx.cluster.dir().join("serviceaccount");
+    std::fs::create_dir_all(&sa_dir).unwrap();
+    std::fs::write(
+        sa_dir.join("token"),
+        token["status"]["token"].as_str().unwrap(),
+    )
+    .unwrap();
+    std::fs::copy(ctx.cluster.ca.as_ref().unwrap(), sa_dir.join("ca.crt")).unwrap();
+    std::fs::write(sa_dir.join("namespace"), "wavelet").unwrap();
+    let target = "/var/run/secrets/kubernetes.io/serviceaccount";
+    std::fs::create_dir_all(target).expect("creating the service-account mount point");
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount --bind {} {target} && exec {} run --listen-addr 127.0.0.1:0 --leader-elect --debounce 300ms --min-rollout-interval 0s",
+            sa_dir.display(),
+            env!("CARGO_BIN_EXE_wavelet")
+        ))
+        .env_clear()
+        .env("RUST_LOG", "debug")
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", port.to_string())
+        .env("WAVELET_NAMESPACES", ns);
+    if let Some(group) = ctx.cluster.process_group() {
+        std::os::unix::process::CommandExt::process_group(&mut command, group);
+    }
+    let wavelet = Wavelet::spawn(command);
+    wavelet.wait_output("initial sync complete", LONG);
+    kube.until(LONG, "adoption", || adopted(kube, "Deployment", ns, "web"));
+    kube.until(LONG, "worker-config recorded", || {
+        kube.get("ConfigMap", "wavelet", "wavelet-state")
+            .is_some_and(|s| s["data"].as_object().is_some_and(|d| !d.is_empty()))
+    });
+    let workers = |kube: &Kube| -> BTreeSet<String> {
+        kube.list("Pod", ns)
+            .into_iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "worker")
+            .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    kube.until(LONG, "worker Pods", || workers(kube).len() == 2);
+    let old_workers = workers(kube);
+    set_data(kube, ns, "cfg", json!({"k": "2"}));
+    set_data(kube, ns, "worker-config", json!({"v": "2"}));
+    kube.until(LONG, "a rollout", || {
+        revisions(kube, "Deployment", ns, "web") == 2
+    });
+    kube.until(LONG, "workers replaced", || {
+        workers(kube).is_disjoint(&old_workers)
+    });
+    let output = wavelet.output();
+    assert!(output.contains("https://127.0.0.1:"), "{output}");
+    for forbidden in [" 403 ", "forbidden", "Forbidden"] {
+        assert!(
+            !output.contains(forbidden),
+            "{forbidden} in the log:\n{output}"
+        );
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// kube-apiserver killed and restarted while wavelet watches; a change made as soon as
+/// it is back (before wavelet's watches reconnect) is rolled exactly once.
+fn apiserver_restart(ctx: &Ctx) {
+    if !ctx.cluster.is_own() {
+        println!("e2e apiserver_restarted_mid_watch: skipped: needs a control plane the suite started (WAVELET_E2E_BIN_DIR)");
+        return;
+    }
+    let kube = &ctx.kube;
+    let ns = "e2e-restart";
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    kube.create(workload(
+        "Deployment",
+        ns,
+        "web",
+        opted_in(),
+        mounts_configmap("cfg"),
+    ));
+    let wavelet = Wavelet::run(&ctx.cluster, &args(ns, &[]));
+    kube.until(LONG, "adoption", || adopted(kube, "Deployment", ns, "web"));
+    ctx.cluster.kill_apiserver();
+    ctx.cluster
+        .start_apiserver()
+        .expect("kube-apiserver back on the same port");
+    set_data(kube, ns, "cfg", json!({"k": "2"}));
+    kube.until(
+        Duration::from_secs(120),
+        "one rollout after the restart",
+        || revisions(kube, "Deployment", ns, "web") == 2,
+    );
+    wavelet.wait_output("rolled:", LONG);
+    set_data(kube, ns, "cfg", json!({"k": "3"}));
+    kube.until(LONG, "the next change rolls too", || {
+        revisions(kube, "Deployment", ns, "web") == 3
+    });
+    assert_eq!(
+        lines_with(&wavelet.output(), "rolled:"),
+        2,
+        "{}",
+        wavelet.output()
+    );
+}
