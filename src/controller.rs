@@ -460,7 +460,7 @@ impl Worker {
                     metrics::global()
                         .rollouts
                         .inc(&[&key.resource.kind, "error"]);
-                    let delay = queue.add_with_backoff(key.clone());
+                    let delay = queue.add_after_failure(key.clone(), &err);
                     log::warn!("{key}: reconcile failed, retrying in {delay:?}: {err}");
                 }
             }

@@ -17,6 +17,25 @@ pub struct Status {
     pub message: String,
     /// From the `Retry-After` header or `details.retryAfterSeconds`.
     pub retry_after: Option<Duration>,
+    /// The messages of `details.causes` (an eviction's "The disruption budget web-pdb
+    /// needs 2 healthy pods and has 1 currently"), which say more than `message`.
+    pub causes: Vec<String>,
+}
+
+impl Status {
+    /// The message with its causes, for people: "Cannot evict pod ... budget. (The
+    /// disruption budget web-pdb needs 2 healthy pods and has 1 currently.)"
+    pub fn explained(&self) -> String {
+        if self.causes.is_empty() {
+            return self.message.clone();
+        }
+        let causes: Vec<&str> = self
+            .causes
+            .iter()
+            .map(|c| c.trim_end_matches('.'))
+            .collect();
+        format!("{} ({}.)", self.message, causes.join("; "))
+    }
 }
 
 impl Status {
@@ -126,6 +145,7 @@ mod tests {
             reason: "Gone".into(),
             message: String::new(),
             retry_after: None,
+            causes: Vec::new(),
         };
         assert!(gone.is_expired());
         let err = Error::Api(Status {
@@ -133,6 +153,7 @@ mod tests {
             reason: "Expired".into(),
             message: String::new(),
             retry_after: None,
+            causes: Vec::new(),
         });
         assert!(err.is_expired());
     }
@@ -144,6 +165,7 @@ mod tests {
             reason: "NotFound".into(),
             message: "x not found".into(),
             retry_after: None,
+            causes: Vec::new(),
         };
         assert_eq!(Error::Api(s).to_string(), "api: 404 NotFound: x not found");
     }

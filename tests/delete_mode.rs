@@ -450,6 +450,13 @@ fn a_pdb_blocks_evictions_until_it_allows_them_and_late_pods_are_left_alone() {
     eventually(&fake, &wavelet, "EvictionBlocked warning", |f| {
         !events(f, "web-config", "EvictionBlocked").is_empty()
     });
+    // The reason is in the Status's details.causes, not in its message.
+    let blocked = events(&fake, "web-config", "EvictionBlocked");
+    let message = blocked[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("The disruption budget web needs 3 healthy pods and has 3 currently"),
+        "{message}"
+    );
     assert_eq!(
         pods(&fake, NS, "web").len(),
         4,
@@ -742,4 +749,41 @@ fn without_a_state_namespace_delete_mode_is_off_and_says_which_flag_to_set() {
     );
     settle(Duration::from_millis(400));
     assert!(pod_replacements(&fake).is_empty());
+}
+
+/// Regression: the client slept on an eviction's `Retry-After: 10` up to three times
+/// inside the call, so a worker held a refused eviction for 30 s and SIGTERM waited for it
+/// (60 s measured on a real API server). Now the call returns at once and the queue waits.
+#[test]
+fn sigterm_exits_at_once_while_evictions_are_refused_with_retry_after() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    let mut wavelet = started(&fake, &[], "configmap.shop.web-config");
+    // Every eviction answered as a budget still being processed is (wire 075).
+    fake.inject(crate::fake::Fault::Status {
+        method: "POST".into(),
+        resource: "pods".into(),
+        code: 429,
+        retry_after_secs: Some(10),
+        times: 20,
+        plain_text: false,
+    });
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "a refused eviction", |f| {
+        f.requests()
+            .iter()
+            .any(|r| r.path.ends_with("/eviction") && r.method == "POST")
+    });
+    let sent = std::time::Instant::now();
+    wavelet.signal("TERM");
+    let status = wavelet.wait_exit(std::time::Duration::from_secs(5));
+    let output = wavelet.output();
+    let status = status.unwrap_or_else(|| panic!("still running 5 s after SIGTERM:\n{output}"));
+    assert_eq!(status.code(), Some(0), "{output}");
+    assert!(sent.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(pods(&fake, NS, "web").len(), 3, "nothing was evicted");
 }

@@ -29,10 +29,6 @@ pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceacc
 
 /// A token read from a file is re-read when older than this (client-go uses one minute).
 const TOKEN_MAX_AGE: Duration = Duration::from_secs(60);
-/// Retries of a 429/5xx that carries a Retry-After.
-const MAX_RETRIES: u32 = 3;
-/// The longest Retry-After the client sleeps inside a call.
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 /// The longest watch event accepted, and so the most a watch buffers: an event is one
 /// object, so the limit is [`MAX_OBJECT`]'s. Anything longer comes from a broken server or
 /// proxy, and must not make wavelet buffer without bound.
@@ -155,8 +151,6 @@ struct Inner {
     token: TokenSource,
     namespace: Option<String>,
     counts: Mutex<BTreeMap<(&'static str, u16), u64>>,
-    /// Injectable so retry tests do not sleep.
-    sleep: Box<dyn Fn(Duration) + Send + Sync>,
 }
 
 /// Everything needed to build a [`Client`], gathered from flags, kubeconfig or the pod.
@@ -446,7 +440,6 @@ impl Client {
                 token: setup.token,
                 namespace: setup.namespace,
                 counts: Mutex::new(BTreeMap::new()),
-                sleep: Box::new(std::thread::sleep),
             }),
         })
     }
@@ -591,15 +584,16 @@ impl Client {
             .collect()
     }
 
-    /// The main request loop: authenticate, send, count, log, turn a non-2xx answer into
-    /// [`Error::Api`]; re-read a token file once after a 401; retry a 429/5xx that carries a
-    /// Retry-After up to [`MAX_RETRIES`] times (not for watches, which have their own loop).
+    /// One request: authenticate, send, count, log, turn a non-2xx answer into
+    /// [`Error::Api`] (whose Status keeps the code, reason and Retry-After). Never retried
+    /// here, so no call blocks longer than its timeouts: the workers' queue holds the one
+    /// retry policy. A token file is re-read once after a 401 (a rotated token).
     fn send(&self, request: Request<'_>) -> Result<http::Response<ureq::Body>, Error> {
         let Request {
             verb,
             ref method,
             path_and_query,
-            watch_body_timeout,
+            watch_body_timeout: _,
             ..
         } = request;
         let inner = &self.inner;
@@ -610,7 +604,6 @@ impl Client {
         }
         let url = format!("{}{}", inner.base_url, path_and_query);
         let log_path = path_and_query.split('?').next().unwrap_or(path_and_query);
-        let mut retries = 0;
         let mut reread_token = false;
         loop {
             let token = inner.token.bearer(Instant::now())?;
@@ -645,18 +638,8 @@ impl Client {
                     continue;
                 }
             }
-            if watch_body_timeout.is_none() && (code == 429 || code >= 500) && retries < MAX_RETRIES
-            {
-                if let Some(delay) = status.retry_after {
-                    retries += 1;
-                    let delay = delay.min(MAX_RETRY_DELAY);
-                    log::debug!(
-                        "{code} with Retry-After: retry {retries}/{MAX_RETRIES} in {delay:?}"
-                    );
-                    (inner.sleep)(delay);
-                    continue;
-                }
-            }
+            // One attempt: the caller decides whether and when to try again (a 429's
+            // Retry-After travels in the Status).
             return Err(Error::Api(status));
         }
     }
@@ -710,15 +693,6 @@ impl Client {
 
     fn count(&self, verb: &'static str, code: u16) {
         *lock(&self.inner.counts).entry((verb, code)).or_insert(0) += 1;
-    }
-
-    #[cfg(test)]
-    fn with_sleep(mut self, sleep: impl Fn(Duration) + Send + Sync + 'static) -> Client {
-        match Arc::get_mut(&mut self.inner) {
-            Some(inner) => inner.sleep = Box::new(sleep),
-            None => panic!("with_sleep on a shared client"),
-        }
-        self
     }
 }
 
@@ -1047,6 +1021,24 @@ struct StatusBody {
 struct StatusDetails {
     #[serde(rename = "retryAfterSeconds")]
     retry_after_seconds: Option<u64>,
+    #[serde(default)]
+    causes: Vec<StatusCause>,
+}
+
+#[derive(Deserialize)]
+struct StatusCause {
+    #[serde(default)]
+    message: String,
+}
+
+/// The messages of a Status's `details.causes`, in order, empty ones left out.
+fn details_causes(details: &Option<StatusDetails>) -> Vec<String> {
+    details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .map(|c| c.message.clone())
+        .filter(|m| !m.is_empty())
+        .collect()
 }
 
 /// Reads (a bounded part of) a non-2xx response and turns it into a [`Status`].
@@ -1086,6 +1078,7 @@ fn status_from_body(
                 reason: parsed.reason.unwrap_or_default(),
                 message: parsed.message.unwrap_or_default(),
                 retry_after: retry_after_header.or_else(|| details_retry_after(&parsed.details)),
+                causes: details_causes(&parsed.details),
             };
         }
     }
@@ -1156,6 +1149,7 @@ fn status_from_body(
         reason: reason.to_string(),
         message,
         retry_after: retry_after_header,
+        causes: Vec::new(),
     }
 }
 
@@ -1190,6 +1184,7 @@ fn failure_status(body: &[u8], http_code: u16) -> Option<Status> {
         reason: parsed.reason.unwrap_or_default(),
         message: parsed.message.unwrap_or_default(),
         retry_after: details_retry_after(&parsed.details),
+        causes: details_causes(&parsed.details),
     })
 }
 
@@ -1783,12 +1778,6 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
         .expect("client for --server http://")
     }
 
-    fn recorded_sleeps(client: Client) -> (Client, Arc<Mutex<Vec<Duration>>>) {
-        let sleeps = Arc::new(Mutex::new(Vec::new()));
-        let record = sleeps.clone();
-        (client.with_sleep(move |d| lock(&record).push(d)), sleeps)
-    }
-
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
         let vars: Vec<(String, String)> = vars
             .iter()
@@ -1870,6 +1859,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
                 reason: "TooManyRequests".into(),
                 message: "Too many requests, please try again later.".into(),
                 retry_after: Some(Duration::from_secs(1)),
+                causes: Vec::new(),
             }
         );
         assert!(status.is_too_many_requests() && status.is_retryable());
@@ -2425,58 +2415,67 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
     }
 
     #[test]
-    fn a_429_with_retry_after_is_retried_after_the_advertised_delay() {
-        let server = FakeServer::http(vec![
-            response(
-                "429 Too Many Requests",
-                &[("Content-Type", "text/plain"), ("Retry-After", "1")],
-                "Too many requests, please try again later.\n",
-            ),
-            json_response("200 OK", &json!({"kind": "ConfigMapList", "items": []})),
-        ]);
-        let (client, sleeps) = recorded_sleeps(proxy_client(&server));
-        let list: Value = client
-            .get("/api/v1/namespaces/ns/configmaps")
-            .expect("retried list");
-        assert_eq!(list["kind"], "ConfigMapList");
-        assert_eq!(*lock(&sleeps), vec![Duration::from_secs(1)]);
-        assert_eq!(
-            client.request_counts(),
-            vec![(("list", 200), 1), (("list", 429), 1)]
+    fn a_429_with_retry_after_is_returned_at_once_with_its_delay() {
+        let server = FakeServer::http(vec![response(
+            "429 Too Many Requests",
+            &[("Content-Type", "text/plain"), ("Retry-After", "10")],
+            "Too many requests, please try again later.\n",
+        )]);
+        let client = proxy_client(&server);
+        let started = Instant::now();
+        let status = api_status(client.get::<Value>("/api/v1/namespaces/ns/configmaps"));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the client waited"
         );
+        assert_eq!(
+            (status.code, status.retry_after),
+            (429, Some(Duration::from_secs(10)))
+        );
+        assert_eq!(client.request_counts(), vec![(("list", 429), 1)]);
     }
 
     #[test]
-    fn retries_stop_after_three_and_sleep_at_most_ten_seconds() {
-        let busy = || {
-            response(
-                "503 Service Unavailable",
-                &[("Retry-After", "120")],
-                "starting up",
-            )
-        };
-        let server = FakeServer::http(vec![busy(), busy(), busy(), busy()]);
-        let (client, sleeps) = recorded_sleeps(proxy_client(&server));
+    fn a_503_with_retry_after_is_one_attempt() {
+        let server = FakeServer::http(vec![response(
+            "503 Service Unavailable",
+            &[("Retry-After", "120")],
+            "starting up",
+        )]);
+        let client = proxy_client(&server);
         let status = api_status(client.get::<Value>("/api/v1/namespaces/ns/configmaps/a"));
         assert_eq!(
-            (status.code, status.reason.as_str()),
-            (503, "ServiceUnavailable")
+            (status.code, status.reason.as_str(), status.retry_after),
+            (503, "ServiceUnavailable", Some(Duration::from_secs(120)))
         );
-        assert_eq!(*lock(&sleeps), vec![Duration::from_secs(10); 3]);
-        assert_eq!(client.request_counts(), vec![(("get", 503), 4)]);
+        assert_eq!(client.request_counts(), vec![(("get", 503), 1)]);
     }
 
     #[test]
-    fn a_429_without_retry_after_is_returned_at_once() {
-        let pdb = json!({"kind": "Status", "status": "Failure", "reason": "TooManyRequests", "code": 429,
-            "message": "Cannot evict pod as it would violate the pod's disruption budget."});
-        let server = FakeServer::http(vec![json_response("429 Too Many Requests", &pdb)]);
-        let (client, sleeps) = recorded_sleeps(proxy_client(&server));
+    fn an_eviction_refused_by_a_budget_keeps_the_causes_and_retry_after_of_wire_075() {
+        let refused = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "reason": "TooManyRequests", "code": 429,
+            "details": {"causes": [{"reason": "DisruptionBudget",
+                "message": "The disruption budget web-pdb needs 2 healthy pods and has 1 currently"}],
+                "retryAfterSeconds": 10}});
+        let server = FakeServer::http(vec![json_response("429 Too Many Requests", &refused)]);
+        let client = proxy_client(&server);
         let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "ns"}});
         let status =
             api_status(client.post::<Value>("/api/v1/namespaces/ns/pods/p/eviction", &eviction));
-        assert_eq!((status.code, status.retry_after), (429, None));
-        assert!(lock(&sleeps).is_empty());
+        assert_eq!(
+            (status.code, status.retry_after),
+            (429, Some(Duration::from_secs(10)))
+        );
+        assert_eq!(
+            status.causes,
+            ["The disruption budget web-pdb needs 2 healthy pods and has 1 currently"]
+        );
+        assert_eq!(
+            status.explained(),
+            "Cannot evict pod as it would violate the pod's disruption budget. (The disruption budget web-pdb needs 2 healthy pods and has 1 currently.)"
+        );
     }
 
     #[test]

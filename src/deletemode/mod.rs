@@ -471,7 +471,7 @@ impl DeleteMode {
                     }
                 }
                 Err(err) => {
-                    let delay = self.queue.add_with_backoff(key.clone());
+                    let delay = self.queue.add_after_failure(key.clone(), &err);
                     log::warn!("{key}: delete mode failed, retrying in {delay:?}: {err}");
                 }
             }
@@ -892,14 +892,14 @@ impl DeleteMode {
                 Ok(Attempt::Gone)
             }
             Err(Error::Api(status)) if status.is_too_many_requests() => {
-                Ok(Attempt::Blocked(status.message))
+                Ok(Attempt::Blocked(status.explained()))
             }
             // "This pod has more than one PodDisruptionBudget, which the eviction subresource
             // does not support." — a 500 that will not go away by itself.
             Err(Error::Api(status))
                 if status.code == 500 && status.message.contains("PodDisruptionBudget") =>
             {
-                Ok(Attempt::Blocked(status.message))
+                Ok(Attempt::Blocked(status.explained()))
             }
             Err(err) => Err(err),
         }

@@ -81,7 +81,7 @@ impl Fetcher {
             match self.fetch(&key, sink) {
                 Ok(()) => self.queue.forget(&key),
                 Err(err) => {
-                    let delay = self.queue.add_with_backoff(key.clone());
+                    let delay = self.queue.add_after_failure(key.clone(), &err);
                     log::warn!(
                         "{key}: cannot read its data, retrying in {delay:?}: {err}{}",
                         hint(&err)

@@ -50,6 +50,11 @@ impl Backoff {
         self.initial.saturating_mul(factor).min(self.max)
     }
 
+    /// A server-requested wait (`Retry-After`), never longer than this backoff's longest.
+    pub fn cap(&self, wait: Duration) -> Duration {
+        wait.min(self.max)
+    }
+
     /// The same, never waiting longer than `limit` (`--resync`: a key that keeps failing is
     /// still tried once per resync period, so it recovers within one period of its cause).
     pub fn capped_at(self, limit: Duration) -> Backoff {
@@ -121,14 +126,30 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         self.ready.notify_one();
     }
 
+    /// Re-adds `key` after processing it failed with `err`: after its next backoff
+    /// delay, or after the server's `Retry-After` when that is longer (both within the
+    /// queue's cap). The one retry policy of every worker: the client never retries.
+    pub fn add_after_failure(&self, key: K, err: &crate::error::Error) -> Duration {
+        let retry_after = err.status().and_then(|s| s.retry_after);
+        let failures = self.count_failure(&key);
+        let delay = self
+            .backoff
+            .delay(failures)
+            .max(retry_after.map_or(Duration::ZERO, |d| self.backoff.cap(d)));
+        self.add_after(key, delay);
+        delay
+    }
+
+    fn count_failure(&self, key: &K) -> u32 {
+        let mut state = self.state.lock().unwrap();
+        let count = state.failures.entry(key.clone()).or_insert(0);
+        *count += 1;
+        *count
+    }
+
     /// Re-adds `key` after its next backoff delay; call when processing it failed.
     pub fn add_with_backoff(&self, key: K) -> Duration {
-        let failures = {
-            let mut state = self.state.lock().unwrap();
-            let count = state.failures.entry(key.clone()).or_insert(0);
-            *count += 1;
-            *count
-        };
+        let failures = self.count_failure(&key);
         let delay = self.backoff.delay(failures);
         self.add_after(key, delay);
         delay
@@ -375,5 +396,34 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         q.shut_down();
         assert_eq!(worker.join().unwrap(), None);
+    }
+
+    #[test]
+    fn a_failure_with_retry_after_waits_at_least_that_long_within_the_cap() {
+        use crate::error::{Error, Status};
+        let q: WorkQueue<&str> = WorkQueue::new(Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(5),
+        });
+        let throttled = |secs| {
+            Error::Api(Status {
+                code: 429,
+                reason: "TooManyRequests".into(),
+                message: String::new(),
+                retry_after: Some(Duration::from_secs(secs)),
+                causes: Vec::new(),
+            })
+        };
+        assert_eq!(
+            q.add_after_failure("a", &throttled(2)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            q.add_after_failure("b", &throttled(60)),
+            Duration::from_secs(5)
+        );
+        let plain = Error::Transport("reset".into());
+        assert_eq!(q.add_after_failure("c", &plain), Duration::from_millis(100));
+        assert_eq!(q.add_after_failure("c", &plain), Duration::from_millis(200));
     }
 }

@@ -539,6 +539,7 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
                                         reason: s.reason,
                                         message: s.message,
                                         retry_after: None,
+                                        causes: Vec::new(),
                                     })
                                 }
                                 other => {
@@ -612,6 +613,7 @@ mod tests {
             reason: reason.into(),
             message: String::new(),
             retry_after: None,
+            causes: Vec::new(),
         })
     }
 
