@@ -514,3 +514,31 @@ fn a_secret_whose_read_is_refused_shows_as_a_pending_read_until_it_succeeds() {
         value(s, "wavelet_secret_reads_pending", &[]) == 0.0
     });
 }
+
+/// Regression: the endpoints were served one connection at a time, each held up to 2 s
+/// reading, so three half-open connections made every probe wait ~6 s (the kubelet's
+/// probe timeout is 1 s) and a healthy wavelet was restarted.
+#[test]
+fn probes_answer_within_a_second_while_slow_connections_are_open() {
+    use std::io::Write;
+    let fake = fake_with_web();
+    let wavelet = Wavelet::start(&fake, FAST);
+    let addr = wavelet.http_addr();
+    let stalled: Vec<std::net::TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            s.write_all(b"GET /hea").unwrap();
+            s
+        })
+        .collect();
+    // Each connection is accepted before the probes are sent.
+    std::thread::sleep(Duration::from_millis(100));
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let started = Instant::now();
+        let (code, _) = wavelet.http_get(path);
+        let took = started.elapsed();
+        assert_eq!(code, 200, "{path}");
+        assert!(took < Duration::from_secs(1), "{path} took {took:?}");
+    }
+    drop(stalled);
+}

@@ -1,9 +1,12 @@
-//! The small HTTP server on `--listen-addr`: `/healthz`, `/readyz` and `/metrics`, served
-//! one connection at a time by one thread, with bounded reads and a read timeout.
+//! The small HTTP server on `--listen-addr`: `/healthz`, `/readyz` and `/metrics`. Each
+//! connection gets a short-lived thread of its own (at most [`MAX_CONNECTIONS`] at once),
+//! with bounded reads and a deadline, so a slow scraper or a half-open connection never
+//! delays a kubelet probe.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +17,8 @@ const WEDGED_AFTER: Duration = Duration::from_secs(300);
 /// Bytes of request head read at most; the rest is ignored.
 const MAX_REQUEST: usize = 8 * 1024;
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connections served at once; more are closed at once (a probe retries).
+pub const MAX_CONNECTIONS: usize = 32;
 
 /// Liveness of the long-running threads: each holds a [`Beat`] while it runs.
 #[derive(Default)]
@@ -99,21 +104,20 @@ impl Drop for Beat {
 /// What the endpoints read.
 pub struct Endpoints {
     pub health: Arc<Health>,
-    pub gauges: Box<dyn Fn() -> Gauges + Send>,
+    pub gauges: Box<dyn Fn() -> Gauges + Send + Sync>,
 }
 
-/// Serves on `listener` in a new thread, for the life of the process.
+/// Serves on `listener` in a new thread, for the life of the process: one thread accepts,
+/// and each connection is served by a thread of its own.
 pub fn spawn(listener: TcpListener, endpoints: Endpoints) {
+    let endpoints = Arc::new(endpoints);
+    let open = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("http".into())
         .spawn(move || {
             for stream in listener.incoming() {
                 match stream {
-                    Ok(stream) => {
-                        if let Err(e) = serve(stream, &endpoints) {
-                            log::debug!("http: {e}");
-                        }
-                    }
+                    Ok(stream) => serve_in_thread(stream, &endpoints, &open),
                     Err(e) => {
                         log::debug!("http: accept: {e}");
                         std::thread::sleep(Duration::from_millis(100));
@@ -122,6 +126,29 @@ pub fn spawn(listener: TcpListener, endpoints: Endpoints) {
             }
         })
         .expect("spawning the http thread");
+}
+
+/// Serves one connection in a thread of its own, unless [`MAX_CONNECTIONS`] are open:
+/// then the connection is closed at once.
+fn serve_in_thread(stream: TcpStream, endpoints: &Arc<Endpoints>, open: &Arc<AtomicUsize>) {
+    if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+        open.fetch_sub(1, Ordering::AcqRel);
+        log::debug!("http: {MAX_CONNECTIONS} connections open; closing a new one");
+        return;
+    }
+    let (endpoints, served) = (Arc::clone(endpoints), Arc::clone(open));
+    let spawned = std::thread::Builder::new()
+        .name("http-conn".into())
+        .spawn(move || {
+            if let Err(e) = serve(stream, &endpoints) {
+                log::debug!("http: {e}");
+            }
+            served.fetch_sub(1, Ordering::AcqRel);
+        });
+    if let Err(e) = spawned {
+        open.fetch_sub(1, Ordering::AcqRel);
+        log::warn!("http: cannot start a thread for a connection: {e}");
+    }
 }
 
 fn serve(mut stream: TcpStream, endpoints: &Endpoints) -> std::io::Result<()> {
