@@ -14,14 +14,86 @@ use crate::objects::{
 };
 use crate::watch::cache::{Cache, WorkloadEntry};
 
-/// `deployment`, `deploy`, `deployments`, `sts`, ... to the resource.
-pub fn workload_resource(kind: &str) -> Result<Resource, Error> {
-    match kind.to_ascii_lowercase().as_str() {
-        "deployment" | "deployments" | "deploy" => Ok(Resource::deployments()),
-        "statefulset" | "statefulsets" | "sts" => Ok(Resource::statefulsets()),
-        "daemonset" | "daemonsets" | "ds" => Ok(Resource::daemonsets()),
-        other => Err(Error::Config(format!(
-            "unknown workload kind {other:?}: use deployment/NAME, statefulset/NAME or daemonset/NAME"
+/// The resource of a workload kind as `wavelet hash` takes it: the built-in kinds in
+/// kubectl's spellings (`deployment`, `deploy`, `sts`, `cj`, ...), Argo Rollouts
+/// (`rollout`), and any other kind with a pod template as kubectl's fully qualified
+/// `RESOURCE.GROUP` (`widgets.example.com`, as `--workload-kinds` names it), looked up
+/// with API discovery.
+pub fn workload_resource(client: &Client, kind: &str) -> Result<Resource, Error> {
+    let kind = kind.to_ascii_lowercase();
+    let bare = kind.strip_suffix(".apps").unwrap_or(&kind);
+    match bare {
+        "deployment" | "deployments" | "deploy" => return Ok(Resource::deployments()),
+        "statefulset" | "statefulsets" | "sts" => return Ok(Resource::statefulsets()),
+        "daemonset" | "daemonsets" | "ds" => return Ok(Resource::daemonsets()),
+        "cronjob" | "cronjobs" | "cj" | "cronjob.batch" | "cronjobs.batch" => {
+            return Ok(Resource::cronjobs())
+        }
+        "rollout" | "rollouts" | "ro" | "rollout.argoproj.io" | "rollouts.argoproj.io" => {
+            return Ok(Resource::rollouts())
+        }
+        _ => {}
+    }
+    let Some((plural, group)) = kind.split_once('.') else {
+        return Err(Error::Config(format!(
+            "unknown workload kind {kind:?}: use deployment/NAME, statefulset/NAME, daemonset/NAME, cronjob/NAME, rollout/NAME, or RESOURCE.GROUP/NAME for a --workload-kinds kind (e.g. widgets.example.com/NAME)"
+        )));
+    };
+    discover_resource(client, group, plural)
+}
+
+/// Finds `plural` (or its singular, kind or a short name) in the preferred version of
+/// API group `group`.
+fn discover_resource(client: &Client, group: &str, plural: &str) -> Result<Resource, Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ApiGroup {
+        preferred_version: GroupVersion,
+    }
+    #[derive(serde::Deserialize)]
+    struct GroupVersion {
+        version: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct ApiResourceList {
+        #[serde(default)]
+        resources: Vec<ApiResource>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ApiResource {
+        name: String,
+        #[serde(default)]
+        singular_name: String,
+        kind: String,
+        #[serde(default)]
+        short_names: Vec<String>,
+    }
+    let not_served = |e: Error| {
+        if e.is_not_found() {
+            Error::Config(format!(
+                "the API server serves no group {group:?}: is the kind's CRD installed?"
+            ))
+        } else {
+            e
+        }
+    };
+    let api_group: ApiGroup = client.get(&format!("/apis/{group}")).map_err(not_served)?;
+    let version = api_group.preferred_version.version;
+    let list: ApiResourceList = client
+        .get(&format!("/apis/{group}/{version}"))
+        .map_err(not_served)?;
+    let found = list.resources.into_iter().find(|r| {
+        !r.name.contains('/')
+            && (r.name == plural
+                || r.singular_name == plural
+                || r.kind.eq_ignore_ascii_case(plural)
+                || r.short_names.iter().any(|s| s == plural))
+    });
+    match found {
+        Some(r) => Ok(Resource::new(group, &version, &r.name, &r.kind)),
+        None => Err(Error::Config(format!(
+            "the API server serves no resource {plural:?} in {group}/{version}"
         ))),
     }
 }
@@ -48,7 +120,7 @@ pub fn hash(
         kind,
         name,
     } = target;
-    let resource = workload_resource(kind)?;
+    let resource = workload_resource(client, kind)?;
     let workload: WorkloadObject = client.get(&resource.object_path(namespace, name))?;
     let references = crate::hashmode::references::references(&workload);
     let mut resolved: Vec<(&Reference, Option<ConfigObject>)> = Vec::new();

@@ -153,8 +153,39 @@ fn hash_of_an_unknown_workload_fails() {
     let fake = prepared();
     let (code, _, stderr) = wavelet(&fake, &["hash", "-n", NS, "deployment/nope"]);
     assert_eq!(code, Some(1), "{stderr}");
-    let (code, _, stderr) = wavelet(&fake, &["hash", "-n", NS, "cronjob/web"]);
+    let (code, _, stderr) = wavelet(&fake, &["hash", "-n", NS, "job/web"]);
     assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("RESOURCE.GROUP/NAME"), "{stderr}");
+    let (code, _, stderr) = wavelet(&fake, &["hash", "-n", NS, "widgets.example.com/w"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("is the kind's CRD installed?"), "{stderr}");
+}
+
+/// Regression: `--workload-kinds` accepted a kind that `wavelet hash` then refused.
+#[test]
+fn hash_of_a_workload_kinds_kind_finds_it_by_discovery() {
+    let fake = prepared();
+    fake.register_resource("example.com", "v1", "widgets", "Widget");
+    let mut widget = workload(
+        "Deployment",
+        NS,
+        "w",
+        opted_in(),
+        mounts_configmap("app-config"),
+    );
+    widget["apiVersion"] = json!("example.com/v1");
+    widget["kind"] = json!("Widget");
+    fake.apply(widget);
+    let expected = expected_hash(&fake, "widgets", NS, "w");
+    for spelled in [
+        "widgets.example.com/w",
+        "widget.example.com/w",
+        "Widget.example.com/w",
+    ] {
+        let (code, stdout, stderr) = wavelet(&fake, &["hash", "-n", NS, spelled]);
+        assert_eq!(code, Some(0), "{spelled}: {stderr}");
+        assert_eq!(stdout.lines().next(), Some(expected.as_str()), "{spelled}");
+    }
 }
 
 #[test]

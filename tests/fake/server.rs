@@ -183,6 +183,7 @@ fn discovery(types: &[super::resources::ResourceType], path: &str) -> Option<Res
     let (group, version) = match segments.as_slice() {
         ["api", version] => ("", *version),
         ["apis", group, version] => (*group, *version),
+        ["apis", group] => return Some(api_group(types, group)),
         _ => return None,
     };
     let resources: Vec<Value> = types
@@ -208,6 +209,26 @@ fn discovery(types: &[super::resources::ResourceType], path: &str) -> Option<Res
         200,
         &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
     ))
+}
+
+/// `GET /apis/<group>`: the APIGroup with its versions, the first one preferred.
+fn api_group(types: &[super::resources::ResourceType], group: &str) -> Response {
+    let mut versions: Vec<&str> = types
+        .iter()
+        .filter(|t| t.group == group)
+        .map(|t| t.version.as_str())
+        .collect();
+    versions.dedup();
+    let Some(preferred) = versions.first() else {
+        return status::no_such_route().response();
+    };
+    let entry = |v: &str| json!({"groupVersion": format!("{group}/{v}"), "version": v});
+    Response::json(
+        200,
+        &json!({"kind": "APIGroup", "apiVersion": "v1", "name": group,
+            "versions": versions.iter().map(|v| entry(v)).collect::<Vec<_>>(),
+            "preferredVersion": entry(preferred)}),
+    )
 }
 
 /// Handles one request; `Ok(false)` closes the connection.
