@@ -242,7 +242,9 @@ fn replaces_every_matching_pod_once(strategy: Option<&str>, extra: &[&'static st
     let message = replaced_events[0]["message"].as_str().unwrap();
     let strategy = strategy.unwrap_or("evict");
     assert!(
-        message.contains("replaced 3 Pod(s)") && message.contains(&format!("strategy {strategy}")),
+        message.starts_with("Replaced 3 Pods matching app=web")
+            && message.contains(&format!("(strategy {strategy})"))
+            && message.ends_with(")."),
         "{message}"
     );
     assert_eq!(replaced_events[0]["involvedObject"]["kind"], "ConfigMap");
@@ -714,7 +716,7 @@ fn dry_run_reports_what_it_would_replace_and_writes_nothing() {
         .unwrap()
         .to_string();
     assert!(
-        message.starts_with("dry run, nothing deleted") && message.contains("would evict 3 Pod(s)"),
+        message.starts_with("Dry run, nothing deleted") && message.contains("would evict 3 Pods"),
         "{message}"
     );
     settle(Duration::from_millis(300));

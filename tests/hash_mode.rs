@@ -81,7 +81,7 @@ fn data_change_rolls_once_and_label_change_never(kind: &str) {
         rolled[0]["message"]
             .as_str()
             .unwrap()
-            .contains("configmap default/app-config changed"),
+            .contains("ConfigMap default/app-config changed."),
         "{:?}",
         rolled[0]
     );

@@ -104,7 +104,7 @@ impl Strategy {
             Some("delete") => Ok(Strategy::Delete),
             Some("rolling") => Ok(Strategy::Rolling),
             Some(other) => Err(format!(
-                "unknown {} {other:?}: expected evict, delete or rolling; no Pods are replaced until it is fixed",
+                "Unknown {} {other:?}: expected evict, delete or rolling. No Pods are replaced until it is fixed.",
                 annotations::WAVELET_POD_DELETE_STRATEGY
             )),
         }
@@ -151,13 +151,13 @@ pub fn data_hash(digests: &[KeyDigest], hmac_key: Option<&[u8]>) -> String {
 /// selector names an app with `=`, `in` or an existence test.
 pub fn validate_selector(text: &str) -> Result<Selector, String> {
     let selector = Selector::parse(text)
-        .map_err(|e| format!("invalid pod selector {text:?}: {e}; no Pods are replaced"))?;
+        .map_err(|e| format!("Invalid pod selector {text:?}: {e}. No Pods are replaced."))?;
     if selector.selects_everything() {
-        return Err(format!("empty pod selector {text:?} would match every Pod in the namespace; no Pods are replaced"));
+        return Err(format!("The empty pod selector {text:?} would match every Pod in the namespace. No Pods are replaced."));
     }
     if !selector.requires_a_label() {
         return Err(format!(
-            "pod selector {text:?} matches every Pod without some label; add a positive term such as app=NAME; no Pods are replaced"
+            "The pod selector {text:?} matches every Pod that lacks some label: add a positive term such as app=NAME. No Pods are replaced."
         ));
     }
     Ok(selector)
@@ -634,8 +634,8 @@ impl DeleteMode {
 
         if self.settings.dry_run {
             let message = format!(
-                "dry run, nothing deleted: data changed ({short}); would {strategy} {} Pod(s) matching {selector}: {}",
-                targets.len(),
+                "Dry run, nothing deleted: the data changed (hash {short}); wavelet would {strategy} {} matching {selector}: {}.",
+                count_pods(targets.len()),
                 name_list(&targets)
             );
             log::info!("{key}: {message}");
@@ -747,7 +747,7 @@ impl DeleteMode {
                             return Ok((Next::After(READY_POLL), Outcome::InProgress));
                         }
                         let message = format!(
-                            "Pods matching {} not all Ready {:?} (--rolling-timeout) after replacing one; going on with the next",
+                            "The Pods matching {} were not all Ready {:?} (--rolling-timeout) after one was replaced; going on with the next.",
                             r.selector, self.settings.rolling_timeout
                         );
                         log::warn!("{key}: {message}");
@@ -818,8 +818,8 @@ impl DeleteMode {
                             && since.elapsed() >= self.settings.eviction_warning_after
                         {
                             let message = format!(
-                                "evictions of {} Pod(s) matching {} refused for {:?}: {message} Still retrying.",
-                                r.remaining.len(),
+                                "Evictions of {} matching {} have been refused for {:?}: {message} wavelet keeps trying.",
+                                count_pods(r.remaining.len()),
                                 r.selector,
                                 self.settings.eviction_warning_after
                             );
@@ -849,8 +849,8 @@ impl DeleteMode {
             }),
         )?;
         let message = format!(
-            "replaced {} Pod(s) matching {} with strategy {} after a data change ({})",
-            r.replaced,
+            "Replaced {} matching {} (strategy {}) after a data change (hash {}).",
+            count_pods(r.replaced),
             r.selector,
             r.strategy,
             hash::short(&r.hash)
@@ -938,6 +938,15 @@ fn past_tense(strategy: Strategy) -> &'static str {
     }
 }
 
+/// "1 Pod", "3 Pods".
+fn count_pods(n: usize) -> String {
+    if n == 1 {
+        "1 Pod".into()
+    } else {
+        format!("{n} Pods")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -993,7 +1002,7 @@ mod tests {
         assert_eq!(Strategy::parse(Some("rolling")), Ok(Strategy::Rolling));
         let err = Strategy::parse(Some("Rolling")).unwrap_err();
         assert!(
-            err.contains("unknown wavelet.dev/pod-delete-strategy \"Rolling\""),
+            err.contains("Unknown wavelet.dev/pod-delete-strategy \"Rolling\""),
             "{err}"
         );
     }
@@ -1017,10 +1026,10 @@ mod tests {
         }
         assert!(validate_selector("")
             .unwrap_err()
-            .starts_with("empty pod selector"));
+            .starts_with("The empty pod selector"));
         assert!(validate_selector("app=web,")
             .unwrap_err()
-            .starts_with("invalid pod selector"));
+            .starts_with("Invalid pod selector"));
     }
 
     #[test]

@@ -211,13 +211,13 @@ impl Reconciler {
         // 3.
         if !computed.missing.is_empty() && !self.settings.absent_is_filtered {
             let message = format!(
-                "not rolling: {}; the Pods would not start. Will roll once it exists.",
+                "Not rolling: {}. Pods would not start without it; wavelet rolls once it exists.",
                 computed
                     .missing
                     .iter()
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join("; ")
             );
             if remembered.warned_missing.as_deref() != Some(message.as_str()) {
                 log::warn!("{key}: {message}");
@@ -284,7 +284,7 @@ impl Reconciler {
             if let Throttled::MinInterval(wait) = throttled {
                 if !remembered.warned_throttle {
                     let message = format!(
-                        "configuration keeps changing; rolling at most every {:?} (--min-rollout-interval), next in {:?} with the latest configuration",
+                        "The configuration keeps changing: rolling at most every {:?} (--min-rollout-interval). The next rollout, with the latest configuration, is in {:?}.",
                         self.settings.min_rollout_interval, wait
                     );
                     log::warn!("{key}: {message}");
@@ -300,7 +300,7 @@ impl Reconciler {
         // 7.
         let changed = describe_changes(&remembered.fingerprints, &named);
         let message = format!(
-            "{changed}; config hash {} → {}",
+            "{changed} Config hash {} → {}.",
             hash::short(&recorded),
             hash::short(&computed.hash)
         );
@@ -309,7 +309,7 @@ impl Reconciler {
             self.recorder.normal(
                 &about,
                 "ConfigChanged",
-                &format!("dry run, not rolled: {message}"),
+                &format!("Dry run, not rolled: {message}"),
             );
         } else {
             let body = rollout::patch(
@@ -484,28 +484,55 @@ impl Fingerprint {
     }
 }
 
-/// "configmap ns/app changed" from the fingerprints before and after; when wavelet has no
-/// memory of the workload (it was started after the change), says so.
+/// A sentence for people saying what changed, from the fingerprints before and after:
+/// "ConfigMap ns/app changed.", "Secret ns/db is now referenced; 1 object is no longer
+/// referenced." When wavelet has no memory of the workload (it started after the
+/// change), says so.
 fn describe_changes(before: &[Fingerprint], after: &[(&ConfigKey, Fingerprint)]) -> String {
     if before.is_empty() {
-        return "configuration changed while wavelet was not watching".into();
+        return "The configuration changed while wavelet was not watching.".into();
     }
-    let mut changed: Vec<String> = after
+    let named = |key: &ConfigKey| format!("{} {}/{}", key.kind.kind(), key.namespace, key.name);
+    let known = |now: &Fingerprint| before.iter().any(|old| old.object == now.object);
+    let changed: Vec<String> = after
         .iter()
-        .filter(|(_, now)| !before.contains(now))
-        .map(|(key, _)| key.to_string())
+        .filter(|(_, now)| known(now) && !before.contains(now))
+        .map(|(key, _)| named(key))
+        .collect();
+    let added: Vec<String> = after
+        .iter()
+        .filter(|(_, now)| !known(now))
+        .map(|(key, _)| named(key))
         .collect();
     let dropped = before
         .iter()
         .filter(|old| !after.iter().any(|(_, now)| now.object == old.object))
         .count();
-    if dropped > 0 {
-        changed.push(format!("{dropped} object(s) no longer referenced"));
+    let mut clauses = Vec::new();
+    if !changed.is_empty() {
+        clauses.push(format!("{} changed", and_list(&changed)));
     }
-    if changed.is_empty() {
-        "configuration changed".into()
-    } else {
-        format!("{} changed", changed.join(", "))
+    if !added.is_empty() {
+        let verb = if added.len() == 1 { "is" } else { "are" };
+        clauses.push(format!("{} {verb} now referenced", and_list(&added)));
+    }
+    match dropped {
+        0 => {}
+        1 => clauses.push("1 object is no longer referenced".into()),
+        n => clauses.push(format!("{n} objects are no longer referenced")),
+    }
+    if clauses.is_empty() {
+        return "The configuration changed.".into();
+    }
+    format!("{}.", clauses.join("; "))
+}
+
+/// "a", "a and b", "a, b and c".
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }
 
@@ -527,7 +554,12 @@ mod tests {
         let before = [fp("a", "1"), fp("b", "1")];
         let (a, b) = (key("a"), key("b"));
         let after = [(&a, fp("a", "1")), (&b, fp("b", "2"))];
-        assert_eq!(describe_changes(&before, &after), "configmap ns/b changed");
+        assert_eq!(describe_changes(&before, &after), "ConfigMap ns/b changed.");
+        let after = [(&a, fp("a", "2")), (&b, fp("b", "2"))];
+        assert_eq!(
+            describe_changes(&before, &after),
+            "ConfigMap ns/a and ConfigMap ns/b changed."
+        );
     }
 
     #[test]
@@ -535,18 +567,18 @@ mod tests {
         let a = key("a");
         assert_eq!(
             describe_changes(&[], &[(&a, fp("a", "1"))]),
-            "configuration changed while wavelet was not watching"
+            "The configuration changed while wavelet was not watching."
         );
     }
 
     #[test]
-    fn names_references_that_were_added_and_counts_dropped_ones() {
+    fn names_references_that_were_added_and_counts_dropped_ones_in_a_sentence() {
         let before = [fp("a", "1")];
         let b = key("b");
         let after = [(&b, fp("b", "1"))];
         assert_eq!(
             describe_changes(&before, &after),
-            "configmap ns/b, 1 object(s) no longer referenced changed"
+            "ConfigMap ns/b is now referenced; 1 object is no longer referenced."
         );
     }
 }
