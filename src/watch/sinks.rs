@@ -77,11 +77,15 @@ impl Router {
         let wanted = self.cache.is_referenced(&key)
             || annotations::pod_delete_match(&obj.metadata.annotations).is_some();
         let (key, before, after) = self.cache.upsert_metadata(kind, &obj.metadata, wanted);
-        if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
-            return key;
-        }
+        // Asked again now that the entry is in the cache: a workload stored meanwhile by
+        // another watch thread found no entry to fetch (its `fetch_missing` skips absent
+        // objects), so one of the two checks must see the other's write.
+        let wanted = wanted || self.cache.is_referenced(&key);
         if wanted && !after.is_current() {
             self.fetcher.request(key.clone());
+        }
+        if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
+            return key;
         }
         let was_current = before.as_ref().is_some_and(|b| b.is_current());
         if after.is_current() && !was_current {
