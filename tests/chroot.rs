@@ -59,16 +59,18 @@ fn musl_binary() -> Result<PathBuf, String> {
 /// Whether the test runs, given what it needs (`Err`: why it cannot) and whether this is
 /// CI. CI must run it, so there a missing precondition fails the test; elsewhere (a
 /// contributor's `cargo test` as a normal user) it says that it did not run, and why.
-fn decide<T>(needs: Result<T, String>, ci: bool) -> Result<Option<T>, String> {
+#[derive(Debug, PartialEq)]
+enum Decision<T> {
+    Run(T),
+    Skip(String),
+    Fail(String),
+}
+
+fn decide<T>(needs: Result<T, String>, ci: bool) -> Decision<T> {
     match needs {
-        Ok(value) => Ok(Some(value)),
-        Err(why) if ci => Err(why),
-        Err(why) => {
-            // Past the test harness's output capture: a skip must be seen.
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "chroot test did not run: {why}");
-            Ok(None)
-        }
+        Ok(value) => Decision::Run(value),
+        Err(why) if ci => Decision::Fail(why),
+        Err(why) => Decision::Skip(why),
     }
 }
 
@@ -77,11 +79,14 @@ fn without_root_or_binary_it_fails_under_ci_and_says_why_it_skipped_elsewhere() 
     let missing: Result<(), String> = Err("chroot needs root".into());
     assert_eq!(
         decide(missing.clone(), true),
-        Err("chroot needs root".to_string())
+        Decision::Fail("chroot needs root".into())
     );
-    assert_eq!(decide(missing, false), Ok(None));
-    assert_eq!(decide(Ok(7), true), Ok(Some(7)));
-    assert_eq!(decide(Ok(7), false), Ok(Some(7)));
+    assert_eq!(
+        decide(missing, false),
+        Decision::Skip("chroot needs root".into())
+    );
+    assert_eq!(decide(Ok(7), true), Decision::Run(7));
+    assert_eq!(decide(Ok(7), false), Decision::Run(7));
 }
 
 /// Every file under `dir`, in its subfolders too (`src/` has one folder per concept).
@@ -161,9 +166,14 @@ fn is_root() -> Result<(), String> {
 fn the_static_binary_runs_alone_in_an_empty_root() {
     let needs = is_root().and_then(|()| musl_binary());
     let binary = match decide(needs, std::env::var_os("CI").is_some()) {
-        Ok(Some(binary)) => binary,
-        Ok(None) => return,
-        Err(why) => panic!("{why}"),
+        Decision::Run(binary) => binary,
+        Decision::Skip(why) => {
+            // Past the test harness's output capture: a skip must be seen.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "chroot test did not run: {why}");
+            return;
+        }
+        Decision::Fail(why) => panic!("{why}"),
     };
     let root = Root::with_binary(&binary);
 
