@@ -24,16 +24,46 @@ pub const WAVELET_POD_DELETE_MATCH: &str = "wavelet.dev/pod-delete-match";
 /// Delete mode: `evict` (default), `delete` or `rolling`.
 pub const WAVELET_POD_DELETE_STRATEGY: &str = "wavelet.dev/pod-delete-strategy";
 
-/// Reloader's opt-in keys on a workload (`"true"` opts in). A CronJob opted in through one
-/// of them also gets a Job started on a change, as Reloader does.
+/// Stakater Reloader's keys on a workload, read as Reloader reads them (its README and
+/// `internal/pkg/options/flags.go`): `"true"` opts in.
+/// `reloader.stakater.com/auto`: every referenced ConfigMap and Secret counts; `"false"`
+/// opts out, also under `--auto-reload-all`.
 pub const RELOADER_AUTO: &str = "reloader.stakater.com/auto";
+/// Only referenced ConfigMaps count.
 pub const RELOADER_CONFIGMAP_AUTO: &str = "configmap.reloader.stakater.com/auto";
+/// Only referenced Secrets count.
 pub const RELOADER_SECRET_AUTO: &str = "secret.reloader.stakater.com/auto";
+/// Comma list of anchored regular expressions: the ConfigMaps of the workload's namespace
+/// whose names match count (all keys), referenced or not.
+pub const RELOADER_CONFIGMAP_RELOAD: &str = "configmap.reloader.stakater.com/reload";
+/// The same for Secrets.
+pub const RELOADER_SECRET_RELOAD: &str = "secret.reloader.stakater.com/reload";
+/// Only referenced objects that carry [`RELOADER_MATCH`] count.
+pub const RELOADER_SEARCH: &str = "reloader.stakater.com/search";
+/// Comma lists of names that do not count.
+pub const RELOADER_CONFIGMAPS_EXCLUDE: &str = "configmaps.exclude.reloader.stakater.com/reload";
+pub const RELOADER_SECRETS_EXCLUDE: &str = "secrets.exclude.reloader.stakater.com/reload";
+/// A per-workload debounce window (Reloader pauses the Deployment for it instead).
+pub const RELOADER_PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
 /// Argo Rollouts: `restart` sets `spec.restartAt` instead of patching the template.
 pub const RELOADER_ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strategy";
+/// On a ConfigMap or Secret: its data never counts, for any workload.
+pub const RELOADER_IGNORE: &str = "reloader.stakater.com/ignore";
+/// On a ConfigMap or Secret: it counts for workloads with [`RELOADER_SEARCH`].
+pub const RELOADER_MATCH: &str = "reloader.stakater.com/match";
+
+/// The keys that opt a workload in through Reloader (any of them set).
+pub const RELOADER_OPT_INS: [&str; 6] = [
+    RELOADER_AUTO,
+    RELOADER_CONFIGMAP_AUTO,
+    RELOADER_SECRET_AUTO,
+    RELOADER_CONFIGMAP_RELOAD,
+    RELOADER_SECRET_RELOAD,
+    RELOADER_SEARCH,
+];
 
 /// Every annotation wavelet reads; objects' other annotations are never parsed.
-pub const READ: [&str; 15] = [
+pub const READ: [&str; 23] = [
     WAVELET_OPT_IN,
     WAVE_OPT_IN,
     WAVELET_HASH,
@@ -48,15 +78,16 @@ pub const READ: [&str; 15] = [
     RELOADER_AUTO,
     RELOADER_CONFIGMAP_AUTO,
     RELOADER_SECRET_AUTO,
+    RELOADER_CONFIGMAP_RELOAD,
+    RELOADER_SECRET_RELOAD,
+    RELOADER_SEARCH,
+    RELOADER_CONFIGMAPS_EXCLUDE,
+    RELOADER_SECRETS_EXCLUDE,
+    RELOADER_PAUSE_PERIOD,
     RELOADER_ROLLOUT_STRATEGY,
+    RELOADER_IGNORE,
+    RELOADER_MATCH,
 ];
-
-/// Whether a workload opted in through one of Reloader's keys.
-pub fn opted_in_by_reloader(annotations: &Annotations) -> bool {
-    [RELOADER_AUTO, RELOADER_CONFIGMAP_AUTO, RELOADER_SECRET_AUTO]
-        .iter()
-        .any(|k| annotations.get(k) == Some("true"))
-}
 
 /// The delete-mode selector of a ConfigMap/Secret, under wavelet's key or the lab's.
 pub fn pod_delete_match(annotations: &Annotations) -> Option<&str> {
@@ -65,11 +96,16 @@ pub fn pod_delete_match(annotations: &Annotations) -> Option<&str> {
         .or_else(|| annotations.get(MAGALIX_POD_DELETE_MATCH))
 }
 
-/// Which opt-in a workload used, which decides the hash key written.
+/// Which opt-in a workload used, which decides the hash key written (and what `status`
+/// shows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Flavor {
     Wavelet,
     Wave,
+    /// One of Reloader's keys ([`RELOADER_OPT_INS`]); writes [`WAVELET_HASH`].
+    Reloader,
+    /// `--auto-reload-all`; writes [`WAVELET_HASH`].
+    AutoReloadAll,
 }
 
 impl Flavor {
@@ -80,6 +116,11 @@ impl Flavor {
             Some(Flavor::Wavelet)
         } else if annotations.get(WAVE_OPT_IN) == Some("true") {
             Some(Flavor::Wave)
+        } else if RELOADER_OPT_INS
+            .iter()
+            .any(|k| annotations.get(k).is_some_and(|v| is_reloader_opt_in(k, v)))
+        {
+            Some(Flavor::Reloader)
         } else {
             None
         }
@@ -87,10 +128,39 @@ impl Flavor {
 
     pub fn hash_key(self) -> &'static str {
         match self {
-            Flavor::Wavelet => WAVELET_HASH,
             Flavor::Wave => WAVE_HASH,
+            Flavor::Wavelet | Flavor::Reloader | Flavor::AutoReloadAll => WAVELET_HASH,
         }
     }
+
+    /// How `status` names it.
+    pub fn family(self) -> &'static str {
+        match self {
+            Flavor::Wavelet => "wavelet",
+            Flavor::Wave => "wave",
+            Flavor::Reloader => "reloader",
+            Flavor::AutoReloadAll => "auto-reload-all",
+        }
+    }
+}
+
+/// A Reloader key's value opts in: `"true"` for the flags, any non-empty list for the
+/// reload lists.
+fn is_reloader_opt_in(key: &str, value: &str) -> bool {
+    match key {
+        RELOADER_CONFIGMAP_RELOAD | RELOADER_SECRET_RELOAD => !value.trim().is_empty(),
+        _ => value == "true",
+    }
+}
+
+/// Whether a workload opted in through one of Reloader's keys (a CronJob so opted in
+/// also gets a Job started on a change).
+pub fn opted_in_by_reloader(annotations: &Annotations) -> bool {
+    Flavor::from_annotations(annotations) == Some(Flavor::Reloader)
+        || (annotations.get(WAVELET_OPT_IN) == Some("true")
+            && RELOADER_OPT_INS
+                .iter()
+                .any(|k| annotations.get(k).is_some_and(|v| is_reloader_opt_in(k, v))))
 }
 
 #[cfg(test)]

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use crate::client::{Client, Shape};
 use crate::controller::list_each;
 use crate::error::Error;
+use crate::hashmode::counted::counted;
 use crate::hashmode::hash;
-use crate::hashmode::references::Reference;
+use crate::hashmode::optin::Policy;
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem, WorkloadKey,
-    WorkloadObject,
+    ConfigKey, ConfigKind, ConfigMapItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
 use crate::watch::cache::{Cache, WorkloadEntry};
 
@@ -112,6 +112,7 @@ pub struct Target<'a> {
 pub fn hash(
     client: &Client,
     target: Target<'_>,
+    policy: &Policy,
     hmac_key: Option<&[u8]>,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
@@ -122,31 +123,30 @@ pub fn hash(
     } = target;
     let resource = workload_resource(client, kind)?;
     let workload: WorkloadObject = client.get(&resource.object_path(namespace, name))?;
-    let references = crate::hashmode::references::references(&workload);
-    let mut resolved: Vec<(&Reference, Option<ConfigObject>)> = Vec::new();
-    for reference in &references {
-        let path = reference
-            .config
-            .kind
-            .resource()
-            .object_path(&reference.config.namespace, &reference.config.name);
-        let object = match reference.config.kind {
-            ConfigKind::ConfigMap => client.get::<ConfigMapItem>(&path).map(|i| i.0),
-            ConfigKind::Secret => client.get::<SecretItem>(&path).map(|i| i.0),
-        };
-        match object {
-            Ok(object) => resolved.push((reference, Some(object))),
-            Err(err) if err.is_not_found() => resolved.push((reference, None)),
-            Err(err) => return Err(err),
-        }
+    let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
+    let Some(entry) =
+        WorkloadEntry::from_object(&resource, &workload, policy).filter(|e| e.flavor.is_some())
+    else {
+        writeln!(
+            out,
+            "{resource} {namespace}/{name} is not opted in: no hash is written for it"
+        )
+        .map_err(write_err)?;
+        return Ok(());
+    };
+    let cache = Cache::new();
+    load_configs(client, Some(namespace), policy, &cache)?;
+    let resolved = counted(&cache, namespace, &entry);
+    for (reference, _) in &resolved {
+        read_data(client, &cache, &reference.config)?;
     }
+    let resolved = counted(&cache, namespace, &entry);
     let computed = hash::compute(
         resolved
             .iter()
-            .map(|(r, o)| (*r, o.as_ref().map(ConfigObject::digests))),
+            .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
         hmac_key,
     );
-    let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
     writeln!(out, "{}", computed.hash).map_err(write_err)?;
     for (reference, object) in &resolved {
         let state = if object.is_some() {
@@ -172,13 +172,7 @@ pub fn hash(
     for missing in &computed.missing {
         writeln!(out, "  missing: {missing}").map_err(write_err)?;
     }
-    let opted_in = [
-        crate::annotations::WAVELET_OPT_IN,
-        crate::annotations::WAVE_OPT_IN,
-    ]
-    .iter()
-    .any(|k| workload.metadata.annotations.contains_key(k));
-    if opted_in && hmac_key.is_none() {
+    if hmac_key.is_none() {
         writeln!(
             out,
             "  note: with --hash-key-file, run publishes an HMAC instead"
@@ -188,44 +182,60 @@ pub fn hash(
     Ok(())
 }
 
+/// Lists the ConfigMaps (whole) and Secrets (metadata) of one namespace or all into
+/// `cache`, as `run` watches them; a kind the policy ignores is not listed.
+fn load_configs(
+    client: &Client,
+    namespace: Option<&str>,
+    policy: &Policy,
+    cache: &Cache,
+) -> Result<(), Error> {
+    if !policy.ignore_configmaps {
+        list_each(
+            client,
+            &Resource::configmaps(),
+            namespace,
+            Shape::Whole,
+            &mut |item: ConfigMapItem| {
+                cache.upsert_config(ConfigKind::ConfigMap, item.0);
+            },
+        )?;
+    }
+    if !policy.ignore_secrets {
+        // As metadata; the data of those that count is read with one GET each.
+        list_each(
+            client,
+            &Resource::secrets(),
+            namespace,
+            Shape::Metadata,
+            &mut |item: SecretItem| {
+                let secret = item.0;
+                if secret.data.is_some() {
+                    cache.upsert_config(ConfigKind::Secret, secret);
+                } else {
+                    cache.upsert_metadata(ConfigKind::Secret, &secret.metadata, false);
+                }
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// Prints a table of opted-in workloads and delete-mode objects, and whether each is up
 /// to date (hashes compared as HMACs under `hmac_key`, as `run --hash-key-file` writes
-/// them). Returns how many workloads are not (not adopted yet, a rollout pending, or a
-/// referenced object missing): `wavelet status` exits 1 when there are any.
+/// them), with the family of keys that opted each in. Returns how many workloads are not
+/// (not adopted yet, a rollout pending, or a counted object missing): `wavelet status`
+/// exits 1 when there are any.
 pub fn status(
     client: &Client,
     namespace: Option<&str>,
+    policy: &Policy,
     hmac_key: Option<&[u8]>,
     out: &mut dyn Write,
 ) -> Result<usize, Error> {
     let mut out_of_date = 0;
     let cache = Cache::new();
-    let configmaps = Resource::configmaps();
-    list_each(
-        client,
-        &configmaps,
-        namespace,
-        Shape::Whole,
-        &mut |item: ConfigMapItem| {
-            cache.upsert_config(ConfigKind::ConfigMap, item.0);
-        },
-    )?;
-    // Secrets as metadata; the data of those that matter is read below, one GET each.
-    let secrets = Resource::secrets();
-    list_each(
-        client,
-        &secrets,
-        namespace,
-        Shape::Metadata,
-        &mut |item: SecretItem| {
-            let secret = item.0;
-            if secret.data.is_some() {
-                cache.upsert_config(ConfigKind::Secret, secret);
-            } else {
-                cache.upsert_metadata(ConfigKind::Secret, &secret.metadata, false);
-            }
-        },
-    )?;
+    load_configs(client, namespace, policy, &cache)?;
     let mut workloads = Vec::new();
     for resource in [
         Resource::deployments(),
@@ -240,8 +250,8 @@ pub fn status(
             namespace,
             Shape::Whole,
             &mut |workload: WorkloadObject| {
-                if let Some(entry) =
-                    WorkloadEntry::from_object(&resource, &workload).filter(|e| e.flavor.is_some())
+                if let Some(entry) = WorkloadEntry::from_object(&resource, &workload, policy)
+                    .filter(|e| e.flavor.is_some())
                 {
                     let key = WorkloadKey::new(
                         Arc::clone(&resource),
@@ -253,26 +263,24 @@ pub fn status(
             },
         )?;
     }
-    for reference in workloads.iter().flat_map(|(_, e)| e.references.iter()) {
-        read_data(client, &cache, &reference.config)?;
+    for (key, entry) in &workloads {
+        for (reference, _) in counted(&cache, &key.namespace, entry) {
+            read_data(client, &cache, &reference.config)?;
+        }
     }
     let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
     writeln!(
         out,
-        "{:<12} {:<40} {:<10} {:<10} {:<5} STATUS",
-        "KIND", "WORKLOAD", "RECORDED", "CURRENT", "REFS"
+        "{:<12} {:<40} {:<16} {:<10} {:<10} {:<5} STATUS",
+        "KIND", "WORKLOAD", "OPTED IN BY", "RECORDED", "CURRENT", "REFS"
     )
     .map_err(write_err)?;
     for (key, entry) in &workloads {
-        let resolved: Vec<_> = entry
-            .references
-            .iter()
-            .map(|r| (r, cache.config(&r.config)))
-            .collect();
+        let resolved = counted(&cache, &key.namespace, entry);
         let computed = hash::compute(
             resolved
                 .iter()
-                .map(|(r, e)| (*r, e.as_ref().and_then(|e| e.digests()))),
+                .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
             hmac_key,
         );
         let recorded = entry.recorded_hash().unwrap_or("-");
@@ -298,12 +306,13 @@ pub fn status(
         }
         writeln!(
             out,
-            "{:<12} {:<40} {:<10} {:<10} {:<5} {state}",
+            "{:<12} {:<40} {:<16} {:<10} {:<10} {:<5} {state}",
             key.resource.kind,
             format!("{}/{}", key.namespace, key.name),
+            entry.flavor.map_or("-", |f| f.family()),
             hash::short(recorded),
             hash::short(&computed.hash),
-            entry.references.len()
+            resolved.len()
         )
         .map_err(write_err)?;
     }
@@ -329,7 +338,6 @@ pub fn status(
     Ok(out_of_date)
 }
 
-/// Reads the data of a Secret the cache knows only by its metadata.
 fn read_data(client: &Client, cache: &Cache, key: &ConfigKey) -> Result<(), Error> {
     let Some(entry) = cache.config(key).filter(|e| !e.is_current()) else {
         return Ok(());

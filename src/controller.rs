@@ -15,6 +15,7 @@ use crate::config::{RunConfig, WorkloadKind};
 use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
+use crate::hashmode::optin::Policy;
 use crate::hashmode::reconcile::{HashModeSettings, Next, Outcome, Reconciler};
 use crate::hashmode::throttle::Debounce;
 use crate::objects::{
@@ -57,7 +58,7 @@ pub struct Controller {
 
 impl Controller {
     /// Starts watching and reconciling; returns at once.
-    pub fn start(client: Client, config: &RunConfig) -> Result<Controller, Error> {
+    pub fn start(client: Client, config: &RunConfig, policy: Policy) -> Result<Controller, Error> {
         let stop = Arc::new(AtomicBool::new(false));
         if config.leader_elect && config.dry_run {
             // Holding the Lease would keep the real controller from leading.
@@ -156,7 +157,12 @@ impl Controller {
             resync: config.resync,
             ..WatchConfig::default()
         };
-        let watchers = namespaces.len() * (2 + workload_resources.len())
+        // --ignore-configmaps / --ignore-secrets: that kind is not watched at all.
+        let config_kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
+            .into_iter()
+            .filter(|k| !policy.ignores(*k))
+            .collect();
+        let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
             + usize::from(reloader.namespace_selector.is_some());
         let listed = Arc::new(Latch::new(watchers));
         let fetcher = Arc::new(Fetcher::new(
@@ -171,6 +177,7 @@ impl Controller {
             fetcher: Arc::clone(&fetcher),
             debounce: config.debounce,
             windows: Arc::clone(&debounce),
+            policy,
         });
         let on_listed = || -> OnSynced {
             let listed = Arc::clone(&listed);
@@ -178,7 +185,7 @@ impl Controller {
         };
 
         for namespace in &namespaces {
-            for kind in [ConfigKind::ConfigMap, ConfigKind::Secret] {
+            for &kind in &config_kinds {
                 let mut sink =
                     ConfigSink::new(kind, namespace.clone(), Arc::clone(&router), on_listed());
                 // Secrets as metadata only; the fetcher reads those that matter.
@@ -393,7 +400,12 @@ impl Controller {
 
 /// Runs `wavelet run` until `stop` is set (SIGTERM/SIGINT), serving `/healthz`,
 /// `/readyz` and `/metrics` on `--listen-addr`.
-pub fn run(client: Client, config: &RunConfig, stop: &AtomicBool) -> Result<(), Error> {
+pub fn run(
+    client: Client,
+    config: &RunConfig,
+    policy: Policy,
+    stop: &AtomicBool,
+) -> Result<(), Error> {
     let listener = TcpListener::bind(&config.listen_addr).map_err(|e| {
         Error::Config(format!(
             "cannot listen on --listen-addr {}: {e}",
@@ -404,7 +416,7 @@ pub fn run(client: Client, config: &RunConfig, stop: &AtomicBool) -> Result<(), 
         Ok(addr) => log::info!("listening on {addr} for /healthz, /readyz and /metrics"),
         Err(_) => log::info!("listening on {}", config.listen_addr),
     }
-    let controller = Controller::start(client.clone(), config)?;
+    let controller = Controller::start(client.clone(), config, policy)?;
     crate::ops::http::spawn(listener, controller.endpoints(&client));
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
@@ -480,6 +492,7 @@ impl Worker {
                 }
             }
             Outcome::Adopted { .. } => m.rollouts.inc(&[kind, "adopted"]),
+            Outcome::Recorded { .. } => m.rollouts.inc(&[kind, "recorded"]),
             Outcome::Throttled(_) => m.changes_skipped.inc(&["throttled"]),
             Outcome::MissingConfig => m.changes_skipped.inc(&["missing_config"]),
             Outcome::OutOfScope => m.changes_skipped.inc(&["out_of_scope"]),

@@ -48,7 +48,7 @@ fn run(args: &[String]) -> Result<i32, Error> {
                 client.base_url()
             );
             let stop = stop_on_signals()?;
-            wavelet::controller::run(client, &run, &stop).map(|()| 0)
+            wavelet::controller::run(client, &run, config.policy, &stop).map(|()| 0)
         }
         Command::Hash {
             namespace,
@@ -64,8 +64,14 @@ fn run(args: &[String]) -> Result<i32, Error> {
                 kind: &kind,
                 name: &name,
             };
-            wavelet::commands::hash(&client, workload, key.as_deref(), &mut std::io::stdout())
-                .map(|()| 0)
+            wavelet::commands::hash(
+                &client,
+                workload,
+                &config.policy,
+                key.as_deref(),
+                &mut std::io::stdout(),
+            )
+            .map(|()| 0)
         }
         Command::Status {
             namespace,
@@ -77,6 +83,7 @@ fn run(args: &[String]) -> Result<i32, Error> {
             let out_of_date = wavelet::commands::status(
                 &client,
                 namespace.as_deref(),
+                &config.policy,
                 key.as_deref(),
                 &mut std::io::stdout(),
             )?;

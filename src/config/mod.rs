@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::hashmode::optin::Policy;
 use crate::selector::Selector;
 
 /// How to reach the API server; the same for every subcommand.
@@ -40,6 +41,9 @@ pub struct ConnectionFlags {
 pub struct Config {
     pub connection: ConnectionFlags,
     pub log_format: LogFormat,
+    /// What decides opt-in and counting, shared by `run`, `status` and `hash`:
+    /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`.
+    pub policy: Policy,
     pub command: Command,
 }
 
@@ -442,6 +446,34 @@ static FLAGS: &[Flag] = &[
         "delete mode: emit a Warning Event when evictions have been refused for this long (> 0)",
     ),
     // Stakater Reloader's flags, where wavelet shares their meaning.
+    flag(
+        "auto-reload-all",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Hashing,
+        "Reloader's flag: every workload is opted in unless it says reloader.stakater.com/auto: \"false\" (writes wavelet.dev/config-hash)",
+    ),
+    flag(
+        "ignore-configmaps",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Hashing,
+        "ConfigMaps are not watched and count for no workload (not missing either); delete mode on ConfigMaps is off",
+    ),
+    flag(
+        "ignore-secrets",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Hashing,
+        "Secrets are not watched and count for no workload (not missing either); delete mode on Secrets is off; no RBAC on secrets is needed",
+    ),
+    flag(
+        "resources-to-ignore",
+        Some("configmaps|secrets"),
+        FlagDefault::Unset("none"),
+        Scope::Hashing,
+        "Reloader's spelling of --ignore-configmaps / --ignore-secrets",
+    ),
     flag(
         "namespaces-to-ignore",
         Some("NS,NS..."),
@@ -889,6 +921,17 @@ fn reloader_selector(s: &str) -> Result<Selector, String> {
     Ok(selector)
 }
 
+/// Reloader's `--resources-to-ignore`: `configmaps` or `secrets` (one of them).
+fn resources_to_ignore(s: &str) -> Result<(bool, bool), String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "configmaps" => Ok((true, false)),
+        "secrets" => Ok((false, true)),
+        other => Err(format!(
+            "expected configmaps or secrets (one of them, as in Reloader), got {other:?}"
+        )),
+    }
+}
+
 /// `--ignored-workload-types`: whether CronJobs are ignored.
 fn ignored_workload_types(s: &str) -> Result<bool, String> {
     let mut cronjobs = false;
@@ -961,6 +1004,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         return Ok(Config {
             connection: ConnectionFlags::default(),
             log_format: LogFormat::Text,
+            policy: Policy::default(),
             command: Command::Help(help_text()),
         });
     }
@@ -1074,9 +1118,23 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         }
         _ => Command::Version,
     };
+    let (ignore_configmaps, ignore_secrets) = look
+        .get("resources-to-ignore", resources_to_ignore)?
+        .unwrap_or((false, false));
+    let policy = Policy {
+        auto_reload_all: look.required("auto-reload-all", parse_bool)?,
+        ignore_configmaps: ignore_configmaps || look.required("ignore-configmaps", parse_bool)?,
+        ignore_secrets: ignore_secrets || look.required("ignore-secrets", parse_bool)?,
+    };
+    if policy.ignore_configmaps && policy.ignore_secrets {
+        return Err(config_error(
+            "--ignore-configmaps and --ignore-secrets together leave nothing to watch; give one (as Reloader accepts only one)",
+        ));
+    }
     Ok(Config {
         connection,
         log_format,
+        policy,
         command,
     })
 }
@@ -1326,6 +1384,10 @@ mod tests {
             "eviction-warning-after" => ("run", "1m", |c| {
                 run(c).eviction_warning_after == Duration::from_secs(60)
             }),
+            "auto-reload-all" => ("run", "true", |c| c.policy.auto_reload_all),
+            "ignore-configmaps" => ("status", "true", |c| c.policy.ignore_configmaps),
+            "ignore-secrets" => ("run", "true", |c| c.policy.ignore_secrets),
+            "resources-to-ignore" => ("run", "secrets", |c| c.policy.ignore_secrets),
             "namespaces-to-ignore" => ("run", "kube-system,b", |c| {
                 run(c).reloader.namespaces_to_ignore == ["kube-system", "b"]
             }),

@@ -1,9 +1,12 @@
-//! Hash mode: which ConfigMaps and Secrets a pod template references (`references`), the
+//! Hash mode: who is opted in and what counts for them (`optin`), which ConfigMaps and
+//! Secrets a pod template references (`references`), the
 //! hash of their data (`hash`), coalescing and storm limits (`throttle`), what a rollout writes by kind of
 //! workload (`rollout`), and the decision
 //! that brings one workload's pod template hash in line (`reconcile`).
 
+pub mod counted;
 pub mod hash;
+pub mod optin;
 pub mod reconcile;
 pub mod references;
 pub mod rollout;

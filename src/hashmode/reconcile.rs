@@ -7,8 +7,11 @@
 //! 3. Required configuration missing → Warning Event, no rollout until it appears.
 //! 4. Hash already recorded → nothing to do.
 //! 5. No hash recorded yet → adopt: record it on the workload's metadata, no rollout.
-//! 6. Configuration changed within `--debounce`, or storm rules say wait → come back later.
-//! 7. Patch the template annotation (the workload's controller rolls) and emit an Event.
+//! 6. Configuration changed within `--debounce` (or the workload's pause period), or storm
+//!    rules say wait → come back later.
+//! 7. Only the set of counted objects changed, no data (a template edit, a reload list,
+//!    Reloader's `ignore`/`match`) → record on the metadata, no rollout.
+//! 8. Patch the template annotation (the workload's controller rolls) and emit an Event.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,14 +23,14 @@ use sha2::{Digest as _, Sha256};
 use crate::annotations::Flavor;
 use crate::client::{Client, PatchType};
 use crate::error::Error;
+use crate::hashmode::counted::counted;
 use crate::hashmode::hash;
-use crate::hashmode::references::Reference;
 use crate::hashmode::rollout::{self, Style};
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
 use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, Digest, Resource, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
-use crate::watch::cache::{Cache, ConfigEntry, WorkloadEntry};
+use crate::watch::cache::{Cache, WorkloadEntry};
 
 /// What the queue should do with the key after a reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +47,10 @@ pub enum Outcome {
     Forgotten,
     UpToDate,
     Adopted {
+        hash: String,
+    },
+    /// Only what counts changed, not data: the new hash recorded on the metadata.
+    Recorded {
         hash: String,
     },
     Rolled {
@@ -94,6 +101,8 @@ struct Memory {
     warned_missing: Option<String>,
     /// A throttling Warning was emitted and the workload has not rolled since.
     warned_throttle: bool,
+    /// The annotation problems last warned about.
+    warned_problems: Option<Vec<String>>,
 }
 
 pub struct Reconciler {
@@ -129,16 +138,6 @@ impl Reconciler {
             debounce,
             memory: Mutex::new(HashMap::new()),
         }
-    }
-
-    fn resolve<'a>(
-        &self,
-        references: &'a [Reference],
-    ) -> Vec<(&'a Reference, Option<Arc<ConfigEntry>>)> {
-        references
-            .iter()
-            .map(|r| (r, self.cache.config(&r.config)))
-            .collect()
     }
 
     /// Reconciles one workload. The work queue never hands the same key to two workers, so
@@ -183,7 +182,8 @@ impl Reconciler {
         remembered: &mut Memory,
     ) -> Result<(Next, Outcome), Error> {
         // 2.
-        let resolved = self.resolve(&entry.references);
+        let resolved = counted(&self.cache, &key.namespace, entry);
+        self.warn_problems(key, entry, remembered);
         if let Some((reference, _)) = resolved
             .iter()
             .find(|(_, e)| e.as_ref().is_some_and(|e| !e.is_current()))
@@ -194,13 +194,13 @@ impl Reconciler {
         let computed = hash::compute(
             resolved
                 .iter()
-                .map(|(r, e)| (*r, e.as_ref().and_then(|e| e.digests()))),
+                .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
             self.settings.hmac_key.as_deref(),
         );
         let named: Vec<(&ConfigKey, Fingerprint)> = resolved
             .iter()
             .map(|(r, e)| {
-                let text = hash::canonical_form(&[(*r, e.as_ref().and_then(|e| e.digests()))]);
+                let text = hash::canonical_form(&[(r, e.as_ref().and_then(|e| e.digests()))]);
                 (&r.config, Fingerprint::new(&r.config, &text))
             })
             .collect();
@@ -270,11 +270,11 @@ impl Reconciler {
         // 6. Debounce is decided here, so any wake-up (the workload's own update, a retry)
         // respects it: the window opens at the first data change since the workload was
         // last settled, and everything that changed inside it goes into one rollout.
-        if let Some(quiet_at) = self
-            .debounce
-            .window_opened(key)
-            .map(|at| at + self.settings.debounce)
-        {
+        let window = entry
+            .counting
+            .pause_period
+            .unwrap_or(self.settings.debounce);
+        if let Some(quiet_at) = self.debounce.window_opened(key).map(|at| at + window) {
             let now = Instant::now();
             if quiet_at > now {
                 return Ok((Next::After(quiet_at - now), Outcome::Debouncing));
@@ -297,7 +297,35 @@ impl Reconciler {
             return Ok((Next::After(throttled.wait()), Outcome::Throttled(throttled)));
         }
 
-        // 7.
+        // 7. Only what counts changed (a template edit that adds or drops a reference, a
+        // reload list that now names an object, an `ignore` or `match` toggled), no data:
+        // record on the metadata, as adoption does; the next data change rolls.
+        if only_membership_changed(&remembered.fingerprints, &fingerprints) {
+            let body = json!({"metadata": {"annotations": {flavor.hash_key(): computed.hash}}});
+            if self.settings.dry_run {
+                log::info!(
+                    "{key}: dry run: would record config hash {} (what counts changed, no data)",
+                    hash::short(&computed.hash)
+                );
+            } else {
+                self.patch(key, &body)?;
+                log::info!(
+                    "{key}: recorded config hash {} without a rollout: {}",
+                    hash::short(&computed.hash),
+                    describe_changes(&remembered.fingerprints, &named)
+                );
+            }
+            remembered.fingerprints = fingerprints;
+            remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
+            return Ok((
+                Next::Done,
+                Outcome::Recorded {
+                    hash: computed.hash,
+                },
+            ));
+        }
+
+        // 8.
         let changed = describe_changes(&remembered.fingerprints, &named);
         let message = format!(
             "{changed} Config hash {} → {}.",
@@ -370,6 +398,22 @@ impl Reconciler {
             log::info!("{key}: opted out; removed wavelet's metadata annotations (the template is left alone)");
         }
         Ok((Next::Done, Outcome::OptOutCleaned))
+    }
+
+    /// Reload-list entries and pause periods that could not be read: one Warning Event each
+    /// time the set of problems changes.
+    fn warn_problems(&self, key: &WorkloadKey, entry: &WorkloadEntry, remembered: &mut Memory) {
+        let problems = &entry.counting.problems;
+        if problems.is_empty() || remembered.warned_problems.as_deref() == Some(problems) {
+            return;
+        }
+        let uid = entry.uid.to_string();
+        let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &uid);
+        for problem in problems {
+            log::warn!("{key}: {problem}");
+            self.recorder.warning(&about, "InvalidAnnotation", problem);
+        }
+        remembered.warned_problems = Some(problems.clone());
     }
 
     /// Starts one Job from a CronJob's (just patched) job template, as Reloader does for
@@ -461,6 +505,25 @@ fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Whether the change from `before` to `after` is only in which objects count: no object
+/// that counted before and still counts has a different part. With no memory (wavelet
+/// started after the change) it cannot tell, and the change rolls.
+fn only_membership_changed(before: &[Fingerprint], after: &[Fingerprint]) -> bool {
+    if before.is_empty() {
+        return false;
+    }
+    let kept_changed = after.iter().any(|now| {
+        before
+            .iter()
+            .any(|old| old.object == now.object && old.part != now.part)
+    });
+    let same_set = before.len() == after.len()
+        && after
+            .iter()
+            .all(|now| before.iter().any(|old| old.object == now.object));
+    !kept_changed && !same_set
 }
 
 /// One referenced object's part of the hash, in 16 bytes: a hash of its identity and of

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::annotations::{self, Flavor};
+use crate::hashmode::optin::{self, Counting, Policy};
 use crate::hashmode::references::{self, Reference};
 use crate::hashmode::rollout::Style;
 use crate::objects::compact::{ResourceVersion, Uid};
@@ -30,6 +31,10 @@ pub struct ConfigEntry {
     data: Option<ConfigData>,
     /// The delete-mode annotations, when the object carries a selector.
     delete_mode: Option<Box<DeleteModeAnnotations>>,
+    /// Reloader's object annotations: `reloader.stakater.com/ignore: "true"` (its data
+    /// never counts) and `reloader.stakater.com/match: "true"` (it counts for `search`).
+    pub reloader_ignore: bool,
+    pub reloader_match: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +74,14 @@ impl ConfigEntry {
             }),
             resource_version,
             delete_mode: DeleteModeAnnotations::from(&metadata.annotations),
+            reloader_ignore: metadata.annotations.get(annotations::RELOADER_IGNORE) == Some("true"),
+            reloader_match: metadata.annotations.get(annotations::RELOADER_MATCH) == Some("true"),
         }
+    }
+
+    /// Reloader's `ignore`/`match` annotations differ (who counts it may change).
+    pub fn counting_differs(&self, other: &ConfigEntry) -> bool {
+        (self.reloader_ignore, self.reloader_match) != (other.reloader_ignore, other.reloader_match)
     }
 
     /// The digests of the current version, sorted by key; `None` while they are not read
@@ -138,13 +150,24 @@ pub struct WorkloadEntry {
     pub metadata_hash_keys: Vec<&'static str>,
     /// What a rollout of this workload writes.
     pub style: Style,
+    /// What counts besides the references (reload lists, search, exclusions, pause).
+    pub counting: Counting,
 }
 
 impl WorkloadEntry {
     /// The entry to cache for a workload, or `None` when wavelet has nothing to do with it.
-    pub fn from_object(resource: &Resource, obj: &WorkloadObject) -> Option<WorkloadEntry> {
+    pub fn from_object(
+        resource: &Resource,
+        obj: &WorkloadObject,
+        policy: &Policy,
+    ) -> Option<WorkloadEntry> {
         let meta = &obj.metadata;
-        let flavor = Flavor::from_annotations(&meta.annotations);
+        let opted = optin::opt_in(
+            &meta.annotations,
+            &obj.pod_template().metadata.annotations,
+            policy,
+        );
+        let flavor = opted.as_ref().map(|(flavor, _)| *flavor);
         let metadata_hash_keys: Vec<&'static str> =
             [annotations::WAVELET_HASH, annotations::WAVE_HASH]
                 .into_iter()
@@ -158,10 +181,12 @@ impl WorkloadEntry {
         Some(WorkloadEntry {
             uid: Uid::new(&meta.uid),
             resource_version: ResourceVersion::new(&meta.resource_version),
-            references: if flavor.is_some() {
-                references::references(obj).into_boxed_slice()
-            } else {
-                Box::default()
+            references: match &opted {
+                Some((_, counting)) => references::references(obj)
+                    .into_iter()
+                    .filter(|r| counting.counts_reference(r.config.kind, &r.config.name, policy))
+                    .collect(),
+                None => Box::default(),
             },
             template_hash: lookup(&obj.pod_template().metadata.annotations),
             metadata_hash: lookup(&meta.annotations),
@@ -171,21 +196,30 @@ impl WorkloadEntry {
                 resource,
                 &meta.annotations,
                 obj.spec.suspend,
-                annotations::opted_in_by_reloader(&meta.annotations),
+                flavor == Some(Flavor::Reloader)
+                    || annotations::opted_in_by_reloader(&meta.annotations),
             ),
+            counting: opted.map(|(_, counting)| counting).unwrap_or_default(),
         })
     }
 
-    /// The hash the running Pods were given: the template's, else the adopted one (for
-    /// Argo Rollouts restarted through `spec.restartAt`, always the metadata's).
+    /// Whether this workload counts `key` by a reload list (by name, referenced or not).
+    pub fn counts_by_name(&self, key: &ConfigKey) -> bool {
+        !self.counting.is_excluded(key.kind, &key.name)
+            && self
+                .counting
+                .patterns
+                .iter()
+                .any(|p| p.matches(key.kind, &key.name))
+    }
+
+    /// The hash wavelet last recorded: the metadata's (written with every rollout, and
+    /// alone on adoption or when only what counts changed), else the template's (a
+    /// workload Wave rolled, which wrote the template only).
     pub fn recorded_hash(&self) -> Option<&str> {
-        let template = self.template_hash.as_deref();
-        let metadata = self.metadata_hash.as_deref();
-        if self.style.hash_on_template() {
-            template.or(metadata)
-        } else {
-            metadata
-        }
+        self.metadata_hash
+            .as_deref()
+            .or(self.template_hash.as_deref())
     }
 }
 
@@ -194,6 +228,21 @@ struct Workloads {
     entries: HashMap<WorkloadKey, Arc<WorkloadEntry>>,
     /// ConfigMap/Secret → the workloads that reference it.
     dependents: HashMap<ConfigKey, Vec<WorkloadKey>>,
+    /// Namespace → the workloads with reload lists there (they count objects by name).
+    by_pattern: HashMap<Arc<str>, Vec<WorkloadKey>>,
+}
+
+impl Workloads {
+    /// The workloads that count `key` by a reload list.
+    fn by_name(&self, key: &ConfigKey) -> Vec<WorkloadKey> {
+        self.by_pattern
+            .get(&key.namespace)
+            .into_iter()
+            .flatten()
+            .filter(|k| self.entries.get(*k).is_some_and(|e| e.counts_by_name(key)))
+            .cloned()
+            .collect()
+    }
 }
 
 /// The cache shared by watch threads and workers.
@@ -354,18 +403,37 @@ impl Cache {
 
     /// Some workload references `key`.
     pub fn is_referenced(&self, key: &ConfigKey) -> bool {
-        self.workloads.read().unwrap().dependents.contains_key(key)
+        let workloads = self.workloads.read().unwrap();
+        workloads.dependents.contains_key(key) || !workloads.by_name(key).is_empty()
     }
 
-    /// Workloads that reference `key`.
+    /// Workloads that reference `key` or count it by a reload list.
     pub fn dependents(&self, key: &ConfigKey) -> Vec<WorkloadKey> {
-        self.workloads
+        let workloads = self.workloads.read().unwrap();
+        let mut keys = workloads.dependents.get(key).cloned().unwrap_or_default();
+        for named in workloads.by_name(key) {
+            if !keys.contains(&named) {
+                keys.push(named);
+            }
+        }
+        keys
+    }
+
+    /// The cached ConfigMaps and Secrets of `namespace` that `entry` counts by name.
+    pub fn counted_by_name(&self, namespace: &str, entry: &WorkloadEntry) -> Vec<ConfigKey> {
+        if entry.counting.patterns.is_empty() {
+            return Vec::new();
+        }
+        let mut keys: Vec<ConfigKey> = self
+            .configs
             .read()
             .unwrap()
-            .dependents
-            .get(key)
+            .keys()
+            .filter(|k| &*k.namespace == namespace && entry.counts_by_name(k))
             .cloned()
-            .unwrap_or_default()
+            .collect();
+        keys.sort();
+        keys
     }
 
     pub fn workload(&self, key: &WorkloadKey) -> Option<Arc<WorkloadEntry>> {
@@ -407,6 +475,18 @@ impl Cache {
             if !list.contains(key) {
                 list.push(key.clone());
             }
+        }
+        let has_patterns = new
+            .as_ref()
+            .is_some_and(|e| !e.counting.patterns.is_empty());
+        let namespace = Arc::clone(&key.namespace);
+        let listed = workloads.by_pattern.entry(namespace).or_default();
+        listed.retain(|k| k != key);
+        if has_patterns {
+            listed.push(key.clone());
+        }
+        if listed.is_empty() {
+            workloads.by_pattern.remove(&key.namespace);
         }
         old.is_some() || new.is_some()
     }
@@ -660,7 +740,7 @@ mod tests {
         );
         cache.upsert_workload(
             &key("web"),
-            WorkloadEntry::from_object(&Resource::deployments(), &web),
+            WorkloadEntry::from_object(&Resource::deployments(), &web, &Policy::default()),
         );
         let one = ConfigKey::new(ConfigKind::ConfigMap, "ns", "one");
         let two = ConfigKey::new(ConfigKind::ConfigMap, "ns", "two");
@@ -673,7 +753,7 @@ mod tests {
         );
         cache.upsert_workload(
             &key("web"),
-            WorkloadEntry::from_object(&Resource::deployments(), &moved),
+            WorkloadEntry::from_object(&Resource::deployments(), &moved, &Policy::default()),
         );
         assert!(cache.dependents(&one).is_empty());
         assert_eq!(cache.dependents(&two), vec![key("web")]);
@@ -685,13 +765,18 @@ mod tests {
     #[test]
     fn workloads_that_never_opted_in_are_not_cached() {
         let plain = deployment("plain", serde_json::json!({}), serde_json::json!([]));
-        assert!(WorkloadEntry::from_object(&Resource::deployments(), &plain).is_none());
+        assert!(
+            WorkloadEntry::from_object(&Resource::deployments(), &plain, &Policy::default())
+                .is_none()
+        );
         let leftover = deployment(
             "old",
             serde_json::json!({"wavelet.dev/config-hash": "abc"}),
             serde_json::json!([]),
         );
-        let entry = WorkloadEntry::from_object(&Resource::deployments(), &leftover).unwrap();
+        let entry =
+            WorkloadEntry::from_object(&Resource::deployments(), &leftover, &Policy::default())
+                .unwrap();
         assert_eq!(entry.flavor, None);
         assert_eq!(entry.metadata_hash_keys, vec![annotations::WAVELET_HASH]);
     }
@@ -706,7 +791,8 @@ mod tests {
             "spec": {"template": {"metadata": {"annotations": {"wavelet.dev/config-hash": "tmpl"}}}}
         }))
         .unwrap();
-        let entry = WorkloadEntry::from_object(&Resource::rollouts(), &obj).unwrap();
+        let entry =
+            WorkloadEntry::from_object(&Resource::rollouts(), &obj, &Policy::default()).unwrap();
         assert_eq!(entry.style, Style::RestartAt);
         assert_eq!(entry.recorded_hash(), Some("meta"));
     }
@@ -721,7 +807,8 @@ mod tests {
                 "spec": {"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]}}}}}
         }))
         .unwrap();
-        let entry = WorkloadEntry::from_object(&Resource::cronjobs(), &obj).unwrap();
+        let entry =
+            WorkloadEntry::from_object(&Resource::cronjobs(), &obj, &Policy::default()).unwrap();
         assert_eq!(entry.style, Style::CronJob { run_now: false });
         assert_eq!(entry.recorded_hash(), Some("job"));
         assert_eq!(entry.references.len(), 1);
@@ -729,18 +816,25 @@ mod tests {
     }
 
     #[test]
-    fn recorded_hash_prefers_the_template() {
+    fn recorded_hash_prefers_the_metadata_which_every_write_updates() {
         let obj: WorkloadObject = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "w", "namespace": "ns", "annotations": {
                 "wavelet.dev/update-on-config-change": "true", "wavelet.dev/config-hash": "meta"}},
             "spec": {"template": {"metadata": {"annotations": {"wavelet.dev/config-hash": "tmpl"}}}}
         }))
         .unwrap();
-        assert_eq!(
-            WorkloadEntry::from_object(&Resource::deployments(), &obj)
-                .unwrap()
-                .recorded_hash(),
-            Some("tmpl")
-        );
+        let entry =
+            WorkloadEntry::from_object(&Resource::deployments(), &obj, &Policy::default()).unwrap();
+        assert_eq!(entry.recorded_hash(), Some("meta"));
+        // A workload Wave rolled: the template's.
+        let wave: WorkloadObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w", "namespace": "ns", "annotations": {
+                "wave.pusher.com/update-on-config-change": "true"}},
+            "spec": {"template": {"metadata": {"annotations": {"wave.pusher.com/config-hash": "tmpl"}}}}
+        }))
+        .unwrap();
+        let entry = WorkloadEntry::from_object(&Resource::deployments(), &wave, &Policy::default())
+            .unwrap();
+        assert_eq!(entry.recorded_hash(), Some("tmpl"));
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::annotations;
 use crate::deletemode::ledger::STATE_CONFIGMAP;
 use crate::deletemode::DeleteMode;
+use crate::hashmode::optin::Policy;
 use crate::hashmode::references::Reference;
 use crate::hashmode::throttle::Debounce;
 use crate::objects::compact::{ResourceVersion, Uid};
@@ -17,7 +18,7 @@ use crate::objects::{
     ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, NamespaceItem, Resource, SecretItem,
     WorkloadKey, WorkloadObject,
 };
-use crate::watch::cache::{Cache, ConfigChange, WorkloadEntry};
+use crate::watch::cache::{Cache, ConfigChange, ConfigEntry, WorkloadEntry};
 use crate::watch::fetch::{FetchSink, Fetcher};
 use crate::watch::queue::WorkQueue;
 use crate::watch::watcher::{self, Event};
@@ -37,6 +38,8 @@ pub struct Router {
     /// `--debounce`.
     pub debounce: Duration,
     pub windows: Arc<Debounce<WorkloadKey>>,
+    /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`.
+    pub policy: Policy,
 }
 
 impl Router {
@@ -51,11 +54,12 @@ impl Router {
         }) {
             self.open_windows(&key);
         }
-        let was_delete_mode = old.is_some_and(|e| e.pod_delete_match().is_some());
+        let was_delete_mode = old.as_ref().is_some_and(|e| e.pod_delete_match().is_some());
         let (key, change) = self.cache.upsert_config(kind, obj);
         match change {
             ConfigChange::Created | ConfigChange::DataChanged => self.changed(&key),
-            ConfigChange::MetadataOnly | ConfigChange::Unchanged => {}
+            ConfigChange::MetadataOnly => self.recount(&key, old.as_deref()),
+            ConfigChange::Unchanged => {}
         }
         // Metadata changes count too: an annotation added to an existing object must be
         // recorded before its next data change, and one removed stops a replacement.
@@ -87,6 +91,7 @@ impl Router {
         if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
             return key;
         }
+        self.recount(&key, before.as_deref());
         let was_current = before.as_ref().is_some_and(|b| b.is_current());
         if after.is_current() && !was_current {
             // A fetch already read this version: whoever waited for it can go on.
@@ -119,7 +124,29 @@ impl Router {
             .is_some_and(|e| e.pod_delete_match().is_some())
     }
 
+    /// Reloader's `ignore` or `match` of `key` changed: who counts it may have changed, so
+    /// its dependents reconcile now (they record the new set without rolling).
+    fn recount(&self, key: &ConfigKey, before: Option<&ConfigEntry>) {
+        let (Some(before), Some(after)) = (before, self.cache.config(key)) else {
+            return;
+        };
+        if before.counting_differs(&after) {
+            for workload in self.cache.dependents(key) {
+                self.queue.add(workload);
+            }
+        }
+    }
+
     /// Asks for the data of each referenced object the cache knows without current data.
+    /// The same for objects counted by name (reload lists).
+    pub fn fetch_missing_keys(&self, keys: &[ConfigKey]) {
+        for key in keys {
+            if self.cache.config(key).is_some_and(|e| !e.is_current()) {
+                self.fetcher.request(key.clone());
+            }
+        }
+    }
+
     pub fn fetch_missing(&self, references: &[Reference]) {
         for reference in references {
             if self
@@ -353,11 +380,16 @@ impl WorkloadSink {
     fn apply(&self, obj: &WorkloadObject) -> WorkloadKey {
         let key = self.key(obj);
         let cache = &self.router.cache;
-        if cache.upsert_workload(&key, WorkloadEntry::from_object(&key.resource, obj)) {
+        if cache.upsert_workload(
+            &key,
+            WorkloadEntry::from_object(&key.resource, obj, &self.router.policy),
+        ) {
             // Referenced now (the fetcher reads only what is referenced), so read the
             // Secrets whose data is not current.
             if let Some(entry) = cache.workload(&key) {
                 self.router.fetch_missing(&entry.references);
+                self.router
+                    .fetch_missing_keys(&cache.counted_by_name(&key.namespace, &entry));
             }
             self.router.queue.add(key.clone());
         }
