@@ -12,6 +12,7 @@
 //! - `soak`: random changes under random faults for `WAVELET_SOAK_SECS`; nothing lost, nothing extra.
 //! - `malformed`: oversized, non-UTF-8 and deeply nested answers are rejected; memory stays bounded.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
+//! - `reloader`: Reloader's annotations (auto, typed auto, reload lists, search/match, exclude, ignore, pause-period) and opt-in flags.
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
@@ -32,6 +33,7 @@ mod manifests;
 mod operations;
 mod rbac;
 mod readme;
+mod reloader;
 mod reloader_kinds;
 mod secret_reads;
 mod secrets;
