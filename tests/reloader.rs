@@ -396,3 +396,31 @@ fn status_names_the_family_that_opted_each_workload_in() {
     assert!(row("default/web ").contains(" reloader "), "{stdout}");
     assert!(row("default/waved").contains(" wave "), "{stdout}");
 }
+
+#[test]
+fn ignore_configmaps_stops_watching_configmaps_and_they_count_for_nobody() {
+    let fake = FakeApi::start();
+    with_configs(&fake, &["cm"], &["sec"]);
+    fake.apply(web(
+        json!({"reloader.stakater.com/auto": "true"}),
+        uses(&["cm", "absent-cm"], &["sec"]),
+    ));
+    // No marker: it would be a ConfigMap. The Secret's rollout is the positive signal.
+    let mut args = FAST.to_vec();
+    args.push("--ignore-configmaps");
+    let wavelet = Wavelet::start(&fake, &args);
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    set(&fake, "configmaps", "cm", "k", "2");
+    set(&fake, "secrets", "sec", "k", "2");
+    eventually(&fake, &wavelet, "one rollout", |f| rollouts(f, "web") == 1);
+    assert!(
+        !fake.requests().iter().any(|r| r.path.contains("/configmaps")),
+        "ConfigMaps were listed or read"
+    );
+    assert!(!fake
+        .events_for(NS, "web")
+        .iter()
+        .any(|e| e["reason"] == "ConfigMissing"));
+}
