@@ -447,6 +447,18 @@ fn opting_out_removes_wavelets_metadata_annotation_without_rolling() {
     );
     settle(Duration::from_millis(600));
     assert_eq!(fake.revisions("deployments", NS, "web"), 1);
+    // Regression: the removal was written twice in the same second; once is enough.
+    let removals = fake
+        .patches("deployments", NS, "web")
+        .iter()
+        .filter(|p| {
+            p.body_json()["metadata"]["annotations"][HASH].is_null()
+                && p.body_json()["metadata"]["annotations"]
+                    .as_object()
+                    .is_some_and(|a| a.contains_key(HASH))
+        })
+        .count();
+    assert_eq!(removals, 1, "{}", wavelet.output());
 }
 
 #[test]

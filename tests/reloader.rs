@@ -75,7 +75,9 @@ fn barrier(fake: &FakeApi, wavelet: &Wavelet) {
 fn rolls_once(fake: &FakeApi, wavelet: &Wavelet, change: impl FnOnce(&FakeApi)) {
     let before = rollouts(fake, "web");
     change(fake);
-    eventually(fake, wavelet, "web rolled", |f| rollouts(f, "web") == before + 1);
+    eventually(fake, wavelet, "web rolled", |f| {
+        rollouts(f, "web") == before + 1
+    });
     barrier(fake, wavelet);
     assert_eq!(rollouts(fake, "web"), before + 1, "{}", wavelet.output());
 }
@@ -169,7 +171,9 @@ fn reload_lists_name_objects_by_anchored_regular_expressions_referenced_or_not()
     ));
     let wavelet = start(&fake, &[]);
     // Not referenced by the template, named by the list: counts.
-    rolls_once(&fake, &wavelet, |f| set(f, "configmaps", "app-one", "k", "2"));
+    rolls_once(&fake, &wavelet, |f| {
+        set(f, "configmaps", "app-one", "k", "2")
+    });
     rolls_once(&fake, &wavelet, |f| set(f, "secrets", "db-main", "k", "2"));
     // Anchored: `app-.*` does not name `my-app-one`; a referenced but unnamed object does
     // not count under a reload list alone.
@@ -187,7 +191,9 @@ fn reload_lists_name_objects_by_anchored_regular_expressions_referenced_or_not()
     rolls_nothing(&fake, &wavelet, |f| {
         f.apply(configmap(NS, "app-two", &[("k", "1")]));
     });
-    rolls_once(&fake, &wavelet, |f| set(f, "configmaps", "app-two", "k", "2"));
+    rolls_once(&fake, &wavelet, |f| {
+        set(f, "configmaps", "app-two", "k", "2")
+    });
 }
 
 #[test]
@@ -200,7 +206,9 @@ fn a_named_object_counts_with_all_its_keys_even_where_the_template_reads_one() {
             "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "used"}}}]}]}),
     ));
     let wavelet = start(&fake, &[]);
-    rolls_once(&fake, &wavelet, |f| set(f, "configmaps", "cm", "other", "2"));
+    rolls_once(&fake, &wavelet, |f| {
+        set(f, "configmaps", "cm", "other", "2")
+    });
 }
 
 #[test]
@@ -216,7 +224,9 @@ fn search_counts_only_referenced_objects_that_match() {
     ));
     let wavelet = start(&fake, &[]);
     rolls_nothing(&fake, &wavelet, |f| set(f, "configmaps", "plain", "k", "2"));
-    rolls_once(&fake, &wavelet, |f| set(f, "configmaps", "matched", "k", "2"));
+    rolls_once(&fake, &wavelet, |f| {
+        set(f, "configmaps", "matched", "k", "2")
+    });
 }
 
 #[test]
@@ -255,7 +265,9 @@ fn an_ignored_object_counts_for_nobody_and_toggling_ignore_rolls_nothing() {
     // wavelet's own opt-in too: ignore applies to every family.
     fake.apply(web(opted_in(), uses(&["cm", "ignored"], &[])));
     let wavelet = start(&fake, &[]);
-    rolls_nothing(&fake, &wavelet, |f| set(f, "configmaps", "ignored", "k", "2"));
+    rolls_nothing(&fake, &wavelet, |f| {
+        set(f, "configmaps", "ignored", "k", "2")
+    });
     // No longer ignored: recorded without a rollout; its next data change rolls.
     rolls_nothing(&fake, &wavelet, |f| {
         f.merge_patch(
@@ -265,7 +277,9 @@ fn an_ignored_object_counts_for_nobody_and_toggling_ignore_rolls_nothing() {
             json!({"metadata": {"annotations": {"reloader.stakater.com/ignore": null}}}),
         );
     });
-    rolls_once(&fake, &wavelet, |f| set(f, "configmaps", "ignored", "k", "3"));
+    rolls_once(&fake, &wavelet, |f| {
+        set(f, "configmaps", "ignored", "k", "3")
+    });
 }
 
 #[test]
@@ -281,7 +295,9 @@ fn combined_auto_and_reload_list_both_count() {
     rolls_once(&fake, &wavelet, |f| {
         set(f, "configmaps", "referenced", "k", "2")
     });
-    rolls_once(&fake, &wavelet, |f| set(f, "configmaps", "listed", "k", "2"));
+    rolls_once(&fake, &wavelet, |f| {
+        set(f, "configmaps", "listed", "k", "2")
+    });
 }
 
 #[test]
@@ -416,7 +432,10 @@ fn ignore_configmaps_stops_watching_configmaps_and_they_count_for_nobody() {
     set(&fake, "secrets", "sec", "k", "2");
     eventually(&fake, &wavelet, "one rollout", |f| rollouts(f, "web") == 1);
     assert!(
-        !fake.requests().iter().any(|r| r.path.contains("/configmaps")),
+        !fake
+            .requests()
+            .iter()
+            .any(|r| r.path.contains("/configmaps")),
         "ConfigMaps were listed or read"
     );
     assert!(!fake

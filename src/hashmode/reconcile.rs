@@ -103,6 +103,9 @@ struct Memory {
     warned_throttle: bool,
     /// The annotation problems last warned about.
     warned_problems: Option<Vec<String>>,
+    /// Opted out: wavelet's metadata annotations were removed, and the watch has not shown
+    /// the removal yet.
+    cleaned: bool,
 }
 
 pub struct Reconciler {
@@ -165,8 +168,12 @@ impl Reconciler {
             return Ok((Next::Done, Outcome::OutOfScope));
         }
         let Some(flavor) = entry.flavor else {
-            self.memory.lock().unwrap().remove(key);
-            return self.clean_up_opt_out(key, &entry);
+            let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
+            let result = self.clean_up_opt_out(key, &entry, &mut remembered);
+            if remembered.cleaned {
+                self.memory.lock().unwrap().insert(key.clone(), remembered);
+            }
+            return result;
         };
         let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
         let result = self.reconcile_opted_in(key, &entry, flavor, &mut remembered);
@@ -379,9 +386,16 @@ impl Reconciler {
         &self,
         key: &WorkloadKey,
         entry: &WorkloadEntry,
+        remembered: &mut Memory,
     ) -> Result<(Next, Outcome), Error> {
         if entry.metadata_hash_keys.is_empty() {
+            remembered.cleaned = false;
             return Ok((Next::Done, Outcome::UpToDate));
+        }
+        // Removed already, and the watch has not shown the removal yet (another event of
+        // the workload, such as its controller's status update, woke us): once is enough.
+        if remembered.cleaned {
+            return Ok((Next::Done, Outcome::AwaitingWatch));
         }
         let annotations: serde_json::Map<String, Value> = entry
             .metadata_hash_keys
@@ -396,6 +410,7 @@ impl Reconciler {
         } else {
             self.patch(key, &json!({"metadata": {"annotations": annotations}}))?;
             log::info!("{key}: opted out; removed wavelet's metadata annotations (the template is left alone)");
+            remembered.cleaned = true;
         }
         Ok((Next::Done, Outcome::OptOutCleaned))
     }
