@@ -631,3 +631,70 @@ fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
         expected_hash(&fake, "deployments", NS, "web")
     );
 }
+
+/// A template edit that adds a reference rolls the Pods by itself (the new template);
+/// wavelet records the new hash on the metadata instead of rolling them a second time.
+#[test]
+fn a_template_edit_that_adds_a_reference_gives_exactly_one_new_revision() {
+    let (fake, wavelet) = adopted("Deployment");
+    fake.apply(configmap(NS, "extra", &[("k", "1")]));
+    fake.merge_patch(
+        "deployments",
+        NS,
+        "web",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx",
+            "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}],
+            "envFrom": [{"configMapRef": {"name": "extra"}}]}]}}}}),
+    );
+    eventually(&fake, &wavelet, "the new hash recorded", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.as_deref()
+            == Some(expected_hash(f, "deployments", NS, "web").as_str())
+    });
+    assert_eq!(
+        fake.revisions("deployments", NS, "web"),
+        2,
+        "the edit's own"
+    );
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
+    // The next data change rolls, once.
+    fake.merge_patch("configmaps", NS, "extra", json!({"data": {"k": "2"}}));
+    eventually(&fake, &wavelet, "a rollout", |f| {
+        f.revisions("deployments", NS, "web") == 3
+    });
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+}
+
+/// A data change within the debounce window of such an edit still rolls, once.
+#[test]
+fn a_data_change_in_the_window_of_a_template_edit_rolls_once() {
+    let (fake, wavelet) = adopted("Deployment");
+    fake.apply(configmap(NS, "extra", &[("k", "1")]));
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    fake.merge_patch(
+        "deployments",
+        NS,
+        "web",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx",
+            "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}],
+            "envFrom": [{"configMapRef": {"name": "extra"}}]}]}}}}),
+    );
+    eventually(&fake, &wavelet, "the rollout", |f| {
+        template_patches(f, "deployments", NS, "web") == 1
+    });
+    eventually(&fake, &wavelet, "the hash current", |f| {
+        hashes(f, "deployments", NS, "web", HASH).0.as_deref()
+            == Some(expected_hash(f, "deployments", NS, "web").as_str())
+    });
+    // The edit's revision and one rollout: three in all, not four.
+    assert_eq!(fake.revisions("deployments", NS, "web"), 3);
+    fake.merge_patch("configmaps", NS, "extra", json!({"data": {"k": "2"}}));
+    eventually(&fake, &wavelet, "the next rollout", |f| {
+        template_patches(f, "deployments", NS, "web") == 2
+    });
+    assert_eq!(fake.revisions("deployments", NS, "web"), 4);
+}
