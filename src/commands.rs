@@ -316,6 +316,18 @@ pub fn status(
         )
         .map_err(write_err)?;
     }
+    let leftovers = crate::migrate::find(client, namespace)?;
+    if !leftovers.is_empty() {
+        writeln!(
+            out,
+            "\nOlder Wave versions left {} entr{} (its finalizer {} on workloads, owner references to them on ConfigMaps and Secrets): run `wavelet migrate wave{}` to list them, and again with --apply to remove them.",
+            leftovers.len(),
+            if leftovers.len() == 1 { "y" } else { "ies" },
+            crate::migrate::WAVE_FINALIZER,
+            namespace.map_or(" --all-namespaces".to_string(), |ns| format!(" -n {ns}"))
+        )
+        .map_err(write_err)?;
+    }
     let delete_mode = cache.delete_mode_configs();
     if !delete_mode.is_empty() {
         writeln!(

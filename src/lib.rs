@@ -23,4 +23,5 @@ pub mod hashmode;
 // Wiring and operations.
 pub mod commands;
 pub mod controller;
+pub mod migrate;
 pub mod ops;

@@ -36,6 +36,24 @@ fn run(args: &[String]) -> Result<i32, Error> {
             print!("{text}");
             Ok(0)
         }
+        Command::MigrateWave {
+            namespace,
+            all_namespaces,
+            apply,
+        } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let client = Client::from_flags(&config.connection)?;
+            let namespace = match (namespace, all_namespaces) {
+                (Some(ns), _) => Some(ns),
+                (None, true) => None,
+                (None, false) => Some(client.default_namespace().ok_or_else(|| {
+                    Error::Config(
+                        "wavelet migrate wave needs -n NAMESPACE or --all-namespaces (no namespace is set in the kubeconfig context)".into(),
+                    )
+                })?),
+            };
+            migrate_wave(&client, namespace.as_deref(), apply)
+        }
         Command::Version => {
             println!("wavelet {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
@@ -94,6 +112,30 @@ fn run(args: &[String]) -> Result<i32, Error> {
             Ok(0)
         }
     }
+}
+
+/// `wavelet migrate wave`: exit 0 when nothing is left to do (or it was done), 1 when a
+/// dry run found something to remove.
+fn migrate_wave(client: &Client, namespace: Option<&str>, apply: bool) -> Result<i32, Error> {
+    use wavelet::migrate;
+    let leftovers = migrate::find(client, namespace)?;
+    let mut out = std::io::stdout();
+    let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
+    if leftovers.is_empty() {
+        println!("nothing older Wave versions left: no {} finalizer, no owner references to such workloads", migrate::WAVE_FINALIZER);
+        return Ok(0);
+    }
+    migrate::print_table(&leftovers, &mut out).map_err(write_err)?;
+    if !apply {
+        eprintln!(
+            "wavelet: dry run: {} entr{} to remove; run again with --apply to remove them",
+            leftovers.len(),
+            if leftovers.len() == 1 { "y" } else { "ies" }
+        );
+        return Ok(1);
+    }
+    migrate::apply(client, &leftovers, &mut out)?;
+    Ok(0)
 }
 
 fn read_key(path: Option<&std::path::Path>) -> Result<Option<Vec<u8>>, Error> {

@@ -14,6 +14,7 @@
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `reloader`: Reloader's annotations (auto, typed auto, reload lists, search/match, exclude, ignore, pause-period) and opt-in flags.
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
+//! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
@@ -39,4 +40,5 @@ mod secret_reads;
 mod secrets;
 mod soak;
 mod util;
+mod wave;
 mod wire;

@@ -70,6 +70,14 @@ pub enum Command {
         /// `--hash-key-file`: print the HMAC `run` publishes.
         hash_key_file: Option<PathBuf>,
     },
+    /// `wavelet migrate wave [-n NS | --all-namespaces] [--apply]`: remove what older Wave
+    /// versions left (their finalizer, their owner references).
+    MigrateWave {
+        /// `-n`; with neither it nor `--all-namespaces`, the kubeconfig context's namespace.
+        namespace: Option<String>,
+        all_namespaces: bool,
+        apply: bool,
+    },
     /// `wavelet version`.
     Version,
     /// `wavelet help`, `--help`, `-h`: the text to print (see [`help_text`]).
@@ -218,6 +226,8 @@ enum Scope {
     StatusAndHash,
     /// What decides the hash: `run`, `status` and `hash` must agree on it.
     Hashing,
+    /// `wavelet migrate wave`.
+    Migrate,
 }
 
 /// A flag's default, as help shows it and as parsing uses it.
@@ -502,6 +512,21 @@ static FLAGS: &[Flag] = &[
         Scope::Run,
         "Reloader's flag: cronjobs stops watching CronJobs; jobs is accepted and changes nothing (wavelet never re-creates Jobs)",
     ),
+    // `wavelet migrate wave` (and -n below).
+    flag(
+        "all-namespaces",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Migrate,
+        "look in every namespace",
+    ),
+    flag(
+        "apply",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Migrate,
+        "remove what is listed (without it, only print it)",
+    ),
     // `wavelet status` and `wavelet hash`.
     Flag {
         name: "namespace",
@@ -560,7 +585,7 @@ fn find_short(c: char) -> Option<&'static Flag> {
 // Step 1: split the arguments.
 
 /// The subcommands, as typed.
-const COMMANDS: &[&str] = &["run", "status", "hash", "version", "help"];
+const COMMANDS: &[&str] = &["run", "status", "hash", "migrate", "version", "help"];
 
 /// The arguments split up, before any value is validated.
 struct Raw<'a> {
@@ -1015,12 +1040,15 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         Scope::Run => raw.command == "run",
         Scope::StatusAndHash => raw.command == "status" || raw.command == "hash",
         Scope::Hashing => ["run", "status", "hash"].contains(&raw.command),
+        Scope::Migrate => raw.command == "migrate",
     };
     for name in raw.flags.keys() {
         let flag = find_flag(name).expect("raw flags come from FLAGS");
-        if !scope_ok(flag.scope) {
+        let namespace_of_migrate = flag.name == "namespace" && raw.command == "migrate";
+        if !scope_ok(flag.scope) && !namespace_of_migrate {
             let owner = match flag.scope {
                 Scope::Run => "wavelet run",
+                Scope::Migrate => "wavelet migrate wave",
                 _ => "wavelet status and wavelet hash",
             };
             let hint = if flag.name == "namespace" {
@@ -1034,7 +1062,11 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             )));
         }
     }
-    let positionals_allowed = if raw.command == "hash" { 1 } else { 0 };
+    let positionals_allowed = if raw.command == "hash" || raw.command == "migrate" {
+        1
+    } else {
+        0
+    };
     if raw.positionals.len() > positionals_allowed {
         let extra = raw.positionals[positionals_allowed];
         return Err(config_error(format!(
@@ -1116,6 +1148,25 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
                 hash_key_file: look.get("hash-key-file", non_empty)?.map(PathBuf::from),
             }
         }
+        "migrate" => {
+            if raw.positionals.first() != Some(&"wave") {
+                return Err(config_error(
+                    "wavelet migrate takes what to migrate from: wavelet migrate wave [-n NAMESPACE | --all-namespaces] [--apply]",
+                ));
+            }
+            let namespace = look.get("namespace", namespace)?;
+            let all_namespaces = look.required("all-namespaces", parse_bool)?;
+            if namespace.is_some() && all_namespaces {
+                return Err(config_error(
+                    "wavelet migrate wave takes -n NAMESPACE or --all-namespaces, not both",
+                ));
+            }
+            Command::MigrateWave {
+                namespace,
+                all_namespaces,
+                apply: look.required("apply", parse_bool)?,
+            }
+        }
         _ => Command::Version,
     };
     let (ignore_configmaps, ignore_secrets) = look
@@ -1149,6 +1200,10 @@ Usage:
   wavelet [run] [FLAGS]                  run the controller (the default command)
   wavelet status [-n NAMESPACE] [FLAGS]  list opted-in workloads and delete-mode objects
   wavelet hash -n NAMESPACE KIND/NAME    print the hash `run` would write, and its inputs
+  wavelet migrate wave [-n NS | --all-namespaces] [--apply]
+                                         remove what older Wave versions left (the
+                                         finalizer, owner references); a dry run
+                                         without --apply
   wavelet version                        print the version
   wavelet help, --help, -h               print this help
 
@@ -1164,6 +1219,7 @@ Durations are written like 500ms, 10s, 5m, 1h30m.
         (Scope::Run, "wavelet run"),
         (Scope::StatusAndHash, "wavelet status and wavelet hash"),
         (Scope::Hashing, "The hash (wavelet run, status and hash)"),
+        (Scope::Migrate, "wavelet migrate wave"),
     ];
     for (scope, title) in sections {
         out.push_str(&format!("\n{title}:\n"));
@@ -1399,6 +1455,18 @@ mod tests {
                     == Some(Selector::parse("reload=yes").unwrap())
             }),
             "ignored-workload-types" => ("run", "cronjobs", |c| run(c).reloader.ignore_cronjobs),
+            "all-namespaces" => ("migrate wave", "true", |c| {
+                matches!(
+                    c.command,
+                    Command::MigrateWave {
+                        all_namespaces: true,
+                        ..
+                    }
+                )
+            }),
+            "apply" => ("migrate wave", "true", |c| {
+                matches!(c.command, Command::MigrateWave { apply: true, .. })
+            }),
             "namespace" => ("status", "prod", |c| {
                 c.command
                     == Command::Status {
@@ -1518,7 +1586,7 @@ mod tests {
         // A bool flag does not swallow the next argument.
         assert_eq!(
             error("--dry-run false", &[]),
-            "unknown command \"false\": expected one of run, status, hash, version, help; see wavelet --help"
+            "unknown command \"false\": expected one of run, status, hash, migrate, version, help; see wavelet --help"
         );
     }
 
@@ -1798,7 +1866,7 @@ mod tests {
         );
         assert_eq!(
             error("rum", &[]),
-            "unknown command \"rum\": expected one of run, status, hash, version, help; see wavelet --help"
+            "unknown command \"rum\": expected one of run, status, hash, migrate, version, help; see wavelet --help"
         );
     }
 
@@ -1904,5 +1972,31 @@ mod tests {
                 "cronjobs"
             );
         }
+    }
+
+    #[test]
+    fn migrate_wave_needs_a_namespace_or_all_of_them_and_is_a_dry_run_by_default() {
+        assert_eq!(
+            parse_with("migrate wave -n apps", &[]).unwrap().command,
+            Command::MigrateWave {
+                namespace: Some("apps".into()),
+                all_namespaces: false,
+                apply: false
+            }
+        );
+        assert_eq!(
+            parse_with("migrate wave --all-namespaces --apply", &[])
+                .unwrap()
+                .command,
+            Command::MigrateWave {
+                namespace: None,
+                all_namespaces: true,
+                apply: true
+            }
+        );
+        assert!(error("migrate wave -n a --all-namespaces", &[]).contains("not both"));
+        assert!(error("migrate -n a", &[]).contains("wavelet migrate wave"));
+        assert!(error("migrate reloader -n a", &[]).contains("wavelet migrate wave"));
+        assert!(error("status --apply", &[]).contains("is a flag of wavelet migrate wave"));
     }
 }

@@ -330,6 +330,10 @@ pub struct ObjectMeta {
     pub resource_version: String,
     #[serde(default)]
     pub annotations: Annotations,
+    /// Read for one reason: older Wave versions left `wave.pusher.com/finalizer` on
+    /// workloads (`wavelet migrate wave` removes it).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub finalizers: Vec<String>,
 }
 
 /// A Namespace: only its name matters (`--namespace-selector` filters on the server).

@@ -326,6 +326,8 @@ pub struct WorkloadSink {
     namespace: Option<String>,
     router: Arc<Router>,
     relist: Relist<WorkloadKey>,
+    /// Workloads already warned about for older Wave's finalizer.
+    warned_wave: HashSet<WorkloadKey>,
 }
 
 impl WorkloadSink {
@@ -340,6 +342,7 @@ impl WorkloadSink {
             namespace,
             router,
             relist: Relist::new(on_synced),
+            warned_wave: HashSet::new(),
         }
     }
 
@@ -348,6 +351,7 @@ impl WorkloadSink {
             Event::InitStart => self.relist.start(),
             Event::InitApply(obj) => {
                 let key = self.apply(&obj);
+                self.warn_wave_leftovers(&key, &obj);
                 self.relist.saw(key);
             }
             Event::Apply(obj) => {
@@ -394,6 +398,24 @@ impl WorkloadSink {
             self.router.queue.add(key.clone());
         }
         key
+    }
+
+    /// One warning per workload that carries older Wave's finalizer: wavelet does not
+    /// write it (it is the user's to remove, with `wavelet migrate wave`).
+    fn warn_wave_leftovers(&mut self, key: &WorkloadKey, obj: &WorkloadObject) {
+        if obj
+            .metadata
+            .finalizers
+            .iter()
+            .any(|f| f == crate::migrate::WAVE_FINALIZER)
+            && self.warned_wave.insert(key.clone())
+        {
+            log::warn!(
+                "{key} carries the finalizer {} that older Wave versions left: it cannot be deleted while it does, and Wave's owner references on its ConfigMaps and Secrets make them go with it; run `wavelet migrate wave -n {}` to remove both",
+                crate::migrate::WAVE_FINALIZER,
+                key.namespace
+            );
+        }
     }
 
     fn forget(&self, key: WorkloadKey) {

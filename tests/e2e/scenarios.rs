@@ -61,6 +61,11 @@ pub const ALL: &[Scenario] = &[
         serial: false,
     },
     Scenario {
+        name: "migrate_wave_then_delete_keeps_the_configmaps",
+        run: migrate_wave,
+        serial: false,
+    },
+    Scenario {
         name: "in_cluster_with_shipped_rbac",
         run: in_cluster,
         serial: true,
@@ -652,5 +657,84 @@ fn apiserver_restart(ctx: &Ctx) {
         2,
         "{}",
         wavelet.output()
+    );
+}
+
+/// `wavelet migrate wave` against the real garbage collector: a Deployment with older
+/// Wave's finalizer and an unrelated one, two ConfigMaps with Wave's owner reference (one
+/// also owned by an unrelated ConfigMap). The dry run changes nothing; `--apply` removes
+/// exactly Wave's entries; then the Deployment can be deleted and both ConfigMaps
+/// survive.
+fn migrate_wave(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-wave";
+    kube.create_namespace(ns);
+    let anchor = kube.create(configmap(ns, "anchor", json!({"k": "1"})));
+    let mut web = workload(
+        "Deployment",
+        ns,
+        "web",
+        json!({"wave.pusher.com/update-on-config-change": "true"}),
+        mounts_configmap("a"),
+    );
+    web["metadata"]["finalizers"] = json!(["wave.pusher.com/finalizer", "example.com/keep"]);
+    let web = kube.create(web);
+    let owner = |o: &Value, kind: &str| json!({"apiVersion": o["apiVersion"], "kind": kind, "name": o["metadata"]["name"], "uid": o["metadata"]["uid"]});
+    for (name, owners) in [
+        ("a", json!([owner(&web, "Deployment")])),
+        (
+            "b",
+            json!([owner(&web, "Deployment"), owner(&anchor, "ConfigMap")]),
+        ),
+    ] {
+        let mut cm = configmap(ns, name, json!({"k": "1"}));
+        cm["metadata"]["ownerReferences"] = owners;
+        kube.create(cm);
+    }
+    let (code, out) = one_shot(&ctx.cluster, &["migrate", "wave", "-n", ns]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        out.matches("Deployment ").count() + out.matches("ConfigMap ").count(),
+        3 + 2,
+        "{out}"
+    );
+    assert_eq!(
+        kube.get("Deployment", ns, "web").unwrap()["metadata"]["finalizers"],
+        json!(["wave.pusher.com/finalizer", "example.com/keep"])
+    );
+    let (code, out) = one_shot(&ctx.cluster, &["migrate", "wave", "-n", ns, "--apply"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        kube.get("Deployment", ns, "web").unwrap()["metadata"]["finalizers"],
+        json!(["example.com/keep"])
+    );
+    let (code, out) = one_shot(&ctx.cluster, &["migrate", "wave", "-n", ns]);
+    assert_eq!(code, 0, "{out}");
+    // The unrelated finalizer is the user's; remove it, then delete the Deployment.
+    kube.merge_patch(
+        "Deployment",
+        ns,
+        "web",
+        json!({"metadata": {"finalizers": null}}),
+    );
+    kube.delete("Deployment", ns, "web");
+    kube.until(LONG, "the Deployment gone", || {
+        kube.get("Deployment", ns, "web").is_none()
+    });
+    // The garbage collector had its chance: an object owned only by the gone Deployment
+    // would go now. A canary proves the collector runs.
+    let mut canary = configmap(ns, "canary", json!({"k": "1"}));
+    canary["metadata"]["ownerReferences"] = json!([owner(&web, "Deployment")]);
+    kube.create(canary);
+    kube.until(LONG, "the garbage collector deletes the canary", || {
+        kube.get("ConfigMap", ns, "canary").is_none()
+    });
+    assert!(
+        kube.get("ConfigMap", ns, "a").is_some(),
+        "ConfigMap a was collected"
+    );
+    assert!(
+        kube.get("ConfigMap", ns, "b").is_some(),
+        "ConfigMap b was collected"
     );
 }
