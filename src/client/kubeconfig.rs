@@ -1,10 +1,12 @@
-//! Reads a kubeconfig file and resolves its current context into the server, TLS material,
-//! credentials and namespace that the client connects with.
+//! Reads kubeconfig files (YAML or JSON, one or a `KUBECONFIG` list merged as kubectl
+//! merges them) and resolves the current context (or `--context`) into the server, TLS
+//! material, credentials, impersonation and namespace that the client connects with.
 //!
-//! Only what a controller needs: bearer tokens (inline or `tokenFile`), client certificates,
-//! CA file or data. Exec plugins, auth providers and basic auth are refused with an error
-//! that says what to do instead. Relative file paths resolve against the kubeconfig's
-//! directory, as kubectl does. Only the file given is read; `KUBECONFIG` lists are not merged.
+//! Read: bearer tokens (inline or `tokenFile`), client certificates, CA file or data,
+//! exec credential plugins (run by `client::exec`), `proxy-url`, `as`/`as-groups`/`as-uid`;
+//! `disable-compression` and every field wavelet does not use are ignored. Refused with an
+//! error that says what to do instead: auth-provider plugins, basic auth. Relative file
+//! paths resolve against the directory of the file that names them, as kubectl does.
 
 use crate::client::yaml;
 use crate::error::Error;
@@ -33,6 +35,22 @@ pub enum Credentials {
     Token(String),
     /// A bearer token re-read from this file (absolute path) as it rotates.
     TokenFile(PathBuf),
+    /// An exec credential plugin (`client.authentication.k8s.io/v1` or `v1beta1`).
+    Exec(ExecConfig),
+}
+
+/// A user's `exec` section.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ExecConfig {
+    pub api_version: String,
+    /// The program; a relative path with a `/` resolves against the kubeconfig's directory.
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub install_hint: Option<String>,
+    pub provide_cluster_info: bool,
+    /// `Never`, `IfAvailable` or `Always`.
+    pub interactive_mode: String,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -41,6 +59,7 @@ impl std::fmt::Debug for Credentials {
             Credentials::None => write!(f, "None"),
             Credentials::Token(_) => write!(f, "Token(<redacted>)"),
             Credentials::TokenFile(path) => write!(f, "TokenFile({})", path.display()),
+            Credentials::Exec(exec) => write!(f, "Exec({})", exec.command),
         }
     }
 }
@@ -62,17 +81,138 @@ pub struct Kubeconfig {
     pub client_certificate: Option<(Pem, Pem)>,
     /// `context.namespace`, when set.
     pub namespace: Option<String>,
+    /// `cluster.proxy-url` (http or https).
+    pub proxy_url: Option<String>,
+    /// `as`, `as-groups`, `as-uid`: sent as `Impersonate-*` headers.
+    pub impersonate: Vec<(&'static str, String)>,
+}
+
+/// Reads and merges the kubeconfig files at `paths` (a `KUBECONFIG` list: missing files
+/// are skipped as kubectl skips them) and resolves `context`, or the current context.
+pub fn load_all(paths: &[PathBuf], context: Option<&str>) -> Result<Kubeconfig, Error> {
+    let mut docs = Vec::new();
+    for path in paths {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && paths.len() > 1 => continue,
+            Err(e) => {
+                return Err(Error::Config(format!(
+                    "cannot read kubeconfig {}: {e} (pass --kubeconfig PATH, or --server URL for a kubectl proxy)",
+                    path.display()
+                )))
+            }
+        };
+        let doc = yaml::parse(&text).map_err(|e| {
+            Error::Config(format!(
+                "kubeconfig {}: {e} (wavelet reads YAML and JSON kubeconfigs)",
+                path.display()
+            ))
+        })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        docs.push((path.clone(), absolute_paths(doc, dir)));
+    }
+    let Some((first, _)) = docs.first() else {
+        return Err(Error::Config(format!(
+            "none of the kubeconfig files in KUBECONFIG exists ({}); pass --kubeconfig PATH",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    let first = first.clone();
+    let merged = merge(docs.into_iter().map(|(_, doc)| doc).collect());
+    Resolver {
+        path: &first,
+        dir: Path::new("/"),
+        context,
+    }
+    .resolve(&merged)
+}
+
+/// kubectl's merge of a `KUBECONFIG` list: for clusters, users and contexts the first file
+/// to define a name wins; `current-context` comes from the first file that sets it.
+fn merge(docs: Vec<Value>) -> Value {
+    let mut root = Map::new();
+    for doc in docs {
+        let Value::Object(map) = doc else { continue };
+        for (key, value) in map {
+            match key.as_str() {
+                "clusters" | "users" | "contexts" => {
+                    let list = root.entry(key).or_insert_with(|| Value::Array(Vec::new()));
+                    let (Value::Array(have), Value::Array(more)) = (list, value) else {
+                        continue;
+                    };
+                    for entry in more {
+                        let name = entry.get("name").cloned();
+                        if !have.iter().any(|e| e.get("name") == name.as_ref()) {
+                            have.push(entry);
+                        }
+                    }
+                }
+                "current-context" => {
+                    let set = root
+                        .get(&key)
+                        .and_then(Value::as_str)
+                        .is_some_and(|c| !c.is_empty());
+                    if !set {
+                        root.insert(key, value);
+                    }
+                }
+                _ => {
+                    root.entry(key).or_insert(value);
+                }
+            }
+        }
+    }
+    Value::Object(root)
+}
+
+/// Rewrites the file paths of one kubeconfig's clusters and users to absolute paths,
+/// against `dir` (the directory of that file), before files are merged.
+fn absolute_paths(mut doc: Value, dir: &Path) -> Value {
+    let absolute = |value: &mut Value| {
+        if let Some(text) = value.as_str().filter(|t| !t.is_empty()) {
+            *value = Value::String(dir.join(text).display().to_string());
+        }
+    };
+    for (list, inner, keys) in [
+        ("clusters", "cluster", &["certificate-authority"][..]),
+        (
+            "users",
+            "user",
+            &["client-certificate", "client-key", "tokenFile"][..],
+        ),
+    ] {
+        let Some(entries) = doc.get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for entry in entries {
+            let Some(body) = entry.get_mut(inner).and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for key in keys {
+                if let Some(value) = body.get_mut(*key) {
+                    absolute(value);
+                }
+            }
+            // An exec command with a path separator is relative to the file (kubectl).
+            if let Some(command) = body
+                .get_mut("exec")
+                .and_then(|e| e.get_mut("command"))
+                .filter(|c| c.as_str().is_some_and(|c| c.contains('/')))
+            {
+                absolute(command);
+            }
+        }
+    }
+    doc
 }
 
 /// Reads and resolves the kubeconfig at `path`.
 pub fn load(path: &Path) -> Result<Kubeconfig, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::Config(format!(
-            "cannot read kubeconfig {}: {e} (pass --kubeconfig PATH, or --server URL for a kubectl proxy)",
-            path.display()
-        ))
-    })?;
-    parse(&text, path)
+    load_all(&[path.to_path_buf()], None)
 }
 
 /// Resolves kubeconfig `text` that was read from `path` (used for messages and relative paths).
@@ -86,6 +226,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig, Error> {
     Resolver {
         path,
         dir: path.parent().unwrap_or(Path::new(".")),
+        context: None,
     }
     .resolve(&doc)
 }
@@ -93,6 +234,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig, Error> {
 struct Resolver<'a> {
     path: &'a Path,
     dir: &'a Path,
+    /// `--context`: resolve this context instead of the current one.
+    context: Option<&'a str>,
 }
 
 impl Resolver<'_> {
@@ -113,7 +256,11 @@ impl Resolver<'_> {
                 return Err(self.error(format!("kind is `{kind}`, expected `Config`")));
             }
         }
-        let context_name = match self.string(root, "current-context", "current-context")? {
+        let current = match self.context {
+            Some(name) => Some(name.to_string()),
+            None => self.string(root, "current-context", "current-context")?,
+        };
+        let context_name = match current {
             Some(name) if !name.is_empty() => name,
             _ => {
                 return Err(self.error(
@@ -155,11 +302,16 @@ impl Resolver<'_> {
                 )))
             }
         };
-        if cluster.get("proxy-url").is_some_and(|v| !v.is_null()) {
-            return Err(self.error(format!(
-                "cluster `{cluster_name}` uses proxy-url, which wavelet does not support; \
-                 run `kubectl proxy` and use --server http://127.0.0.1:8001"
-            )));
+        let proxy_url = self
+            .string(cluster, "proxy-url", &format!("{cluster_field}.proxy-url"))?
+            .filter(|p| !p.is_empty());
+        if let Some(proxy) = &proxy_url {
+            if !(proxy.starts_with("http://") || proxy.starts_with("https://")) {
+                return Err(self.error(format!(
+                    "cluster `{cluster_name}` proxy-url `{proxy}`: only http:// and https:// (CONNECT) proxies are supported, not SOCKS; \
+                     run `kubectl proxy` and use --server http://127.0.0.1:8001"
+                )));
+            }
         }
         if cluster.get("tls-server-name").is_some_and(|v| !v.is_null()) {
             log::warn!(
@@ -180,8 +332,8 @@ impl Resolver<'_> {
             )));
         }
 
-        let (credentials, client_certificate) = if user_name.is_empty() {
-            (Credentials::None, None)
+        let (credentials, client_certificate, impersonate) = if user_name.is_empty() {
+            (Credentials::None, None, Vec::new())
         } else {
             let user = self.named(root, "users", "user", &user_name)?;
             self.user(user, &user_name)?
@@ -196,22 +348,19 @@ impl Resolver<'_> {
             credentials,
             client_certificate,
             namespace,
+            proxy_url,
+            impersonate,
         })
     }
 
+    #[allow(clippy::type_complexity)]
     fn user(
         &self,
         user: &Map<String, Value>,
         name: &str,
-    ) -> Result<(Credentials, Option<(Pem, Pem)>), Error> {
+    ) -> Result<(Credentials, Option<(Pem, Pem)>, Vec<(&'static str, String)>), Error> {
         let field = format!("users[{name}].user");
         let present = |key: &str| user.get(key).is_some_and(|v| !v.is_null());
-        if present("exec") {
-            return Err(self.error(format!(
-                "user `{name}` uses an exec credential plugin; exec credential plugins are out of scope; \
-                 run `kubectl proxy` and use --server http://127.0.0.1:8001"
-            )));
-        }
         if present("auth-provider") {
             return Err(self.error(format!(
                 "user `{name}` uses an auth-provider plugin, which is out of scope; \
@@ -224,10 +373,32 @@ impl Resolver<'_> {
                  or run `kubectl proxy` and use --server http://127.0.0.1:8001"
             )));
         }
-        if present("as") || present("as-groups") || present("as-uid") || present("as-user-extra") {
+        if present("as-user-extra") {
             return Err(self.error(format!(
-                "user `{name}` sets impersonation (as/as-groups), which wavelet does not support; remove it"
+                "user `{name}` sets as-user-extra, which wavelet does not send; remove it or use as/as-groups/as-uid"
             )));
+        }
+        let mut impersonate = Vec::new();
+        if let Some(who) = self
+            .string(user, "as", &format!("{field}.as"))?
+            .filter(|s| !s.is_empty())
+        {
+            impersonate.push(("Impersonate-User", who));
+        }
+        if let Some(uid) = self
+            .string(user, "as-uid", &format!("{field}.as-uid"))?
+            .filter(|s| !s.is_empty())
+        {
+            impersonate.push(("Impersonate-Uid", uid));
+        }
+        for group in user
+            .get("as-groups")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            impersonate.push(("Impersonate-Group", group.to_string()));
         }
         let token = self
             .string(user, "token", &format!("{field}.token"))?
@@ -235,11 +406,17 @@ impl Resolver<'_> {
         let token_file = self
             .string(user, "tokenFile", &format!("{field}.tokenFile"))?
             .filter(|t| !t.is_empty());
-        let credentials = match (token_file, token) {
+        let exec = match user.get("exec") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(exec)) => Some(self.exec(exec, name)?),
+            Some(_) => return Err(self.error(format!("{field}.exec must be a mapping"))),
+        };
+        let credentials = match (token_file, token, exec) {
             // Like client-go, a token file wins: it is re-read as it rotates.
-            (Some(file), _) => Credentials::TokenFile(self.dir.join(file)),
-            (None, Some(token)) => Credentials::Token(token),
-            (None, None) => Credentials::None,
+            (Some(file), _, _) => Credentials::TokenFile(self.dir.join(file)),
+            (None, Some(token), _) => Credentials::Token(token),
+            (None, None, Some(exec)) => Credentials::Exec(exec),
+            (None, None, None) => Credentials::None,
         };
         let cert = self.pem(
             user,
@@ -262,7 +439,66 @@ impl Resolver<'_> {
                 )))
             }
         };
-        Ok((credentials, client_certificate))
+        Ok((credentials, client_certificate, impersonate))
+    }
+
+    /// A user's `exec` section.
+    fn exec(&self, exec: &Map<String, Value>, name: &str) -> Result<ExecConfig, Error> {
+        let field = format!("users[{name}].user.exec");
+        let api_version = self
+            .string(exec, "apiVersion", &format!("{field}.apiVersion"))?
+            .unwrap_or_default();
+        if !matches!(
+            api_version.as_str(),
+            "client.authentication.k8s.io/v1" | "client.authentication.k8s.io/v1beta1"
+        ) {
+            return Err(self.error(format!(
+                "{field}.apiVersion `{api_version}` is not supported: use client.authentication.k8s.io/v1 or v1beta1"
+            )));
+        }
+        let command = self
+            .string(exec, "command", &format!("{field}.command"))?
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| self.error(format!("{field} has no command")))?;
+        let command = if command.contains('/') {
+            self.dir.join(&command).display().to_string()
+        } else {
+            command
+        };
+        let args = exec
+            .get("args")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str().map(String::from))
+            .collect();
+        let env = exec
+            .get("env")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                Some((
+                    e.get("name")?.as_str()?.to_string(),
+                    e.get("value")?.as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        let interactive_mode = self
+            .string(exec, "interactiveMode", &format!("{field}.interactiveMode"))?
+            .unwrap_or_else(|| "IfAvailable".into());
+        Ok(ExecConfig {
+            api_version,
+            command,
+            args,
+            env,
+            install_hint: self.string(exec, "installHint", &format!("{field}.installHint"))?,
+            provide_cluster_info: exec
+                .get("provideClusterInfo")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            interactive_mode,
+        })
     }
 
     /// PEM bytes from `<file_key>` (a path) or `<data_key>` (base64), never both.
@@ -477,17 +713,50 @@ mod tests {
     }
 
     #[test]
-    fn exec_plugins_are_refused_with_a_pointer_to_kubectl_proxy() {
+    fn an_exec_plugin_is_read_with_its_args_env_and_hint_and_a_relative_command_resolves() {
         let text = config(
             "    server: https://x\n",
-            "    exec:\n      command: aws\n      args: [eks, get-token]\n",
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: ./bin/get-token\n      args: [eks, get-token]\n      env:\n      - name: AWS_PROFILE\n        value: prod\n      installHint: |\n        install the plugin\n      provideClusterInfo: true\n",
         );
-        let m = message(parse(&text, Path::new("/k/config")));
-        assert!(
-            m.contains("exec credential plugins are out of scope"),
-            "{m}"
+        let k = parse(&text, Path::new("/k/config")).unwrap();
+        let Credentials::Exec(exec) = k.credentials else {
+            panic!("{:?}", k.credentials)
+        };
+        assert_eq!(exec.command, "/k/./bin/get-token");
+        assert_eq!(exec.args, ["eks", "get-token"]);
+        assert_eq!(exec.env, [("AWS_PROFILE".to_string(), "prod".to_string())]);
+        assert_eq!(exec.install_hint.as_deref(), Some("install the plugin\n"));
+        assert!(exec.provide_cluster_info);
+        assert_eq!(exec.interactive_mode, "IfAvailable");
+        let old = config(
+            "    server: https://x\n",
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1alpha1\n      command: aws\n",
         );
-        assert!(m.contains("--server http://127.0.0.1:8001"), "{m}");
+        assert!(message(parse(&old, Path::new("/k/config"))).contains("v1alpha1"));
+    }
+
+    #[test]
+    fn impersonation_becomes_headers_and_proxy_url_must_be_http_or_https() {
+        let text = config(
+            "    server: https://x\n    proxy-url: http://proxy:3128\n",
+            "    token: t\n    as: jane\n    as-groups: [ops, dev]\n    as-uid: \"42\"\n",
+        );
+        let k = parse(&text, Path::new("/k/config")).unwrap();
+        assert_eq!(k.proxy_url.as_deref(), Some("http://proxy:3128"));
+        assert_eq!(
+            k.impersonate,
+            [
+                ("Impersonate-User", "jane".to_string()),
+                ("Impersonate-Uid", "42".to_string()),
+                ("Impersonate-Group", "ops".to_string()),
+                ("Impersonate-Group", "dev".to_string())
+            ]
+        );
+        let socks = config(
+            "    server: https://x\n    proxy-url: socks5://p:1080\n",
+            "    token: t\n",
+        );
+        assert!(message(parse(&socks, Path::new("/k/config"))).contains("not SOCKS"));
     }
 
     #[test]
@@ -579,8 +848,8 @@ mod tests {
 
     #[test]
     fn yaml_errors_name_the_file_and_the_line() {
-        let m = message(parse("a: 1\n\tb: 2\n", Path::new("/k/config")));
-        assert!(m.contains("/k/config") && m.contains("line 2"), "{m}");
+        let m = message(parse("a: 1\nb: [2,\nc: 3\n", Path::new("/k/config")));
+        assert!(m.contains("/k/config") && m.contains("line "), "{m}");
     }
 
     #[test]

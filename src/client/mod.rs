@@ -5,6 +5,7 @@
 //! Every request goes through [`Client::send`], the one place that authenticates, counts,
 //! logs, turns a non-2xx answer into [`Error::Api`] and decides whether to try again.
 
+pub mod exec;
 pub mod kubeconfig;
 pub mod list_body;
 pub mod yaml;
@@ -151,6 +152,8 @@ struct Inner {
     token: TokenSource,
     namespace: Option<String>,
     counts: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    /// `Impersonate-User`, `-Group`, `-Uid` headers (kubeconfig `as`, `as-groups`, `as-uid`).
+    impersonate: Vec<(&'static str, String)>,
 }
 
 /// Everything needed to build a [`Client`], gathered from flags, kubeconfig or the pod.
@@ -181,10 +184,14 @@ struct Setup {
     namespace: Option<String>,
     /// Says which setting provides a CA, for the "no CA" error.
     ca_hint: String,
+    /// `cluster.proxy-url` of a kubeconfig.
+    proxy_url: Option<String>,
+    impersonate: Vec<(&'static str, String)>,
 }
 
 impl Client {
-    /// Precedence: `--server` > `--kubeconfig` > `$KUBECONFIG` (first path of a `:` list) >
+    /// Precedence: `--server` > `--kubeconfig` > `$KUBECONFIG` (a `:` list, merged as kubectl
+    /// merges it; `--context` picks a context other than the current one) >
     /// in-cluster (`KUBERNETES_SERVICE_HOST`/`PORT` and the service account files) >
     /// `~/.kube/config`.
     ///
@@ -204,13 +211,14 @@ impl Client {
             return Client::from_server_flag(server, flags);
         }
         if let Some(path) = &flags.kubeconfig {
-            return Client::from_kubeconfig(path, flags.insecure_skip_tls_verify);
+            return Client::from_kubeconfig(std::slice::from_ref(path), flags);
         }
         if let Some(list) = non_empty("KUBECONFIG") {
-            let list = PathBuf::from(list);
-            let first = std::env::split_paths(&list).find(|p| !p.as_os_str().is_empty());
-            if let Some(path) = first {
-                return Client::from_kubeconfig(&path, flags.insecure_skip_tls_verify);
+            let paths: Vec<PathBuf> = std::env::split_paths(&list)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect();
+            if !paths.is_empty() {
+                return Client::from_kubeconfig(&paths, flags);
             }
         }
         if let (Some(host), Some(port)) = (
@@ -227,7 +235,7 @@ impl Client {
         let home = non_empty("HOME").map(PathBuf::from);
         if let Some(path) = home.as_ref().map(|home| home.join(".kube").join("config")) {
             if path.exists() {
-                return Client::from_kubeconfig(&path, flags.insecure_skip_tls_verify);
+                return Client::from_kubeconfig(&[path], flags);
             }
         }
         Err(Error::Config(format!(
@@ -254,10 +262,15 @@ impl Client {
                 token: TokenSource::None,
                 namespace: None,
                 ca_hint: String::new(),
+                proxy_url: None,
+                impersonate: Vec::new(),
             });
         }
         let mut setup = match &flags.kubeconfig {
-            Some(path) => Client::kubeconfig_setup(&kubeconfig::load(path)?, flags.insecure_skip_tls_verify)?,
+            Some(path) => Client::kubeconfig_setup(
+                &kubeconfig::load_all(std::slice::from_ref(path), flags.context.as_deref())?,
+                flags.insecure_skip_tls_verify,
+            )?,
             None => Setup {
                 base_url: String::new(),
                 ca: None,
@@ -269,6 +282,8 @@ impl Client {
                           use --server http://127.0.0.1:8001 with `kubectl proxy`, or (for testing only) \
                           --insecure-skip-tls-verify"
                     .into(),
+                proxy_url: None,
+                impersonate: Vec::new(),
             },
         };
         setup.base_url = server.to_string();
@@ -276,9 +291,12 @@ impl Client {
         Client::build(setup)
     }
 
-    fn from_kubeconfig(path: &Path, insecure_flag: bool) -> Result<Client, Error> {
-        let config = kubeconfig::load(path)?;
-        Client::build(Client::kubeconfig_setup(&config, insecure_flag)?)
+    fn from_kubeconfig(paths: &[PathBuf], flags: &ConnectionFlags) -> Result<Client, Error> {
+        let config = kubeconfig::load_all(paths, flags.context.as_deref())?;
+        Client::build(Client::kubeconfig_setup(
+            &config,
+            flags.insecure_skip_tls_verify,
+        )?)
     }
 
     fn kubeconfig_setup(
@@ -293,6 +311,7 @@ impl Client {
         // A token over plain HTTP would cross the network in the clear, so it is sent only
         // to a loopback address (a local proxy or test server), where it never leaves the host.
         let plain_http = server.starts_with("http://");
+        let mut exec_certificate: Option<(Pem, Pem)> = None;
         let token = match &config.credentials {
             _ if plain_http && !is_loopback_url(&server) => {
                 if config.credentials != Credentials::None {
@@ -310,6 +329,25 @@ impl Client {
                 })?;
                 TokenSource::Static(token.clone())
             }
+            Credentials::Exec(exec) => {
+                let cluster = serde_json::json!({
+                    "server": config.server,
+                    "insecure-skip-tls-verify": config.insecure_skip_tls_verify,
+                    "certificate-authority-data": config.ca.as_ref().map(|ca| crate::objects::base64::encode(&ca.bytes)),
+                    "proxy-url": config.proxy_url,
+                });
+                let plugin = Arc::new(exec::ExecPlugin::new(exec.clone(), Some(cluster))?);
+                // Run once now: a missing or failing plugin is an error at start, and a
+                // client certificate it prints goes into the TLS setup.
+                let first = plugin.credential(std::time::SystemTime::now())?;
+                if let Some((cert, key)) = first.client_certificate {
+                    exec_certificate = Some((
+                        Pem { bytes: cert, origin: format!("exec plugin {}", exec.command) },
+                        Pem { bytes: key, origin: format!("exec plugin {}", exec.command) },
+                    ));
+                }
+                TokenSource::Exec(plugin)
+            }
             Credentials::TokenFile(path) => TokenSource::file(
                 path.clone(),
                 "token file",
@@ -323,7 +361,11 @@ impl Client {
         Ok(Setup {
             base_url: server,
             ca: if insecure { None } else { config.ca.clone() },
-            client_certificate: if plain_http { None } else { config.client_certificate.clone() },
+            client_certificate: if plain_http {
+                None
+            } else {
+                config.client_certificate.clone().or(exec_certificate)
+            },
             insecure,
             token,
             namespace: config.namespace.clone(),
@@ -333,6 +375,8 @@ impl Client {
                 config.path.display(),
                 config.context
             ),
+            proxy_url: config.proxy_url.clone(),
+            impersonate: config.impersonate.clone(),
         })
     }
 
@@ -399,6 +443,8 @@ impl Client {
             token,
             namespace,
             ca_hint: format!("the service account CA {} is missing", ca_path.display()),
+            proxy_url: None,
+            impersonate: Vec::new(),
         })
     }
 
@@ -429,7 +475,12 @@ impl Client {
                 &setup.ca_hint,
             )?);
         }
-        if is_loopback_url(&setup.base_url) {
+        if let Some(proxy) = &setup.proxy_url {
+            let proxy = ureq::Proxy::new(proxy).map_err(|e| {
+                Error::Config(format!("kubeconfig proxy-url `{proxy}` is not usable: {e}"))
+            })?;
+            config = config.proxy(Some(proxy));
+        } else if is_loopback_url(&setup.base_url) {
             // Like Go's ProxyFromEnvironment: a local kubectl proxy is never reached through HTTP(S)_PROXY.
             config = config.proxy(None);
         }
@@ -440,6 +491,7 @@ impl Client {
                 token: setup.token,
                 namespace: setup.namespace,
                 counts: Mutex::new(BTreeMap::new()),
+                impersonate: setup.impersonate,
             }),
         })
     }
@@ -630,7 +682,7 @@ impl Client {
                 return Ok(response);
             }
             let status = status_from_response(response, method);
-            if code == 401 && inner.token.is_file() {
+            if code == 401 && inner.token.is_refreshable() {
                 inner.token.invalidate();
                 if !reread_token {
                     reread_token = true;
@@ -658,6 +710,9 @@ impl Client {
         }
         if let Some(accept) = request.accept {
             builder = builder.header(header::ACCEPT, accept);
+        }
+        for (name, value) in &self.inner.impersonate {
+            builder = builder.header(*name, value.as_str());
         }
         let invalid = |e: http::Error| {
             Error::Config(format!(
@@ -807,6 +862,8 @@ enum TokenSource {
         hint: String,
         cached: Mutex<CachedToken>,
     },
+    /// An exec credential plugin's token, run again at expiry and after a 401.
+    Exec(Arc<exec::ExecPlugin>),
 }
 
 /// The last token read from a file; `read_at: None` means "re-read before the next use".
@@ -831,8 +888,9 @@ impl TokenSource {
         })
     }
 
-    fn is_file(&self) -> bool {
-        matches!(self, TokenSource::File { .. })
+    /// A 401 may be cured by a new credential: a token file rotates, a plugin runs again.
+    fn is_refreshable(&self) -> bool {
+        matches!(self, TokenSource::File { .. } | TokenSource::Exec(_))
     }
 
     /// The token to send at `now`, re-reading the file when the cached copy is stale. When the
@@ -841,6 +899,7 @@ impl TokenSource {
         match self {
             TokenSource::None => Ok(None),
             TokenSource::Static(token) => Ok(Some(token.clone())),
+            TokenSource::Exec(plugin) => Ok(plugin.credential(std::time::SystemTime::now())?.token),
             TokenSource::File {
                 path,
                 what,
@@ -863,10 +922,13 @@ impl TokenSource {
         }
     }
 
-    /// Marks the cached token stale so the next request re-reads the file (after a 401).
+    /// Marks the cached token stale so the next request re-reads the file or runs the
+    /// plugin again (after a 401).
     fn invalidate(&self) {
-        if let TokenSource::File { cached, .. } = self {
-            lock(cached).read_at = None;
+        match self {
+            TokenSource::File { cached, .. } => lock(cached).read_at = None,
+            TokenSource::Exec(plugin) => plugin.invalidate(),
+            TokenSource::None | TokenSource::Static(_) => {}
         }
     }
 }
@@ -2193,6 +2255,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
             server: Some("http://127.0.0.1:8001/".into()),
             kubeconfig: Some(kubeconfig),
             insecure_skip_tls_verify: false,
+            context: None,
         };
         let client =
             Client::from_flags_with_env(&flags, &env(&[("KUBERNETES_SERVICE_HOST", "10.96.0.1")]))
@@ -2626,6 +2689,8 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
             token: TokenSource::file(token.clone(), "token file", "hint".into()).expect("token"),
             namespace: None,
             ca_hint: String::new(),
+            proxy_url: None,
+            impersonate: Vec::new(),
         })
         .expect("client");
         std::fs::write(&token, "new-token\n").expect("rotate");

@@ -34,6 +34,8 @@ pub struct ConnectionFlags {
     pub kubeconfig: Option<PathBuf>,
     /// `--insecure-skip-tls-verify`: do not verify the server's certificate.
     pub insecure_skip_tls_verify: bool,
+    /// `--context`: the kubeconfig context to use instead of the current one.
+    pub context: Option<String>,
 }
 
 /// Everything `main` needs to run one invocation.
@@ -298,7 +300,14 @@ static FLAGS: &[Flag] = &[
         Some("PATH"),
         FlagDefault::Unset("$KUBECONFIG, then in-cluster"),
         Scope::Global,
-        "kubeconfig file whose current context to use (server, CA, token or client certificate; exec plugins are not supported: use kubectl proxy and --server)",
+        "kubeconfig file (YAML or JSON; $KUBECONFIG may list several, merged as kubectl merges them): server, CA, token, client certificate, exec credential plugin, proxy-url, impersonation",
+    ),
+    flag(
+        "context",
+        Some("NAME"),
+        FlagDefault::Unset("the kubeconfig's current-context"),
+        Scope::Global,
+        "kubeconfig context to use instead of the current one (as kubectl --context)",
     ),
     flag(
         "insecure-skip-tls-verify",
@@ -1083,6 +1092,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         server: look.get("server", non_empty)?,
         kubeconfig: look.get("kubeconfig", non_empty)?.map(PathBuf::from),
         insecure_skip_tls_verify: look.required("insecure-skip-tls-verify", parse_bool)?,
+        context: look.get("context", non_empty)?,
     };
     let log_format = look.required("log-format", parse_log_format)?;
 
@@ -1390,6 +1400,9 @@ mod tests {
             }),
             "kubeconfig" => ("run", "/k/config", |c| {
                 c.connection.kubeconfig == Some(PathBuf::from("/k/config"))
+            }),
+            "context" => ("run", "staging", |c| {
+                c.connection.context.as_deref() == Some("staging")
             }),
             "insecure-skip-tls-verify" => {
                 ("run", "true", |c| c.connection.insecure_skip_tls_verify)
@@ -1730,6 +1743,7 @@ mod tests {
                     server: Some("http://proxy:8001".into()),
                     kubeconfig: Some("/kc".into()),
                     insecure_skip_tls_verify: true,
+                    context: None,
                 }
             );
         }

@@ -27,7 +27,41 @@ pub fn init(format: LogFormat) {
             writeln!(out, "{line}")
         });
     }
-    builder.init();
+    let logger = builder.build();
+    let max = logger.filter();
+    if log::set_boxed_logger(Box::new(NoWireDumps(logger))).is_ok() {
+        log::set_max_level(max);
+    }
+}
+
+/// Drops the trace records of the HTTP and TLS libraries: at trace level `ureq_proto`
+/// dumps every request's bytes, the `Authorization: Bearer` header included, and a
+/// token must never reach a log, whatever `RUST_LOG` says.
+struct NoWireDumps(env_logger::Logger);
+
+impl NoWireDumps {
+    fn allowed(metadata: &log::Metadata) -> bool {
+        metadata.level() < log::Level::Trace
+            || !["ureq", "rustls"]
+                .iter()
+                .any(|lib| metadata.target().starts_with(lib))
+    }
+}
+
+impl log::Log for NoWireDumps {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        Self::allowed(metadata) && self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record) {
+        if Self::allowed(record.metadata()) {
+            self.0.log(record);
+        }
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
 }
 
 /// Splits `"<kind> <namespace>/<name>: <message>"` into the object and the message; other
