@@ -77,6 +77,11 @@ fn run(args: &[String]) -> Result<i32, Error> {
             wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
             let key = read_key(hash_key_file.as_deref())?;
             let client = Client::from_flags(&config.connection)?;
+            let Some(namespace) = namespace.or_else(|| client.default_namespace()) else {
+                return Err(Error::Config(format!(
+                    "wavelet hash needs the workload's namespace: add -n NAMESPACE, e.g. wavelet hash -n default {kind}/{name} (the kubeconfig context sets none)"
+                )));
+            };
             let workload = wavelet::commands::Target {
                 namespace: &namespace,
                 kind: &kind,
@@ -98,6 +103,8 @@ fn run(args: &[String]) -> Result<i32, Error> {
             wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
             let key = read_key(hash_key_file.as_deref())?;
             let client = Client::from_flags(&config.connection)?;
+            // Without -n: the kubeconfig context's namespace, else every namespace.
+            let namespace = namespace.or_else(|| client.default_namespace());
             let out_of_date = wavelet::commands::status(
                 &client,
                 namespace.as_deref(),

@@ -351,3 +351,33 @@ fn impersonation_is_sent_as_headers() {
     assert_eq!(request.header("impersonate-user"), Some("jane"));
     assert_eq!(request.header("impersonate-group"), Some("ops"));
 }
+
+#[test]
+fn status_and_hash_default_to_the_contexts_namespace() {
+    let fake = FakeApi::start();
+    for ns in ["team-a", "team-b"] {
+        fake.apply(configmap(ns, "app-config", &[("color", "blue")]));
+        fake.apply(workload(
+            "Deployment",
+            ns,
+            "web",
+            opted_in(),
+            mounts_configmap("app-config"),
+        ));
+    }
+    let dir = TempDir::new("context-ns");
+    let text = kubeconfig_text(&fake.url(), &[], &["token: t"])
+        .replace("    user: sa\n", "    user: sa\n    namespace: team-a\n");
+    let kubeconfig = dir.write("kubeconfig", text);
+    let path = kubeconfig.to_str().unwrap();
+    let (_, output) = wavelet(&["status", "--kubeconfig", path], &[]);
+    assert!(
+        output.contains("team-a/web") && !output.contains("team-b/web"),
+        "{output}"
+    );
+    let (code, output) = wavelet(&["hash", "deployment/web", "--kubeconfig", path], &[]);
+    assert_eq!(code, Some(0), "{output}");
+    assert!(output.contains("configmap team-a/app-config"), "{output}");
+    let (_, output) = wavelet(&["status", "--kubeconfig", path, "-n", "team-b"], &[]);
+    assert!(output.contains("team-b/web"), "{output}");
+}

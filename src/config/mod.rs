@@ -66,7 +66,8 @@ pub enum Command {
     /// kubectl spellings (`deploy`, `deployment`, `deployments.apps`, `sts`, `ds`, ...) are
     /// normalized to their resource name: `deployments`, `statefulsets`, `daemonsets`.
     Hash {
-        namespace: String,
+        /// `-n`; without it, the kubeconfig context's namespace.
+        namespace: Option<String>,
         kind: String,
         name: String,
         /// `--hash-key-file`: print the HMAC `run` publishes.
@@ -1146,11 +1147,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
                 ));
             };
             let (kind, name) = kind_and_name(target).map_err(config_error)?;
-            let Some(namespace) = look.get("namespace", namespace)? else {
-                return Err(config_error(format!(
-                    "wavelet hash needs the workload's namespace: add -n NAMESPACE, e.g. wavelet hash -n default {target}"
-                )));
-            };
+            let namespace = look.get("namespace", namespace)?;
             Command::Hash {
                 namespace,
                 kind,
@@ -1800,7 +1797,7 @@ mod tests {
     fn hash_takes_a_namespace_and_kind_slash_name() {
         let hash = |line: &str| parse_with(line, &[]).unwrap().command;
         let expected = Command::Hash {
-            namespace: "shop".into(),
+            namespace: Some("shop".into()),
             kind: "deployments".into(),
             name: "web".into(),
             hash_key_file: None,
@@ -1816,7 +1813,7 @@ mod tests {
         assert_eq!(
             hash("hash -n a sts/db"),
             Command::Hash {
-                namespace: "a".into(),
+                namespace: Some("a".into()),
                 kind: "statefulsets".into(),
                 name: "db".into(),
                 hash_key_file: None,
@@ -1825,7 +1822,7 @@ mod tests {
         assert_eq!(
             hash("hash -n a ds/agent"),
             Command::Hash {
-                namespace: "a".into(),
+                namespace: Some("a".into()),
                 kind: "daemonsets".into(),
                 name: "agent".into(),
                 hash_key_file: None,
@@ -1834,7 +1831,7 @@ mod tests {
         assert_eq!(
             hash("hash -n a rollouts/canary"),
             Command::Hash {
-                namespace: "a".into(),
+                namespace: Some("a".into()),
                 kind: "rollouts".into(),
                 name: "canary".into(),
                 hash_key_file: None,
@@ -1850,10 +1847,13 @@ mod tests {
             error("hash -n shop", &[]),
             "wavelet hash needs the workload as KIND/NAME, e.g. wavelet hash -n default deployment/web"
         );
-        assert_eq!(
-            error("hash deployment/web", &[]),
-            "wavelet hash needs the workload's namespace: add -n NAMESPACE, e.g. wavelet hash -n default deployment/web"
-        );
+        assert!(matches!(
+            parse_with("hash deployment/web", &[]).unwrap().command,
+            Command::Hash {
+                namespace: None,
+                ..
+            }
+        ));
         assert_eq!(
             error("hash -n shop web", &[]),
             "expected KIND/NAME, e.g. deployment/web; got \"web\""
@@ -1899,7 +1899,7 @@ mod tests {
                 .unwrap()
                 .command,
             Command::Hash {
-                namespace: "a".into(),
+                namespace: Some("a".into()),
                 kind: "deployments".into(),
                 name: "web".into(),
                 hash_key_file: None,
