@@ -82,6 +82,18 @@ fn rolls_once(fake: &FakeApi, wavelet: &Wavelet, change: impl FnOnce(&FakeApi)) 
     assert_eq!(rollouts(fake, "web"), before + 1, "{}", wavelet.output());
 }
 
+/// `change` changes only what counts for `web`: the new hash is recorded on its metadata
+/// (the positive signal), and it does not roll.
+fn records_without_rolling(fake: &FakeApi, wavelet: &Wavelet, change: impl FnOnce(&FakeApi)) {
+    let before = rollouts(fake, "web");
+    let recorded = hashes(fake, "deployments", NS, "web", HASH).1;
+    change(fake);
+    eventually(fake, wavelet, "the new hash recorded", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1 != recorded
+    });
+    assert_eq!(rollouts(fake, "web"), before, "{}", wavelet.output());
+}
+
 /// `change` does not roll `web`.
 fn rolls_nothing(fake: &FakeApi, wavelet: &Wavelet, change: impl FnOnce(&FakeApi)) {
     let before = rollouts(fake, "web");
@@ -188,7 +200,7 @@ fn reload_lists_name_objects_by_anchored_regular_expressions_referenced_or_not()
             .any(|e| e["reason"] == "InvalidAnnotation")
     });
     // Created later and named by the pattern: recorded, then its data changes roll.
-    rolls_nothing(&fake, &wavelet, |f| {
+    records_without_rolling(&fake, &wavelet, |f| {
         f.apply(configmap(NS, "app-two", &[("k", "1")]));
     });
     rolls_once(&fake, &wavelet, |f| {
@@ -269,7 +281,7 @@ fn an_ignored_object_counts_for_nobody_and_toggling_ignore_rolls_nothing() {
         set(f, "configmaps", "ignored", "k", "2")
     });
     // No longer ignored: recorded without a rollout; its next data change rolls.
-    rolls_nothing(&fake, &wavelet, |f| {
+    records_without_rolling(&fake, &wavelet, |f| {
         f.merge_patch(
             "configmaps",
             NS,
