@@ -14,6 +14,7 @@ pub mod client;
 pub mod annotations;
 pub mod objects;
 pub mod selector;
+pub mod time;
 pub mod watch;
 
 // The two modes: deciding and acting.

@@ -26,14 +26,23 @@
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
 //! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024).
 //! Benchmarks are not tests: nothing here fails on a figure.
+//!
+//! Against a real control plane: `WAVELET_BENCH_REAL=target/k8s-bin` (the binaries the
+//! end-to-end suite uses) or `WAVELET_BENCH_KUBECONFIG=<kubeconfig>` runs the default
+//! scenario there first (`real.rs`), over TLS with a kubeconfig; with
+//! `WAVELET_BENCH_ONLY` set, only that.
 
 #[path = "../../tests/fake/mod.rs"]
 #[allow(dead_code, unused_imports, clippy::all)]
 mod fake;
 
+#[path = "../../tests/e2e/cluster.rs"]
+mod cluster;
+
 mod calls;
 mod measure;
 mod process;
+mod real;
 mod report;
 mod scaling;
 mod scenario;
@@ -178,6 +187,19 @@ fn main() {
     // `cargo bench` passes `--bench`; there are no arguments to read.
     let options = Options::from_env();
     let binary = BinaryFacts::of(process::binary());
+    if let Some(source) = real::source() {
+        let cluster = Cluster::spec(options.scale);
+        let figures = real::run(
+            &source,
+            &cluster,
+            options.debounce,
+            options.configmap_changes.min(50),
+        );
+        real::print(&figures, &cluster);
+        if options.only.is_some() {
+            return;
+        }
+    }
     if options.runs("default") {
         report::print_default(&run_default(&options), &binary);
     }

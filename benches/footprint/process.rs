@@ -110,10 +110,23 @@ fn run_args(server: &str, debounce: Duration) -> Vec<String> {
 
 impl Wavelet {
     pub fn start(server: &str, debounce: Duration) -> Wavelet {
+        Wavelet::start_with(run_args(server, debounce))
+    }
+
+    /// `wavelet run` against the cluster of `kubeconfig` (a real API server, over TLS).
+    pub fn start_with_kubeconfig(kubeconfig: &std::path::Path, debounce: Duration) -> Wavelet {
+        let mut args = run_args("-", debounce);
+        let at = args.iter().position(|a| a == "--server").expect("--server");
+        args[at] = "--kubeconfig".into();
+        args[at + 1] = kubeconfig.display().to_string();
+        Wavelet::start_with(args)
+    }
+
+    fn start_with(args: Vec<String>) -> Wavelet {
         let binary = binary();
         let started = Instant::now();
         let mut child = Command::new(&binary)
-            .args(run_args(server, debounce))
+            .args(args)
             .env_clear()
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

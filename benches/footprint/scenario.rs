@@ -136,6 +136,21 @@ impl Cluster {
         started.elapsed()
     }
 
+    /// Every object of the cluster, in the order they are created: ConfigMaps, Secrets,
+    /// Helm-release Secrets, then the Deployments that reference them.
+    pub fn objects(&self) -> impl Iterator<Item = Value> + '_ {
+        (0..self.configmaps)
+            .map(|i| self.configmap_object(i))
+            .chain((0..self.secrets).map(|i| self.secret_object(i)))
+            .chain((0..self.helm_secrets).map(|h| self.helm_secret_object(h)))
+            .chain((0..self.deployments).map(|d| self.deployment_object(d)))
+    }
+
+    /// The namespaces the objects live in.
+    pub fn namespace_names(&self) -> Vec<String> {
+        (0..self.namespaces()).map(|n| self.namespace(n)).collect()
+    }
+
     fn configmap_object(&self, i: usize) -> Value {
         let at = self.configmap(i);
         json!({

@@ -198,7 +198,7 @@ pub fn parse_output(stdout: &[u8]) -> Result<Credential, String> {
     let expires = match status.expiration_timestamp.filter(|t| !t.is_empty()) {
         None => None,
         Some(text) => {
-            let secs = crate::deletemode::parse_rfc3339(&text)
+            let secs = crate::time::parse_rfc3339(&text)
                 .ok_or_else(|| format!("expirationTimestamp `{text}` is not RFC 3339"))?;
             Some(UNIX_EPOCH + Duration::from_secs(secs))
         }

@@ -94,7 +94,7 @@ impl Entry {
             } => {
                 format!(
                     "{hash} replacing since={} pods={}",
-                    crate::ops::events::rfc3339(*observed),
+                    crate::time::rfc3339(*observed),
                     pods.join(",")
                 )
             }
@@ -108,8 +108,7 @@ impl Entry {
         match words.next() {
             None => Some(Entry::Acted { hash }),
             Some("replacing") => {
-                let observed =
-                    crate::deletemode::parse_rfc3339(words.next()?.strip_prefix("since=")?)?;
+                let observed = crate::time::parse_rfc3339(words.next()?.strip_prefix("since=")?)?;
                 let pods = words.next()?.strip_prefix("pods=")?;
                 let pods = pods
                     .split(',')

@@ -39,7 +39,7 @@ pub mod ledger;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -183,7 +183,7 @@ pub fn created_before(pod: &Pod, observation: &Observation) -> bool {
         .metadata
         .creation_timestamp
         .as_deref()
-        .and_then(parse_rfc3339);
+        .and_then(crate::time::parse_rfc3339);
     created.is_some_and(|created| created < observation.at)
 }
 
@@ -193,63 +193,6 @@ pub fn created_before(pod: &Pod, observation: &Observation) -> bool {
 pub fn ready_again(pods: &[Pod], want: usize) -> bool {
     let live: Vec<&Pod> = pods.iter().filter(|p| !p.is_terminating()).collect();
     live.len() >= want && live.iter().all(|p| p.is_ready())
-}
-
-/// Unix seconds of an RFC 3339 UTC timestamp (`2026-11-22T03:14:34Z`, fractions allowed
-/// and ignored), as the API server writes them.
-pub fn parse_rfc3339(text: &str) -> Option<u64> {
-    let text = text
-        .strip_suffix('Z')
-        .or_else(|| text.strip_suffix("+00:00"))?;
-    let (date, time) = text.split_once('T')?;
-    let time = time.split('.').next()?;
-    let number = |s: &str, len: usize| -> Option<i64> {
-        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse().ok())
-            .flatten()
-    };
-    let mut d = date.split('-');
-    let (year, month, day) = (
-        number(d.next()?, 4)?,
-        number(d.next()?, 2)?,
-        number(d.next()?, 2)?,
-    );
-    let mut t = time.split(':');
-    let (hour, minute, second) = (
-        number(t.next()?, 2)?,
-        number(t.next()?, 2)?,
-        number(t.next()?, 2)?,
-    );
-    if d.next().is_some()
-        || t.next().is_some()
-        || !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).ok()
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// What the queue should do with the key after a reconcile.
@@ -626,7 +569,7 @@ impl DeleteMode {
         let pods = self.list_pods(&key.namespace, &selector)?;
         let is_resumed = resumed.is_some();
         let observation = resumed.unwrap_or_else(|| Observation {
-            at: now_unix(),
+            at: crate::time::unix_now(),
             listed: pods.iter().map(|p| p.metadata.uid.clone()).collect(),
         });
         let targets = targets(&pods, &observation);
@@ -1035,7 +978,7 @@ mod tests {
     #[test]
     fn listed_pods_count_as_created_before_whatever_their_timestamp() {
         let observation = Observation {
-            at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
+            at: crate::time::parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
             listed: HashSet::from(["listed".into()]),
         };
         // The API server's clock may run ahead of wavelet's.
@@ -1048,7 +991,7 @@ mod tests {
     #[test]
     fn pods_from_an_earlier_second_count_as_created_before() {
         let observation = Observation {
-            at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
+            at: crate::time::parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
             listed: HashSet::new(),
         };
         assert!(created_before(
@@ -1059,7 +1002,7 @@ mod tests {
 
     #[test]
     fn a_pod_from_the_same_second_counts_only_if_it_was_listed() {
-        let at = parse_rfc3339("2026-11-22T03:14:40Z").unwrap();
+        let at = crate::time::parse_rfc3339("2026-11-22T03:14:40Z").unwrap();
         let observation = Observation {
             at,
             listed: HashSet::from(["old".into()]),
@@ -1101,19 +1044,25 @@ mod tests {
 
     #[test]
     fn parses_the_api_servers_timestamps() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_rfc3339("2026-11-22T03:14:40Z"), Some(1_795_317_280));
+        assert_eq!(crate::time::parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(
-            parse_rfc3339("2026-11-22T03:14:40.123456Z"),
+            crate::time::parse_rfc3339("2026-11-22T03:14:40Z"),
             Some(1_795_317_280)
         );
-        assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(951_782_400));
+        assert_eq!(
+            crate::time::parse_rfc3339("2026-11-22T03:14:40.123456Z"),
+            Some(1_795_317_280)
+        );
+        assert_eq!(
+            crate::time::parse_rfc3339("2000-02-29T00:00:00Z"),
+            Some(951_782_400)
+        );
         for (secs, text) in [
             (0u64, "1970-01-01T00:00:00Z"),
             (1_795_144_481, "2026-11-20T03:14:41Z"),
         ] {
-            assert_eq!(crate::ops::events::rfc3339(secs), text);
-            assert_eq!(parse_rfc3339(text), Some(secs));
+            assert_eq!(crate::time::rfc3339(secs), text);
+            assert_eq!(crate::time::parse_rfc3339(text), Some(secs));
         }
         for bad in [
             "",
@@ -1123,7 +1072,7 @@ mod tests {
             "2026-11-22T3:14:40Z",
             "x026-11-22T03:14:40Z",
         ] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+            assert_eq!(crate::time::parse_rfc3339(bad), None, "{bad:?}");
         }
     }
 
@@ -1136,7 +1085,7 @@ mod tests {
         let leaving = pod("leaving", "2026-11-22T03:14:10Z", true, true);
         let late = pod("late", "2026-11-22T03:14:40Z", true, false);
         let observation = Observation {
-            at: parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
+            at: crate::time::parse_rfc3339("2026-11-22T03:14:40Z").unwrap(),
             listed: HashSet::from(["newer".into(), "older".into(), "leaving".into()]),
         };
         let chosen = targets(&[newer, late, leaving, older], &observation);

@@ -351,7 +351,7 @@ impl Reconciler {
                 entry.style,
                 flavor.hash_key(),
                 &computed.hash,
-                &crate::ops::events::rfc3339(unix_now()),
+                &crate::time::rfc3339(crate::time::unix_now()),
             );
             let patched = match self.patch_returning(key, &body) {
                 Ok(patched) => patched,
@@ -514,12 +514,6 @@ impl Reconciler {
             Err(err) => Err(err),
         }
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// Whether the change from `before` to `after` is only in which objects count: no object

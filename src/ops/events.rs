@@ -91,7 +91,7 @@ pub fn event_body(
     now: SystemTime,
 ) -> serde_json::Value {
     let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let timestamp = rfc3339(since_epoch.as_secs());
+    let timestamp = crate::time::rfc3339(since_epoch.as_secs());
     json!({
         "apiVersion": "v1",
         "kind": "Event",
@@ -131,44 +131,10 @@ fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// `2026-11-22T03:14:41Z` for seconds since the Unix epoch.
-pub fn rfc3339(unix_seconds: u64) -> String {
-    let days = (unix_seconds / 86_400) as i64;
-    let secs = unix_seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), Howard Hinnant's algorithm.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    #[test]
-    fn formats_rfc3339_in_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_795_144_481), "2026-11-20T03:14:41Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-    }
 
     #[test]
     fn event_has_the_fields_the_api_requires() {

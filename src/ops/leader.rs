@@ -243,7 +243,7 @@ impl LeaderElector {
     }
 
     fn attempt(&self, record: &mut Observed) -> Result<bool, Error> {
-        let now = micro_time(SystemTime::now());
+        let now = crate::time::micro_time(SystemTime::now());
         let duration = self.timings.lease_duration.as_secs();
         // 1. Fast path: still ours and still valid: renew what we hold.
         if let (Some(lease), Some(at)) = (&record.lease, record.observed_at) {
@@ -323,7 +323,7 @@ impl LeaderElector {
         if holder(&lease) != self.identity {
             return;
         }
-        let now = micro_time(SystemTime::now());
+        let now = crate::time::micro_time(SystemTime::now());
         let mut released = lease;
         released["spec"]["holderIdentity"] = json!("");
         released["spec"]["leaseDurationSeconds"] = json!(1);
@@ -396,60 +396,9 @@ fn xorshift(mut x: u64) -> u64 {
     x
 }
 
-/// A `MicroTime`: UTC with exactly six fractional digits, as the API server requires
-/// (`2026-11-22T03:14:41.136035Z`; without the fraction it answers 400).
-pub fn micro_time(t: SystemTime) -> String {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since.subsec_micros()
-    )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
-/// algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn micro_time_has_six_fractional_digits_like_the_recordings() {
-        // 102-create-lease.json: "2026-11-22T03:14:41.136035Z".
-        let t = UNIX_EPOCH + Duration::new(1_795_317_281, 136_035_999);
-        assert_eq!(micro_time(t), "2026-11-22T03:14:41.136035Z");
-        assert_eq!(micro_time(UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
-    }
-
-    #[test]
-    fn micro_time_round_trips_through_the_rfc3339_parser() {
-        for secs in [0u64, 951_782_400, 1_709_164_800, 4_102_444_799] {
-            let text = micro_time(UNIX_EPOCH + Duration::from_secs(secs));
-            assert_eq!(
-                crate::deletemode::parse_rfc3339(&text),
-                Some(secs),
-                "{text}"
-            );
-        }
-    }
 
     #[test]
     fn identities_differ_between_candidates() {

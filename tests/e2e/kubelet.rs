@@ -27,7 +27,7 @@ fn now() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    wavelet::ops::events::rfc3339(secs)
+    wavelet::time::rfc3339(secs)
 }
 
 impl Kubelet {
