@@ -16,7 +16,7 @@ use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::hashmode::optin::Policy;
-use crate::hashmode::reconcile::{HashModeSettings, Next, Outcome, Reconciler};
+use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
 use crate::hashmode::throttle::Debounce;
 use crate::objects::{
     ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
@@ -32,6 +32,7 @@ use crate::watch::queue::{Backoff, WorkQueue};
 use crate::watch::scope::NamespaceScope;
 use crate::watch::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
 use crate::watch::watcher::{self, Event, LineStream, Page, Restart, Source, WatchConfig, Watcher};
+use crate::watch::worker::{run_worker, Action, Work};
 
 /// Items per LIST page.
 const PAGE_SIZE: u32 = 500;
@@ -436,48 +437,33 @@ struct Worker {
     dry_run: bool,
 }
 
+impl Work<WorkloadKey> for Worker {
+    fn process(&self, key: &WorkloadKey) -> Result<Action, Error> {
+        self.beat.busy();
+        let started = Instant::now();
+        let result = self.reconciler.reconcile(key);
+        metrics::global()
+            .reconcile_duration
+            .observe(started.elapsed());
+        self.beat.idle();
+        let (action, outcome) = result?;
+        log::debug!("{key}: {outcome:?}");
+        self.record(key, &outcome);
+        Ok(action)
+    }
+
+    fn failed(&self, key: &WorkloadKey, err: &Error, delay: std::time::Duration) {
+        metrics::global()
+            .rollouts
+            .inc(&[&key.resource.kind, "error"]);
+        log::warn!("{key}: reconcile failed, retrying in {delay:?}: {err}");
+    }
+}
+
 impl Worker {
-    /// The worker loop: wait to be allowed to write, take a key, reconcile it, tell the
-    /// queue what comes next.
+    /// Runs the one worker loop over the hash-mode queue.
     fn work(&self) {
-        let queue = &self.queue;
-        while self.gate.wait() {
-            let Some(key) = queue.get() else {
-                return;
-            };
-            if !self.gate.may_write() {
-                // Lost the lease while waiting: keep the key for the next leader term.
-                metrics::global().changes_skipped.inc(&["not_leader"]);
-                queue.add(key.clone());
-                queue.done(&key);
-                continue;
-            }
-            self.beat.busy();
-            let started = Instant::now();
-            let result = self.reconciler.reconcile(&key);
-            metrics::global()
-                .reconcile_duration
-                .observe(started.elapsed());
-            self.beat.idle();
-            match result {
-                Ok((next, outcome)) => {
-                    log::debug!("{key}: {outcome:?}");
-                    self.record(&key, &outcome);
-                    queue.forget(&key);
-                    if let Next::After(delay) = next {
-                        queue.add_after(key.clone(), delay);
-                    }
-                }
-                Err(err) => {
-                    metrics::global()
-                        .rollouts
-                        .inc(&[&key.resource.kind, "error"]);
-                    let delay = queue.add_after_failure(key.clone(), &err);
-                    log::warn!("{key}: reconcile failed, retrying in {delay:?}: {err}");
-                }
-            }
-            queue.done(&key);
-        }
+        run_worker(&self.queue, Some(&self.gate), self);
     }
 
     fn record(&self, key: &WorkloadKey, outcome: &Outcome) {

@@ -56,6 +56,7 @@ use crate::ops::metrics;
 use crate::selector::{percent_encode_query_value, Selector};
 use crate::watch::cache::Cache;
 use crate::watch::queue::{Backoff, WorkQueue};
+use crate::watch::worker::{run_worker, Action, Work};
 
 /// Retries of refused evictions and failed steps: 250ms doubling up to 5s (the interval at
 /// which `kubectl drain` retries a 429).
@@ -193,17 +194,6 @@ pub fn created_before(pod: &Pod, observation: &Observation) -> bool {
 pub fn ready_again(pods: &[Pod], want: usize) -> bool {
     let live: Vec<&Pod> = pods.iter().filter(|p| !p.is_terminating()).collect();
     live.len() >= want && live.iter().all(|p| p.is_ready())
-}
-
-/// What the queue should do with the key after a reconcile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
-    /// Nothing more until the object changes again.
-    Done,
-    /// Come back after this long (a rolling replacement polling for Ready Pods).
-    After(Duration),
-    /// Evictions were refused: come back after the key's next backoff delay.
-    Backoff,
 }
 
 /// What one reconcile did, for logs and tests.
@@ -378,53 +368,14 @@ impl DeleteMode {
         self.queue.len()
     }
 
-    /// The worker loop: wait until this replica may write (leader election), take a key,
-    /// reconcile it, tell the queue what comes next.
+    /// Runs the one worker loop over the delete-mode queue; only the leader writes.
     pub fn work(&self, gate: &Gate) {
-        while gate.wait() {
-            let Some(key) = self.queue.get() else {
-                return;
-            };
-            if !gate.may_write() {
-                self.queue.add(key.clone());
-                self.queue.done(&key);
-                continue;
-            }
-            match self.reconcile(&key) {
-                Ok((next, outcome)) => {
-                    log::debug!("{key}: delete mode: {outcome:?}");
-                    match &outcome {
-                        Outcome::Replaced { pods } => metrics::global()
-                            .pod_replacements
-                            .add(&["replaced"], *pods as u64),
-                        Outcome::DryRun { pods } => metrics::global()
-                            .pod_replacements
-                            .add(&["dry_run"], *pods as u64),
-                        _ => {}
-                    }
-                    match next {
-                        Next::Done => self.queue.forget(&key),
-                        Next::After(delay) => {
-                            self.queue.forget(&key);
-                            self.queue.add_after(key.clone(), delay);
-                        }
-                        Next::Backoff => {
-                            self.queue.add_with_backoff(key.clone());
-                        }
-                    }
-                }
-                Err(err) => {
-                    let delay = self.queue.add_after_failure(key.clone(), &err);
-                    log::warn!("{key}: delete mode failed, retrying in {delay:?}: {err}");
-                }
-            }
-            self.queue.done(&key);
-        }
+        run_worker(&self.queue, Some(gate), self);
     }
 
     /// Reconciles one object. The queue never hands a key to two workers at once, so its
     /// memory is taken out of the map for the duration (no lock held over I/O).
-    pub fn reconcile(&self, key: &ConfigKey) -> Result<(Next, Outcome), Error> {
+    pub fn reconcile(&self, key: &ConfigKey) -> Result<(Action, Outcome), Error> {
         let mut memory = self.memory.lock().unwrap().remove(key).unwrap_or_default();
         let result = self.reconcile_with(key, &mut memory);
         if memory.replacement.is_some() || memory.warned.is_some() {
@@ -437,14 +388,14 @@ impl DeleteMode {
         &self,
         key: &ConfigKey,
         memory: &mut Memory,
-    ) -> Result<(Next, Outcome), Error> {
+    ) -> Result<(Action, Outcome), Error> {
         // 1.
         let Some(entry) = self.cache.config(key) else {
             if memory.replacement.take().is_some() {
                 log::info!("{key}: deleted; replacing its Pods stops");
             }
             memory.warned = None;
-            return Ok((Next::Done, Outcome::Forgotten));
+            return Ok((Action::Done, Outcome::Forgotten));
         };
         let Some(selector_text) = entry.pod_delete_match().map(str::to_owned) else {
             if memory.replacement.take().is_some() {
@@ -452,10 +403,10 @@ impl DeleteMode {
             }
             memory.warned = None;
             self.state.set(key, None)?;
-            return Ok((Next::Done, Outcome::Forgotten));
+            return Ok((Action::Done, Outcome::Forgotten));
         };
         let Some(digests) = entry.digests() else {
-            return Ok((Next::Done, Outcome::AwaitingData));
+            return Ok((Action::Done, Outcome::AwaitingData));
         };
         let uid = entry.uid.to_string();
         let about = ObjectRef::new(&key.kind.resource(), &key.namespace, &key.name, &uid);
@@ -516,10 +467,10 @@ impl DeleteMode {
                     }),
                 )?;
                 log::info!("{key}: delete mode for Pods matching {selector}: first seen, data hash {} recorded, nothing replaced", hash::short(&data_hash));
-                return Ok((Next::Done, Outcome::Recorded));
+                return Ok((Action::Done, Outcome::Recorded));
             }
             Some(Entry::Acted { hash }) if hash == data_hash => {
-                return Ok((Next::Done, Outcome::UpToDate))
+                return Ok((Action::Done, Outcome::UpToDate))
             }
             // 6.
             Some(Entry::Replacing {
@@ -558,7 +509,7 @@ impl DeleteMode {
         change: Observed<'_>,
         resumed: Option<Observation>,
         memory: &mut Memory,
-    ) -> Result<(Next, Outcome), Error> {
+    ) -> Result<(Action, Outcome), Error> {
         let Observed {
             key,
             about,
@@ -589,7 +540,7 @@ impl DeleteMode {
             self.state
                 .set(key, Some(&Entry::Acted { hash: data_hash }))?;
             return Ok((
-                Next::Done,
+                Action::Done,
                 Outcome::DryRun {
                     pods: targets.len(),
                 },
@@ -601,7 +552,7 @@ impl DeleteMode {
             );
             self.state
                 .set(key, Some(&Entry::Acted { hash: data_hash }))?;
-            return Ok((Next::Done, Outcome::Replaced { pods: 0 }));
+            return Ok((Action::Done, Outcome::Replaced { pods: 0 }));
         }
         if !is_resumed {
             // Before the first Pod is touched: a restart from here on resumes, not repeats.
@@ -658,14 +609,14 @@ impl DeleteMode {
         message: String,
         data_hash: String,
         outcome: Outcome,
-    ) -> (Next, Outcome) {
+    ) -> (Action, Outcome) {
         let warned = (message, data_hash);
         if memory.warned.as_ref() != Some(&warned) {
             log::error!("{key}: {}", warned.0);
             self.recorder.warning(about, reason, &warned.0);
             memory.warned = Some(warned);
         }
-        (Next::Done, outcome)
+        (Action::Done, outcome)
     }
 
     /// Moves the replacement in `memory` forward as far as it goes without waiting.
@@ -674,7 +625,7 @@ impl DeleteMode {
         key: &ConfigKey,
         about: &ObjectRef,
         memory: &mut Memory,
-    ) -> Result<(Next, Outcome), Error> {
+    ) -> Result<(Action, Outcome), Error> {
         let r = memory
             .replacement
             .as_mut()
@@ -687,7 +638,7 @@ impl DeleteMode {
                         r.want = pods.iter().filter(|p| !p.is_terminating()).count();
                     } else {
                         if Instant::now() < deadline {
-                            return Ok((Next::After(READY_POLL), Outcome::InProgress));
+                            return Ok((Action::RequeueAfter(READY_POLL), Outcome::InProgress));
                         }
                         let message = format!(
                             "The Pods matching {} were not all Ready {:?} (--rolling-timeout) after one was replaced; going on with the next.",
@@ -770,7 +721,7 @@ impl DeleteMode {
                             self.recorder.warning(about, "EvictionBlocked", &message);
                             r.warned_blocked = true;
                         }
-                        return Ok((Next::Backoff, Outcome::Blocked));
+                        return Ok((Action::Backoff, Outcome::Blocked));
                     }
                     if matches!(r.step, Step::Replace) {
                         // Every Pod went through (or was gone already).
@@ -800,7 +751,7 @@ impl DeleteMode {
         );
         log::info!("{key}: {message}");
         self.recorder.normal(about, "PodsReplaced", &message);
-        Ok((Next::Done, Outcome::Replaced { pods: r.replaced }))
+        Ok((Action::Done, Outcome::Replaced { pods: r.replaced }))
     }
 
     /// Evicts or deletes one Pod, on condition that it is still the Pod that was listed.
@@ -878,6 +829,27 @@ fn past_tense(strategy: Strategy) -> &'static str {
     match strategy {
         Strategy::Delete => "deleted",
         Strategy::Evict | Strategy::Rolling => "evicted",
+    }
+}
+
+impl Work<ConfigKey> for DeleteMode {
+    fn process(&self, key: &ConfigKey) -> Result<Action, Error> {
+        let (action, outcome) = self.reconcile(key)?;
+        log::debug!("{key}: delete mode: {outcome:?}");
+        match &outcome {
+            Outcome::Replaced { pods } => metrics::global()
+                .pod_replacements
+                .add(&["replaced"], *pods as u64),
+            Outcome::DryRun { pods } => metrics::global()
+                .pod_replacements
+                .add(&["dry_run"], *pods as u64),
+            _ => {}
+        }
+        Ok(action)
+    }
+
+    fn failed(&self, key: &ConfigKey, err: &Error, delay: Duration) {
+        log::warn!("{key}: delete mode failed, retrying in {delay:?}: {err}");
     }
 }
 

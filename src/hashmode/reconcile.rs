@@ -31,15 +31,7 @@ use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, Digest, Resource, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::watch::cache::{Cache, WorkloadEntry};
-
-/// What the queue should do with the key after a reconcile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
-    /// Up to date, or waiting for a change that will enqueue the key again.
-    Done,
-    /// Come back after this long (storm rules).
-    After(Duration),
-}
+use crate::watch::worker::Action;
 
 /// What one reconcile did, for logs, metrics and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,27 +137,27 @@ impl Reconciler {
 
     /// Reconciles one workload. The work queue never hands the same key to two workers, so
     /// the workload's memory is taken out of the map for the duration (no lock held over I/O).
-    pub fn reconcile(&self, key: &WorkloadKey) -> Result<(Next, Outcome), Error> {
+    pub fn reconcile(&self, key: &WorkloadKey) -> Result<(Action, Outcome), Error> {
         let started = Instant::now();
         let result = self.reconcile_once(key);
         // Everything noticed before this reconcile started is now reflected (or waits for
         // the object to appear); a later change keeps its own window.
-        if let Ok((Next::Done, _)) = &result {
+        if let Ok((Action::Done, _)) = &result {
             self.debounce.settle(key, started);
         }
         result
     }
 
-    fn reconcile_once(&self, key: &WorkloadKey) -> Result<(Next, Outcome), Error> {
+    fn reconcile_once(&self, key: &WorkloadKey) -> Result<(Action, Outcome), Error> {
         // 1.
         let Some(entry) = self.cache.workload(key) else {
             self.memory.lock().unwrap().remove(key);
             self.throttle.lock().unwrap().forget(key);
-            return Ok((Next::Done, Outcome::Forgotten));
+            return Ok((Action::Done, Outcome::Forgotten));
         };
         if !self.cache.in_scope(&key.namespace) {
             // --namespace-selector: its namespace entering the scope wakes it again.
-            return Ok((Next::Done, Outcome::OutOfScope));
+            return Ok((Action::Done, Outcome::OutOfScope));
         }
         let Some(flavor) = entry.flavor else {
             let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
@@ -187,7 +179,7 @@ impl Reconciler {
         entry: &WorkloadEntry,
         flavor: Flavor,
         remembered: &mut Memory,
-    ) -> Result<(Next, Outcome), Error> {
+    ) -> Result<(Action, Outcome), Error> {
         // 2.
         let resolved = counted(&self.cache, &key.namespace, entry);
         self.warn_problems(key, entry, remembered);
@@ -196,7 +188,7 @@ impl Reconciler {
             .find(|(_, e)| e.as_ref().is_some_and(|e| !e.is_current()))
         {
             log::debug!("{key}: waiting for the data of {}", reference.config);
-            return Ok((Next::Done, Outcome::AwaitingData));
+            return Ok((Action::Done, Outcome::AwaitingData));
         }
         let computed = hash::compute(
             resolved
@@ -231,7 +223,7 @@ impl Reconciler {
                 self.recorder.warning(&about, "ConfigMissing", &message);
                 remembered.warned_missing = Some(message);
             }
-            return Ok((Next::Done, Outcome::MissingConfig));
+            return Ok((Action::Done, Outcome::MissingConfig));
         }
 
         remembered.warned_missing = None;
@@ -241,11 +233,11 @@ impl Reconciler {
         if recorded.as_deref() == Some(computed.hash.as_str()) {
             remembered.fingerprints = fingerprints;
             remembered.written = None;
-            return Ok((Next::Done, Outcome::UpToDate));
+            return Ok((Action::Done, Outcome::UpToDate));
         }
         if let Some((written, rv_before)) = &remembered.written {
             if *written == computed.hash && *rv_before == entry.resource_version {
-                return Ok((Next::Done, Outcome::AwaitingWatch));
+                return Ok((Action::Done, Outcome::AwaitingWatch));
             }
         }
 
@@ -267,7 +259,7 @@ impl Reconciler {
             remembered.fingerprints = fingerprints;
             remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
             return Ok((
-                Next::Done,
+                Action::Done,
                 Outcome::Adopted {
                     hash: computed.hash,
                 },
@@ -284,7 +276,7 @@ impl Reconciler {
         if let Some(quiet_at) = self.debounce.window_opened(key).map(|at| at + window) {
             let now = Instant::now();
             if quiet_at > now {
-                return Ok((Next::After(quiet_at - now), Outcome::Debouncing));
+                return Ok((Action::RequeueAfter(quiet_at - now), Outcome::Debouncing));
             }
         }
         if let Err(throttled) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
@@ -301,7 +293,10 @@ impl Reconciler {
             } else {
                 log::debug!("{key}: rollout rate limited for {:?}", throttled.wait());
             }
-            return Ok((Next::After(throttled.wait()), Outcome::Throttled(throttled)));
+            return Ok((
+                Action::RequeueAfter(throttled.wait()),
+                Outcome::Throttled(throttled),
+            ));
         }
 
         // 7. Only what counts changed (a template edit that adds or drops a reference, a
@@ -325,7 +320,7 @@ impl Reconciler {
             remembered.fingerprints = fingerprints;
             remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
             return Ok((
-                Next::Done,
+                Action::Done,
                 Outcome::Recorded {
                     hash: computed.hash,
                 },
@@ -371,7 +366,7 @@ impl Reconciler {
         remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
         remembered.warned_throttle = false;
         Ok((
-            Next::Done,
+            Action::Done,
             Outcome::Rolled {
                 from: recorded,
                 to: computed.hash,
@@ -387,15 +382,15 @@ impl Reconciler {
         key: &WorkloadKey,
         entry: &WorkloadEntry,
         remembered: &mut Memory,
-    ) -> Result<(Next, Outcome), Error> {
+    ) -> Result<(Action, Outcome), Error> {
         if entry.metadata_hash_keys.is_empty() {
             remembered.cleaned = false;
-            return Ok((Next::Done, Outcome::UpToDate));
+            return Ok((Action::Done, Outcome::UpToDate));
         }
         // Removed already, and the watch has not shown the removal yet (another event of
         // the workload, such as its controller's status update, woke us): once is enough.
         if remembered.cleaned {
-            return Ok((Next::Done, Outcome::AwaitingWatch));
+            return Ok((Action::Done, Outcome::AwaitingWatch));
         }
         let annotations: serde_json::Map<String, Value> = entry
             .metadata_hash_keys
@@ -412,7 +407,7 @@ impl Reconciler {
             log::info!("{key}: opted out; removed wavelet's metadata annotations (the template is left alone)");
             remembered.cleaned = true;
         }
-        Ok((Next::Done, Outcome::OptOutCleaned))
+        Ok((Action::Done, Outcome::OptOutCleaned))
     }
 
     /// Reload-list entries and pause periods that could not be read: one Warning Event each

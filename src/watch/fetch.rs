@@ -15,6 +15,7 @@ use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, ConfigObject, SecretItem};
 use crate::watch::cache::Cache;
 use crate::watch::queue::{Backoff, WorkQueue};
+use crate::watch::worker::{run_worker, Action, Work};
 
 /// Retries of a failed read: 0.5 s, doubling to at most a minute.
 const BACKOFF: Backoff = Backoff {
@@ -74,22 +75,17 @@ impl Fetcher {
         self.queue.is_empty()
     }
 
-    /// The loop of one fetcher thread: take a key, read the Secret unless its data is
-    /// current or no longer needed, hand it to `sink`; retry failures with backoff.
+    /// The loop of one fetcher thread (the one worker loop): take a key, read the Secret
+    /// unless its data is current or no longer needed, hand it to `sink`.
     pub fn work(&self, sink: &dyn FetchSink) {
-        while let Some(key) = self.queue.get() {
-            match self.fetch(&key, sink) {
-                Ok(()) => self.queue.forget(&key),
-                Err(err) => {
-                    let delay = self.queue.add_after_failure(key.clone(), &err);
-                    log::warn!(
-                        "{key}: cannot read its data, retrying in {delay:?}: {err}{}",
-                        hint(&err)
-                    );
-                }
-            }
-            self.queue.done(&key);
-        }
+        run_worker(
+            &self.queue,
+            None,
+            &Reads {
+                fetcher: self,
+                sink,
+            },
+        );
     }
 
     fn fetch(&self, key: &ConfigKey, sink: &dyn FetchSink) -> Result<(), Error> {
@@ -127,5 +123,24 @@ fn hint(err: &Error) -> &'static str {
         "; wavelet needs `get` on secrets (see manifests/rbac*.yaml)"
     } else {
         ""
+    }
+}
+
+/// The fetcher's work for the worker loop.
+struct Reads<'a> {
+    fetcher: &'a Fetcher,
+    sink: &'a dyn FetchSink,
+}
+
+impl Work<ConfigKey> for Reads<'_> {
+    fn process(&self, key: &ConfigKey) -> Result<Action, Error> {
+        self.fetcher.fetch(key, self.sink).map(|()| Action::Done)
+    }
+
+    fn failed(&self, key: &ConfigKey, err: &Error, delay: std::time::Duration) {
+        log::warn!(
+            "{key}: cannot read its data, retrying in {delay:?}: {err}{}",
+            hint(err)
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! Watching and caching: each resource's list+watch state machine (`watcher`), the sinks
 //! that turn its events into cache writes and work (`sinks`), the cache and its reverse
 //! index (`cache`), the reads of the Secrets that matter (`fetch`), the namespaces in scope under
-//! `--namespace-selector` (`scope`), and the work queue the
-//! workers take keys from (`queue`).
+//! `--namespace-selector` (`scope`), the work queue the
+//! workers take keys from (`queue`), and the one worker loop over it (`worker`).
 
 pub mod cache;
 pub mod fetch;
@@ -10,3 +10,4 @@ pub mod queue;
 pub mod scope;
 pub mod sinks;
 pub mod watcher;
+pub mod worker;
