@@ -1,6 +1,8 @@
 //! The annotations wavelet reads and writes, each documented once.
 
-use crate::objects::Annotations;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
 /// Opt-in on a workload's metadata: `"true"` enables hash mode, writing [`WAVELET_HASH`].
 pub const WAVELET_OPT_IN: &str = "wavelet.dev/update-on-config-change";
@@ -161,6 +163,89 @@ pub fn opted_in_by_reloader(annotations: &Annotations) -> bool {
             && RELOADER_OPT_INS
                 .iter()
                 .any(|k| annotations.get(k).is_some_and(|v| is_reloader_opt_in(k, v))))
+}
+
+/// The annotations wavelet reads ([`READ`]), and no others. The rest are
+/// skipped while parsing, never copied: some are large, and kubectl's
+/// `last-applied-configuration` on a Secret holds the Secret's data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Annotations(Vec<(&'static str, Box<str>)>);
+
+impl Annotations {
+    /// Keeps the pairs whose key wavelet reads (for tests and callers that build objects).
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Annotations {
+        let mut out = Vec::new();
+        for (key, value) in pairs {
+            if let Some(known) = READ.iter().find(|k| **k == key) {
+                out.push((*known, Box::from(value)));
+            }
+        }
+        Annotations(out)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| &**v)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+}
+
+impl<'de> Deserialize<'de> for Annotations {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct AnnotationsVisitor;
+
+        impl<'de> Visitor<'de> for AnnotationsVisitor {
+            type Value = Annotations;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of annotations")
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<Annotations, E> {
+                Ok(Annotations::default())
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Annotations, A::Error> {
+                let mut out = Vec::new();
+                while let Some(known) = map.next_key_seed(KnownAnnotation)? {
+                    match known {
+                        Some(key) => out.push((key, map.next_value::<String>()?.into())),
+                        None => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Annotations(out))
+            }
+        }
+
+        d.deserialize_any(AnnotationsVisitor)
+    }
+}
+
+/// An annotation key: `Some` of the static copy when wavelet reads it, without allocating.
+struct KnownAnnotation;
+
+impl<'de> de::DeserializeSeed<'de> for KnownAnnotation {
+    type Value = Option<&'static str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KnownAnnotation {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an annotation key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(READ.iter().find(|k| **k == key).copied())
+    }
 }
 
 #[cfg(test)]

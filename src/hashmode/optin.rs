@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
+use crate::annotations::Annotations;
 use crate::annotations::{self, Flavor};
 use crate::config::duration;
-use crate::objects::{Annotations, ConfigKind};
+use crate::objects::ConfigKind;
 
 /// Run-wide settings that decide opt-in and counting: `--auto-reload-all`,
 /// `--ignore-configmaps`, `--ignore-secrets`. `run`, `status` and `hash` share them.

@@ -8,7 +8,8 @@
 use serde_json::{json, Map, Value};
 
 use crate::annotations;
-use crate::objects::{Annotations, Resource};
+use crate::annotations::Annotations;
+use crate::objects::Resource;
 
 /// How one workload is rolled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

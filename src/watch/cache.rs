@@ -10,13 +10,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use crate::annotations::Annotations;
 use crate::annotations::{self, Flavor};
 use crate::hashmode::optin::{self, Counting, Policy};
 use crate::hashmode::references::{self, Reference};
 use crate::hashmode::rollout::Style;
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
-    Annotations, ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
+    ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
     WorkloadObject,
 };
 use crate::watch::scope::NamespaceScope;
