@@ -42,7 +42,7 @@ const PAGE_SIZE: u32 = 500;
 const FETCHERS: usize = 4;
 
 /// A running controller; dropping it does not stop it, [`Controller::stop`] does.
-pub struct Controller {
+pub(crate) struct Controller {
     stop: Arc<AtomicBool>,
     queue: Arc<WorkQueue<WorkloadKey>>,
     delete_mode: Option<Arc<DeleteMode>>,
@@ -373,11 +373,6 @@ impl Controller {
                 }
             }),
         }
-    }
-
-    /// True once every watcher has completed its first list.
-    pub fn is_synced(&self) -> bool {
-        self.synced.is_open()
     }
 
     /// Stops watching, lets in-flight reconciles finish, releases the Lease, and returns.
@@ -721,7 +716,7 @@ pub fn list_each<T: watcher::Object>(
 }
 
 /// Lists and watches one resource on the API server.
-pub struct ApiSource {
+pub(crate) struct ApiSource {
     client: Client,
     resource: Resource,
     namespace: Option<String>,

@@ -59,11 +59,6 @@ impl Status {
     pub fn is_too_many_requests(&self) -> bool {
         self.code == 429
     }
-
-    /// Worth retrying the same request later: throttling, server errors, timeouts.
-    pub fn is_retryable(&self) -> bool {
-        self.code == 429 || self.code >= 500
-    }
 }
 
 impl fmt::Display for Status {

@@ -15,7 +15,7 @@ pub mod annotations;
 pub mod objects;
 pub mod selector;
 pub mod time;
-pub mod watch;
+pub(crate) mod watch;
 
 // The two modes: deciding and acting.
 pub mod deletemode;

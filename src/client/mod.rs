@@ -5,9 +5,9 @@
 //! Every request goes through [`Client::send`], the one place that authenticates, counts,
 //! logs, turns a non-2xx answer into [`Error::Api`] and decides whether to try again.
 
-pub mod exec;
+pub(crate) mod exec;
 pub mod kubeconfig;
-pub mod list_body;
+pub(crate) mod list_body;
 pub mod yaml;
 
 use crate::error::{Error, Status};
@@ -58,8 +58,6 @@ pub enum PatchType {
     Strategic,
     /// `application/merge-patch+json` (RFC 7386; works for custom resources).
     Merge,
-    /// `application/json-patch+json` (RFC 6902).
-    Json,
 }
 
 impl PatchType {
@@ -67,7 +65,6 @@ impl PatchType {
         match self {
             PatchType::Strategic => "application/strategic-merge-patch+json",
             PatchType::Merge => "application/merge-patch+json",
-            PatchType::Json => "application/json-patch+json",
         }
     }
 }
@@ -1924,7 +1921,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
                 causes: Vec::new(),
             }
         );
-        assert!(status.is_too_many_requests() && status.is_retryable());
+        assert!(status.is_too_many_requests());
     }
 
     #[test]

@@ -158,7 +158,8 @@ pub fn parse(s: &str) -> Result<Duration, DurationError> {
 
 /// The shortest Go-style text for `d` that [`parse`] reads back: `0s`, `500ms`, `1.5s`,
 /// `10m`, `1h30m`, `1h5s` (zero parts left out, unlike Go's `1h0m5s`).
-pub fn format(d: Duration) -> String {
+#[cfg(test)]
+pub(crate) fn format(d: Duration) -> String {
     let nanos = d.as_nanos();
     if nanos == 0 {
         return "0s".to_string();
@@ -191,6 +192,7 @@ pub fn format(d: Duration) -> String {
 }
 
 /// `value / unit` as a decimal without trailing zeros: `decimal(1500, 1000)` is `1.5`.
+#[cfg(test)]
 fn decimal(value: u128, unit: u128) -> String {
     let (whole, rest) = (value / unit, value % unit);
     if rest == 0 {

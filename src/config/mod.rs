@@ -9,7 +9,7 @@
 //! (flag > environment > default) and validated into typed fields. Defaults are written in
 //! the table as text and go through the same validation as user input.
 
-pub mod duration;
+pub(crate) mod duration;
 
 use std::collections::BTreeMap;
 use std::fmt;

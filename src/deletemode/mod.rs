@@ -34,7 +34,7 @@
 //! server's agree to within a second (NTP); the listing, which is what decides in all but
 //! the restart case, needs no clock at all.
 
-pub mod ledger;
+pub(crate) mod ledger;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;

@@ -4,10 +4,10 @@
 //! workload (`rollout`), and the decision
 //! that brings one workload's pod template hash in line (`reconcile`).
 
-pub mod counted;
+pub(crate) mod counted;
 pub mod hash;
-pub mod optin;
-pub mod reconcile;
+pub(crate) mod optin;
+pub(crate) mod reconcile;
 pub mod references;
-pub mod rollout;
-pub mod throttle;
+pub(crate) mod rollout;
+pub(crate) mod throttle;

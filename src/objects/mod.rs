@@ -4,8 +4,8 @@
 //! only as long as one `String` inside the deserializer, never in wavelet's cache.
 
 pub mod base64;
-pub mod compact;
-pub mod intern;
+pub(crate) mod compact;
+pub(crate) mod intern;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -128,10 +128,6 @@ impl LeaderElector {
         }
     }
 
-    pub fn identity(&self) -> &str {
-        &self.identity
-    }
-
     pub fn gate(&self) -> Arc<Gate> {
         Arc::clone(&self.gate)
     }

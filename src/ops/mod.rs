@@ -2,8 +2,8 @@
 //! the metrics it serves (`metrics`), Kubernetes Events (`events`), Lease leader election
 //! (`leader`) and log output (`logging`).
 
-pub mod events;
-pub mod http;
-pub mod leader;
+pub(crate) mod events;
+pub(crate) mod http;
+pub(crate) mod leader;
 pub mod logging;
 pub mod metrics;

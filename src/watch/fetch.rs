@@ -71,10 +71,6 @@ impl Fetcher {
         self.queue.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
     /// The loop of one fetcher thread (the one worker loop): take a key, read the Secret
     /// unless its data is current or no longer needed, hand it to `sink`.
     pub fn work(&self, sink: &dyn FetchSink) {

@@ -4,10 +4,10 @@
 //! `--namespace-selector` (`scope`), the work queue the
 //! workers take keys from (`queue`), and the one worker loop over it (`worker`).
 
-pub mod cache;
-pub mod fetch;
-pub mod queue;
-pub mod scope;
-pub mod sinks;
-pub mod watcher;
-pub mod worker;
+pub(crate) mod cache;
+pub(crate) mod fetch;
+pub(crate) mod queue;
+pub(crate) mod scope;
+pub(crate) mod sinks;
+pub(crate) mod watcher;
+pub(crate) mod worker;

@@ -217,10 +217,6 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         let state = self.state.lock().unwrap();
         state.dirty.len() + state.waiting.len()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
@@ -323,7 +319,7 @@ mod tests {
         assert_eq!(q.get(), Some("b"));
         q.done(&"a");
         q.done(&"b");
-        assert!(q.is_empty());
+        assert_eq!(q.len(), 0);
     }
 
     #[test]
@@ -355,7 +351,7 @@ mod tests {
             "{waited:?}"
         );
         q.done(&"a");
-        assert!(q.is_empty());
+        assert_eq!(q.len(), 0);
     }
 
     #[test]
@@ -365,7 +361,7 @@ mod tests {
         q.add("a");
         assert_eq!(q.get(), Some("a"));
         q.done(&"a");
-        assert!(q.is_empty(), "the delayed copy was dropped");
+        assert_eq!(q.len(), 0, "the delayed copy was dropped");
     }
 
     #[test]
