@@ -141,7 +141,7 @@ fn data_hash_now(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> String
         "configmaps" => ConfigObject::configmap(json).unwrap(),
         _ => ConfigObject::secret(json).unwrap(),
     };
-    wavelet::deletemode::data_hash(object.digests(), None)
+    wavelet::hashmode::hash::data_hash(object.digests(), None)
 }
 
 /// Starts wavelet and waits until it recorded `key` at first sight.

@@ -19,7 +19,7 @@
 //!
 //! A replacement is a small state machine ([`Replacement`], [`Step`]) stepped once per
 //! reconcile; a step never blocks for long: waiting (for Ready Pods, or for a PDB that
-//! refuses evictions) is expressed as [`Next`], and the work queue brings the key back.
+//! refuses evictions) is expressed as an [`Action`], and the work queue brings the key back.
 //! When the last Pod is replaced the state records the data hash and a `PodsReplaced`
 //! Event goes on the object. A newer data change during a replacement abandons it and
 //! starts over from a new observation: Pods replaced already are gone, Pods created after
@@ -34,22 +34,23 @@
 //! server's agree to within a second (NTP); the listing, which is what decides in all but
 //! the restart case, needs no clock at all.
 
+pub(crate) mod decide;
 pub(crate) mod ledger;
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::fmt;
+use decide::{count_pods, name_list, past_tense, targets, Target};
+pub use decide::{created_before, ready_again, validate_selector, Observation, Strategy};
+
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sha2::{Digest as _, Sha256};
 
-use crate::annotations;
 use crate::client::{Client, Shape};
 use crate::deletemode::ledger::{Entry, StateStore};
 use crate::error::Error;
 use crate::hashmode::hash;
-use crate::objects::{ConfigKey, KeyDigest, Pod, Resource};
+use crate::objects::{ConfigKey, Pod, Resource};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::ops::leader::Gate;
 use crate::ops::metrics;
@@ -85,117 +86,6 @@ pub struct DeleteModeSettings {
     pub hmac_key: Option<Vec<u8>>,
 }
 
-/// `wavelet.dev/pod-delete-strategy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strategy {
-    /// The Eviction API for every matching Pod (PDBs honoured; 429s retried). The default.
-    Evict,
-    /// A plain DELETE of every matching Pod, one request per Pod.
-    Delete,
-    /// Evict one Pod, wait until the matching Pods are Ready again, then the next.
-    Rolling,
-}
-
-impl Strategy {
-    /// The strategy named by the annotation; absent or empty means [`Strategy::Evict`].
-    /// The error is the message for the Warning Event.
-    pub fn parse(annotation: Option<&str>) -> Result<Strategy, String> {
-        match annotation.map(str::trim) {
-            None | Some("") | Some("evict") => Ok(Strategy::Evict),
-            Some("delete") => Ok(Strategy::Delete),
-            Some("rolling") => Ok(Strategy::Rolling),
-            Some(other) => Err(format!(
-                "Unknown {} {other:?}: expected evict, delete or rolling. No Pods are replaced until it is fixed.",
-                annotations::WAVELET_POD_DELETE_STRATEGY
-            )),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Strategy::Evict => "evict",
-            Strategy::Delete => "delete",
-            Strategy::Rolling => "rolling",
-        }
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The data hash of a ConfigMap/Secret: SHA-256 (HMAC-SHA256 under `hmac_key`) of one line
-/// `<key> sha256:<hex digest of the value>\n` per key, in key order. Keys cannot contain
-/// spaces or newlines, so the form is unambiguous. Metadata never enters it.
-pub fn data_hash(digests: &[KeyDigest], hmac_key: Option<&[u8]>) -> String {
-    let mut sorted: Vec<&KeyDigest> = digests.iter().collect();
-    sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut canonical = String::new();
-    for (key, digest) in sorted {
-        canonical.push_str(&format!("{key} sha256:{}\n", hash::hex(digest)));
-    }
-    match hmac_key {
-        Some(key) => hash::hex(&hash::hmac_sha256(key, canonical.as_bytes())),
-        None => hash::hex(&Sha256::digest(canonical.as_bytes())),
-    }
-}
-
-/// Parses the annotation's selector and refuses the ones delete mode must not act on; the
-/// error is the message for the `InvalidSelector` Event.
-///
-/// Refused: invalid (the API server would refuse it too), empty (matches every Pod), and
-/// selectors without a positive term (`!canary`, `tier notin (db)`, `app!=x`): they match
-/// every Pod that lacks a label, which in practice is most of a namespace, and that is
-/// almost never what someone who wrote "replace the Pods of this app" meant. Every useful
-/// selector names an app with `=`, `in` or an existence test.
-pub fn validate_selector(text: &str) -> Result<Selector, String> {
-    let selector = Selector::parse(text)
-        .map_err(|e| format!("Invalid pod selector {text:?}: {e}. No Pods are replaced."))?;
-    if selector.selects_everything() {
-        return Err(format!("The empty pod selector {text:?} would match every Pod in the namespace. No Pods are replaced."));
-    }
-    if !selector.requires_a_label() {
-        return Err(format!(
-            "The pod selector {text:?} matches every Pod that lacks some label: add a positive term such as app=NAME. No Pods are replaced."
-        ));
-    }
-    Ok(selector)
-}
-
-/// When a change was observed, and which Pods existed then.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Observation {
-    /// Unix seconds (wavelet's clock).
-    pub at: u64,
-    /// UIDs of the matching Pods listed at observation.
-    pub listed: HashSet<String>,
-}
-
-/// Whether `pod` was created before the observed change (see the module docs): listed at
-/// observation, or created in an earlier second. A Pod without a readable
-/// `creationTimestamp` counts only if listed.
-pub fn created_before(pod: &Pod, observation: &Observation) -> bool {
-    if observation.listed.contains(&pod.metadata.uid) {
-        return true;
-    }
-    let created = pod
-        .metadata
-        .creation_timestamp
-        .as_deref()
-        .and_then(crate::time::parse_rfc3339);
-    created.is_some_and(|created| created < observation.at)
-}
-
-/// Whether a rolling replacement may go on: at least `want` Pods that are not terminating,
-/// and all of those Ready. Terminating Pods are ignored (they may take their grace period
-/// to go away while their successor already serves).
-pub fn ready_again(pods: &[Pod], want: usize) -> bool {
-    let live: Vec<&Pod> = pods.iter().filter(|p| !p.is_terminating()).collect();
-    live.len() >= want && live.iter().all(|p| p.is_ready())
-}
-
 /// What one reconcile did, for logs and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -224,13 +114,6 @@ pub enum Outcome {
     DryRun {
         pods: usize,
     },
-}
-
-/// A Pod to replace, by name and UID (a StatefulSet's successor has the same name).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    name: String,
-    uid: String,
 }
 
 /// Where a replacement is.
@@ -267,41 +150,6 @@ struct Observed<'a> {
     data_hash: String,
     selector: Selector,
     strategy: Strategy,
-}
-
-/// The Pods to replace for an observation: not terminating and [`created_before`] it,
-/// oldest first (the Pods that have run the old configuration longest go first).
-fn targets(pods: &[Pod], observation: &Observation) -> VecDeque<Target> {
-    let mut chosen: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| !p.is_terminating() && created_before(p, observation))
-        .collect();
-    chosen.sort_by(|a, b| {
-        (&a.metadata.creation_timestamp, &a.metadata.name)
-            .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
-    });
-    chosen
-        .into_iter()
-        .map(|p| Target {
-            name: p.metadata.name.clone(),
-            uid: p.metadata.uid.clone(),
-        })
-        .collect()
-}
-
-/// `a, b, c` — at most ten names, then how many more, so an Event stays short.
-fn name_list(targets: &VecDeque<Target>) -> String {
-    const SHOWN: usize = 10;
-    let mut text = targets
-        .iter()
-        .take(SHOWN)
-        .map(|t| t.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    if targets.len() > SHOWN {
-        text.push_str(&format!(" and {} more", targets.len() - SHOWN));
-    }
-    text
 }
 
 /// What the reconciler remembers per object between reconciles.
@@ -410,7 +258,7 @@ impl DeleteMode {
         };
         let uid = entry.uid.to_string();
         let about = ObjectRef::new(&key.kind.resource(), &key.namespace, &key.name, &uid);
-        let data_hash = data_hash(digests, self.settings.hmac_key.as_deref());
+        let data_hash = hash::data_hash(digests, self.settings.hmac_key.as_deref());
 
         // 2.
         if let Some(replacement) = memory.replacement.as_mut() {
@@ -825,13 +673,6 @@ impl DeleteMode {
     }
 }
 
-fn past_tense(strategy: Strategy) -> &'static str {
-    match strategy {
-        Strategy::Delete => "deleted",
-        Strategy::Evict | Strategy::Rolling => "evicted",
-    }
-}
-
 impl Work<ConfigKey> for DeleteMode {
     fn process(&self, key: &ConfigKey) -> Result<Action, Error> {
         let (action, outcome) = self.reconcile(key)?;
@@ -853,18 +694,13 @@ impl Work<ConfigKey> for DeleteMode {
     }
 }
 
-/// "1 Pod", "3 Pods".
-fn count_pods(n: usize) -> String {
-    if n == 1 {
-        "1 Pod".into()
-    } else {
-        format!("{n} Pods")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hashmode::hash::data_hash;
+    use crate::objects::KeyDigest;
+    use sha2::{Digest as _, Sha256};
+    use std::collections::HashSet;
 
     fn pod(uid: &str, created: &str, ready: bool, terminating: bool) -> Pod {
         serde_json::from_value(json!({

@@ -175,6 +175,22 @@ pub fn short(hash: &str) -> &str {
     hash.get(..8).unwrap_or(hash)
 }
 
+/// The data hash of a ConfigMap/Secret: SHA-256 (HMAC-SHA256 under `hmac_key`) of one line
+/// `<key> sha256:<hex digest of the value>\n` per key, in key order. Keys cannot contain
+/// spaces or newlines, so the form is unambiguous. Metadata never enters it.
+pub fn data_hash(digests: &[KeyDigest], hmac_key: Option<&[u8]>) -> String {
+    let mut sorted: Vec<&KeyDigest> = digests.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut canonical = String::new();
+    for (key, digest) in sorted {
+        canonical.push_str(&format!("{key} sha256:{}\n", hex(digest)));
+    }
+    match hmac_key {
+        Some(key) => hex(&hmac_sha256(key, canonical.as_bytes())),
+        None => hex(&Sha256::digest(canonical.as_bytes())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
