@@ -20,20 +20,10 @@ use crate::watch::cache::{Cache, WorkloadEntry};
 /// `RESOURCE.GROUP` (`widgets.example.com`, as `--workload-kinds` names it), looked up
 /// with API discovery.
 pub fn workload_resource(client: &Client, kind: &str) -> Result<Resource, Error> {
-    let kind = kind.to_ascii_lowercase();
-    let bare = kind.strip_suffix(".apps").unwrap_or(&kind);
-    match bare {
-        "deployment" | "deployments" | "deploy" => return Ok(Resource::deployments()),
-        "statefulset" | "statefulsets" | "sts" => return Ok(Resource::statefulsets()),
-        "daemonset" | "daemonsets" | "ds" => return Ok(Resource::daemonsets()),
-        "cronjob" | "cronjobs" | "cj" | "cronjob.batch" | "cronjobs.batch" => {
-            return Ok(Resource::cronjobs())
-        }
-        "rollout" | "rollouts" | "ro" | "rollout.argoproj.io" | "rollouts.argoproj.io" => {
-            return Ok(Resource::rollouts())
-        }
-        _ => {}
+    if let Some(resource) = Resource::known_workload(kind) {
+        return Ok(resource);
     }
+    let kind = kind.to_ascii_lowercase();
     let Some((plural, group)) = kind.split_once('.') else {
         return Err(Error::Config(format!(
             "unknown workload kind {kind:?}: use deployment/NAME, statefulset/NAME, daemonset/NAME, cronjob/NAME, rollout/NAME, or RESOURCE.GROUP/NAME for a --workload-kinds kind (e.g. widgets.example.com/NAME)"

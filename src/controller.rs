@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 
-use crate::client::{Client, ListMeta, Shape};
+use crate::client::{Client, ListMeta, Shape, PAGE_SIZE};
 use crate::config::{RunConfig, WorkloadKind};
 use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
@@ -33,9 +33,6 @@ use crate::watch::scope::NamespaceScope;
 use crate::watch::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
 use crate::watch::watcher::{self, Event, LineStream, Page, Restart, Source, WatchConfig, Watcher};
 use crate::watch::worker::{run_worker, Action, Work};
-
-/// Items per LIST page.
-const PAGE_SIZE: u32 = 500;
 
 /// Threads reading the data of Secrets (a few reads at a time: the initial sync reads one
 /// per referenced Secret).

@@ -52,6 +52,8 @@ const WATCH_READ: usize = 16 << 10;
 /// most 1.5 MiB (etcd's request limit; ConfigMap and Secret data is at most 1 MiB), which
 /// base64 and JSON escapes can make a few MiB as JSON.
 const MAX_OBJECT: usize = 8 << 20;
+/// Items per LIST page (`limit`), for every paginated list wavelet sends.
+pub(crate) const PAGE_SIZE: u32 = 500;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Beyond the server-side `timeoutSeconds`, how long a silent watch is kept before giving up.
 const WATCH_GRACE: Duration = Duration::from_secs(30);

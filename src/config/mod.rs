@@ -1004,16 +1004,11 @@ fn kind_and_name(s: &str) -> Result<(String, String), String> {
     if kind.is_empty() || !is_dns_subdomain(name) {
         return Err(format!("{form}; got {s:?}"));
     }
-    let kind = kind.to_ascii_lowercase();
-    let bare = kind.strip_suffix(".apps").unwrap_or(&kind);
-    let normalized = match bare {
-        "deployment" | "deployments" | "deploy" => "deployments",
-        "statefulset" | "statefulsets" | "sts" => "statefulsets",
-        "daemonset" | "daemonsets" | "ds" => "daemonsets",
-        "cronjob" | "cronjobs" | "cj" | "cronjob.batch" | "cronjobs.batch" => "cronjobs",
-        _ => &kind,
+    let normalized = match crate::objects::Resource::known_workload(kind) {
+        Some(resource) => resource.plural,
+        None => kind.to_ascii_lowercase(),
     };
-    Ok((normalized.to_string(), name.to_string()))
+    Ok((normalized, name.to_string()))
 }
 
 fn is_dns_label(s: &str) -> bool {

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::client::{Client, Shape};
+use crate::client::{Client, Shape, PAGE_SIZE};
 use crate::deletemode::ledger::{Entry, StateStore};
 use crate::error::Error;
 use crate::hashmode::hash;
@@ -68,9 +68,6 @@ const BACKOFF: Backoff = Backoff {
 
 /// How often a rolling replacement looks whether the Pods are Ready again.
 const READY_POLL: Duration = Duration::from_millis(200);
-
-/// Pods per LIST page.
-const PAGE_SIZE: u32 = 500;
 
 /// Settings of delete mode.
 #[derive(Debug, Clone)]

@@ -87,6 +87,26 @@ impl Resource {
         Resource::new("", "v1", "namespaces", "Namespace")
     }
 
+    /// The workload kinds wavelet knows by name, in kubectl's spellings (`deployment`,
+    /// `deploy`, `deployments.apps`, `sts`, `ds`, `cj`, `rollout`, ...); the one place
+    /// that normalises a kind typed by a person.
+    pub fn known_workload(kind: &str) -> Option<Resource> {
+        let kind = kind.to_ascii_lowercase();
+        let bare = kind
+            .strip_suffix(".apps")
+            .or_else(|| kind.strip_suffix(".batch"))
+            .or_else(|| kind.strip_suffix(".argoproj.io"))
+            .unwrap_or(&kind);
+        Some(match bare {
+            "deployment" | "deployments" | "deploy" => Resource::deployments(),
+            "statefulset" | "statefulsets" | "sts" => Resource::statefulsets(),
+            "daemonset" | "daemonsets" | "ds" => Resource::daemonsets(),
+            "cronjob" | "cronjobs" | "cj" => Resource::cronjobs(),
+            "rollout" | "rollouts" | "ro" => Resource::rollouts(),
+            _ => return None,
+        })
+    }
+
     /// CronJobs keep their pod template in `spec.jobTemplate.spec.template`.
     pub fn is_cronjobs(&self) -> bool {
         self.group == "batch" && self.plural == "cronjobs"
