@@ -4,7 +4,6 @@ use std::io::Write;
 use std::sync::Arc;
 
 use crate::client::{Client, Shape};
-use crate::controller::list_each;
 use crate::error::Error;
 use crate::hashmode::counted::counted;
 use crate::hashmode::hash;
@@ -13,6 +12,7 @@ use crate::objects::{
     ConfigKey, ConfigKind, ConfigMapItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
 use crate::watch::cache::{Cache, WorkloadEntry};
+use crate::watch::source::list_each;
 
 /// The resource of a workload kind as `wavelet hash` takes it: the built-in kinds in
 /// kubectl's spellings (`deployment`, `deploy`, `sts`, `cj`, ...), Argo Rollouts

@@ -16,9 +16,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::client::{Client, PatchType, Shape};
-use crate::controller::list_each;
 use crate::error::Error;
 use crate::objects::Resource;
+use crate::watch::source::list_each;
 use crate::watch::watcher;
 
 /// The finalizer older Wave versions put on workloads.

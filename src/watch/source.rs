@@ -1,0 +1,156 @@
+//! The API server as a watcher's source: one resource (in one namespace or all, whole or
+//! as metadata, optionally filtered by selectors) listed page by page and watched; and
+//! `list_each`, the same paginated LIST for the one-shot subcommands.
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::client::{Client, ListMeta, Shape, PAGE_SIZE};
+use crate::error::Error;
+use crate::objects::Resource;
+use crate::selector::percent_encode_query_value;
+use crate::watch::watcher::{self, LineStream, Page, Source};
+
+/// Lists every object of a resource, page by page, handing each to `on_item` as it is
+/// decoded (for the one-shot subcommands).
+pub fn list_each<T: watcher::Object>(
+    client: &Client,
+    resource: &Resource,
+    namespace: Option<&str>,
+    shape: Shape,
+    on_item: &mut dyn FnMut(T),
+) -> Result<(), Error> {
+    let source = ApiSource::new(
+        client.clone(),
+        resource.clone(),
+        namespace.map(String::from),
+        shape,
+    );
+    let mut token: Option<String> = None;
+    loop {
+        let page = source.list_page_each(token.as_deref(), on_item)?;
+        match page.continue_token.filter(|t| !t.is_empty()) {
+            Some(next) => token = Some(next),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Lists and watches one resource on the API server.
+pub struct ApiSource {
+    client: Client,
+    pub(crate) resource: Resource,
+    namespace: Option<String>,
+    /// Whole objects or only their metadata.
+    shape: Shape,
+    /// `&labelSelector=...&fieldSelector=...` for the LIST and the WATCH; may be empty.
+    filter: String,
+}
+
+impl ApiSource {
+    pub fn new(
+        client: Client,
+        resource: Resource,
+        namespace: Option<String>,
+        shape: Shape,
+    ) -> ApiSource {
+        ApiSource {
+            client,
+            resource,
+            namespace,
+            shape,
+            filter: String::new(),
+        }
+    }
+
+    /// Lists and watches only the objects matching these selectors (the API server
+    /// filters; a watched object that stops matching is reported deleted).
+    pub fn filtered(mut self, labels: Option<&str>, fields: Option<&str>) -> ApiSource {
+        for (name, value) in [("labelSelector", labels), ("fieldSelector", fields)] {
+            if let Some(value) = value.filter(|v| !v.is_empty()) {
+                self.filter.push('&');
+                self.filter.push_str(name);
+                self.filter.push('=');
+                self.filter.push_str(&percent_encode_query_value(value));
+            }
+        }
+        self
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        let shape = match self.shape {
+            Shape::Whole => "",
+            Shape::Metadata => " (metadata)",
+        };
+        match &self.namespace {
+            Some(ns) => format!("{}{shape} in namespace {ns}", self.resource),
+            None => format!("{}{shape} in all namespaces", self.resource),
+        }
+    }
+
+    fn list_page<T: DeserializeOwned>(
+        &self,
+        continue_token: Option<&str>,
+    ) -> Result<Page<T>, Error> {
+        let mut items = Vec::new();
+        let meta = self.list_page_each(continue_token, &mut |item: T| items.push(item))?;
+        Ok(Page {
+            items,
+            resource_version: meta.resource_version,
+            continue_token: meta.continue_token,
+        })
+    }
+
+    /// One page of the LIST, each item handed to `on_item` as it is decoded.
+    fn list_page_each<T: DeserializeOwned>(
+        &self,
+        continue_token: Option<&str>,
+        on_item: &mut dyn FnMut(T),
+    ) -> Result<ListMeta, Error> {
+        let mut path = format!(
+            "{}?limit={PAGE_SIZE}{}",
+            self.resource.collection_path(self.namespace.as_deref()),
+            self.filter
+        );
+        if let Some(token) = continue_token {
+            path.push_str("&continue=");
+            path.push_str(&percent_encode_query_value(token));
+        }
+        self.client.list(&path, self.shape, on_item)
+    }
+
+    fn open_watch(
+        &self,
+        resource_version: &str,
+        timeout: Duration,
+    ) -> Result<Box<dyn LineStream>, Error> {
+        let path = format!(
+            "{}?watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}{}",
+            self.resource.collection_path(self.namespace.as_deref()),
+            percent_encode_query_value(resource_version),
+            timeout.as_secs().max(1),
+            self.filter
+        );
+        Ok(Box::new(self.client.watch(&path, timeout, self.shape)?))
+    }
+}
+
+impl LineStream for crate::client::WatchStream {
+    fn next_line(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        crate::client::WatchStream::next_line(self)
+    }
+}
+
+impl<T: watcher::Object> Source<T> for ApiSource {
+    fn list(&self, continue_token: Option<&str>) -> Result<Page<T>, Error> {
+        self.list_page(continue_token)
+    }
+    fn watch(
+        &self,
+        resource_version: &str,
+        timeout: Duration,
+    ) -> Result<Box<dyn LineStream>, Error> {
+        self.open_watch(resource_version, timeout)
+    }
+}
