@@ -542,3 +542,39 @@ fn probes_answer_within_a_second_while_slow_connections_are_open() {
     }
     drop(stalled);
 }
+
+/// A client that sends its request one byte at a time holds its own connection's thread
+/// only: the probes are answered meanwhile.
+#[test]
+fn probes_answer_within_a_second_while_a_client_trickles_its_request() {
+    use std::io::Write;
+    let fake = fake_with_web();
+    let wavelet = Wavelet::start(&fake, FAST);
+    let addr = wavelet.http_addr();
+    let (sent, first_byte) = std::sync::mpsc::channel();
+    let slow = std::thread::spawn(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        // Pacing only: one byte every 300 ms, so the head would take ~10 s.
+        for (i, byte) in b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n"
+            .iter()
+            .enumerate()
+        {
+            if stream.write_all(&[*byte]).is_err() {
+                return;
+            }
+            if i == 0 {
+                sent.send(()).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    first_byte.recv().unwrap();
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let started = Instant::now();
+        let (code, _) = wavelet.http_get(path);
+        let took = started.elapsed();
+        assert_eq!(code, 200, "{path}");
+        assert!(took < Duration::from_secs(1), "{path} took {took:?}");
+    }
+    slow.join().unwrap();
+}
