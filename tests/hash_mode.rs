@@ -13,7 +13,19 @@ const HASH: &str = "wavelet.dev/config-hash";
 /// Creates a ConfigMap and an opted-in workload mounting it, starts wavelet, and waits
 /// for the adoption.
 fn adopted(kind: &str) -> (FakeApi, Wavelet) {
+    adopted_with(kind, FAST, false)
+}
+
+/// [`adopted`], with a ConfigMap barrier (see [`add_barrier`]) and one worker.
+fn adopted_with_barrier(kind: &str) -> (FakeApi, Wavelet) {
+    adopted_with(kind, &fast_one_worker(), true)
+}
+
+fn adopted_with(kind: &str, args: &[&str], barrier: bool) -> (FakeApi, Wavelet) {
     let fake = FakeApi::start();
+    if barrier {
+        add_barrier(&fake, "configmaps", NS);
+    }
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
     fake.apply(workload(
         kind,
@@ -22,7 +34,7 @@ fn adopted(kind: &str) -> (FakeApi, Wavelet) {
         opted_in(),
         mounts_configmap("app-config"),
     ));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, args);
     eventually(&fake, &wavelet, "adoption hash on metadata", |f| {
         hashes(f, plural(kind), NS, "web", HASH).1.is_some()
     });
@@ -30,7 +42,7 @@ fn adopted(kind: &str) -> (FakeApi, Wavelet) {
 }
 
 fn data_change_rolls_once_and_label_change_never(kind: &str) {
-    let (fake, wavelet) = adopted(kind);
+    let (fake, wavelet) = adopted_with_barrier(kind);
     let resource = plural(kind);
     assert_eq!(
         fake.revisions(resource, NS, "web"),
@@ -44,7 +56,7 @@ fn data_change_rolls_once_and_label_change_never(kind: &str) {
         "app-config",
         json!({"metadata": {"labels": {"touched": "yes"}}}),
     );
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(
         template_patches(&fake, resource, NS, "web"),
         0,
@@ -61,7 +73,7 @@ fn data_change_rolls_once_and_label_change_never(kind: &str) {
     eventually(&fake, &wavelet, "one rollout", |f| {
         f.revisions(resource, NS, "web") == 2
     });
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(fake.revisions(resource, NS, "web"), 2);
     assert_eq!(template_patches(&fake, resource, NS, "web"), 1);
     let (template, metadata) = hashes(&fake, resource, NS, "web", HASH);
@@ -133,11 +145,12 @@ fn the_patch_is_a_strategic_merge_of_the_template_annotation_only() {
 #[test]
 fn a_secret_key_ref_ignores_other_keys_of_the_secret() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "secrets", NS);
     fake.apply(secret(NS, "creds", &[("a", "1"), ("b", "1")]));
     let spec = json!({"containers": [{"name": "app", "image": "nginx", "env": [
         {"name": "A", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "a"}}}]}]});
     fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
@@ -148,7 +161,7 @@ fn a_secret_key_ref_ignores_other_keys_of_the_secret() {
         "creds",
         json!({"data": {"b": wavelet::objects::base64::encode(b"2")}}),
     );
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "secrets", NS);
     assert_eq!(
         template_patches(&fake, "deployments", NS, "web"),
         0,
@@ -169,17 +182,18 @@ fn a_secret_key_ref_ignores_other_keys_of_the_secret() {
 #[test]
 fn projected_items_ignore_keys_not_listed() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
     fake.apply(configmap(NS, "cfg", &[("a", "1"), ("b", "1")]));
     let spec = json!({"volumes": [{"name": "p", "projected": {"sources": [
         {"configMap": {"name": "cfg", "items": [{"key": "a", "path": "a"}]}}]}}]});
     fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
 
     fake.merge_patch("configmaps", NS, "cfg", json!({"data": {"b": "2"}}));
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
 
     fake.merge_patch("configmaps", NS, "cfg", json!({"data": {"a": "2"}}));
