@@ -223,8 +223,9 @@ fn an_init_containers_env_from_is_tracked() {
 #[test]
 fn a_new_opted_in_workload_is_adopted_without_a_rollout() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
     fake.apply(workload(
         "Deployment",
         NS,
@@ -241,7 +242,7 @@ fn a_new_opted_in_workload_is_adopted_without_a_rollout() {
         metadata.as_deref(),
         Some(expected_hash(&fake, "deployments", NS, "new").as_str())
     );
-    settle(Duration::from_millis(400));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(fake.revisions("deployments", NS, "new"), 1);
     assert_eq!(template_patches(&fake, "deployments", NS, "new"), 0);
 }
@@ -315,7 +316,7 @@ fn a_missing_required_configmap_warns_and_converges_once_created() {
 
 #[test]
 fn a_change_made_while_wavelet_was_down_is_rolled_once_at_start() {
-    let (fake, wavelet) = adopted("Deployment");
+    let (fake, wavelet) = adopted_with_barrier("Deployment");
     wavelet.kill();
     fake.merge_patch(
         "configmaps",
@@ -323,17 +324,17 @@ fn a_change_made_while_wavelet_was_down_is_rolled_once_at_start() {
         "app-config",
         json!({"data": {"color": "purple"}}),
     );
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
     eventually(&fake, &wavelet, "rollout at start", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(500));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     drop(wavelet);
 
     // Restarted with nothing changed: nothing happens.
-    let wavelet = Wavelet::start(&fake, FAST);
-    settle(Duration::from_millis(700));
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(
         fake.revisions("deployments", NS, "web"),
         2,
