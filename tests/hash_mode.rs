@@ -444,7 +444,7 @@ fn a_configmap_rewritten_100_times_rolls_no_more_than_the_storm_rules_allow() {
 
 #[test]
 fn opting_out_removes_wavelets_metadata_annotation_without_rolling() {
-    let (fake, wavelet) = adopted("Deployment");
+    let (fake, wavelet) = adopted_with_barrier("Deployment");
     fake.merge_patch(
         "deployments",
         NS,
@@ -460,7 +460,7 @@ fn opting_out_removes_wavelets_metadata_annotation_without_rolling() {
         "app-config",
         json!({"data": {"color": "green"}}),
     );
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(fake.revisions("deployments", NS, "web"), 1);
     // Regression: the removal was written twice in the same second; once is enough.
     let removals = fake
@@ -554,13 +554,14 @@ fn namespaces_flag_limits_what_is_watched() {
             mounts_configmap("app-config"),
         ));
     }
-    let mut args = FAST.to_vec();
+    add_barrier(&fake, "configmaps", "team-a");
+    let mut args = fast_one_worker();
     args.extend(["--namespaces", "team-a"]);
     let wavelet = Wavelet::start(&fake, &args);
     eventually(&fake, &wavelet, "adoption in team-a", |f| {
         hashes(f, "deployments", "team-a", "web", HASH).1.is_some()
     });
-    settle(Duration::from_millis(300));
+    barrier_change(&fake, &wavelet, "configmaps", "team-a");
     assert_eq!(
         hashes(&fake, "deployments", "team-b", "web", HASH),
         (None, None)
