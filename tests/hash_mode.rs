@@ -361,6 +361,7 @@ fn a_deleted_and_recreated_configmap_is_a_change() {
 #[test]
 fn three_changes_inside_the_debounce_window_give_one_patch() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
     fake.apply(configmap(NS, "app-config", &[("n", "0")]));
     fake.apply(workload(
         "Deployment",
@@ -369,7 +370,17 @@ fn three_changes_inside_the_debounce_window_give_one_patch() {
         opted_in(),
         mounts_configmap("app-config"),
     ));
-    let wavelet = Wavelet::start(&fake, &["--debounce", "2s", "--min-rollout-interval", "0s"]);
+    let wavelet = Wavelet::start(
+        &fake,
+        &[
+            "--debounce",
+            "2s",
+            "--min-rollout-interval",
+            "0s",
+            "--workers",
+            "1",
+        ],
+    );
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
@@ -385,7 +396,7 @@ fn three_changes_inside_the_debounce_window_give_one_patch() {
     eventually(&fake, &wavelet, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(1500));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     assert_eq!(
         hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),
@@ -612,6 +623,7 @@ fn hash_key_file_publishes_an_hmac_instead_of_a_plain_hash() {
 #[test]
 fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
     fake.apply(configmap(NS, "app-config", &[("n", "0")]));
     fake.apply(workload(
         "Deployment",
@@ -622,7 +634,14 @@ fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
     ));
     let wavelet = Wavelet::start(
         &fake,
-        &["--debounce", "1500ms", "--min-rollout-interval", "0s"],
+        &[
+            "--debounce",
+            "1500ms",
+            "--min-rollout-interval",
+            "0s",
+            "--workers",
+            "1",
+        ],
     );
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
@@ -640,7 +659,7 @@ fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
     eventually(&fake, &wavelet, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(500));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     assert_eq!(
         hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),
