@@ -297,7 +297,13 @@ fn of_two_replicas_only_the_leader_writes() {
     eventually(&fake, &leader, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(800));
+    // The standby saw the change too: its work waits in its queue for a leader term.
+    wait_for_metric(
+        &standby,
+        "wavelet_work_queue_depth",
+        r#"mode="hash""#,
+        |v| v >= 1.0,
+    );
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     assert!(
         leader.wait_for_output("rolled:", Duration::from_secs(5)),
@@ -448,8 +454,19 @@ fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
         failing.elapsed()
     );
     assert_eq!(value(&scrape(&wavelet), "wavelet_leader", &[]), 0.0);
+    let skipped = metric(
+        &wavelet,
+        "wavelet_changes_skipped_total",
+        r#"reason="not_leader""#,
+    );
     change_config(&fake, "green");
-    settle(Duration::from_millis(1000));
+    // It saw the change, and did not act on it.
+    wait_for_metric(
+        &wavelet,
+        "wavelet_changes_skipped_total",
+        r#"reason="not_leader""#,
+        |v| v > skipped,
+    );
     assert_eq!(
         template_patches(&fake, "deployments", NS, "web"),
         0,

@@ -563,3 +563,41 @@ pub fn barrier_change(fake: &FakeApi, wavelet: &Wavelet, resource: &str, ns: &st
 pub fn fast_one_worker() -> Vec<&'static str> {
     FAST.iter().chain(ONE_WORKER).copied().collect()
 }
+
+/// The value of the sample `name{labels}` (labels as exposed, e.g. `reason="not_leader"`;
+/// empty for none) on the binary's /metrics; 0 when absent.
+pub fn metric(wavelet: &Wavelet, name: &str, labels: &str) -> f64 {
+    let (code, body) = wavelet.http_get("/metrics");
+    assert_eq!(code, 200, "/metrics: {body}");
+    let series = if labels.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}{{{labels}}}")
+    };
+    body.lines()
+        .find_map(|line| line.strip_prefix(&series)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+/// Waits (up to 15 s) until `cond` holds for the sample `name{labels}` (see [`metric`]):
+/// the positive signal that wavelet processed something before asserting an absence.
+pub fn wait_for_metric(
+    wavelet: &Wavelet,
+    name: &str,
+    labels: &str,
+    cond: impl Fn(f64) -> bool,
+) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let value = metric(wavelet, name, labels);
+        if cond(value) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {name}{{{labels}}} (last {value}):\n{}",
+            wavelet.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
