@@ -144,6 +144,42 @@ fn data_hash_now(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> String
     wavelet::hashmode::hash::data_hash(object.digests(), None)
 }
 
+/// The namespace of the delete-mode barrier (see [`add_dm_barrier`]), apart from the Pods the
+/// tests count.
+const BARRIER_NS: &str = "barrier";
+
+/// Adds the delete-mode barrier: ConfigMap `barrier/barrier` whose pod-delete-match selects
+/// the one Pod of Deployment `barrier/b`. Start wavelet with `--workers 1` (see
+/// [`dm_barrier_change`]).
+fn add_dm_barrier(fake: &FakeApi) {
+    fake.apply(deployment(BARRIER_NS, "b", 1, json!({"app": "b"})));
+    fake.apply(annotated(
+        configmap(BARRIER_NS, "barrier", &[("n", "0")]),
+        &[(MATCH, "app=b")],
+    ));
+}
+
+/// The positive signal before asserting that an earlier ConfigMap edit replaced nothing:
+/// changes the barrier's data and waits until wavelet recorded it as acted on. ConfigMap
+/// events arrive in order and, with one worker, delete mode takes them in order, so every
+/// earlier edit was handled first.
+fn dm_barrier_change(fake: &FakeApi, wavelet: &Wavelet, n: &str) {
+    let key = format!("configmap.{BARRIER_NS}.barrier");
+    eventually(fake, wavelet, "the barrier seen", |f| {
+        state_entry(f, &key).is_some()
+    });
+    fake.merge_patch(
+        "configmaps",
+        BARRIER_NS,
+        "barrier",
+        json!({"data": {"n": n}}),
+    );
+    let hash = data_hash_now(fake, "configmaps", BARRIER_NS, "barrier");
+    eventually(fake, wavelet, "the barrier's replacement recorded", |f| {
+        state_entry(f, &key).as_deref() == Some(hash.as_str())
+    });
+}
+
 /// Starts wavelet and waits until it recorded `key` at first sight.
 fn started(fake: &FakeApi, extra: &[&'static str], key: &str) -> Wavelet {
     let wavelet = Wavelet::start(fake, &args(extra));
@@ -335,7 +371,8 @@ fn rolling_timeout_warns_and_goes_on_with_the_next_pod() {
 #[test]
 fn a_label_or_annotation_only_change_deletes_nothing() {
     let fake = cluster(&[(MATCH, "app=web")]);
-    let wavelet = started(&fake, &[], "configmap.shop.web-config");
+    add_dm_barrier(&fake);
+    let wavelet = started(&fake, ONE_WORKER, "configmap.shop.web-config");
     fake.merge_patch(
         "configmaps",
         NS,
@@ -348,9 +385,9 @@ fn a_label_or_annotation_only_change_deletes_nothing() {
         "web-config",
         json!({"metadata": {"annotations": {"note": "hello"}}}),
     );
-    settle(Duration::from_millis(800));
+    dm_barrier_change(&fake, &wavelet, "1");
     assert!(
-        pod_replacements(&fake).is_empty(),
+        replaced_in(&fake, NS).is_empty(),
         "a metadata edit replaced Pods:\n{}",
         wavelet.output()
     );

@@ -13,7 +13,19 @@ const HASH: &str = "wavelet.dev/config-hash";
 /// Creates a ConfigMap and an opted-in workload mounting it, starts wavelet, and waits
 /// for the adoption.
 fn adopted(kind: &str) -> (FakeApi, Wavelet) {
+    adopted_with(kind, FAST, false)
+}
+
+/// [`adopted`], with a ConfigMap barrier (see [`add_barrier`]) and one worker.
+fn adopted_with_barrier(kind: &str) -> (FakeApi, Wavelet) {
+    adopted_with(kind, &fast_one_worker(), true)
+}
+
+fn adopted_with(kind: &str, args: &[&str], barrier: bool) -> (FakeApi, Wavelet) {
     let fake = FakeApi::start();
+    if barrier {
+        add_barrier(&fake, "configmaps", NS);
+    }
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
     fake.apply(workload(
         kind,
@@ -22,7 +34,7 @@ fn adopted(kind: &str) -> (FakeApi, Wavelet) {
         opted_in(),
         mounts_configmap("app-config"),
     ));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, args);
     eventually(&fake, &wavelet, "adoption hash on metadata", |f| {
         hashes(f, plural(kind), NS, "web", HASH).1.is_some()
     });
@@ -30,7 +42,7 @@ fn adopted(kind: &str) -> (FakeApi, Wavelet) {
 }
 
 fn data_change_rolls_once_and_label_change_never(kind: &str) {
-    let (fake, wavelet) = adopted(kind);
+    let (fake, wavelet) = adopted_with_barrier(kind);
     let resource = plural(kind);
     assert_eq!(
         fake.revisions(resource, NS, "web"),
@@ -44,7 +56,7 @@ fn data_change_rolls_once_and_label_change_never(kind: &str) {
         "app-config",
         json!({"metadata": {"labels": {"touched": "yes"}}}),
     );
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(
         template_patches(&fake, resource, NS, "web"),
         0,
@@ -61,7 +73,7 @@ fn data_change_rolls_once_and_label_change_never(kind: &str) {
     eventually(&fake, &wavelet, "one rollout", |f| {
         f.revisions(resource, NS, "web") == 2
     });
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(fake.revisions(resource, NS, "web"), 2);
     assert_eq!(template_patches(&fake, resource, NS, "web"), 1);
     let (template, metadata) = hashes(&fake, resource, NS, "web", HASH);
@@ -133,11 +145,12 @@ fn the_patch_is_a_strategic_merge_of_the_template_annotation_only() {
 #[test]
 fn a_secret_key_ref_ignores_other_keys_of_the_secret() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "secrets", NS);
     fake.apply(secret(NS, "creds", &[("a", "1"), ("b", "1")]));
     let spec = json!({"containers": [{"name": "app", "image": "nginx", "env": [
         {"name": "A", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "a"}}}]}]});
     fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
@@ -148,7 +161,7 @@ fn a_secret_key_ref_ignores_other_keys_of_the_secret() {
         "creds",
         json!({"data": {"b": wavelet::objects::base64::encode(b"2")}}),
     );
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "secrets", NS);
     assert_eq!(
         template_patches(&fake, "deployments", NS, "web"),
         0,
@@ -169,17 +182,18 @@ fn a_secret_key_ref_ignores_other_keys_of_the_secret() {
 #[test]
 fn projected_items_ignore_keys_not_listed() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
     fake.apply(configmap(NS, "cfg", &[("a", "1"), ("b", "1")]));
     let spec = json!({"volumes": [{"name": "p", "projected": {"sources": [
         {"configMap": {"name": "cfg", "items": [{"key": "a", "path": "a"}]}}]}}]});
     fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
 
     fake.merge_patch("configmaps", NS, "cfg", json!({"data": {"b": "2"}}));
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
 
     fake.merge_patch("configmaps", NS, "cfg", json!({"data": {"a": "2"}}));
@@ -209,8 +223,9 @@ fn an_init_containers_env_from_is_tracked() {
 #[test]
 fn a_new_opted_in_workload_is_adopted_without_a_rollout() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
     fake.apply(workload(
         "Deployment",
         NS,
@@ -227,7 +242,7 @@ fn a_new_opted_in_workload_is_adopted_without_a_rollout() {
         metadata.as_deref(),
         Some(expected_hash(&fake, "deployments", NS, "new").as_str())
     );
-    settle(Duration::from_millis(400));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(fake.revisions("deployments", NS, "new"), 1);
     assert_eq!(template_patches(&fake, "deployments", NS, "new"), 0);
 }
@@ -301,7 +316,7 @@ fn a_missing_required_configmap_warns_and_converges_once_created() {
 
 #[test]
 fn a_change_made_while_wavelet_was_down_is_rolled_once_at_start() {
-    let (fake, wavelet) = adopted("Deployment");
+    let (fake, wavelet) = adopted_with_barrier("Deployment");
     wavelet.kill();
     fake.merge_patch(
         "configmaps",
@@ -309,17 +324,17 @@ fn a_change_made_while_wavelet_was_down_is_rolled_once_at_start() {
         "app-config",
         json!({"data": {"color": "purple"}}),
     );
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
     eventually(&fake, &wavelet, "rollout at start", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(500));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     drop(wavelet);
 
     // Restarted with nothing changed: nothing happens.
-    let wavelet = Wavelet::start(&fake, FAST);
-    settle(Duration::from_millis(700));
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(
         fake.revisions("deployments", NS, "web"),
         2,
@@ -346,6 +361,7 @@ fn a_deleted_and_recreated_configmap_is_a_change() {
 #[test]
 fn three_changes_inside_the_debounce_window_give_one_patch() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
     fake.apply(configmap(NS, "app-config", &[("n", "0")]));
     fake.apply(workload(
         "Deployment",
@@ -354,7 +370,17 @@ fn three_changes_inside_the_debounce_window_give_one_patch() {
         opted_in(),
         mounts_configmap("app-config"),
     ));
-    let wavelet = Wavelet::start(&fake, &["--debounce", "2s", "--min-rollout-interval", "0s"]);
+    let wavelet = Wavelet::start(
+        &fake,
+        &[
+            "--debounce",
+            "2s",
+            "--min-rollout-interval",
+            "0s",
+            "--workers",
+            "1",
+        ],
+    );
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
@@ -370,7 +396,7 @@ fn three_changes_inside_the_debounce_window_give_one_patch() {
     eventually(&fake, &wavelet, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(1500));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     assert_eq!(
         hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),
@@ -429,7 +455,7 @@ fn a_configmap_rewritten_100_times_rolls_no_more_than_the_storm_rules_allow() {
 
 #[test]
 fn opting_out_removes_wavelets_metadata_annotation_without_rolling() {
-    let (fake, wavelet) = adopted("Deployment");
+    let (fake, wavelet) = adopted_with_barrier("Deployment");
     fake.merge_patch(
         "deployments",
         NS,
@@ -445,7 +471,7 @@ fn opting_out_removes_wavelets_metadata_annotation_without_rolling() {
         "app-config",
         json!({"data": {"color": "green"}}),
     );
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(fake.revisions("deployments", NS, "web"), 1);
     // Regression: the removal was written twice in the same second; once is enough.
     let removals = fake
@@ -539,13 +565,14 @@ fn namespaces_flag_limits_what_is_watched() {
             mounts_configmap("app-config"),
         ));
     }
-    let mut args = FAST.to_vec();
+    add_barrier(&fake, "configmaps", "team-a");
+    let mut args = fast_one_worker();
     args.extend(["--namespaces", "team-a"]);
     let wavelet = Wavelet::start(&fake, &args);
     eventually(&fake, &wavelet, "adoption in team-a", |f| {
         hashes(f, "deployments", "team-a", "web", HASH).1.is_some()
     });
-    settle(Duration::from_millis(300));
+    barrier_change(&fake, &wavelet, "configmaps", "team-a");
     assert_eq!(
         hashes(&fake, "deployments", "team-b", "web", HASH),
         (None, None)
@@ -596,6 +623,7 @@ fn hash_key_file_publishes_an_hmac_instead_of_a_plain_hash() {
 #[test]
 fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
     let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
     fake.apply(configmap(NS, "app-config", &[("n", "0")]));
     fake.apply(workload(
         "Deployment",
@@ -606,7 +634,14 @@ fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
     ));
     let wavelet = Wavelet::start(
         &fake,
-        &["--debounce", "1500ms", "--min-rollout-interval", "0s"],
+        &[
+            "--debounce",
+            "1500ms",
+            "--min-rollout-interval",
+            "0s",
+            "--workers",
+            "1",
+        ],
     );
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
@@ -624,7 +659,7 @@ fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
     eventually(&fake, &wavelet, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(500));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     assert_eq!(
         hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),

@@ -297,7 +297,13 @@ fn of_two_replicas_only_the_leader_writes() {
     eventually(&fake, &leader, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(800));
+    // The standby saw the change too: its work waits in its queue for a leader term.
+    wait_for_metric(
+        &standby,
+        "wavelet_work_queue_depth",
+        r#"mode="hash""#,
+        |v| v >= 1.0,
+    );
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     assert!(
         leader.wait_for_output("rolled:", Duration::from_secs(5)),
@@ -448,8 +454,19 @@ fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
         failing.elapsed()
     );
     assert_eq!(value(&scrape(&wavelet), "wavelet_leader", &[]), 0.0);
+    let skipped = metric(
+        &wavelet,
+        "wavelet_changes_skipped_total",
+        r#"reason="not_leader""#,
+    );
     change_config(&fake, "green");
-    settle(Duration::from_millis(1000));
+    // It saw the change, and did not act on it.
+    wait_for_metric(
+        &wavelet,
+        "wavelet_changes_skipped_total",
+        r#"reason="not_leader""#,
+        |v| v > skipped,
+    );
     assert_eq!(
         template_patches(&fake, "deployments", NS, "web"),
         0,
@@ -541,4 +558,40 @@ fn probes_answer_within_a_second_while_slow_connections_are_open() {
         assert!(took < Duration::from_secs(1), "{path} took {took:?}");
     }
     drop(stalled);
+}
+
+/// A client that sends its request one byte at a time holds its own connection's thread
+/// only: the probes are answered meanwhile.
+#[test]
+fn probes_answer_within_a_second_while_a_client_trickles_its_request() {
+    use std::io::Write;
+    let fake = fake_with_web();
+    let wavelet = Wavelet::start(&fake, FAST);
+    let addr = wavelet.http_addr();
+    let (sent, first_byte) = std::sync::mpsc::channel();
+    let slow = std::thread::spawn(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        // Pacing only: one byte every 300 ms, so the head would take ~10 s.
+        for (i, byte) in b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n"
+            .iter()
+            .enumerate()
+        {
+            if stream.write_all(&[*byte]).is_err() {
+                return;
+            }
+            if i == 0 {
+                sent.send(()).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    first_byte.recv().unwrap();
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let started = Instant::now();
+        let (code, _) = wavelet.http_get(path);
+        let took = started.elapsed();
+        assert_eq!(code, 200, "{path}");
+        assert!(took < Duration::from_secs(1), "{path} took {took:?}");
+    }
+    slow.join().unwrap();
 }

@@ -69,6 +69,7 @@ fn secret_collection_requests(fake: &FakeApi) -> Vec<Request> {
 
 fn start_with_referenced_secret() -> (FakeApi, Wavelet) {
     let fake = FakeApi::start();
+    add_barrier(&fake, "secrets", NS);
     fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
     fake.apply(helm_release("sh.helm.release.v1.db.v1"));
     fake.apply(secret(NS, "unused", &[("token", "abc")]));
@@ -79,7 +80,7 @@ fn start_with_referenced_secret() -> (FakeApi, Wavelet) {
         opted_in(),
         uses_secret("creds"),
     ));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
@@ -120,11 +121,11 @@ fn a_data_edit_of_a_referenced_secret_is_read_once_and_rolls_once() {
     eventually(&fake, &wavelet, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(400));
+    barrier_change(&fake, &wavelet, "secrets", NS);
     let after: Vec<String> = fake
         .requests_since(before)
         .iter()
-        .filter(|r| r.query_param("watch").is_none())
+        .filter(|r| r.query_param("watch").is_none() && !r.path.ends_with("/secrets/barrier"))
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
     let reads = after
@@ -148,14 +149,14 @@ fn a_label_edit_of_a_referenced_secret_is_read_but_rolls_nothing() {
     eventually(&fake, &wavelet, "the new version read", |f| {
         secret_reads(f, "creds") == 2
     });
-    settle(Duration::from_millis(600));
+    barrier_change(&fake, &wavelet, "secrets", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
     assert_eq!(fake.revisions("deployments", NS, "web"), 1);
 }
 
 #[test]
 fn edits_of_secrets_nothing_references_are_never_read() {
-    let (fake, _wavelet) = start_with_referenced_secret();
+    let (fake, wavelet) = start_with_referenced_secret();
     for round in 0..3 {
         set_secret_value(
             &fake,
@@ -165,7 +166,7 @@ fn edits_of_secrets_nothing_references_are_never_read() {
         );
         set_secret_value(&fake, "unused", "token", &format!("t{round}"));
     }
-    settle(Duration::from_millis(800));
+    barrier_change(&fake, &wavelet, "secrets", NS);
     assert_eq!(secret_reads(&fake, "sh.helm.release.v1.db.v1"), 0);
     assert_eq!(secret_reads(&fake, "unused"), 0);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
@@ -204,7 +205,7 @@ fn a_deleted_and_recreated_referenced_secret_is_read_again_and_rolls() {
     eventually(&fake, &wavelet, "rollout after the re-creation", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(400));
+    barrier_change(&fake, &wavelet, "secrets", NS);
     assert_eq!(fake.revisions("deployments", NS, "web"), 2);
     assert_current_hash(&fake, "web", Place::Template);
 }

@@ -510,3 +510,94 @@ impl RotatingToken {
         self.kubeconfig.to_str().expect("UTF-8 temp path")
     }
 }
+
+/// `--workers 1`: with one worker, reconciles run in the order they fall due, so a
+/// [`barrier_change`] that rolls proves every earlier change was reconciled before it.
+pub const ONE_WORKER: &[&str] = &["--workers", "1"];
+
+/// Adds the barrier to `fake`: a `resource` (`configmaps` or `secrets`) named `barrier` in
+/// `ns`, and an opted-in Deployment `barrier` that mounts it. Call before starting wavelet
+/// (with [`ONE_WORKER`]).
+pub fn add_barrier(fake: &FakeApi, resource: &str, ns: &str) {
+    let spec = match resource {
+        "configmaps" => {
+            fake.apply(configmap(ns, "barrier", &[("n", "0")]));
+            mounts_configmap("barrier")
+        }
+        "secrets" => {
+            fake.apply(secret(ns, "barrier", &[("n", "0")]));
+            json!({"volumes": [{"name": "s", "secret": {"secretName": "barrier"}}],
+                   "containers": [{"name": "app", "image": "nginx"}]})
+        }
+        other => panic!("no barrier for {other}"),
+    };
+    fake.apply(workload("Deployment", ns, "barrier", opted_in(), spec));
+}
+
+/// The positive signal before asserting that an earlier change did nothing: changes the
+/// data of the barrier object (see [`add_barrier`]) and waits until Deployment `barrier`
+/// carries the hash of that data. Events of one watch arrive in order and the barrier's
+/// reconcile falls due after any earlier one's (same debounce); with [`ONE_WORKER`] it
+/// runs after them, so once it rolled, every earlier change was seen and reconciled.
+pub fn barrier_change(fake: &FakeApi, wavelet: &Wavelet, resource: &str, ns: &str) {
+    eventually(fake, wavelet, "the barrier adopted", |f| {
+        hashes(f, "deployments", ns, "barrier", WAVELET_HASH)
+            .1
+            .is_some()
+    });
+    let before = fake.revisions("deployments", ns, "barrier");
+    let n = (before + 1).to_string();
+    let data = match resource {
+        "configmaps" => json!({"data": {"n": n}}),
+        _ => json!({"data": {"n": wavelet::objects::base64::encode(n.as_bytes())}}),
+    };
+    fake.merge_patch(resource, ns, "barrier", data);
+    eventually(fake, wavelet, "the barrier's rollout", |f| {
+        f.revisions("deployments", ns, "barrier") > before
+            && hashes(f, "deployments", ns, "barrier", WAVELET_HASH).0
+                == Some(expected_hash(f, "deployments", ns, "barrier"))
+    });
+}
+
+/// FAST plus [`ONE_WORKER`].
+pub fn fast_one_worker() -> Vec<&'static str> {
+    FAST.iter().chain(ONE_WORKER).copied().collect()
+}
+
+/// The value of the sample `name{labels}` (labels as exposed, e.g. `reason="not_leader"`;
+/// empty for none) on the binary's /metrics; 0 when absent.
+pub fn metric(wavelet: &Wavelet, name: &str, labels: &str) -> f64 {
+    let (code, body) = wavelet.http_get("/metrics");
+    assert_eq!(code, 200, "/metrics: {body}");
+    let series = if labels.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}{{{labels}}}")
+    };
+    body.lines()
+        .find_map(|line| line.strip_prefix(&series)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+/// Waits (up to 15 s) until `cond` holds for the sample `name{labels}` (see [`metric`]):
+/// the positive signal that wavelet processed something before asserting an absence.
+pub fn wait_for_metric(
+    wavelet: &Wavelet,
+    name: &str,
+    labels: &str,
+    cond: impl Fn(f64) -> bool,
+) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let value = metric(wavelet, name, labels);
+        if cond(value) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {name}{{{labels}}} (last {value}):\n{}",
+            wavelet.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
