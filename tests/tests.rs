@@ -20,6 +20,7 @@
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 //! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
+//! - `kustomize`: `kubectl kustomize` of each overlay equals the plain manifests of its shape.
 //! - `rbac`: the RBAC in manifests/ allows every request wavelet sends, and nothing unused.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
 
@@ -31,6 +32,7 @@ mod fake;
 mod faults;
 mod hash_mode;
 mod kubeconfigs;
+mod kustomize;
 mod malformed;
 mod manifests;
 mod operations;
