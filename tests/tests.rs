@@ -21,6 +21,7 @@
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 //! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
 //! - `kustomize`: `kubectl kustomize` of each overlay equals the plain manifests of its shape.
+//! - `plugin`: `kubectl wavelet status` / `hash` through the real kubectl, with `-n` and `--kubeconfig`.
 //! - `rbac`: the RBAC in manifests/ allows every request wavelet sends, and nothing unused.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
 
@@ -36,6 +37,7 @@ mod kustomize;
 mod malformed;
 mod manifests;
 mod operations;
+mod plugin;
 mod rbac;
 mod readme;
 mod reloader;
