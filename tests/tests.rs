@@ -23,8 +23,10 @@
 //! - `kustomize`: `kubectl kustomize` of each overlay equals the plain manifests of its shape.
 //! - `plugin`: `kubectl wavelet status` / `hash` through the real kubectl, with `-n` and `--kubeconfig`.
 //! - `rbac`: the RBAC in manifests/ allows every request wavelet sends, and nothing unused.
+//! - `chart`: the Helm chart renders the plain manifests for its defaults; every rendered object matches the OpenAPI schema.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
 
+mod chart;
 mod chroot;
 mod commands;
 mod connecting;
