@@ -191,3 +191,18 @@ fn every_object_the_chart_renders_for_a_matrix_of_values_matches_the_openapi_sch
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+#[test]
+fn a_wrong_value_fails_at_helm_template_naming_the_value() {
+    let Some(helm) = helm() else { return };
+    for (value, path) in [
+        ("logFormat=xml", "/logFormat"),
+        ("replicas=-1", "/replicas"),
+        ("namespaces={Apps}", "/namespaces/0"),
+        ("image.digest=latest", "/image/digest"),
+        ("leaderElecton=true", "leaderElecton"),
+    ] {
+        let err = template(&helm, &["--set", value]).expect_err(value);
+        assert!(err.contains(path), "{value}: {err}");
+    }
+}
