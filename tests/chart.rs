@@ -69,7 +69,7 @@ fn template(helm: &Path, args: &[&str]) -> Result<Objects, String> {
         if doc.trim().is_empty() {
             continue;
         }
-        let object = wavelet::yaml::parse(&doc).unwrap_or_else(|e| panic!("{e} in\n{doc}"));
+        let object = wavelet::client::yaml::parse(&doc).unwrap_or_else(|e| panic!("{e} in\n{doc}"));
         assert!(objects.insert(key(&object), object).is_none(), "duplicate");
     }
     Ok(objects)

@@ -59,7 +59,7 @@ fn kustomized(kubectl: &Path, shape: &str) -> Objects {
     let text = String::from_utf8(out.stdout).unwrap();
     let mut objects = Objects::new();
     for doc in text.split("\n---\n").filter(|d| !d.trim().is_empty()) {
-        let object = wavelet::yaml::parse(doc)
+        let object = wavelet::client::yaml::parse(doc)
             .unwrap_or_else(|e| panic!("kustomize/{shape}: {e} in\n{doc}"));
         assert!(objects.insert(key(&object), object).is_none(), "duplicate");
     }
