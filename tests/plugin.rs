@@ -80,3 +80,30 @@ fn kubectl_wavelet_hash_prints_the_hash_run_would_write() {
     let want = expected_hash(&fake, "deployments", "apps", "web");
     assert!(stdout.contains(&want), "want {want}:\n{stdout}");
 }
+
+#[test]
+fn kubectl_wavelet_status_honours_context() {
+    let (fake, dir, _) = prepared();
+    // The current context names a server nothing listens on; `--context test` the fake.
+    let text = kubeconfig_text(&fake.url(), &[], &[])
+        .replace("current-context: test", "current-context: broken")
+        .replace(
+            "contexts:\n",
+            "- name: dead\n  cluster:\n    server: http://127.0.0.1:1\ncontexts:\n- name: broken\n  context:\n    cluster: dead\n    user: sa\n",
+        );
+    let kubeconfig = dir.write("two-contexts", text).display().to_string();
+    let args = ["status", "-n", "apps", "--kubeconfig", &kubeconfig];
+    let Some((code, stdout, stderr)) = kubectl_wavelet(&args) else {
+        return;
+    };
+    assert_ne!(
+        code,
+        Some(1),
+        "the current context is dead:\n{stdout}{stderr}"
+    );
+    let mut with_context = args.to_vec();
+    with_context.extend(["--context", "test"]);
+    let (code, stdout, stderr) = kubectl_wavelet(&with_context).unwrap();
+    assert_eq!(code, Some(1), "web was never adopted:\n{stdout}{stderr}");
+    assert!(stdout.contains("apps/web"), "{stdout}");
+}
