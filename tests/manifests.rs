@@ -519,3 +519,17 @@ fn namespaced_objects_name_their_namespace_and_the_service_selects_wavelet() {
         );
     }
 }
+
+/// What is wrong with `object` (reported as `at`) against the API server's OpenAPI schema;
+/// empty when it matches. For objects rendered by other tools (tests/chart.rs).
+pub fn openapi_problems(at: &str, object: &Value) -> Vec<String> {
+    let schemas = Schemas::load();
+    let mut problems = Vec::new();
+    let api_version = object["apiVersion"].as_str().unwrap_or("");
+    let kind = object["kind"].as_str().unwrap_or("");
+    match schemas.for_kind(api_version, kind) {
+        Some(schema) => schemas.check(schema, object, at, &mut problems),
+        None => problems.push(format!("{at}: no schema for {api_version} {kind}")),
+    }
+    problems
+}

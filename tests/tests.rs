@@ -20,9 +20,13 @@
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 //! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
+//! - `kustomize`: `kubectl kustomize` of each overlay equals the plain manifests of its shape.
+//! - `plugin`: `kubectl wavelet status` / `hash` through the real kubectl, with `-n`, `--kubeconfig` and `--context`.
 //! - `rbac`: the RBAC in manifests/ allows every request wavelet sends, and nothing unused.
+//! - `chart`: the Helm chart renders the plain manifests for its defaults; every rendered object matches the OpenAPI schema.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
 
+mod chart;
 mod chroot;
 mod commands;
 mod connecting;
@@ -31,9 +35,11 @@ mod fake;
 mod faults;
 mod hash_mode;
 mod kubeconfigs;
+mod kustomize;
 mod malformed;
 mod manifests;
 mod operations;
+mod plugin;
 mod rbac;
 mod readme;
 mod reloader;
