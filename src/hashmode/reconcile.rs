@@ -207,78 +207,91 @@ impl Reconciler {
         let uid = entry.uid.to_string();
         let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &uid);
 
-        // 3.
-        if !computed.missing.is_empty() && !self.settings.absent_is_filtered {
-            let message = format!(
-                "Not rolling: {}. Pods would not start without it; wavelet rolls once it exists.",
-                computed
-                    .missing
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-            if remembered.warned_missing.as_deref() != Some(message.as_str()) {
-                log::warn!("{key}: {message}");
-                self.recorder.warning(&about, "ConfigMissing", &message);
-                remembered.warned_missing = Some(message);
-            }
-            return Ok((Action::Done, Outcome::MissingConfig));
-        }
-
-        remembered.warned_missing = None;
+        // 3.–7., decided from the facts alone (`next_step`).
+        let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
         let recorded = entry.recorded_hash().map(str::to_owned);
-
-        // 4.
-        if recorded.as_deref() == Some(computed.hash.as_str()) {
-            remembered.fingerprints = fingerprints;
-            remembered.written = None;
-            return Ok((Action::Done, Outcome::UpToDate));
-        }
-        if let Some((written, rv_before)) = &remembered.written {
-            if *written == computed.hash && *rv_before == entry.resource_version {
-                return Ok((Action::Done, Outcome::AwaitingWatch));
-            }
-        }
-
-        // 5.
-        let Some(recorded) = recorded else {
-            let body = json!({"metadata": {"annotations": {flavor.hash_key(): computed.hash}}});
-            if self.settings.dry_run {
-                log::info!(
-                    "{key}: dry run: would adopt with config hash {}",
-                    hash::short(&computed.hash)
-                );
-            } else {
-                self.patch(key, &body)?;
-                log::info!(
-                    "{key}: adopted with config hash {} (no rollout)",
-                    hash::short(&computed.hash)
-                );
-            }
-            remembered.fingerprints = fingerprints;
-            remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
-            return Ok((
-                Action::Done,
-                Outcome::Adopted {
-                    hash: computed.hash,
-                },
-            ));
-        };
-
-        // 6. Debounce is decided here, so any wake-up (the workload's own update, a retry)
-        // respects it: the window opens at the first data change since the workload was
-        // last settled, and everything that changed inside it goes into one rollout.
+        let written_unseen = remembered
+            .written
+            .as_ref()
+            .is_some_and(|(written, rv_before)| {
+                *written == computed.hash && *rv_before == entry.resource_version
+            });
         let window = entry
             .counting
             .pause_period
             .unwrap_or(self.settings.debounce);
-        if let Some(quiet_at) = self.debounce.window_opened(key).map(|at| at + window) {
-            let now = Instant::now();
-            if quiet_at > now {
-                return Ok((Action::RequeueAfter(quiet_at - now), Outcome::Debouncing));
-            }
+        let facts = Facts {
+            missing,
+            recorded: recorded.as_deref(),
+            computed: &computed.hash,
+            written_unseen,
+            // The window opens at the first data change since the workload was last
+            // settled; deciding it here means any wake-up (the workload's own update, a
+            // retry) respects it.
+            quiet_at: self.debounce.window_opened(key).map(|at| at + window),
+            membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints),
+        };
+        let step = next_step(&facts, Instant::now());
+        if step != Step::Hold {
+            remembered.warned_missing = None;
         }
+        match step {
+            Step::Hold => {
+                let message = format!(
+                    "Not rolling: {}. Pods would not start without it; wavelet rolls once it exists.",
+                    computed
+                        .missing
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                );
+                if remembered.warned_missing.as_deref() != Some(message.as_str()) {
+                    log::warn!("{key}: {message}");
+                    self.recorder.warning(&about, "ConfigMissing", &message);
+                    remembered.warned_missing = Some(message);
+                }
+                return Ok((Action::Done, Outcome::MissingConfig));
+            }
+            Step::UpToDate => {
+                remembered.fingerprints = fingerprints;
+                remembered.written = None;
+                return Ok((Action::Done, Outcome::UpToDate));
+            }
+            Step::AwaitingWatch => return Ok((Action::Done, Outcome::AwaitingWatch)),
+            Step::Debounce(wait) => return Ok((Action::RequeueAfter(wait), Outcome::Debouncing)),
+            Step::Adopt | Step::Record => {
+                let body = json!({"metadata": {"annotations": {flavor.hash_key(): computed.hash}}});
+                let short = hash::short(&computed.hash);
+                let line = if step == Step::Adopt {
+                    format!("adopted with config hash {short} (no rollout)")
+                } else {
+                    format!(
+                        "recorded config hash {short} without a rollout: {}",
+                        describe_changes(&remembered.fingerprints, &named)
+                    )
+                };
+                if self.settings.dry_run {
+                    let line = line.replacen("adopted with", "adopt with", 1);
+                    log::info!("{key}: dry run: would {line}");
+                } else {
+                    self.patch(key, &body)?;
+                    log::info!("{key}: {line}");
+                }
+                remembered.fingerprints = fingerprints;
+                remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
+                let hash = computed.hash;
+                let outcome = if step == Step::Adopt {
+                    Outcome::Adopted { hash }
+                } else {
+                    Outcome::Recorded { hash }
+                };
+                return Ok((Action::Done, outcome));
+            }
+            Step::Roll => {}
+        }
+        let recorded = recorded.expect("a rollout has a recorded hash");
+        // The storm rules apply to rollouts only.
         if let Err(throttled) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
             if let Throttled::MinInterval(wait) = throttled {
                 if !remembered.warned_throttle {
@@ -296,34 +309,6 @@ impl Reconciler {
             return Ok((
                 Action::RequeueAfter(throttled.wait()),
                 Outcome::Throttled(throttled),
-            ));
-        }
-
-        // 7. Only what counts changed (a template edit that adds or drops a reference, a
-        // reload list that now names an object, an `ignore` or `match` toggled), no data:
-        // record on the metadata, as adoption does; the next data change rolls.
-        if only_membership_changed(&remembered.fingerprints, &fingerprints) {
-            let body = json!({"metadata": {"annotations": {flavor.hash_key(): computed.hash}}});
-            if self.settings.dry_run {
-                log::info!(
-                    "{key}: dry run: would record config hash {} (what counts changed, no data)",
-                    hash::short(&computed.hash)
-                );
-            } else {
-                self.patch(key, &body)?;
-                log::info!(
-                    "{key}: recorded config hash {} without a rollout: {}",
-                    hash::short(&computed.hash),
-                    describe_changes(&remembered.fingerprints, &named)
-                );
-            }
-            remembered.fingerprints = fingerprints;
-            remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
-            return Ok((
-                Action::Done,
-                Outcome::Recorded {
-                    hash: computed.hash,
-                },
             ));
         }
 
@@ -511,6 +496,59 @@ impl Reconciler {
     }
 }
 
+/// What a reconcile does next, decided from the facts alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// A required object or key is missing: no rollout to Pods that would not start.
+    Hold,
+    UpToDate,
+    /// wavelet wrote this hash and its watch has not shown the write yet.
+    AwaitingWatch,
+    /// No hash recorded yet: record it on the metadata, no rollout.
+    Adopt,
+    /// A referenced object changed less than the debounce window ago: more may follow.
+    Debounce(Duration),
+    /// Only which objects count changed, no data: record it, no rollout.
+    Record,
+    /// Roll, within the storm rules.
+    Roll,
+}
+
+/// What [`next_step`] decides from.
+pub(crate) struct Facts<'a> {
+    /// A required object or key is missing (and not filtered out on purpose).
+    pub missing: bool,
+    pub recorded: Option<&'a str>,
+    pub computed: &'a str,
+    pub written_unseen: bool,
+    /// When the debounce window of the latest change closes.
+    pub quiet_at: Option<Instant>,
+    pub membership_only: bool,
+}
+
+/// Steps 3 to 7 of the story, as a pure function of the facts and the time.
+pub(crate) fn next_step(f: &Facts, now: Instant) -> Step {
+    if f.missing {
+        return Step::Hold;
+    }
+    if f.recorded == Some(f.computed) {
+        return Step::UpToDate;
+    }
+    if f.written_unseen {
+        return Step::AwaitingWatch;
+    }
+    if f.recorded.is_none() {
+        return Step::Adopt;
+    }
+    if let Some(quiet_at) = f.quiet_at.filter(|q| *q > now) {
+        return Step::Debounce(quiet_at - now);
+    }
+    if f.membership_only {
+        return Step::Record;
+    }
+    Step::Roll
+}
+
 /// Whether the change from `before` to `after` is only in which objects count: no object
 /// that counted before and still counts has a different part. With no memory (wavelet
 /// started after the change) it cannot tell, and the change rolls.
@@ -646,6 +684,91 @@ mod tests {
         assert_eq!(
             describe_changes(&before, &after),
             "ConfigMap ns/b is now referenced; 1 object is no longer referenced."
+        );
+    }
+
+    fn facts<'a>(recorded: Option<&'a str>, computed: &'a str) -> Facts<'a> {
+        Facts {
+            missing: false,
+            recorded,
+            computed,
+            written_unseen: false,
+            quiet_at: None,
+            membership_only: false,
+        }
+    }
+
+    #[test]
+    fn a_missing_required_object_holds_whatever_else_is_true() {
+        let now = Instant::now();
+        let f = Facts {
+            missing: true,
+            ..facts(Some("a"), "b")
+        };
+        assert_eq!(next_step(&f, now), Step::Hold);
+    }
+
+    #[test]
+    fn the_same_hash_is_up_to_date_and_no_hash_yet_is_adopted_without_a_rollout() {
+        let now = Instant::now();
+        assert_eq!(next_step(&facts(Some("a"), "a"), now), Step::UpToDate);
+        assert_eq!(next_step(&facts(None, "a"), now), Step::Adopt);
+    }
+
+    #[test]
+    fn our_own_write_not_yet_seen_is_waited_for_not_written_again() {
+        let f = Facts {
+            written_unseen: true,
+            ..facts(Some("a"), "b")
+        };
+        assert_eq!(next_step(&f, Instant::now()), Step::AwaitingWatch);
+    }
+
+    #[test]
+    fn a_change_inside_its_debounce_window_waits_for_the_rest_of_it() {
+        let now = Instant::now();
+        let f = Facts {
+            quiet_at: Some(now + Duration::from_millis(300)),
+            ..facts(Some("a"), "b")
+        };
+        assert_eq!(
+            next_step(&f, now),
+            Step::Debounce(Duration::from_millis(300))
+        );
+        let closed = Facts {
+            quiet_at: Some(now),
+            ..facts(Some("a"), "b")
+        };
+        assert_eq!(next_step(&closed, now), Step::Roll);
+    }
+
+    #[test]
+    fn a_change_only_in_what_counts_is_recorded_and_a_data_change_rolls() {
+        let now = Instant::now();
+        let f = Facts {
+            membership_only: true,
+            ..facts(Some("a"), "b")
+        };
+        assert_eq!(next_step(&f, now), Step::Record);
+        assert_eq!(next_step(&facts(Some("a"), "b"), now), Step::Roll);
+    }
+
+    #[test]
+    fn membership_only_compares_the_parts_of_objects_that_count_before_and_after() {
+        let (a1, a2, b1) = (fp("a", "1"), fp("a", "2"), fp("b", "1"));
+        assert!(only_membership_changed(&[a1], &[a1, b1]), "b now counts");
+        assert!(
+            only_membership_changed(&[a1, b1], &[a1]),
+            "b no longer counts"
+        );
+        assert!(
+            !only_membership_changed(&[a1], &[a2, b1]),
+            "a's data changed too"
+        );
+        assert!(!only_membership_changed(&[a1], &[a2]), "a data change");
+        assert!(
+            !only_membership_changed(&[], &[a1]),
+            "no memory: a restart rolls"
         );
     }
 }
