@@ -315,6 +315,13 @@ fn of_two_replicas_only_the_leader_writes() {
         !standby_output.contains("rolled:") && !standby_output.contains("adopted with"),
         "the standby wrote:\n{standby_output}"
     );
+    // The rollout's metric is counted just after its log line: wait for it.
+    wait_for_metric(
+        &leader,
+        "wavelet_rollouts_total",
+        r#"kind="Deployment",result="rolled""#,
+        |v| v == 1.0,
+    );
     let writes = |s: &[Sample]| value(s, "wavelet_rollouts_total", &[]);
     assert_eq!(writes(&scrape(&standby)), 0.0);
     assert_eq!(writes(&scrape(&leader)), 2.0, "adoption and rollout");
