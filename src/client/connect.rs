@@ -1,0 +1,265 @@
+//! Where to connect and with which credentials: `--server`, a kubeconfig (or a `KUBECONFIG`
+//! list and `--context`), in-cluster service-account files, or `~/.kube/config`, in that
+//! order of precedence, resolved into the setup `Client::build` turns into a client.
+
+use super::*;
+
+impl Client {
+    /// Precedence: `--server` > `--kubeconfig` > `$KUBECONFIG` (a `:` list, merged as kubectl
+    /// merges it; `--context` picks a context other than the current one) >
+    /// in-cluster (`KUBERNETES_SERVICE_HOST`/`PORT` and the service account files) >
+    /// `~/.kube/config`.
+    ///
+    /// `--server http://...` (a `kubectl proxy`) never sends credentials. `--server https://...`
+    /// takes the CA and credentials of `--kubeconfig` when that is given as well (as kubectl
+    /// does), and otherwise needs `--insecure-skip-tls-verify`.
+    pub fn from_flags(flags: &ConnectionFlags) -> Result<Client, Error> {
+        Client::from_flags_with_env(flags, &|name| std::env::var_os(name))
+    }
+
+    pub(super) fn from_flags_with_env(
+        flags: &ConnectionFlags,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<Client, Error> {
+        let non_empty = |name: &str| env(name).filter(|v| !v.is_empty());
+        if let Some(server) = &flags.server {
+            return Client::from_server_flag(server, flags);
+        }
+        if let Some(path) = &flags.kubeconfig {
+            return Client::from_kubeconfig(std::slice::from_ref(path), flags);
+        }
+        if let Some(list) = non_empty("KUBECONFIG") {
+            let paths: Vec<PathBuf> = std::env::split_paths(&list)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect();
+            if !paths.is_empty() {
+                return Client::from_kubeconfig(&paths, flags);
+            }
+        }
+        if let (Some(host), Some(port)) = (
+            non_empty("KUBERNETES_SERVICE_HOST"),
+            non_empty("KUBERNETES_SERVICE_PORT"),
+        ) {
+            return Client::in_cluster_from(
+                Path::new(SERVICE_ACCOUNT_DIR),
+                &host.to_string_lossy(),
+                &port.to_string_lossy(),
+                flags.insecure_skip_tls_verify,
+            );
+        }
+        let home = non_empty("HOME").map(PathBuf::from);
+        if let Some(path) = home.as_ref().map(|home| home.join(".kube").join("config")) {
+            if path.exists() {
+                return Client::from_kubeconfig(&[path], flags);
+            }
+        }
+        Err(Error::Config(format!(
+            "no API server configured: not in a cluster (KUBERNETES_SERVICE_HOST is unset) and {} does not exist; \
+             pass --server URL (e.g. http://127.0.0.1:8001 with `kubectl proxy`) or --kubeconfig PATH",
+            home.map(|h| h.join(".kube/config").display().to_string()).unwrap_or_else(|| "~/.kube/config".into())
+        )))
+    }
+
+    fn from_server_flag(server: &str, flags: &ConnectionFlags) -> Result<Client, Error> {
+        let server = server.trim_end_matches('/');
+        check_url(server, "--server")?;
+        if server.starts_with("http://") {
+            if flags.kubeconfig.is_some() {
+                log::debug!(
+                    "--server {server} is plain HTTP (a kubectl proxy); --kubeconfig is not used"
+                );
+            }
+            return Client::build(Setup {
+                base_url: server.to_string(),
+                ca: None,
+                client_certificate: None,
+                insecure: false,
+                token: TokenSource::None,
+                namespace: None,
+                ca_hint: String::new(),
+                proxy_url: None,
+                impersonate: Vec::new(),
+            });
+        }
+        let mut setup = match &flags.kubeconfig {
+            Some(path) => Client::kubeconfig_setup(
+                &kubeconfig::load_all(std::slice::from_ref(path), flags.context.as_deref())?,
+                flags.insecure_skip_tls_verify,
+            )?,
+            None => Setup {
+                base_url: String::new(),
+                ca: None,
+                client_certificate: None,
+                insecure: flags.insecure_skip_tls_verify,
+                token: TokenSource::None,
+                namespace: None,
+                ca_hint: "--server https://... has no certificate authority: pass --kubeconfig with the cluster's CA, \
+                          use --server http://127.0.0.1:8001 with `kubectl proxy`, or (for testing only) \
+                          --insecure-skip-tls-verify"
+                    .into(),
+                proxy_url: None,
+                impersonate: Vec::new(),
+            },
+        };
+        setup.base_url = server.to_string();
+        setup.namespace = None;
+        Client::build(setup)
+    }
+
+    fn from_kubeconfig(paths: &[PathBuf], flags: &ConnectionFlags) -> Result<Client, Error> {
+        let config = kubeconfig::load_all(paths, flags.context.as_deref())?;
+        Client::build(Client::kubeconfig_setup(
+            &config,
+            flags.insecure_skip_tls_verify,
+        )?)
+    }
+
+    fn kubeconfig_setup(
+        config: &kubeconfig::Kubeconfig,
+        insecure_flag: bool,
+    ) -> Result<Setup, Error> {
+        let server = config.server.trim_end_matches('/').to_string();
+        check_url(
+            &server,
+            &format!("kubeconfig {} server", config.path.display()),
+        )?;
+        // A token over plain HTTP would cross the network in the clear, so it is sent only
+        // to a loopback address (a local proxy or test server), where it never leaves the host.
+        let plain_http = server.starts_with("http://");
+        let mut exec_certificate: Option<(Pem, Pem)> = None;
+        let token = match &config.credentials {
+            _ if plain_http && !is_loopback_url(&server) => {
+                if config.credentials != Credentials::None {
+                    log::warn!(
+                        "kubeconfig {}: server {server} is plain HTTP to another host; wavelet sends no credentials over it",
+                        config.path.display()
+                    );
+                }
+                TokenSource::None
+            }
+            Credentials::None => TokenSource::None,
+            Credentials::Token(token) => {
+                check_token(token).map_err(|why| {
+                    Error::Config(format!("kubeconfig {}: the user's token {why}", config.path.display()))
+                })?;
+                TokenSource::Static(token.clone())
+            }
+            Credentials::Exec(exec) => {
+                let cluster = serde_json::json!({
+                    "server": config.server,
+                    "insecure-skip-tls-verify": config.insecure_skip_tls_verify,
+                    "certificate-authority-data": config.ca.as_ref().map(|ca| crate::objects::base64::encode(&ca.bytes)),
+                    "proxy-url": config.proxy_url,
+                });
+                let plugin = Arc::new(exec::ExecPlugin::new(exec.clone(), Some(cluster))?);
+                // Run once now: a missing or failing plugin is an error at start, and a
+                // client certificate it prints goes into the TLS setup.
+                let first = plugin.credential(std::time::SystemTime::now())?;
+                if let Some((cert, key)) = first.client_certificate {
+                    exec_certificate = Some((
+                        Pem { bytes: cert, origin: format!("exec plugin {}", exec.command) },
+                        Pem { bytes: key, origin: format!("exec plugin {}", exec.command) },
+                    ));
+                }
+                TokenSource::Exec(plugin)
+            }
+            Credentials::TokenFile(path) => TokenSource::file(
+                path.clone(),
+                "token file",
+                format!(
+                    "tokenFile of kubeconfig {}; fix the path there, or pass a different --kubeconfig",
+                    config.path.display()
+                ),
+            )?,
+        };
+        let insecure = insecure_flag || config.insecure_skip_tls_verify;
+        Ok(Setup {
+            base_url: server,
+            ca: if insecure { None } else { config.ca.clone() },
+            client_certificate: if plain_http {
+                None
+            } else {
+                config.client_certificate.clone().or(exec_certificate)
+            },
+            insecure,
+            token,
+            namespace: config.namespace.clone(),
+            ca_hint: format!(
+                "kubeconfig {} cluster of context `{}` has no certificate authority: set certificate-authority or \
+                 certificate-authority-data there, or (for testing only) pass --insecure-skip-tls-verify",
+                config.path.display(),
+                config.context
+            ),
+            proxy_url: config.proxy_url.clone(),
+            impersonate: config.impersonate.clone(),
+        })
+    }
+
+    /// In-cluster configuration from the service account files in `dir` (normally
+    /// [`SERVICE_ACCOUNT_DIR`]) and the API server address `host`:`port`.
+    pub fn in_cluster_from(
+        dir: &Path,
+        host: &str,
+        port: &str,
+        insecure: bool,
+    ) -> Result<Client, Error> {
+        if host.is_empty() || port.is_empty() {
+            return Err(Error::Config(
+                "KUBERNETES_SERVICE_HOST or KUBERNETES_SERVICE_PORT is empty: not running in a cluster; \
+                 pass --server or --kubeconfig"
+                    .into(),
+            ));
+        }
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        let base_url = format!("https://{host}:{port}");
+        check_url(&base_url, "KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT")?;
+        let token = TokenSource::file(
+            dir.join("token"),
+            "service account token",
+            "is automountServiceAccountToken false? use --server with a kubectl proxy sidecar, or --kubeconfig".into(),
+        )?;
+        let ca_path = dir.join("ca.crt");
+        let ca = if insecure {
+            None
+        } else {
+            let bytes = std::fs::read(&ca_path).map_err(|e| {
+                Error::Config(format!(
+                    "cannot read service account CA {}: {e} (is the service account volume mounted? use --server \
+                     with a kubectl proxy sidecar, or --kubeconfig)",
+                    ca_path.display()
+                ))
+            })?;
+            Some(Pem {
+                bytes,
+                origin: ca_path.display().to_string(),
+            })
+        };
+        let namespace_path = dir.join("namespace");
+        let namespace = match std::fs::read_to_string(&namespace_path) {
+            Ok(ns) if !ns.trim().is_empty() => Some(ns.trim().to_string()),
+            Ok(_) => None,
+            Err(e) => {
+                log::debug!(
+                    "no in-cluster namespace: cannot read {}: {e}",
+                    namespace_path.display()
+                );
+                None
+            }
+        };
+        Client::build(Setup {
+            base_url,
+            ca,
+            client_certificate: None,
+            insecure,
+            token,
+            namespace,
+            ca_hint: format!("the service account CA {} is missing", ca_path.display()),
+            proxy_url: None,
+            impersonate: Vec::new(),
+        })
+    }
+}
