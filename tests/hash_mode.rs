@@ -671,8 +671,10 @@ fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
 /// wavelet records the new hash on the metadata instead of rolling them a second time.
 #[test]
 fn a_template_edit_that_adds_a_reference_gives_exactly_one_new_revision() {
-    let (fake, wavelet) = adopted("Deployment");
+    let (fake, wavelet) = adopted_with_barrier("Deployment");
     fake.apply(configmap(NS, "extra", &[("k", "1")]));
+    // Wavelet has seen `extra` before the edit names it (same watch stream, in order).
+    barrier_change(&fake, &wavelet, "configmaps", NS);
     fake.merge_patch(
         "deployments",
         NS,
