@@ -409,9 +409,7 @@ pub fn run(
     }
     let controller = Controller::start(client.clone(), config, policy)?;
     crate::ops::http::spawn(listener, controller.endpoints(&client));
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::stop::sleep_unless_stopped(stop, Duration::MAX);
     log::info!("stopping: finishing in-flight work");
     controller.stop();
     log::info!("stopped");

@@ -14,6 +14,7 @@ pub mod client;
 pub mod annotations;
 pub mod objects;
 pub mod selector;
+pub mod stop;
 pub mod time;
 pub(crate) mod watch;
 

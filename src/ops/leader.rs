@@ -212,14 +212,7 @@ impl LeaderElector {
     }
 
     fn sleep(&self, total: Duration) {
-        let deadline = Instant::now() + total;
-        while !self.stopped() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            std::thread::sleep(left.min(Duration::from_millis(50)));
-        }
+        crate::stop::sleep_unless_stopped(&self.stop, total);
     }
 
     /// One attempt (client-go's `tryAcquireOrRenew`); any error fails the attempt.

@@ -397,14 +397,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
     }
 
     fn sleep(&self, total: Duration) {
-        let deadline = Instant::now() + total;
-        while !self.stopped() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            std::thread::sleep(left.min(Duration::from_millis(50)));
-        }
+        crate::stop::sleep_unless_stopped(&self.stop, total);
     }
 
     fn next_random(&mut self) -> u64 {
