@@ -555,23 +555,36 @@ fn ignored_namespaces_field_selector(ignored: &[String]) -> Option<String> {
 
 /// Whether the API serves `argoproj.io/v1alpha1` `rollouts` (Argo Rollouts installed).
 fn serves_argo_rollouts(client: &Client) -> bool {
-    #[derive(serde::Deserialize)]
-    struct ApiResourceList {
-        #[serde(default)]
-        resources: Vec<ApiResource>,
-    }
-    #[derive(serde::Deserialize)]
-    struct ApiResource {
-        name: String,
-    }
-    client
-        .get::<ApiResourceList>("/apis/argoproj.io/v1alpha1")
-        .is_ok_and(|list| list.resources.iter().any(|r| r.name == "rollouts"))
+    discovered_kind(client, &Resource::rollouts()).is_some()
 }
 
 /// Looks up the Kind of a `--workload-kinds` resource from API discovery; falls back to the
 /// capitalized singular when discovery is unavailable.
 fn discover(client: &Client, kind: &WorkloadKind) -> Resource {
+    let unknown = Resource::new(&kind.group, &kind.version, &kind.resource, "");
+    let kind_name = discovered_kind(client, &unknown).unwrap_or_else(|| {
+        let singular = kind.resource.strip_suffix('s').unwrap_or(&kind.resource);
+        let mut chars = singular.chars();
+        let guessed: String = chars
+            .next()
+            .map(|c| c.to_ascii_uppercase())
+            .into_iter()
+            .chain(chars)
+            .collect();
+        log::warn!(
+            "could not discover the kind of {}/{}/{}; assuming {guessed}",
+            kind.group,
+            kind.version,
+            kind.resource
+        );
+        guessed
+    });
+    Resource::new(&kind.group, &kind.version, &kind.resource, &kind_name)
+}
+
+/// The Kind API discovery names for `resource`'s plural in its group-version; `None` when
+/// the group-version is not served, does not list it, or discovery fails.
+fn discovered_kind(client: &Client, resource: &Resource) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct ApiResourceList {
         #[serde(default)]
@@ -582,36 +595,13 @@ fn discover(client: &Client, kind: &WorkloadKind) -> Resource {
         name: String,
         kind: String,
     }
-    let path = if kind.group.is_empty() {
-        format!("/api/{}", kind.version)
-    } else {
-        format!("/apis/{}/{}", kind.group, kind.version)
-    };
-    let found = client
-        .get::<ApiResourceList>(&path)
-        .ok()
-        .and_then(|list| list.resources.into_iter().find(|r| r.name == kind.resource));
-    let kind_name = match found {
-        Some(r) => r.kind,
-        None => {
-            let singular = kind.resource.strip_suffix('s').unwrap_or(&kind.resource);
-            let mut chars = singular.chars();
-            let guessed: String = chars
-                .next()
-                .map(|c| c.to_ascii_uppercase())
-                .into_iter()
-                .chain(chars)
-                .collect();
-            log::warn!(
-                "could not discover the kind of {}/{}/{}; assuming {guessed}",
-                kind.group,
-                kind.version,
-                kind.resource
-            );
-            guessed
-        }
-    };
-    Resource::new(&kind.group, &kind.version, &kind.resource, &kind_name)
+    client
+        .get::<ApiResourceList>(&resource.group_version_path())
+        .ok()?
+        .resources
+        .into_iter()
+        .find(|r| r.name == resource.plural)
+        .map(|r| r.kind)
 }
 
 fn spawn_watch<T: watcher::Object>(

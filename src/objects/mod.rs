@@ -134,7 +134,9 @@ impl Resource {
         )
     }
 
-    fn prefix(&self) -> String {
+    /// The group-version's discovery path (`/api/v1`, `/apis/apps/v1`), the prefix of every
+    /// path of this resource.
+    pub fn group_version_path(&self) -> String {
         if self.group.is_empty() {
             format!("/api/{}", self.version)
         } else {
@@ -145,8 +147,8 @@ impl Resource {
     /// Collection path, in one namespace or across all of them.
     pub fn collection_path(&self, namespace: Option<&str>) -> String {
         match namespace {
-            Some(ns) => format!("{}/namespaces/{}/{}", self.prefix(), ns, self.plural),
-            None => format!("{}/{}", self.prefix(), self.plural),
+            Some(ns) => format!("{}/namespaces/{}/{}", self.group_version_path(), ns, self.plural),
+            None => format!("{}/{}", self.group_version_path(), self.plural),
         }
     }
 
