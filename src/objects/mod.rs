@@ -147,7 +147,12 @@ impl Resource {
     /// Collection path, in one namespace or across all of them.
     pub fn collection_path(&self, namespace: Option<&str>) -> String {
         match namespace {
-            Some(ns) => format!("{}/namespaces/{}/{}", self.group_version_path(), ns, self.plural),
+            Some(ns) => format!(
+                "{}/namespaces/{}/{}",
+                self.group_version_path(),
+                ns,
+                self.plural
+            ),
             None => format!("{}/{}", self.group_version_path(), self.plural),
         }
     }
