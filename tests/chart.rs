@@ -4,46 +4,21 @@
 //! ones, so the two cannot drift; every object of a matrix of values matches the API's
 //! OpenAPI schema.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::manifests::{manifests, openapi_problems};
+use crate::manifests::{
+    assert_same_objects, k8s_tool, openapi_problems, parse_objects, plain_objects, Objects,
+};
 
-/// `$WAVELET_HELM`, else `target/k8s-bin/helm`; `None` with a line saying the test did not
-/// run when absent, a panic instead when `CI` is set.
 fn helm() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let path = std::env::var_os("WAVELET_HELM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/k8s-bin/helm"));
-    if path.is_file() {
-        return Some(path);
-    }
-    let message = format!(
-        "{} is absent: this test DID NOT RUN (decompress ../shared/k8s-bin/helm.xz there, as .ci/run does)",
-        path.display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{message}");
-    eprintln!("{message}");
-    None
+    k8s_tool("helm")
 }
 
 fn chart() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/wavelet")
-}
-
-type Objects = BTreeMap<(String, String, String), Value>;
-
-fn key(object: &Value) -> (String, String, String) {
-    let field = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    (
-        field(&object["kind"]),
-        field(&object["metadata"]["namespace"]),
-        field(&object["metadata"]["name"]),
-    )
 }
 
 /// `helm template wavelet charts/wavelet -n wavelet <args>`: Ok(objects) or Err(stderr).
@@ -59,45 +34,14 @@ fn template(helm: &Path, args: &[&str]) -> Result<Objects, String> {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
     let text = String::from_utf8(out.stdout).unwrap();
-    let mut objects = Objects::new();
-    for doc in text.split("\n---\n") {
-        let doc: String = doc
-            .lines()
-            .filter(|l| !l.starts_with('#') && *l != "---")
-            .map(|l| format!("{l}\n"))
-            .collect();
-        if doc.trim().is_empty() {
-            continue;
-        }
-        let object = wavelet::client::yaml::parse(&doc).unwrap_or_else(|e| panic!("{e} in\n{doc}"));
-        assert!(objects.insert(key(&object), object).is_none(), "duplicate");
-    }
-    Ok(objects)
+    Ok(parse_objects("helm template", &text))
 }
 
 /// The plain objects in these directories of `manifests/`, without the Namespace.
 fn plain(dirs: &[&str]) -> Objects {
-    let mut objects = Objects::new();
-    for m in manifests() {
-        let dir = Path::new(&m.path)
-            .parent()
-            .unwrap()
-            .strip_prefix("manifests")
-            .unwrap();
-        if dirs.contains(&dir.to_str().unwrap()) && m.object["kind"] != "Namespace" {
-            objects.insert(key(&m.object), m.object);
-        }
-    }
+    let mut objects = plain_objects(dirs);
+    objects.retain(|(kind, _, _), _| kind != "Namespace");
     objects
-}
-
-fn assert_same(what: &str, got: &Objects, want: &Objects) {
-    let got_keys: Vec<_> = got.keys().collect();
-    let want_keys: Vec<_> = want.keys().collect();
-    assert_eq!(got_keys, want_keys, "{what}: objects differ");
-    for (k, object) in want {
-        assert_eq!(&got[k], object, "{what}: {k:?} differs");
-    }
 }
 
 #[test]
@@ -120,7 +64,7 @@ fn helm_lint_passes() {
 fn the_chart_with_default_values_renders_exactly_the_plain_cluster_wide_manifests() {
     let Some(helm) = helm() else { return };
     let got = template(&helm, &[]).unwrap();
-    assert_same(
+    assert_same_objects(
         "chart defaults vs manifests/ cluster-wide",
         &got,
         &plain(&["", "cluster-wide", "in-cluster"]),
@@ -138,7 +82,7 @@ fn the_chart_with_namespaces_renders_exactly_the_plain_namespaced_manifests() {
     let env = &mut deployment["spec"]["template"]["spec"]["containers"][0]["env"][0];
     assert_eq!(env["name"], "WAVELET_NAMESPACES");
     env["value"] = Value::from("apps");
-    assert_same(
+    assert_same_objects(
         "chart namespaces={apps} vs manifests/ namespaced",
         &got,
         &want,

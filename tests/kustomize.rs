@@ -3,44 +3,16 @@
 //! list the directories of `manifests/` (each has a `Kustomization` file, a name
 //! `kubectl apply -f` skips) and, for `namespaced`, set `WAVELET_NAMESPACES`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::manifests::manifests;
+use crate::manifests::{assert_same_objects, k8s_tool, parse_objects, plain_objects, Objects};
 
-/// The `kubectl` binary: `$WAVELET_KUBECTL`, else `target/k8s-bin/kubectl` (decompressed from
-/// ../shared/k8s-bin by `.ci/run`). `None` (with a line saying the test did not run) when
-/// absent; a panic instead when `CI` is set, so CI cannot pass without running it.
+/// The `kubectl` binary decompressed from ../shared/k8s-bin (see [`k8s_tool`]).
 pub fn kubectl() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let path = std::env::var_os("WAVELET_KUBECTL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/k8s-bin/kubectl"));
-    if path.is_file() {
-        return Some(path);
-    }
-    let message = format!(
-        "{} is absent: this test DID NOT RUN (decompress ../shared/k8s-bin/kubectl.xz there, as .ci/run does)",
-        path.display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{message}");
-    eprintln!("{message}");
-    None
-}
-
-/// Objects keyed by kind, namespace and name.
-type Objects = BTreeMap<(String, String, String), Value>;
-
-fn key(object: &Value) -> (String, String, String) {
-    let field = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    (
-        field(&object["kind"]),
-        field(&object["metadata"]["namespace"]),
-        field(&object["metadata"]["name"]),
-    )
+    k8s_tool("kubectl")
 }
 
 /// The objects `kubectl kustomize kustomize/<shape>` renders.
@@ -57,67 +29,31 @@ fn kustomized(kubectl: &Path, shape: &str) -> Objects {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let mut objects = Objects::new();
-    for doc in text.split("\n---\n").filter(|d| !d.trim().is_empty()) {
-        let object = wavelet::client::yaml::parse(doc)
-            .unwrap_or_else(|e| panic!("kustomize/{shape}: {e} in\n{doc}"));
-        assert!(objects.insert(key(&object), object).is_none(), "duplicate");
-    }
-    objects
-}
-
-/// The plain objects in the given directories of `manifests/` ("" is the top level only).
-fn plain(dirs: &[&str]) -> Objects {
-    let mut objects = Objects::new();
-    for m in manifests() {
-        let dir = Path::new(&m.path)
-            .parent()
-            .unwrap()
-            .strip_prefix("manifests")
-            .unwrap();
-        if dirs.contains(&dir.to_str().unwrap()) {
-            assert!(
-                objects.insert(key(&m.object), m.object).is_none(),
-                "duplicate"
-            );
-        }
-    }
-    objects
+    parse_objects(&format!("kustomize/{shape}"), &text)
 }
 
 fn assert_same(shape: &str, got: Objects, want: Objects) {
-    let got_keys: Vec<_> = got.keys().collect();
-    let want_keys: Vec<_> = want.keys().collect();
-    assert_eq!(
-        got_keys, want_keys,
-        "kustomize/{shape}: objects differ from manifests/"
-    );
-    for (k, object) in &want {
-        assert_eq!(
-            &got[k], object,
-            "kustomize/{shape}: {k:?} differs from manifests/"
-        );
-    }
+    assert_same_objects(&format!("kustomize/{shape} vs manifests/"), &got, &want);
 }
 
 #[test]
 fn the_cluster_wide_overlay_renders_exactly_the_plain_cluster_wide_manifests() {
     let Some(kubectl) = kubectl() else { return };
-    let want = plain(&["", "cluster-wide", "in-cluster"]);
+    let want = plain_objects(&["", "cluster-wide", "in-cluster"]);
     assert_same("cluster-wide", kustomized(&kubectl, "cluster-wide"), want);
 }
 
 #[test]
 fn the_proxy_sidecar_overlay_renders_exactly_the_plain_proxy_sidecar_manifests() {
     let Some(kubectl) = kubectl() else { return };
-    let want = plain(&["", "cluster-wide", "proxy-sidecar"]);
+    let want = plain_objects(&["", "cluster-wide", "proxy-sidecar"]);
     assert_same("proxy-sidecar", kustomized(&kubectl, "proxy-sidecar"), want);
 }
 
 #[test]
 fn the_namespaced_overlay_renders_the_plain_namespaced_manifests_with_wavelet_namespaces_set() {
     let Some(kubectl) = kubectl() else { return };
-    let mut want = plain(&["", "namespaced", "in-cluster"]);
+    let mut want = plain_objects(&["", "namespaced", "in-cluster"]);
     let deployment = want
         .get_mut(&("Deployment".into(), "wavelet".into(), "wavelet".into()))
         .unwrap();

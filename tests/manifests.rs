@@ -33,6 +33,90 @@ pub fn manifests() -> Vec<Manifest> {
         .collect()
 }
 
+/// A tool decompressed from ../shared/k8s-bin (`kubectl`, `helm`): `$WAVELET_<NAME>`, else
+/// `target/k8s-bin/<name>` (where `.ci/run` puts it). `None` (with a line saying the test
+/// did not run) when absent; a panic instead when `CI` is set, so CI cannot pass without it.
+pub fn k8s_tool(name: &str) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = std::env::var_os(format!("WAVELET_{}", name.to_ascii_uppercase()))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/k8s-bin").join(name));
+    if path.is_file() {
+        return Some(path);
+    }
+    let message = format!(
+        "{} is absent: this test DID NOT RUN (decompress ../shared/k8s-bin/{name}.xz there, as .ci/run does)",
+        path.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{message}");
+    eprintln!("{message}");
+    None
+}
+
+/// Objects keyed by kind, namespace and name.
+pub type Objects = BTreeMap<(String, String, String), Value>;
+
+pub fn object_key(object: &Value) -> (String, String, String) {
+    let field = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    (
+        field(&object["kind"]),
+        field(&object["metadata"]["namespace"]),
+        field(&object["metadata"]["name"]),
+    )
+}
+
+/// The objects of a multi-document YAML stream (`helm template`, `kubectl kustomize`);
+/// comment lines and empty documents are skipped, a duplicate object is a failure.
+pub fn parse_objects(origin: &str, text: &str) -> Objects {
+    let mut objects = Objects::new();
+    for doc in text.split("\n---\n") {
+        let doc: String = doc
+            .lines()
+            .filter(|l| !l.starts_with('#') && *l != "---")
+            .map(|l| format!("{l}\n"))
+            .collect();
+        if doc.trim().is_empty() {
+            continue;
+        }
+        let object = wavelet::client::yaml::parse(&doc)
+            .unwrap_or_else(|e| panic!("{origin}: {e} in\n{doc}"));
+        assert!(
+            objects.insert(object_key(&object), object).is_none(),
+            "{origin}: duplicate"
+        );
+    }
+    objects
+}
+
+/// The plain objects in the given directories of `manifests/` ("" is the top level only).
+pub fn plain_objects(dirs: &[&str]) -> Objects {
+    let mut objects = Objects::new();
+    for m in manifests() {
+        let dir = Path::new(&m.path)
+            .parent()
+            .unwrap()
+            .strip_prefix("manifests")
+            .unwrap();
+        if dirs.contains(&dir.to_str().unwrap()) {
+            assert!(
+                objects.insert(object_key(&m.object), m.object).is_none(),
+                "duplicate"
+            );
+        }
+    }
+    objects
+}
+
+/// `got` has exactly the objects of `want`, each equal.
+pub fn assert_same_objects(what: &str, got: &Objects, want: &Objects) {
+    let got_keys: Vec<_> = got.keys().collect();
+    let want_keys: Vec<_> = want.keys().collect();
+    assert_eq!(got_keys, want_keys, "{what}: objects differ");
+    for (k, object) in want {
+        assert_eq!(&got[k], object, "{what}: {k:?} differs");
+    }
+}
+
 /// The one manifest at `path` (relative to `manifests/`).
 pub fn manifest(path: &str) -> Value {
     let full = format!("manifests/{path}");
