@@ -119,3 +119,139 @@ impl WatchStream {
         }
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A reader that hands out its bytes in pieces of the given sizes (cycling), then `end`.
+    struct Pieces {
+        data: Vec<u8>,
+        pos: usize,
+        sizes: Vec<usize>,
+        turn: usize,
+        broken_at_end: bool,
+    }
+
+    impl Read for Pieces {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.pos == self.data.len() {
+                if self.broken_at_end {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        "connection reset by peer",
+                    ));
+                }
+                return Ok(0);
+            }
+            let size = self.sizes[self.turn % self.sizes.len()]
+                .min(buf.len())
+                .min(self.data.len() - self.pos);
+            self.turn += 1;
+            buf[..size].copy_from_slice(&self.data[self.pos..self.pos + size]);
+            self.pos += size;
+            Ok(size)
+        }
+    }
+
+    fn stream(data: &[u8], sizes: &[usize], broken_at_end: bool) -> WatchStream {
+        let reader = Pieces {
+            data: data.to_vec(),
+            pos: 0,
+            sizes: sizes.to_vec(),
+            turn: 0,
+            broken_at_end,
+        };
+        WatchStream::new(Box::new(reader), "/api/v1/configmaps?watch=true")
+    }
+
+    pub(in crate::client) fn all_lines(stream: &mut WatchStream) -> Result<Vec<String>, Error> {
+        let mut lines = Vec::new();
+        while let Some(line) = stream.next_line()? {
+            lines.push(String::from_utf8(line).expect("utf-8"));
+        }
+        Ok(lines)
+    }
+
+    #[test]
+    fn watch_lines_are_split_on_newlines_never_on_read_boundaries() {
+        let events = [
+            r#"{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"1"}}}"#,
+            r#"{"type":"MODIFIED","object":{"kind":"ConfigMap","metadata":{"name":"b","resourceVersion":"2"}}}"#,
+            r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"3"}}}"#,
+        ];
+        let body = format!("{}\n\n{}\n{}\n", events[0], events[1], events[2]);
+        for sizes in [
+            vec![1],
+            vec![2],
+            vec![3, 7],
+            vec![5, 1, 64],
+            vec![97],
+            vec![1 << 20],
+        ] {
+            let lines =
+                all_lines(&mut stream(body.as_bytes(), &sizes, false)).expect("clean stream");
+            assert_eq!(lines, events, "read sizes {sizes:?}");
+        }
+    }
+
+    #[test]
+    fn a_clean_end_of_the_stream_is_none_and_stays_none() {
+        let mut s = stream(b"{\"type\":\"ADDED\"}\n  \n", &[4], false);
+        assert_eq!(
+            s.next_line().expect("line"),
+            Some(b"{\"type\":\"ADDED\"}".to_vec())
+        );
+        assert_eq!(s.next_line().expect("end"), None);
+        assert_eq!(s.next_line().expect("still the end"), None);
+        assert_eq!(
+            stream(b"", &[1], false).next_line().expect("empty stream"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_stream_that_ends_in_the_middle_of_a_line_is_a_transport_error() {
+        let mut s = stream(b"{\"type\":\"ADDED\"}\n{\"type\":\"MODI", &[3], false);
+        assert!(s.next_line().expect("first line").is_some());
+        match s.next_line() {
+            Err(Error::Transport(message)) => {
+                assert!(message.contains("middle of an event"), "{message}")
+            }
+            other => panic!("expected a transport error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_broken_connection_is_a_transport_error() {
+        let mut s = stream(b"{\"type\":\"ADDED\"}\n{\"ty", &[100], true);
+        assert!(s.next_line().expect("first line").is_some());
+        match s.next_line() {
+            Err(Error::Transport(message)) => {
+                assert!(message.contains("connection broken"), "{message}")
+            }
+            other => panic!("expected a transport error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_10_mib_watch_line_is_refused_by_the_default_limit() {
+        let mut line = vec![b'x'; 10 << 20];
+        line.push(b'\n');
+        let mut s = stream(&line, &[64 << 10], false);
+        match s.next_line() {
+            Err(Error::Decode(message)) => assert!(message.contains("longer than 8 MiB")),
+            other => panic!(
+                "expected a decode error, got {:?}",
+                other.map(|l| l.map(|l| l.len()))
+            ),
+        }
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_is_an_error() {
+        let mut s = stream(&vec![b'x'; 300_000], &[70_000], false);
+        s.max_line = 100_000;
+        assert!(matches!(s.next_line(), Err(Error::Decode(_))));
+    }
+}
