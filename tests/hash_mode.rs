@@ -556,14 +556,7 @@ fn a_custom_workload_kind_is_patched_with_a_merge_patch() {
 fn namespaces_flag_limits_what_is_watched() {
     let fake = FakeApi::start();
     for ns in ["team-a", "team-b"] {
-        fake.apply(configmap(ns, "app-config", &[("color", "blue")]));
-        fake.apply(workload(
-            "Deployment",
-            ns,
-            "web",
-            opted_in(),
-            mounts_configmap("app-config"),
-        ));
+        add_web(&fake, ns);
     }
     add_barrier(&fake, "configmaps", "team-a");
     let mut args = fast_one_worker();

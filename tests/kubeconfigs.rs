@@ -152,14 +152,7 @@ printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential"
 #[test]
 fn an_exec_plugins_token_is_used_and_refreshed_after_a_401_and_never_printed() {
     let fake = FakeApi::start();
-    fake.apply(configmap("default", "app-config", &[("color", "blue")]));
-    fake.apply(workload(
-        "Deployment",
-        "default",
-        "web",
-        opted_in(),
-        mounts_configmap("app-config"),
-    ));
+    add_web(&fake, "default");
     let dir = TempDir::new("exec");
     dir.write("token", "exec-token-one");
     fake.require_token(Some("exec-token-one"));
@@ -216,14 +209,7 @@ fn an_exec_plugins_token_is_used_and_refreshed_after_a_401_and_never_printed() {
 #[test]
 fn an_exec_credential_is_run_again_when_it_expires() {
     let fake = FakeApi::start();
-    fake.apply(configmap("default", "app-config", &[("color", "blue")]));
-    fake.apply(workload(
-        "Deployment",
-        "default",
-        "web",
-        opted_in(),
-        mounts_configmap("app-config"),
-    ));
+    add_web(&fake, "default");
     fake.require_token(Some("exec-token"));
     let dir = TempDir::new("exec-expiry");
     dir.write("token", "exec-token");
@@ -356,14 +342,7 @@ fn impersonation_is_sent_as_headers() {
 fn status_and_hash_default_to_the_contexts_namespace() {
     let fake = FakeApi::start();
     for ns in ["team-a", "team-b"] {
-        fake.apply(configmap(ns, "app-config", &[("color", "blue")]));
-        fake.apply(workload(
-            "Deployment",
-            ns,
-            "web",
-            opted_in(),
-            mounts_configmap("app-config"),
-        ));
+        add_web(&fake, ns);
     }
     let dir = TempDir::new("context-ns");
     let text = kubeconfig_text(&fake.url(), &[], &["token: t"])

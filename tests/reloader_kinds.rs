@@ -299,14 +299,7 @@ fn the_restart_strategy_sets_restart_at_and_leaves_the_template_alone() {
 fn namespaces_to_ignore_are_filtered_by_the_api_server_when_watching_all_namespaces() {
     let fake = FakeApi::start();
     for ns in ["kept", "ignored"] {
-        fake.apply(configmap(ns, "app-config", &[("color", "blue")]));
-        fake.apply(workload(
-            "Deployment",
-            ns,
-            "web",
-            opted_in(),
-            mounts_configmap("app-config"),
-        ));
+        add_web(&fake, ns);
     }
     with_marker(&fake, "kept");
     let mut args = FAST.to_vec();
@@ -383,14 +376,7 @@ fn namespace_selector_acts_only_in_matching_namespaces_and_picks_up_one_labelled
     fake.apply(namespace("team-a", json!({"team": "a"})));
     fake.apply(namespace("team-b", json!({"team": "b"})));
     for ns in ["team-a", "team-b"] {
-        fake.apply(configmap(ns, "app-config", &[("color", "blue")]));
-        fake.apply(workload(
-            "Deployment",
-            ns,
-            "web",
-            opted_in(),
-            mounts_configmap("app-config"),
-        ));
+        add_web(&fake, ns);
     }
     with_marker(&fake, "team-a");
     let mut args = FAST.to_vec();

@@ -257,19 +257,24 @@ pub fn workload(kind: &str, ns: &str, name: &str, annotations: Value, pod_spec: 
     })
 }
 
-/// The smallest hash-mode cluster: ConfigMap `default/app-config` {color: blue} and an
-/// opted-in Deployment `default/web` that mounts it.
+/// The smallest hash-mode cluster: [`add_web`] in `default`.
 pub fn fake_with_web() -> FakeApi {
     let fake = FakeApi::start();
-    fake.apply(configmap("default", "app-config", &[("color", "blue")]));
+    add_web(&fake, "default");
+    fake
+}
+
+/// Adds ConfigMap `<ns>/app-config` {color: blue} and an opted-in Deployment `<ns>/web`
+/// that mounts it.
+pub fn add_web(fake: &FakeApi, ns: &str) {
+    fake.apply(configmap(ns, "app-config", &[("color", "blue")]));
     fake.apply(workload(
         "Deployment",
-        "default",
+        ns,
         "web",
         opted_in(),
         mounts_configmap("app-config"),
     ));
-    fake
 }
 
 pub fn opted_in() -> Value {
