@@ -27,3 +27,6 @@ pub mod commands;
 pub mod controller;
 pub mod migrate;
 pub mod ops;
+
+#[cfg(test)]
+mod testing;

@@ -612,29 +612,7 @@ impl Resolver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// A fresh directory under the system temp dir, removed on drop.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new() -> TempDir {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let dir = std::env::temp_dir().join(format!(
-                "wavelet-kubeconfig-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ));
-            std::fs::create_dir_all(&dir).expect("create temp dir");
-            TempDir(dir)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::testing::TempDir;
 
     fn config(cluster: &str, user: &str) -> String {
         format!(
@@ -675,7 +653,7 @@ mod tests {
 
     #[test]
     fn relative_file_paths_resolve_against_the_kubeconfig_directory() {
-        let dir = TempDir::new();
+        let dir = TempDir::new("kubeconfig");
         std::fs::create_dir_all(dir.0.join("pki")).expect("mkdir");
         std::fs::write(dir.0.join("pki/ca.crt"), "CA").expect("write");
         std::fs::write(dir.0.join("client.crt"), "CERT").expect("write");

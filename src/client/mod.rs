@@ -600,10 +600,10 @@ fn get_verb(path_and_query: &str) -> &'static str {
 mod tests {
     use super::stream::tests::all_lines;
     use super::*;
+    use crate::testing::TempDir;
     use serde_json::{json, Value};
     use std::io::{BufRead, Write};
     use std::net::{TcpListener, TcpStream};
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
 
     // Test PKI made with openssl for these tests (EC P-256, valid until 2126): a CA, a server
@@ -680,34 +680,6 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     // -----------------------------------------------------------------------------------------
     // Helpers
-
-    /// A fresh directory under the system temp dir, removed on drop.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new() -> TempDir {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let dir = std::env::temp_dir().join(format!(
-                "wavelet-client-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ));
-            std::fs::create_dir_all(&dir).expect("create temp dir");
-            TempDir(dir)
-        }
-
-        fn write(&self, name: &str, contents: &str) -> PathBuf {
-            let path = self.0.join(name);
-            std::fs::write(&path, contents).expect("write temp file");
-            path
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 
     fn api_status(result: Result<impl std::fmt::Debug, Error>) -> Status {
         match result {
@@ -1075,7 +1047,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn a_token_file_is_re_read_after_a_minute_and_after_a_401() {
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         let path = dir.write("token", "first\n");
         let source = TokenSource::file(path.clone(), "token file", "hint".into()).expect("token");
         let t0 = Instant::now();
@@ -1108,7 +1080,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn an_unreadable_token_file_keeps_the_last_token() {
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         let path = dir.write("token", "kept");
         let source = TokenSource::file(path.clone(), "token file", "hint".into()).expect("token");
         std::fs::remove_file(&path).expect("remove");
@@ -1121,7 +1093,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn a_missing_token_file_names_the_file_and_the_flags_that_help() {
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         dir.write("ca.crt", CA_CRT);
         let m = config_message(Client::in_cluster_from(&dir.0, "10.96.0.1", "443", false));
         assert!(
@@ -1153,7 +1125,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn https_without_a_ca_says_which_kubeconfig_field_to_set() {
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         let path = dir.write(
             "config",
             &kubeconfig_text("https://10.0.0.1:6443", "", "    token: t\n"),
@@ -1231,7 +1203,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn server_flag_wins_and_plain_http_has_no_namespace() {
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         let kubeconfig = dir.write(
             "config",
             &kubeconfig_text("https://10.0.0.1:6443", "", "    token: t\n"),
@@ -1252,7 +1224,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn kubeconfig_flag_wins_over_the_environment_and_kubeconfig_env_uses_the_first_path() {
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         let insecure = "    insecure-skip-tls-verify: true\n";
         let a = dir.write(
             "a",
@@ -1289,7 +1261,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn in_cluster_comes_before_the_home_kubeconfig() {
-        let home = TempDir::new();
+        let home = TempDir::new("client");
         std::fs::create_dir_all(home.0.join(".kube")).expect("mkdir");
         home.write(
             ".kube/config",
@@ -1323,7 +1295,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn nothing_configured_says_which_flags_to_pass() {
-        let home = TempDir::new();
+        let home = TempDir::new("client");
         let m = config_message(Client::from_flags_with_env(
             &ConnectionFlags::default(),
             &env(&[("HOME", &home.0.display().to_string())]),
@@ -1364,7 +1336,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn in_cluster_brackets_ipv6_hosts_and_reads_the_namespace() {
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         dir.write("token", "t");
         dir.write("ca.crt", CA_CRT);
         dir.write("namespace", "wavelet-system\n");
@@ -1652,7 +1624,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
 
     #[test]
     fn a_401_re_reads_the_rotated_token_file_and_retries_once() {
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         let token = dir.write("token", "old-token");
         let unauthorized = || {
             json_response(
@@ -1745,7 +1717,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
             vec![json_response("200 OK", &json!({"kind": "ConfigMap"}))],
             false,
         );
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         dir.write("token", "sa-token\n");
         dir.write("ca.crt", CA_CRT);
         dir.write("namespace", "apps");
@@ -1764,7 +1736,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
     #[test]
     fn a_server_certificate_from_another_ca_is_refused_with_a_hint_naming_the_ca_and_the_flag() {
         let server = FakeServer::https(vec![json_response("200 OK", &json!({}))], false);
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         dir.write("token", "sa-token");
         dir.write("ca.crt", OTHER_CA_CRT);
         let client =
@@ -1782,7 +1754,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
     #[test]
     fn kubeconfig_client_certificates_are_presented_to_the_server() {
         let server = FakeServer::https(vec![json_response("200 OK", &json!({"major": "1"}))], true);
-        let dir = TempDir::new();
+        let dir = TempDir::new("client");
         dir.write("client.crt", CLIENT_CRT);
         dir.write("client.key", CLIENT_KEY);
         let ca_data = crate::objects::base64::encode(CA_CRT.as_bytes());
