@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::fake::FakeApi;
+use crate::fake::{FakeApi, Fault};
 use crate::util::*;
 
 const NS: &str = "default";
@@ -664,10 +664,8 @@ fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
 /// wavelet records the new hash on the metadata instead of rolling them a second time.
 #[test]
 fn a_template_edit_that_adds_a_reference_gives_exactly_one_new_revision() {
-    let (fake, wavelet) = adopted_with_barrier("Deployment");
+    let (fake, wavelet) = adopted("Deployment");
     fake.apply(configmap(NS, "extra", &[("k", "1")]));
-    // Wavelet has seen `extra` before the edit names it (same watch stream, in order).
-    barrier_change(&fake, &wavelet, "configmaps", NS);
     fake.merge_patch(
         "deployments",
         NS,
@@ -727,4 +725,55 @@ fn a_data_change_in_the_window_of_a_template_edit_rolls_once() {
         template_patches(f, "deployments", NS, "web") == 2
     });
     assert_eq!(fake.revisions("deployments", NS, "web"), 4);
+}
+
+/// An update of the workload that lands while wavelet's own write is in flight (the
+/// Deployment controller's status, someone's label) is newer than what wavelet decided
+/// from but older than its write: wavelet waits for its write instead of acting again.
+/// (Its write is held a second by the fake, and the write's watch event a second more.)
+#[test]
+fn an_update_between_our_write_and_its_watch_event_does_not_roll() {
+    let (fake, wavelet) = adopted_with_barrier("Deployment");
+    fake.apply(configmap(NS, "extra", &[("k", "1")]));
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    let patches_before = fake.patches("deployments", NS, "web").len();
+    fake.inject(Fault::Slow {
+        method: "PATCH".into(),
+        resource: "deployments".into(),
+        delay: Duration::from_secs(1),
+    });
+    fake.merge_patch(
+        "deployments",
+        NS,
+        "web",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx",
+            "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}],
+            "envFrom": [{"configMapRef": {"name": "extra"}}]}]}}}}),
+    );
+    eventually(&fake, &wavelet, "wavelet's record sent (and held)", |f| {
+        f.patches("deployments", NS, "web").len() > patches_before
+    });
+    // Its watch event comes a second late: wavelet reconciles on the label first.
+    fake.inject(Fault::SlowEvent {
+        resource: "deployments".into(),
+        needle: expected_hash(&fake, "deployments", NS, "web"),
+        delay: Duration::from_secs(1),
+    });
+    fake.merge_patch(
+        "deployments",
+        NS,
+        "web",
+        json!({"metadata": {"labels": {"team": "a"}}}),
+    );
+    eventually(&fake, &wavelet, "the new hash recorded", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.as_deref()
+            == Some(expected_hash(f, "deployments", NS, "web").as_str())
+    });
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
+    assert_eq!(
+        fake.revisions("deployments", NS, "web"),
+        2,
+        "the edit's own only"
+    );
 }

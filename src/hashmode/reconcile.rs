@@ -27,7 +27,6 @@ use crate::hashmode::counted::counted;
 use crate::hashmode::hash;
 use crate::hashmode::rollout::{self, Style};
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
-use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, Digest, Resource, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::watch::cache::{Cache, WorkloadEntry};
@@ -81,14 +80,20 @@ pub struct HashModeSettings {
     pub absent_is_filtered: bool,
 }
 
+/// How long wavelet waits for its watch to show its own write before it believes a cache
+/// that still lacks it (a watch delivers within milliseconds; a relist within minutes).
+const OWN_WRITE_SEEN_WITHIN: Duration = Duration::from_secs(60);
+
 /// What the reconciler remembers per workload between reconciles (lost on restart, which
 /// is fine: the API server holds the hash that matters).
 #[derive(Default)]
 struct Memory {
     /// Per referenced object, a digest of its part of the canonical form.
     fingerprints: Vec<Fingerprint>,
-    /// The hash last patched, and the workload's resourceVersion before that patch.
-    written: Option<(String, ResourceVersion)>,
+    /// The hash last patched, and when: until the watch shows it (every write puts it on
+    /// the metadata, so a cached object recording it has seen the write), the cache is
+    /// older than the write, whatever other updates it has shown meanwhile.
+    written: Option<(String, Instant)>,
     /// The missing-configuration message last warned about.
     warned_missing: Option<String>,
     /// A throttling Warning was emitted and the workload has not rolled since.
@@ -210,12 +215,11 @@ impl Reconciler {
         // 3.–7., decided from the facts alone (`next_step`).
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
         let recorded = entry.recorded_hash().map(str::to_owned);
-        let written_unseen = remembered
-            .written
-            .as_ref()
-            .is_some_and(|(written, rv_before)| {
-                *written == computed.hash && *rv_before == entry.resource_version
-            });
+        // How long our own write may stay unseen before the cache is believed: past it, an
+        // annotation someone else removed is written again.
+        let written_unseen = remembered.written.as_ref().is_some_and(|(written, at)| {
+            *written == computed.hash && at.elapsed() < OWN_WRITE_SEEN_WITHIN
+        });
         let window = entry
             .counting
             .pause_period
@@ -258,6 +262,7 @@ impl Reconciler {
                 remembered.written = None;
                 return Ok((Action::Done, Outcome::UpToDate));
             }
+            // The watch showing the write wakes it (or, past the wait, the next relist).
             Step::AwaitingWatch => return Ok((Action::Done, Outcome::AwaitingWatch)),
             Step::Debounce(wait) => return Ok((Action::RequeueAfter(wait), Outcome::Debouncing)),
             Step::Adopt | Step::Record => {
@@ -279,7 +284,7 @@ impl Reconciler {
                     log::info!("{key}: {line}");
                 }
                 remembered.fingerprints = fingerprints;
-                remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
+                remembered.written = Some((computed.hash.clone(), Instant::now()));
                 let hash = computed.hash;
                 let outcome = if step == Step::Adopt {
                     Outcome::Adopted { hash }
@@ -348,7 +353,7 @@ impl Reconciler {
             self.recorder.normal(&about, "ConfigChanged", &message);
         }
         remembered.fingerprints = fingerprints;
-        remembered.written = Some((computed.hash.clone(), entry.resource_version.clone()));
+        remembered.written = Some((computed.hash.clone(), Instant::now()));
         remembered.warned_throttle = false;
         Ok((
             Action::Done,

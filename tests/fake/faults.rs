@@ -50,6 +50,13 @@ pub enum Fault {
     /// their own (the `\n` is added): a malformed event from a misbehaving server. The stream
     /// then goes on normally.
     GarbageLine { resource: String, line: Vec<u8> },
+    /// The next event line on a watch of `resource` that contains `needle` is written
+    /// `delay` late (the lines after it wait too, as on a lagging watch).
+    SlowEvent {
+        resource: String,
+        needle: String,
+        delay: Duration,
+    },
     /// The next `GET` (list or get) of `resource` is answered `200 application/json` with
     /// this body, whatever it is.
     Body { resource: String, body: Vec<u8> },
@@ -65,6 +72,8 @@ pub enum LineFault {
     Drop,
     /// Write these bytes plus "\n" first, then the line.
     Garbage(Vec<u8>),
+    /// Wait this long, then write the line.
+    Delay(Duration),
 }
 
 /// The APF rejection body (§8.3).
@@ -155,11 +164,13 @@ impl Faults {
         }
     }
 
-    /// What happens to the next event line written on a watch of `resource`.
-    pub fn take_line_fault(&mut self, resource: &str) -> LineFault {
+    /// What happens to `line`, the next event line written on a watch of `resource`.
+    pub fn take_line_fault(&mut self, resource: &str, line: &str) -> LineFault {
         match self.take(|f| {
             matches!(f, Fault::DropWatchMidEvent { resource: r } | Fault::TruncatedLine { resource: r } | Fault::GarbageLine { resource: r, .. } if r == resource)
+                || matches!(f, Fault::SlowEvent { resource: r, needle, .. } if r == resource && line.contains(needle.as_str()))
         }) {
+            Some(Fault::SlowEvent { delay, .. }) => LineFault::Delay(delay),
             Some(Fault::DropWatchMidEvent { .. }) => LineFault::Drop,
             Some(Fault::TruncatedLine { .. }) => LineFault::Truncate,
             Some(Fault::GarbageLine { line, .. }) => LineFault::Garbage(line),

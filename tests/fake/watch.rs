@@ -112,7 +112,7 @@ fn with_faults(state: &mut State, resource: &str, lines: Vec<String>) -> Vec<Lin
     lines
         .into_iter()
         .map(|l| Line {
-            fault: state.faults.take_line_fault(resource),
+            fault: state.faults.take_line_fault(resource, &l),
             bytes: l.into_bytes(),
         })
         .collect()
@@ -127,6 +127,11 @@ fn write_lines(out: &mut ChunkedStream, lines: Vec<Line>, burst: bool) -> io::Re
         match line.fault {
             LineFault::None if burst => pending.extend_from_slice(&line.bytes),
             LineFault::None => out.chunk(&line.bytes)?,
+            LineFault::Delay(delay) => {
+                out.burst(&std::mem::take(&mut pending))?;
+                std::thread::sleep(delay);
+                out.chunk(&line.bytes)?;
+            }
             LineFault::Garbage(mut garbage) => {
                 garbage.push(b'\n');
                 pending.extend_from_slice(&garbage);
