@@ -364,7 +364,9 @@ impl Controller {
                     secret_reads: fetcher.len(),
                     leader: gate.may_write(),
                     ready: synced.is_open(),
+                    // Read by the HTTP thread when /metrics is scraped.
                     resident_bytes: None,
+                    cpu_seconds: None,
                 }
             }),
         }

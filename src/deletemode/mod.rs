@@ -681,12 +681,14 @@ impl Work<ConfigKey> for DeleteMode {
             Outcome::DryRun { pods } => metrics::global()
                 .pod_replacements
                 .add(&["dry_run"], *pods as u64),
+            Outcome::Blocked => metrics::global().pod_replacement_retries.inc(&["blocked"]),
             _ => {}
         }
         Ok(action)
     }
 
     fn failed(&self, key: &ConfigKey, err: &Error, delay: Duration) {
+        metrics::global().pod_replacement_retries.inc(&["error"]);
         log::warn!("{key}: delete mode failed, retrying in {delay:?}: {err}");
     }
 }

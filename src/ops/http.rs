@@ -214,6 +214,7 @@ fn respond(method: &str, path: &str, endpoints: &Endpoints) -> (u16, &'static st
         "/metrics" => {
             let mut gauges = (endpoints.gauges)();
             gauges.resident_bytes = metrics::resident_bytes();
+            gauges.cpu_seconds = metrics::cpu_seconds();
             (
                 200,
                 "text/plain; version=0.0.4; charset=utf-8",

@@ -90,6 +90,10 @@ pub struct Metrics {
     /// Pods deleted or evicted by finished delete-mode replacements, by result
     /// (`replaced`, `dry_run`).
     pub pod_replacements: CounterVec,
+    /// Delete-mode replacement steps that did not go through and are retried, by reason:
+    /// `blocked` (an eviction refused, e.g. by a PodDisruptionBudget), `error` (the step
+    /// failed). Without it a replacement that never finishes shows only in Events and logs.
+    pub pod_replacement_retries: CounterVec,
     /// Changes not acted on, by reason: `throttled`, `missing_config`, `not_leader`.
     pub changes_skipped: CounterVec,
     /// Relists by (resource, reason): `initial`, `resync`, `expired`, `error`.
@@ -123,6 +127,7 @@ pub struct Gauges {
     pub leader: bool,
     pub ready: bool,
     pub resident_bytes: Option<u64>,
+    pub cpu_seconds: Option<f64>,
 }
 
 /// Resident set size from `/proc/self/status` (`VmRSS`), in bytes.
@@ -144,6 +149,25 @@ pub fn parse_vm_rss(status: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// User plus system CPU time of the whole process from `/proc/self/stat`, in seconds.
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    parse_cpu_seconds(&stat)
+}
+
+/// `utime + stime` of a `/proc/PID/stat` line, in seconds. The fields count in USER_HZ
+/// ticks, which the kernel fixes at 100 for /proc on every architecture wavelet ships for
+/// (Prometheus's own procfs reader assumes the same).
+pub fn parse_cpu_seconds(stat: &str) -> Option<f64> {
+    const USER_HZ: f64 = 100.0;
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11); // field 3 (state) is index 0
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / USER_HZ)
+}
+
 /// Renders everything in the Prometheus text exposition format.
 pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
     let mut out = String::new();
@@ -160,6 +184,13 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         "Pods replaced (deleted or evicted) by delete mode, by result.",
         &["result"],
         &metrics.pod_replacements,
+    );
+    counter_vec(
+        &mut out,
+        "wavelet_pod_replacement_retries_total",
+        "Delete-mode replacement steps retried, by reason (blocked: eviction refused; error).",
+        &["reason"],
+        &metrics.pod_replacement_retries,
     );
     counter_vec(
         &mut out,
@@ -277,6 +308,15 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
             bytes,
         );
     }
+    if let Some(seconds) = gauges.cpu_seconds {
+        header(
+            &mut out,
+            "process_cpu_seconds_total",
+            "User and system CPU time spent, in seconds.",
+            "counter",
+        );
+        let _ = writeln!(out, "process_cpu_seconds_total {seconds}");
+    }
     out
 }
 
@@ -345,11 +385,13 @@ mod tests {
         let m = Metrics::default();
         m.rollouts.inc(&["Deployment", "rolled"]);
         m.watch_relists.inc(&["configmaps", "initial"]);
+        m.pod_replacement_retries.inc(&["blocked"]);
         let text = render(
             &m,
             &Gauges {
                 requests: vec![(("list", 200), 3)],
                 resident_bytes: Some(4096),
+                cpu_seconds: Some(0.37),
                 ..Gauges::default()
             },
         );
@@ -369,6 +411,10 @@ mod tests {
         assert!(text.contains("wavelet_rollouts_total{kind=\"Deployment\",result=\"rolled\"} 1\n"));
         assert!(text.contains("wavelet_api_requests_total{verb=\"list\",code=\"200\"} 3\n"));
         assert!(text.contains("process_resident_memory_bytes 4096\n"));
+        assert!(text.contains("wavelet_pod_replacement_retries_total{reason=\"blocked\"} 1\n"));
+        assert!(text.contains(
+            "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 0.37\n"
+        ));
     }
 
     #[test]
@@ -381,5 +427,18 @@ mod tests {
         let status = "Name:\twavelet\nVmRSS:\t    5120 kB\nThreads:\t9\n";
         assert_eq!(parse_vm_rss(status), Some(5120 * 1024));
         assert_eq!(parse_vm_rss("Name: x\n"), None);
+    }
+
+    #[test]
+    fn cpu_seconds_add_user_and_system_ticks_after_a_command_name_with_spaces() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 37 0 0 20 0 9 0";
+        assert_eq!(parse_cpu_seconds(stat), Some(2.87));
+        assert_eq!(parse_cpu_seconds("42 (x) S 1"), None);
+    }
+
+    #[test]
+    fn cpu_seconds_of_this_process_are_read() {
+        assert!(cpu_seconds().is_some());
     }
 }
