@@ -25,6 +25,8 @@
 //! ×, default 1), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
 //! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024).
+//! `WAVELET_BENCH_HOLD=<file>` (real server only) keeps the control plane up after the run
+//! for profiling: the file names its kubeconfig; removing the file ends the run.
 //! Benchmarks are not tests: nothing here fails on a figure.
 //!
 //! Against a real control plane: `WAVELET_BENCH_REAL=target/k8s-bin` (the binaries the
