@@ -1,6 +1,10 @@
 //! The RBAC in `manifests/` is exactly what wavelet uses: every request the binary sent is
 //! allowed by the ClusterRole (or, in its own namespace, the Role for its state ConfigMap
 //! and Lease), and every rule is exercised by a scenario of both modes.
+//!
+//! The scenario runs wavelet with any flags ([`Run`]), and [`assert_exactly`] is the check,
+//! so `tests/chart.rs` proves the chart's RBAC for each set of values with the flags the
+//! chart renders, rather than with a second hand-written list of rules.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -21,7 +25,7 @@ const NOT_YET_EXERCISED: &[(&str, &str)] = &[];
 
 /// One (group, resource, verb, resourceNames) of a rule.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Grant {
+pub struct Grant {
     group: String,
     resource: String,
     verb: String,
@@ -66,7 +70,7 @@ fn strings(value: &Value) -> Vec<String> {
 }
 
 /// The rules of a ClusterRole or Role, one grant per group × resource × verb.
-fn grants(role: &Value) -> Vec<Grant> {
+pub fn grants(role: &Value) -> Vec<Grant> {
     let namespace = match role["kind"].as_str() {
         Some("Role") => Some(role["metadata"]["namespace"].as_str().unwrap().to_string()),
         _ => None,
@@ -120,18 +124,121 @@ fn denied<'a>(grants: &[Grant], accesses: &'a [Access], any_namespace: bool) -> 
         .collect()
 }
 
-/// Hash mode (a Deployment, StatefulSet, DaemonSet, CronJob and Argo Rollout opted in; a
-/// rollout of each and a Job started for the CronJob) and delete mode
-/// (`evict` and `delete`), from the example manifests plus what they do not cover. Returns
-/// what wavelet sent.
-fn both_modes_scenario() -> Vec<Access> {
+/// The label the scenario puts on the examples' namespace `apps`, for a
+/// `--namespace-selector` that selects it.
+pub const APPS_NAMESPACE_LABEL: (&str, &str) = ("team", "apps");
+
+/// Kinds that are watched without `--workload-kinds` (as group/resource).
+const BUILT_IN_KINDS: &[&str] = &[
+    "apps/deployments",
+    "apps/statefulsets",
+    "apps/daemonsets",
+    "batch/cronjobs",
+    "argoproj.io/rollouts",
+];
+
+/// How the scenario starts wavelet: the flags after `run` and the environment, as a
+/// Deployment passes them. The fake's `--server` is added; so are the scenario's own
+/// timings (short debounce and lease periods) and `--state-namespace`/`--lease-namespace`
+/// (in a cluster, the service account's namespace), each only where `args` and `env` do
+/// not set it already.
+pub struct Run {
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Run {
+    /// What manifests/in-cluster/deployment.yaml runs.
+    fn manifests() -> Run {
+        Run {
+            args: vec!["--leader-elect".into()],
+            env: Vec::new(),
+        }
+    }
+
+    fn has(&self, flag: &str) -> bool {
+        self.args
+            .iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+            || self
+                .env
+                .iter()
+                .any(|(k, _)| *k == wavelet::config::env_var(flag.trim_start_matches("--")))
+    }
+
+    /// The value of `--flag=VALUE` or `--flag VALUE`.
+    fn value(&self, flag: &str) -> Option<&str> {
+        let at = self.args.iter().position(|a| a == flag);
+        at.and_then(|i| self.args.get(i + 1))
+            .map(String::as_str)
+            .or_else(|| {
+                self.args
+                    .iter()
+                    .find_map(|a| a.strip_prefix(&format!("{flag}=")))
+            })
+    }
+
+    /// `--workload-kinds` beyond the built-in kinds: (group, version, resource).
+    fn custom_kinds(&self) -> Vec<(String, String, String)> {
+        let Some(kinds) = self.value("--workload-kinds") else {
+            return Vec::new();
+        };
+        kinds
+            .split(',')
+            .map(|k| {
+                let parts: Vec<&str> = k.split('/').collect();
+                (parts[0].to_string(), parts[1].to_string(), parts[2].to_string())
+            })
+            .filter(|(g, _, r)| !BUILT_IN_KINDS.contains(&format!("{g}/{r}").as_str()))
+            .collect()
+    }
+
+    /// The full command line and environment for the scenario.
+    fn command_line(&self) -> (Vec<String>, Vec<(String, String)>) {
+        let mut args = self.args.clone();
+        let mut defaults: Vec<&str> = FAST.to_vec();
+        defaults.extend([
+            "--state-namespace",
+            WAVELET_NS,
+            "--lease-namespace",
+            WAVELET_NS,
+            // Short lease timings so the scenario also renews (a PUT: `update`).
+            "--lease-duration",
+            "2s",
+            "--renew-deadline",
+            "1s",
+            "--retry-period",
+            "300ms",
+        ]);
+        for pair in defaults.chunks(2) {
+            if !self.has(pair[0]) {
+                args.extend(pair.iter().map(|a| a.to_string()));
+            }
+        }
+        let mut env = self.env.clone();
+        env.push(("RUST_LOG".into(), "debug".into()));
+        (args, env)
+    }
+}
+
+/// Hash mode (a Deployment, StatefulSet, DaemonSet, CronJob and Argo Rollout opted in, and
+/// one object of each custom kind of `--workload-kinds`; a rollout of each and a Job
+/// started for the CronJob) and delete mode (`evict` and `delete`), from the example
+/// manifests plus what they do not cover, with wavelet started as `run` says. Returns what
+/// wavelet sent.
+pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
     let fake = FakeApi::start();
     fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WAVELET_NS}}));
     for m in manifests()
         .into_iter()
         .filter(|m| m.path.starts_with("manifests/examples/"))
     {
-        fake.apply(m.object);
+        let mut object = m.object;
+        if object["kind"] == "Namespace" && object["metadata"]["name"] == "apps" {
+            let (key, value) = APPS_NAMESPACE_LABEL;
+            object["metadata"]["labels"] = json!({ key: value });
+        }
+        fake.apply(object);
     }
     for kind in ["StatefulSet", "DaemonSet"] {
         fake.apply(workload(
@@ -155,6 +262,26 @@ fn both_modes_scenario() -> Vec<Access> {
     rollout["apiVersion"] = json!("argoproj.io/v1alpha1");
     rollout["kind"] = json!("Rollout");
     fake.apply(rollout);
+    let custom_kinds = run.custom_kinds();
+    for (group, version, resource) in &custom_kinds {
+        // `widgets` → `Widget`: the fake needs a kind name; wavelet never sends it.
+        let kind = format!(
+            "{}{}",
+            resource[..1].to_ascii_uppercase(),
+            resource[1..].trim_end_matches('s')
+        );
+        fake.register_resource(group, version, resource, &kind);
+        let mut object = workload(
+            "Deployment",
+            "apps",
+            "custom",
+            opted_in(),
+            mounts_configmap("web-config"),
+        );
+        object["apiVersion"] = json!(format!("{group}/{version}"));
+        object["kind"] = json!(kind);
+        fake.apply(object);
+    }
     let mut nightly = workload(
         "Deployment",
         "apps",
@@ -176,22 +303,10 @@ fn both_modes_scenario() -> Vec<Access> {
     });
     fake.apply(cache);
 
-    let mut args = FAST.to_vec();
-    args.extend([
-        "--state-namespace",
-        WAVELET_NS,
-        "--leader-elect",
-        "--lease-namespace",
-        WAVELET_NS,
-        // Short lease timings so the scenario also renews (a PUT: `update`).
-        "--lease-duration",
-        "2s",
-        "--renew-deadline",
-        "1s",
-        "--retry-period",
-        "300ms",
-    ]);
-    let wavelet = Wavelet::start(&fake, &args);
+    let (args, env) = run.command_line();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let wavelet = Wavelet::start_with_env(&fake, &args, &env);
     eventually(&fake, &wavelet, "all three workloads adopted", |f| {
         hashes(f, "deployments", "apps", "web", "wavelet.dev/config-hash")
             .1
@@ -242,6 +357,9 @@ fn both_modes_scenario() -> Vec<Access> {
         |f| {
             template_patches(f, "deployments", "apps", "web") > 0
                 && template_patches(f, "rollouts", "apps", "canary") > 0
+                && custom_kinds
+                    .iter()
+                    .all(|(_, _, resource)| template_patches(f, resource, "apps", "custom") > 0)
                 && !f.list("jobs", Some("apps")).is_empty()
                 && pods(f, "worker").is_disjoint(&workers)
                 && pods(f, "web").iter().any(|uid| !webs.contains(uid))
@@ -254,18 +372,16 @@ fn both_modes_scenario() -> Vec<Access> {
     fake.accesses()
 }
 
-#[test]
-fn rbac_allows_every_request_of_both_modes_and_every_rule_is_used() {
-    let accesses = both_modes_scenario();
-    let grants = installed();
-
-    let denied: BTreeSet<String> = denied(&grants, &accesses, false)
+/// `grants` are exactly what `accesses` need: every request allowed (nothing denied) and
+/// every grant used by some request (nothing extra). `what` names the RBAC in the message.
+pub fn assert_exactly(what: &str, grants: &[Grant], accesses: &[Access]) {
+    let denied: BTreeSet<String> = denied(grants, accesses, false)
         .iter()
         .map(|a| a.to_string())
         .collect();
     assert!(
         denied.is_empty(),
-        "wavelet sent requests the manifests do not allow:\n{}",
+        "wavelet sent requests {what} does not allow:\n{}",
         denied
             .iter()
             .map(|a| format!("  {a}\n"))
@@ -279,7 +395,7 @@ fn rbac_allows_every_request_of_both_modes_and_every_rule_is_used() {
         .collect();
     assert!(
         unused.is_empty(),
-        "granted but never used (remove them, or exercise them here):\n{unused:#?}\nrequests:\n{}",
+        "{what} grants what wavelet never used (remove them, or exercise them here):\n{unused:#?}\nrequests:\n{}",
         accesses
             .iter()
             .map(|a| format!("  {a}\n"))
@@ -299,13 +415,19 @@ fn rbac_allows_every_request_of_both_modes_and_every_rule_is_used() {
     }
 }
 
+#[test]
+fn rbac_allows_every_request_of_both_modes_and_every_rule_is_used() {
+    let accesses = both_modes_scenario(&Run::manifests());
+    assert_exactly("the manifests", &installed(), &accesses);
+}
+
 /// Every request the binary sent to any fake server in this process so far (tests run in
 /// parallel, so this covers whatever ran before or alongside, plus the scenario above).
 /// The Role is taken to be in whatever `--state-namespace` a test chose; custom kinds from
 /// `--workload-kinds` need RBAC the user adds with the flag (README, Deploying).
 #[test]
 fn rbac_allows_every_request_wavelet_sent_anywhere_in_the_suite() {
-    let _ = both_modes_scenario();
+    let _ = both_modes_scenario(&Run::manifests());
     // `--namespace-selector` lists and watches Namespaces: RBAC the user adds with the
     // flag (README, Coming from Reloader; the Helm chart adds it with the value).
     let log: Vec<Access> = access::log()
