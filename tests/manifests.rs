@@ -494,7 +494,7 @@ fn both_deployments_run_wavelet_locked_down_with_probes_on_9090() {
 
 /// The wavelet container's args and env as the kubelet would pass them: `valueFrom`
 /// fields resolved (the Pod is `wavelet-0` in `wavelet`) and `$(VAR)` expanded.
-fn container_command_line(container: &Value) -> (Vec<String>, Vec<(String, String)>) {
+pub fn container_command_line(container: &Value) -> (Vec<String>, Vec<(String, String)>) {
     let mut env: Vec<(String, String)> = Vec::new();
     for var in container["env"].as_array().into_iter().flatten() {
         let name = var["name"].as_str().unwrap().to_string();

@@ -187,7 +187,11 @@ impl Run {
             .split(',')
             .map(|k| {
                 let parts: Vec<&str> = k.split('/').collect();
-                (parts[0].to_string(), parts[1].to_string(), parts[2].to_string())
+                (
+                    parts[0].to_string(),
+                    parts[1].to_string(),
+                    parts[2].to_string(),
+                )
             })
             .filter(|(g, _, r)| !BUILT_IN_KINDS.contains(&format!("{g}/{r}").as_str()))
             .collect()
