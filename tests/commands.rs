@@ -1,6 +1,6 @@
 //! The one-shot subcommands `wavelet status` and `wavelet hash` against a prepared fake.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::json;
 
@@ -15,7 +15,7 @@ fn wavelet(fake: &FakeApi, args: &[&str]) -> (Option<i32>, String, String) {
         status,
         stdout,
         stderr,
-    } = Command::new(env!("CARGO_BIN_EXE_wavelet"))
+    } = wavelet_command()
         .args(args)
         .args(["--server", &fake.url()])
         .env_clear()

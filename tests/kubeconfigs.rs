@@ -5,7 +5,6 @@
 //! failing plugin), all through the binary against the fake API server.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::json;
 
@@ -20,7 +19,7 @@ fn corpus_dir() -> PathBuf {
 
 /// `wavelet ARGS` with only these variables set; (exit code, stdout + stderr).
 fn wavelet(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wavelet"))
+    let out = wavelet_command()
         .args(args)
         .env_clear()
         .envs(env.iter().copied())

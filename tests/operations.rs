@@ -416,7 +416,7 @@ fn sigterm_releases_the_lease_and_a_change_during_the_handover_applies_once() {
 #[test]
 fn leader_election_out_of_cluster_names_the_lease_namespace_flag() {
     let fake = FakeApi::start();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wavelet"))
+    let output = wavelet_command()
         .args([
             "run",
             "--server",

@@ -409,7 +409,7 @@ fn status_names_the_family_that_opted_each_workload_in() {
         json!({"wave.pusher.com/update-on-config-change": "true"}),
         uses(&["cm"], &[]),
     ));
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wavelet"))
+    let output = wavelet_command()
         .args(["status", "--server", &fake.url()])
         .output()
         .unwrap();

@@ -19,6 +19,24 @@ pub struct Wavelet {
     output: Arc<Mutex<String>>,
 }
 
+/// A command that runs the `wavelet` binary under test: the one cargo built for these
+/// tests, or `WAVELET_TEST_BINARY` when set (another build of the same source, such as
+/// the static aarch64 binary), started through `WAVELET_TEST_RUNNER` when that is set
+/// too (`qemu-aarch64`: an emulator that takes the program as its first argument).
+/// `.ci/run` uses both to run hash-mode tests against the arm64 binary.
+pub fn wavelet_command() -> Command {
+    let binary = std::env::var_os("WAVELET_TEST_BINARY")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_wavelet").into());
+    match std::env::var_os("WAVELET_TEST_RUNNER") {
+        Some(runner) => {
+            let mut command = Command::new(runner);
+            command.arg(binary);
+            command
+        }
+        None => Command::new(binary),
+    }
+}
+
 /// Flags that keep tests fast; each test adds or overrides what it needs.
 pub const FAST: &[&str] = &[
     "--debounce",
@@ -99,7 +117,7 @@ impl Wavelet {
 
     /// `wavelet run` with exactly `args`, without waiting for anything.
     pub fn launch(args: &[&str], env: &[(&str, &str)]) -> Wavelet {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_wavelet"));
+        let mut command = wavelet_command();
         command
             .arg("run")
             .args(["--listen-addr", "127.0.0.1:0"])

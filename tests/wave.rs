@@ -2,8 +2,6 @@
 //! finalizer on workloads, its owner references on ConfigMaps and Secrets), through the
 //! binary against the fake API server; `run` warns about it and `status` names the command.
 
-use std::process::Command;
-
 use serde_json::{json, Value};
 
 use crate::fake::FakeApi;
@@ -46,7 +44,7 @@ fn cluster_left_by_wave() -> (FakeApi, String) {
 }
 
 fn migrate(fake: &FakeApi, extra: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wavelet"))
+    let out = wavelet_command()
         .args(["migrate", "wave", "--server", &fake.url()])
         .args(extra)
         .output()
@@ -158,7 +156,7 @@ fn run_warns_once_per_workload_and_status_names_the_command() {
         finalizers(&fake),
         json!([WAVE_FINALIZER, "example.com/keep"])
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_wavelet"))
+    let out = wavelet_command()
         .args(["status", "--server", &fake.url()])
         .output()
         .unwrap();
