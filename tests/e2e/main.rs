@@ -11,10 +11,13 @@
 //!   PodDisruptionBudget, delete, rolling), leader election with the leader killed,
 //!   in-cluster credentials with the shipped RBAC, `status` and `hash`, and
 //!   kube-apiserver killed and restarted mid-watch.
+//! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
+//!   server with `kubectl apply --dry-run=server`.
 //!
 //! With neither variable set it prints that it did not run (and fails under `CI`).
 //! `cargo test --test e2e -- NAME...` runs the scenarios whose names contain a NAME.
 
+mod chart;
 mod cluster;
 mod kube;
 mod kubelet;

@@ -66,6 +66,11 @@ pub const ALL: &[Scenario] = &[
         serial: false,
     },
     Scenario {
+        name: "chart_server_side_dry_run",
+        run: crate::chart::server_side_dry_run,
+        serial: false,
+    },
+    Scenario {
         name: "in_cluster_with_shipped_rbac",
         run: in_cluster,
         serial: true,
