@@ -23,7 +23,7 @@
 //! - `kustomize`: `kubectl kustomize` of each overlay equals the plain manifests of its shape.
 //! - `plugin`: `kubectl wavelet status` / `hash` through the real kubectl, with `-n`, `--kubeconfig` and `--context`.
 //! - `rbac`: the RBAC in manifests/ allows every request wavelet sends, and nothing unused.
-//! - `chart`: the Helm chart renders the plain manifests for its defaults; every rendered object matches the OpenAPI schema.
+//! - `chart`: the Helm chart renders the plain manifests of each shape (cluster-wide, namespaced, proxy sidecar); every rendered object matches the OpenAPI schema; its RBAC is exactly what wavelet sends with the flags it renders, for a matrix of values.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
 
 mod chart;
