@@ -24,6 +24,7 @@
 //! - `plugin`: `kubectl wavelet status` / `hash` through the real kubectl, with `-n`, `--kubeconfig` and `--context`.
 //! - `rbac`: the RBAC in manifests/ allows every request wavelet sends, and nothing unused.
 //! - `chart`: the Helm chart renders the plain manifests of each shape (cluster-wide, namespaced, proxy sidecar); every rendered object matches the OpenAPI schema; its RBAC is exactly what wavelet sends with the flags it renders, for a matrix of values.
+//! - `monitoring`: alerts and dashboard query only what /metrics exports; ServiceMonitor, rules and dashboard in monitoring/ and the chart agree.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
 
 mod chart;
@@ -38,6 +39,7 @@ mod kubeconfigs;
 mod kustomize;
 mod malformed;
 mod manifests;
+mod monitoring;
 mod operations;
 mod plugin;
 mod rbac;

@@ -534,6 +534,7 @@ impl DeleteMode {
                                 target.name
                             ),
                             Attempt::Blocked(message) => {
+                                metrics::global().pod_replacement_retries.inc(&["blocked"]);
                                 log::debug!(
                                     "{key}: eviction of Pod {}/{} refused: {message}",
                                     key.namespace,
@@ -681,7 +682,6 @@ impl Work<ConfigKey> for DeleteMode {
             Outcome::DryRun { pods } => metrics::global()
                 .pod_replacements
                 .add(&["dry_run"], *pods as u64),
-            Outcome::Blocked => metrics::global().pod_replacement_retries.inc(&["blocked"]),
             _ => {}
         }
         Ok(action)

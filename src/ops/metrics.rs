@@ -90,9 +90,9 @@ pub struct Metrics {
     /// Pods deleted or evicted by finished delete-mode replacements, by result
     /// (`replaced`, `dry_run`).
     pub pod_replacements: CounterVec,
-    /// Delete-mode replacement steps that did not go through and are retried, by reason:
-    /// `blocked` (an eviction refused, e.g. by a PodDisruptionBudget), `error` (the step
-    /// failed). Without it a replacement that never finishes shows only in Events and logs.
+    /// What delete mode retries, by reason: `blocked` (one eviction refused, e.g. by a
+    /// PodDisruptionBudget), `error` (a replacement step failed). Without it a replacement
+    /// that never finishes shows only in Events and logs.
     pub pod_replacement_retries: CounterVec,
     /// Changes not acted on, by reason: `throttled`, `missing_config`, `not_leader`.
     pub changes_skipped: CounterVec,
@@ -188,7 +188,7 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
     counter_vec(
         &mut out,
         "wavelet_pod_replacement_retries_total",
-        "Delete-mode replacement steps retried, by reason (blocked: eviction refused; error).",
+        "Delete-mode retries, by reason (blocked: an eviction refused; error: a step failed).",
         &["reason"],
         &metrics.pod_replacement_retries,
     );
