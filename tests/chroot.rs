@@ -22,7 +22,7 @@ x86_64-unknown-linux-musl (or point WAVELET_MUSL_BINARY at one)";
 
 /// `$WAVELET_MUSL_BINARY`, or the release musl build in this target directory; `Err`
 /// says why there is none to run (missing, or older than the sources).
-fn musl_binary() -> Result<PathBuf, String> {
+pub fn musl_binary() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("WAVELET_MUSL_BINARY") {
         let path = PathBuf::from(path);
         if !path.is_file() {
@@ -60,13 +60,13 @@ fn musl_binary() -> Result<PathBuf, String> {
 /// CI. CI must run it, so there a missing precondition fails the test; elsewhere (a
 /// contributor's `cargo test` as a normal user) it says that it did not run, and why.
 #[derive(Debug, PartialEq)]
-enum Decision<T> {
+pub enum Decision<T> {
     Run(T),
     Skip(String),
     Fail(String),
 }
 
-fn decide<T>(needs: Result<T, String>, ci: bool) -> Decision<T> {
+pub fn decide<T>(needs: Result<T, String>, ci: bool) -> Decision<T> {
     match needs {
         Ok(value) => Decision::Run(value),
         Err(why) if ci => Decision::Fail(why),

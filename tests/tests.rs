@@ -26,6 +26,7 @@
 //! - `chart`: the Helm chart renders the plain manifests of each shape (cluster-wide, namespaced, proxy sidecar); every rendered object matches the OpenAPI schema; its RBAC is exactly what wavelet sends with the flags it renders, for a matrix of values.
 //! - `monitoring`: alerts and dashboard query only what /metrics exports; ServiceMonitor, rules and dashboard in monitoring/ and the chart agree.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
+//! - `image`: `image/build`'s OCI image is reproducible, multi-arch, one file per platform (needs skopeo, umoci, the arm64 binary; `.ci/run`).
 
 mod chart;
 mod chroot;
@@ -35,6 +36,7 @@ mod delete_mode;
 mod fake;
 mod faults;
 mod hash_mode;
+mod image;
 mod kubeconfigs;
 mod kustomize;
 mod malformed;
