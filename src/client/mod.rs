@@ -1,6 +1,7 @@
 //! The API client: one pooled HTTP/1.1 agent and its verbs. Where to connect is
 //! `connect.rs`; bearer tokens `token.rs` (and exec plugins `exec.rs`); TLS `tls.rs`; typed
-//! `Status` errors and body decoding `status.rs`; watch streams `stream.rs`.
+//! `Status` errors and body decoding `status.rs`; watch streams `stream.rs`; name lookups
+//! `resolve.rs`.
 //!
 //! Every request goes through [`Client::send`], the one place that authenticates, counts,
 //! logs and turns a non-2xx answer into [`Error::Api`]; it makes one attempt, and the
@@ -10,6 +11,7 @@ mod connect;
 pub(crate) mod exec;
 pub mod kubeconfig;
 pub(crate) mod list_body;
+mod resolve;
 mod status;
 mod stream;
 mod tls;
@@ -211,7 +213,8 @@ impl Client {
             // connections would hold 3 MiB. JSON is parsed as it streams, so 16 KiB is plenty.
             .input_buffer_size(16 * 1024)
             .output_buffer_size(16 * 1024)
-            .timeout_resolve(Some(CONNECT_TIMEOUT))
+            // No resolve timeout: with one, ureq spawns a thread per request to look the
+            // host up (resolve.rs says why and what bounds a lookup instead).
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_send_request(Some(Duration::from_secs(30)))
             .timeout_send_body(Some(Duration::from_secs(60)))
@@ -237,7 +240,11 @@ impl Client {
         }
         Ok(Client {
             inner: Arc::new(Inner {
-                agent: ureq::Agent::new_with_config(config.build()),
+                agent: ureq::Agent::with_parts(
+                    config.build(),
+                    ureq::unversioned::transport::DefaultConnector::new(),
+                    resolve::CachingResolver::default(),
+                ),
                 base_url: setup.base_url,
                 token: setup.token,
                 namespace: setup.namespace,

@@ -1,0 +1,142 @@
+//! Where the API server's name points: resolved in the calling thread, at most once per
+//! [`REMEMBER_FOR`] per host.
+//!
+//! ureq resolves the host of every request before it looks for a pooled connection, and
+//! with a resolve timeout it does so in a new thread each time. At wavelet's initial sync
+//! (a thousand Secret GETs over a few kept-alive connections) that was a thread spawned,
+//! its stack mapped and unmapped, per request: on a real kube-apiserver, 1,044 `clone`s and
+//! 4,300 `mmap`/`munmap` pairs in one restart, most of the kernel time of the whole sync.
+//!
+//! Here an address literal (what in-cluster config and most kubeconfigs hold) is parsed
+//! without a lookup, and a name is looked up with the system resolver, whose own timeouts
+//! bound the wait (`/etc/resolv.conf`: 5 s per attempt by default), and remembered for a
+//! few seconds, so a burst of requests makes one lookup. Addresses only matter when a new
+//! connection is dialled, so a short memory never keeps a moved server out of reach.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ureq::config::Config;
+use ureq::http::Uri;
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::NextTimeout;
+
+/// How long a looked-up name is trusted.
+const REMEMBER_FOR: Duration = Duration::from_secs(10);
+
+/// The resolver of wavelet's HTTP agent.
+#[derive(Debug, Default)]
+pub(super) struct CachingResolver {
+    /// `host:port` → when it was looked up, and the addresses.
+    names: Mutex<HashMap<String, (Instant, Vec<SocketAddr>)>>,
+}
+
+impl CachingResolver {
+    /// The addresses of `host:port`: parsed when it is an address, else remembered or
+    /// looked up.
+    fn addresses(&self, host_and_port: &str, now: Instant) -> std::io::Result<Vec<SocketAddr>> {
+        if let Ok(address) = host_and_port.parse::<SocketAddr>() {
+            return Ok(vec![address]);
+        }
+        if let Some((at, addresses)) = self.lock().get(host_and_port) {
+            if now.duration_since(*at) < REMEMBER_FOR {
+                return Ok(addresses.clone());
+            }
+        }
+        // Looked up without holding the lock: a slow resolver delays only this request.
+        let addresses: Vec<SocketAddr> = host_and_port.to_socket_addrs()?.collect();
+        if !addresses.is_empty() {
+            self.lock()
+                .insert(host_and_port.to_string(), (now, addresses.clone()));
+        }
+        Ok(addresses)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Vec<SocketAddr>)>> {
+        self.names
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Resolver for CachingResolver {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &Config,
+        _timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
+            return Err(ureq::Error::BadUri(format!("{uri} has no scheme or host")));
+        };
+        let port = authority
+            .port_u16()
+            .unwrap_or(if scheme.as_str() == "https" { 443 } else { 80 });
+        // `host()` keeps an IPv6 address's brackets: `[::1]:6443` parses as an address.
+        let host_and_port = format!("{}:{port}", authority.host());
+        let addresses = self.addresses(&host_and_port, Instant::now())?;
+        let mut result = self.empty();
+        for address in config.ip_family().keep_wanted(addresses.into_iter()) {
+            if result.try_push(address).is_err() {
+                break;
+            }
+        }
+        if result.is_empty() {
+            return Err(ureq::Error::HostNotFound);
+        }
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_parsed_not_looked_up_and_not_remembered() {
+        let resolver = CachingResolver::default();
+        let now = Instant::now();
+        assert_eq!(
+            resolver.addresses("127.0.0.1:6443", now).unwrap(),
+            vec!["127.0.0.1:6443".parse().unwrap()]
+        );
+        assert_eq!(
+            resolver.addresses("[::1]:6443", now).unwrap(),
+            vec!["[::1]:6443".parse().unwrap()]
+        );
+        assert!(resolver.lock().is_empty());
+    }
+
+    #[test]
+    fn a_name_is_remembered_for_a_while_then_looked_up_again() {
+        let resolver = CachingResolver::default();
+        let now = Instant::now();
+        let first = resolver.addresses("localhost:6443", now).unwrap();
+        assert!(!first.is_empty());
+        // Planted addresses are what a remembered name answers, until they are too old.
+        let planted: SocketAddr = "192.0.2.1:6443".parse().unwrap();
+        resolver
+            .lock()
+            .insert("localhost:6443".into(), (now, vec![planted]));
+        let soon = now + REMEMBER_FOR / 2;
+        assert_eq!(
+            resolver.addresses("localhost:6443", soon).unwrap(),
+            vec![planted]
+        );
+        let later = now + REMEMBER_FOR + Duration::from_secs(1);
+        assert_eq!(resolver.addresses("localhost:6443", later).unwrap(), first);
+    }
+
+    #[test]
+    fn resolving_a_uri_uses_the_scheme_default_port() {
+        let resolver = CachingResolver::default();
+        let config = Config::default();
+        let uri: Uri = "https://127.0.0.1/api".parse().unwrap();
+        let resolved = resolver
+            .resolve(&uri, &config, NextTimeout::default())
+            .unwrap();
+        assert_eq!(&resolved[..], &["127.0.0.1:443".parse().unwrap()]);
+    }
+}
