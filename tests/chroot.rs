@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::json;
 
@@ -213,7 +212,6 @@ fn the_static_binary_runs_alone_in_an_empty_root() {
     eventually(&fake, &wavelet, "a rollout after the change", |f| {
         template_patches(f, "deployments", "apps", "web") == 1
     });
-    settle(Duration::from_millis(50));
     let output = wavelet.kill();
     assert!(output.contains("initial sync complete"), "{output}");
 }

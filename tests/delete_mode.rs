@@ -206,6 +206,16 @@ fn change_and_wait(fake: &FakeApi, wavelet: &Wavelet, color: &str) {
     });
 }
 
+/// Waits for the debug line delete mode logs when a reconcile of `key` (`configmap
+/// shop/web-config`) returned `outcome` (the start of its `Debug` form: `UpToDate`,
+/// `Replaced {`; empty for any), written after `mark` (see [`Wavelet::log_mark`]): that
+/// reconcile is over, with every request it sent, the positive signal before asserting
+/// what it did not do. Where nothing should happen, wait for any outcome, so that a
+/// reconcile that wrongly acted fails on the assertion that says what it did.
+fn wait_for_outcome(wavelet: &Wavelet, mark: usize, key: &str, outcome: &str) {
+    wavelet.wait_for_log_after(mark, key, &format!("delete mode: {outcome}"));
+}
+
 fn replaces_every_matching_pod_once(strategy: Option<&str>, extra: &[&'static str]) {
     let annotations: Vec<(&str, &str)> = std::iter::once((MATCH, "app=web"))
         .chain(strategy.map(|s| (STRATEGY, s)))
@@ -221,7 +231,12 @@ fn replaces_every_matching_pod_once(strategy: Option<&str>, extra: &[&'static st
     );
 
     change_and_wait(&fake, &wavelet, "green");
-    settle(Duration::from_millis(500));
+    wait_for_outcome(
+        &wavelet,
+        0,
+        "configmap shop/web-config",
+        "Replaced { pods: 3 }",
+    );
 
     let replaced = replaced_in(&fake, NS);
     let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
@@ -410,6 +425,16 @@ fn invalid_empty_and_too_broad_selectors_delete_nothing_and_warn() {
         ));
     }
     let wavelet = Wavelet::start(&fake, &args(&[]));
+    // First sight refuses them too; the change is looked at after that.
+    for (name, _) in bad {
+        wait_for_outcome(
+            &wavelet,
+            0,
+            &format!("configmap shop/{name}"),
+            "InvalidSelector",
+        );
+    }
+    let mark = wavelet.log_mark();
     for (name, _) in bad {
         fake.merge_patch("configmaps", NS, name, json!({"data": {"k": "2"}}));
     }
@@ -424,6 +449,12 @@ fn invalid_empty_and_too_broad_selectors_delete_nothing_and_warn() {
                     .any(|e| e["reason"] == "InvalidSelector" && e["type"] == "Warning")
             },
         );
+        wait_for_outcome(
+            &wavelet,
+            mark,
+            &format!("configmap shop/{name}"),
+            "InvalidSelector",
+        );
         let warning = &events(&fake, name, "InvalidSelector")[0];
         assert!(
             warning["message"]
@@ -437,7 +468,6 @@ fn invalid_empty_and_too_broad_selectors_delete_nothing_and_warn() {
             "state advanced for {name}"
         );
     }
-    settle(Duration::from_millis(300));
     assert!(pod_replacements(&fake).is_empty(), "{}", wavelet.output());
     assert!(wavelet.output().contains("ERROR"), "an error is logged");
     assert_no_delete_collection(&fake);
@@ -447,6 +477,9 @@ fn invalid_empty_and_too_broad_selectors_delete_nothing_and_warn() {
 fn an_unknown_strategy_warns_and_deletes_nothing() {
     let fake = cluster(&[(MATCH, "app=web"), (STRATEGY, "nuke")]);
     let wavelet = Wavelet::start(&fake, &args(&[]));
+    // First sight refuses it too; the change is looked at after that.
+    wait_for_outcome(&wavelet, 0, "configmap shop/web-config", "UnknownStrategy");
+    let mark = wavelet.log_mark();
     fake.merge_patch(
         "configmaps",
         NS,
@@ -456,8 +489,13 @@ fn an_unknown_strategy_warns_and_deletes_nothing() {
     eventually(&fake, &wavelet, "UnknownStrategy warning", |f| {
         !events(f, "web-config", "UnknownStrategy").is_empty()
     });
-    settle(Duration::from_millis(300));
-    assert!(pod_replacements(&fake).is_empty());
+    wait_for_outcome(
+        &wavelet,
+        mark,
+        "configmap shop/web-config",
+        "UnknownStrategy",
+    );
+    assert!(pod_replacements(&fake).is_empty(), "{}", wavelet.output());
 }
 
 #[test]
@@ -531,13 +569,13 @@ fn restarts_act_once_on_a_change_made_while_down_and_never_otherwise() {
     let fake = cluster(&[(MATCH, "app=web")]);
     // First start on an existing annotated object: recorded, nothing replaced.
     let wavelet = started(&fake, &[], "configmap.shop.web-config");
-    settle(Duration::from_millis(300));
+    wait_for_outcome(&wavelet, 0, "configmap shop/web-config", "Recorded");
     assert!(pod_replacements(&fake).is_empty(), "{}", wavelet.output());
     wavelet.kill();
 
     // Restart without a change: nothing.
     let wavelet = Wavelet::start(&fake, &args(&[]));
-    settle(Duration::from_millis(600));
+    wait_for_outcome(&wavelet, 0, "configmap shop/web-config", "");
     assert!(pod_replacements(&fake).is_empty(), "{}", wavelet.output());
     wavelet.kill();
 
@@ -560,7 +598,7 @@ fn restarts_act_once_on_a_change_made_while_down_and_never_otherwise() {
 
     // And not again after another restart.
     let wavelet = Wavelet::start(&fake, &args(&[]));
-    settle(Duration::from_millis(600));
+    wait_for_outcome(&wavelet, 0, "configmap shop/web-config", "");
     assert_eq!(replaced_in(&fake, NS), expected, "{}", wavelet.output());
 }
 
@@ -620,13 +658,18 @@ fn a_secret_works_the_same() {
     ));
     let wavelet = started(&fake, &[], "secret.shop.web-creds");
     let before = pods(&fake, NS, "web");
-    fake.merge_patch(
+    let edited = fake.merge_patch(
         "secrets",
         NS,
         "web-creds",
         json!({"metadata": {"labels": {"touched": "yes"}}}),
     );
-    settle(Duration::from_millis(600));
+    // Secrets are watched as metadata: wavelet reads the edited version, then reconciles it.
+    let version = edited["metadata"]["resourceVersion"].as_str().unwrap();
+    let read = format!("data read at resourceVersion {version}");
+    wavelet.wait_for_log_after(0, "secret shop/web-creds", &read);
+    let mark = wavelet.output().find(&read).unwrap();
+    wait_for_outcome(&wavelet, mark, "secret shop/web-creds", "");
     assert!(
         pod_replacements(&fake).is_empty(),
         "a label edit of a Secret replaced Pods"
@@ -701,7 +744,7 @@ fn a_change_during_a_rolling_replacement_restarts_it_without_replacing_a_pod_twi
         "the restarted replacement to finish",
         |f| state_entry(f, "configmap.shop.web-config").as_deref() == Some(hash.as_str()),
     );
-    settle(Duration::from_millis(300));
+    wait_for_outcome(&wavelet, 0, "configmap shop/web-config", "Replaced {");
     let replaced = replaced_in(&fake, NS);
     assert!(
         replaced.values().all(|&n| n == 1),
@@ -756,7 +799,12 @@ fn dry_run_reports_what_it_would_replace_and_writes_nothing() {
         message.starts_with("Dry run, nothing deleted") && message.contains("would evict 3 Pods"),
         "{message}"
     );
-    settle(Duration::from_millis(300));
+    wait_for_outcome(
+        &wavelet,
+        0,
+        "configmap shop/web-config",
+        "DryRun { pods: 3 }",
+    );
     assert!(pod_replacements(&fake).is_empty());
     assert!(
         fake.get("configmaps", STATE_NS, "wavelet-state").is_none(),
@@ -786,7 +834,8 @@ fn without_a_state_namespace_delete_mode_is_off_and_says_which_flag_to_set() {
             && l.contains("set --state-namespace")),
         "{output}"
     );
-    settle(Duration::from_millis(400));
+    // That error is how the change was handled: without delete mode there is no queue and
+    // no worker that could act on it later.
     assert!(pod_replacements(&fake).is_empty());
 }
 

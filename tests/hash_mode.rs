@@ -391,6 +391,7 @@ fn three_changes_inside_the_debounce_window_give_one_patch() {
             "app-config",
             json!({"data": {"n": n.to_string()}}),
         );
+        // Scenario pacing, not a wait: the changes arrive spread over the 2 s window.
         std::thread::sleep(Duration::from_millis(100));
     }
     eventually(&fake, &wavelet, "rollout", |f| {
@@ -430,6 +431,7 @@ fn a_configmap_rewritten_100_times_rolls_no_more_than_the_storm_rules_allow() {
             "app-config",
             json!({"data": {"n": n.to_string()}}),
         );
+        // Scenario pacing, not a wait: a storm of writes spread over ~2.5 s.
         std::thread::sleep(Duration::from_millis(25));
     }
     let elapsed = start.elapsed();
@@ -640,6 +642,8 @@ fn an_update_of_the_workload_itself_does_not_cut_the_debounce_window_short() {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
     fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"n": "1"}}));
+    // Scenario pacing, not a wait: the workload's update lands inside the window, between
+    // the two changes.
     std::thread::sleep(Duration::from_millis(100));
     fake.merge_patch(
         "deployments",

@@ -235,6 +235,8 @@ fn an_exec_credential_is_run_again_when_it_expires() {
             .count()
     };
     let at_start = runs();
+    // Scenario time, not a wait before an assertion: the token must come within 60 s of
+    // its expiry, which takes the clock passing one second.
     std::thread::sleep(std::time::Duration::from_millis(1200));
     fake.merge_patch(
         "configmaps",

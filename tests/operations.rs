@@ -405,8 +405,14 @@ fn sigterm_releases_the_lease_and_a_change_during_the_handover_applies_once() {
     eventually(&fake, &standby, "the change rolled out", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    settle(Duration::from_millis(800));
-    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+    // The old leader has exited; the new one saw its rollout and has nothing left to do.
+    wait_until_up_to_date(&standby, "deployment default/web", 1);
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        1,
+        "{}",
+        standby.output()
+    );
     assert_eq!(
         hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),
         expected_hash(&fake, "deployments", NS, "web")
@@ -555,8 +561,8 @@ fn probes_answer_within_a_second_while_slow_connections_are_open() {
             s
         })
         .collect();
-    // Each connection is accepted before the probes are sent.
-    std::thread::sleep(Duration::from_millis(100));
+    // No wait for them to be accepted: the kernel completes connections in order and the
+    // server accepts them in that order, so the three stalled ones come before the probes.
     for path in ["/healthz", "/readyz", "/metrics"] {
         let started = Instant::now();
         let (code, _) = wavelet.http_get(path);

@@ -7,7 +7,6 @@
 //! chart renders, rather than with a second hand-written list of rules.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -371,7 +370,29 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
                 && !f.events_for("apps", "cache-config").is_empty()
         },
     );
-    settle(Duration::from_millis(300));
+    // Every reconcile of the scenario over, with all it sent: the debug line each logs when
+    // it returns follows its patch, its Event, its Job, its state write.
+    let mut rolled: Vec<String> = [
+        "deployment",
+        "statefulset",
+        "daemonset",
+        "rollout",
+        "cronjob",
+    ]
+    .iter()
+    .zip(["web", "db", "db", "canary", "nightly"])
+    .map(|(kind, name)| format!("{kind} apps/{name}"))
+    .collect();
+    for (_, _, resource) in &custom_kinds {
+        rolled.push(format!("{} apps/custom", resource.trim_end_matches('s')));
+    }
+    for key in rolled {
+        wavelet.wait_for_log_after(0, &key, "Rolled {");
+    }
+    for config in ["worker-config", "cache-config"] {
+        let key = format!("configmap apps/{config}");
+        wavelet.wait_for_log_after(0, &key, "delete mode: Replaced {");
+    }
     drop(wavelet);
     fake.accesses()
 }

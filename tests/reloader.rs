@@ -346,6 +346,7 @@ fn pause_period_coalesces_changes_over_the_workloads_own_window() {
     let started = std::time::Instant::now();
     for v in ["2", "3", "4"] {
         set(&fake, "configmaps", "cm", "k", v);
+        // Scenario pacing, not a wait: the changes arrive spread over the pause period.
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
     eventually(&fake, &wavelet, "one rollout", |f| rollouts(f, "web") == 1);

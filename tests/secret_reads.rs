@@ -199,8 +199,11 @@ fn a_secret_first_referenced_after_the_sync_is_read_then_and_hashed() {
 #[test]
 fn a_deleted_and_recreated_referenced_secret_is_read_again_and_rolls() {
     let (fake, wavelet) = start_with_referenced_secret();
+    let mark = wavelet.log_mark();
     fake.delete("secrets", NS, "creds");
-    settle(Duration::from_millis(100));
+    // The deletion seen and reconciled (web holds: its Secret is missing) before the
+    // re-creation, so the re-created Secret is a new object to read, not a relisted one.
+    wavelet.wait_for_log_after(mark, "deployment default/web", "MissingConfig");
     fake.apply(secret(NS, "creds", &[("password", "recreated")]));
     eventually(&fake, &wavelet, "rollout after the re-creation", |f| {
         f.revisions("deployments", NS, "web") == 2

@@ -1,8 +1,6 @@
 //! Safety: a Secret value never leaves the API server through wavelet — not in its
 //! output at `RUST_LOG=trace`, not in Events, not in `/metrics`, not in any request it sends.
 
-use std::time::Duration;
-
 use serde_json::json;
 
 use crate::fake::FakeApi;
@@ -59,7 +57,10 @@ fn a_secret_value_never_appears_in_output_events_metrics_or_requests() {
             && dm_pod_names(f).iter().all(|p| !first_pods.contains(p))
             && !f.events_for(NS, "dm-creds").is_empty()
     });
-    settle(Duration::from_millis(300));
+    // Both reconciles over, with all they logged and sent: the rollout seen and found up to
+    // date, the replacement recorded.
+    wait_until_up_to_date(&wavelet, "deployment default/web", 1);
+    wavelet.wait_for_log_after(0, "secret default/dm-creds", "delete mode: Replaced {");
     let (code, metrics) = wavelet.http_get("/metrics");
     assert_eq!(code, 200);
     assert!(

@@ -178,6 +178,7 @@ fn a_chaos_soak_loses_no_change_replaces_no_pod_twice_and_rolls_no_more_than_nee
             fail(&settings, &world, &wavelet, "wavelet exited", &[]);
         }
         peak_kib = peak_kib.max(wavelet.rss_kib());
+        // Scenario pacing: random gaps between the storm's actions.
         std::thread::sleep(rng.millis(50, 400));
     }
 
@@ -207,7 +208,9 @@ fn a_chaos_soak_loses_no_change_replaces_no_pod_twice_and_rolls_no_more_than_nee
         "converged after {converged_after:?} ({unconverged_at_calm} objects were not when the faults stopped)"
     ));
 
-    // Nothing more may happen once converged.
+    // Nothing more may happen once converged. A quiet stretch is the scenario here (the
+    // storm's world has no barrier object to wait for); half a resync period lets late work
+    // show.
     std::thread::sleep(RESYNC / 2);
     let mut problems = world.violations(&fake);
     problems.extend(world.unconverged(&fake));

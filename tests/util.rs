@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,9 @@ use crate::fake::{FakeApi, Request};
 pub struct Wavelet {
     child: Option<Child>,
     output: Arc<Mutex<String>>,
+    /// Output pipes not yet at end of file: 0 once the process is gone and every line it
+    /// wrote is in `output`.
+    pipes_open: Arc<AtomicUsize>,
 }
 
 /// A command that runs the `wavelet` binary under test: the one cargo built for these
@@ -138,6 +142,7 @@ impl Wavelet {
             .stderr(Stdio::piped());
         let mut child = command.spawn().expect("starting the wavelet binary");
         let output = Arc::new(Mutex::new(String::new()));
+        let pipes_open = Arc::new(AtomicUsize::new(0));
         for pipe in [
             child
                 .stdout
@@ -152,17 +157,21 @@ impl Wavelet {
         .flatten()
         {
             let output = Arc::clone(&output);
+            let open = Arc::clone(&pipes_open);
+            open.fetch_add(1, Ordering::SeqCst);
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
                     let mut out = output.lock().unwrap();
                     out.push_str(&line);
                     out.push('\n');
                 }
+                open.fetch_sub(1, Ordering::SeqCst);
             });
         }
         Wavelet {
             child: Some(child),
             output,
+            pipes_open,
         }
     }
 
@@ -189,6 +198,31 @@ impl Wavelet {
 
     pub fn output(&self) -> String {
         self.output.lock().unwrap().clone()
+    }
+
+    /// How much output there is now: a mark for [`Wavelet::wait_for_log_after`].
+    pub fn log_mark(&self) -> usize {
+        self.output.lock().unwrap().len()
+    }
+
+    /// Waits (up to 15 s) until a line written after `mark` (see [`Wavelet::log_mark`])
+    /// says `message` about `key` (see [`says`]), failing the test otherwise: the positive
+    /// signal that wavelet processed something (for example the debug line `configmap
+    /// ns/name: delete mode: UpToDate` a finished reconcile logs) before asserting that it
+    /// did nothing more.
+    pub fn wait_for_log_after(&self, mark: usize, key: &str, message: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !self.output()[mark..]
+            .lines()
+            .any(|line| says(line, key, message))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for a log line {message:?} about {key}:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn wait_for_output(&self, needle: &str, timeout: Duration) -> bool {
@@ -219,6 +253,7 @@ impl Wavelet {
         loop {
             if let Some(status) = child.try_wait().expect("waiting for wavelet") {
                 self.child = None;
+                self.drain_output();
                 return Some(status);
             }
             if Instant::now() >= deadline {
@@ -228,14 +263,25 @@ impl Wavelet {
         }
     }
 
-    /// Stops the process (SIGKILL: restart tests must not depend on a clean shutdown).
+    /// Stops the process (SIGKILL: restart tests must not depend on a clean shutdown) and
+    /// returns all it wrote.
     pub fn kill(mut self) -> String {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
-        std::thread::sleep(Duration::from_millis(50));
+        self.drain_output();
         self.output()
+    }
+
+    /// After the process exited: waits (up to 5 s) until its output pipes reached end of
+    /// file, so [`Wavelet::output`] holds every line (the exit is seen before the readers
+    /// drain the pipes).
+    fn drain_output(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.pipes_open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 
@@ -430,7 +476,8 @@ pub fn assert_web_converged(fake: &FakeApi, wavelet: &Wavelet, revisions: u64, w
     eventually(fake, wavelet, "the correct hash on the template", |f| {
         hashes(f, "deployments", "default", "web", WAVELET_HASH).0 == Some(current(f))
     });
-    settle(Duration::from_millis(700));
+    let rollouts = usize::try_from(revisions - 1).expect("at least the first revision");
+    wait_until_up_to_date(wavelet, "deployment default/web", rollouts);
     assert_eq!(
         fake.revisions("deployments", "default", "web"),
         revisions,
@@ -443,9 +490,46 @@ pub fn assert_web_converged(fake: &FakeApi, wavelet: &Wavelet, revisions: u64, w
     );
 }
 
-/// Lets wavelet run for `d` (after a change, to see that nothing more happens).
-pub fn settle(d: Duration) {
-    std::thread::sleep(d);
+/// Whether a log line says a message starting with `message` about `key` (`deployment
+/// default/web`), in either log format: `KEY: MESSAGE` (text) or `"msg":"MESSAGE` with
+/// `"object":"KEY"` (`--log-format json`).
+pub fn says(line: &str, key: &str, message: &str) -> bool {
+    if line.contains(&format!("{key}: {message}")) {
+        return true;
+    }
+    let quoted = serde_json::to_string(message).unwrap();
+    let message_start = &quoted[..quoted.len() - 1];
+    line.contains(&format!("\"object\":\"{key}\""))
+        && line.contains(&format!("\"msg\":{message_start}"))
+}
+
+/// Waits until wavelet logged `rollouts` rollouts of workload `key` (`deployment
+/// default/web`) and, after the last, reconciled it and found it up to date (the debug line
+/// `KEY: UpToDate`): its watch showed its own write and nothing was left to do, the
+/// positive signal before asserting that it rolled no more. Needs `RUST_LOG=debug` (as
+/// [`Wavelet::start`] sets).
+pub fn wait_until_up_to_date(wavelet: &Wavelet, key: &str, rollouts: usize) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let output = wavelet.output();
+        let lines: Vec<&str> = output.lines().collect();
+        let rolled: Vec<usize> = (0..lines.len())
+            .filter(|&i| says(lines[i], key, "rolled:"))
+            .collect();
+        let after_last = rolled.last().map_or(0, |i| i + 1);
+        if rolled.len() >= rollouts
+            && lines[after_last..]
+                .iter()
+                .any(|line| says(line, key, "UpToDate"))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {rollouts} rollout(s) of {key}, then UpToDate:\n{output}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A fresh directory under the system temp dir, removed on drop.
