@@ -17,7 +17,8 @@
 //! 7. Otherwise the data changed → list the matching Pods (the *observation*), write the
 //!    state as "replacing" with their UIDs, and start replacing them.
 //!
-//! A replacement is a small state machine ([`Replacement`], [`Step`]) stepped once per
+//! A replacement is a small state machine (`replacement.rs`: [`Replacement`], its
+//! [`Phase`], and the pure [`next_step`] that decides what it does next) stepped once per
 //! reconcile; a step never blocks for long: waiting (for Ready Pods, or for a PDB that
 //! refuses evictions) is expressed as an [`Action`], and the work queue brings the key back.
 //! When the last Pod is replaced the state records the data hash and a `PodsReplaced`
@@ -36,11 +37,13 @@
 
 pub(crate) mod decide;
 pub(crate) mod ledger;
+pub(crate) mod replacement;
 
 use decide::{count_pods, name_list, past_tense, targets, Target};
 pub use decide::{created_before, ready_again, validate_selector, Observation, Strategy};
+use replacement::{next_step, Facts, Next, Phase, Replacement};
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -65,9 +68,6 @@ const BACKOFF: Backoff = Backoff {
     initial: Duration::from_millis(250),
     max: Duration::from_secs(5),
 };
-
-/// How often a rolling replacement looks whether the Pods are Ready again.
-const READY_POLL: Duration = Duration::from_millis(200);
 
 /// Settings of delete mode.
 #[derive(Debug, Clone)]
@@ -111,33 +111,6 @@ pub enum Outcome {
     DryRun {
         pods: usize,
     },
-}
-
-/// Where a replacement is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Step {
-    /// Replace the next Pod (`rolling`) or every remaining Pod (`evict`, `delete`).
-    Replace,
-    /// `rolling`: wait until the matching Pods are Ready again (see [`ready_again`]), or
-    /// until `deadline` (then warn and go on).
-    AwaitReady { deadline: Instant },
-}
-
-/// One replacement in progress: the Pods of one observation, for one data hash.
-#[derive(Debug)]
-struct Replacement {
-    hash: String,
-    strategy: Strategy,
-    selector: Selector,
-    remaining: VecDeque<Target>,
-    replaced: usize,
-    step: Step,
-    /// `rolling`: how many live matching Pods there were when last all Ready (at first, at
-    /// observation); the count to be back at before the next Pod goes.
-    want: usize,
-    /// Since when evictions have been refused without one going through.
-    blocked_since: Option<Instant>,
-    warned_blocked: bool,
 }
 
 /// A data change delete mode is about to act on, with the annotations it acts by.
@@ -416,20 +389,14 @@ impl DeleteMode {
             name_list(&targets)
         );
         let count = targets.len();
-        let step = match strategy {
-            // Nothing is evicted while some matching Pod is not Ready.
-            Strategy::Rolling => Step::AwaitReady {
-                deadline: Instant::now() + self.settings.rolling_timeout,
-            },
-            Strategy::Evict | Strategy::Delete => Step::Replace,
-        };
+        let phase = Phase::first(strategy, Instant::now() + self.settings.rolling_timeout);
         memory.replacement = Some(Replacement {
             hash: data_hash,
             strategy,
             selector,
             remaining: targets,
             replaced: 0,
-            step,
+            phase,
             want: pods.iter().filter(|p| !p.is_terminating()).count(),
             blocked_since: None,
             warned_blocked: false,
@@ -464,7 +431,8 @@ impl DeleteMode {
         (Action::Done, outcome)
     }
 
-    /// Moves the replacement in `memory` forward as far as it goes without waiting.
+    /// Moves the replacement in `memory` forward as far as it goes without waiting: asks
+    /// [`next_step`] what now, carries it out, and asks again.
     fn step(
         &self,
         key: &ConfigKey,
@@ -475,104 +443,53 @@ impl DeleteMode {
             .replacement
             .as_mut()
             .expect("a replacement in progress");
+        let mut listed: Option<Vec<Pod>> = None;
+        let mut refusal: Option<String> = None;
         loop {
-            match r.step.clone() {
-                Step::AwaitReady { deadline } => {
-                    let pods = self.list_pods(&key.namespace, &r.selector)?;
-                    if ready_again(&pods, r.want) {
-                        r.want = pods.iter().filter(|p| !p.is_terminating()).count();
-                    } else {
-                        if Instant::now() < deadline {
-                            return Ok((Action::RequeueAfter(READY_POLL), Outcome::InProgress));
-                        }
+            let facts = Facts {
+                listed: listed.as_deref(),
+                refused: refusal.is_some(),
+                eviction_warning_after: self.settings.eviction_warning_after,
+            };
+            match next_step(r, &facts, Instant::now()) {
+                Next::Finish => break,
+                Next::ListPods => listed = Some(self.list_pods(&key.namespace, &r.selector)?),
+                Next::ReadyAgain { live } => {
+                    r.want = live;
+                    r.phase = Phase::Replace;
+                    listed = None;
+                }
+                Next::AwaitReady(wait) => {
+                    return Ok((Action::RequeueAfter(wait), Outcome::InProgress))
+                }
+                Next::TimedOut => {
+                    let message = format!(
+                        "The Pods matching {} were not all Ready {:?} (--rolling-timeout) after one was replaced; going on with the next.",
+                        r.selector, self.settings.rolling_timeout
+                    );
+                    log::warn!("{key}: {message}");
+                    self.recorder.warning(about, "RollingTimeout", &message);
+                    r.phase = Phase::Replace;
+                    listed = None;
+                }
+                Next::Replace { one_at_a_time } => {
+                    refusal = self.replace_remaining(key, r, one_at_a_time)?;
+                }
+                Next::Blocked { warn } => {
+                    r.blocked_since.get_or_insert_with(Instant::now);
+                    if warn {
                         let message = format!(
-                            "The Pods matching {} were not all Ready {:?} (--rolling-timeout) after one was replaced; going on with the next.",
-                            r.selector, self.settings.rolling_timeout
+                            "Evictions of {} matching {} have been refused for {:?}: {} wavelet keeps trying.",
+                            count_pods(r.remaining.len()),
+                            r.selector,
+                            self.settings.eviction_warning_after,
+                            refusal.as_deref().unwrap_or_default()
                         );
                         log::warn!("{key}: {message}");
-                        self.recorder.warning(about, "RollingTimeout", &message);
+                        self.recorder.warning(about, "EvictionBlocked", &message);
+                        r.warned_blocked = true;
                     }
-                    if r.remaining.is_empty() {
-                        break;
-                    }
-                    r.step = Step::Replace;
-                }
-                Step::Replace => {
-                    let one_at_a_time = r.strategy == Strategy::Rolling;
-                    let mut blocked = Vec::new();
-                    let mut refusal = None;
-                    while let Some(target) = r.remaining.pop_front() {
-                        let attempt = match self.replace(&key.namespace, &target, r.strategy) {
-                            Ok(attempt) => attempt,
-                            Err(err) => {
-                                r.remaining.push_front(target);
-                                r.remaining.extend(blocked);
-                                return Err(err);
-                            }
-                        };
-                        match attempt {
-                            Attempt::Replaced => {
-                                log::info!(
-                                    "{key}: {} Pod {}/{}",
-                                    past_tense(r.strategy),
-                                    key.namespace,
-                                    target.name
-                                );
-                                r.replaced += 1;
-                                r.blocked_since = None;
-                                r.warned_blocked = false;
-                                if one_at_a_time {
-                                    r.step = Step::AwaitReady {
-                                        deadline: Instant::now() + self.settings.rolling_timeout,
-                                    };
-                                    break;
-                                }
-                            }
-                            Attempt::Gone => log::debug!(
-                                "{key}: Pod {}/{} is already gone",
-                                key.namespace,
-                                target.name
-                            ),
-                            Attempt::Blocked(message) => {
-                                metrics::global().pod_replacement_retries.inc(&["blocked"]);
-                                log::debug!(
-                                    "{key}: eviction of Pod {}/{} refused: {message}",
-                                    key.namespace,
-                                    target.name
-                                );
-                                refusal = Some(message);
-                                blocked.push(target);
-                                if one_at_a_time {
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                    if let Some(message) = refusal {
-                        // Refused Pods go back in front, in their order.
-                        for target in blocked.into_iter().rev() {
-                            r.remaining.push_front(target);
-                        }
-                        let since = *r.blocked_since.get_or_insert_with(Instant::now);
-                        if !r.warned_blocked
-                            && since.elapsed() >= self.settings.eviction_warning_after
-                        {
-                            let message = format!(
-                                "Evictions of {} matching {} have been refused for {:?}: {message} wavelet keeps trying.",
-                                count_pods(r.remaining.len()),
-                                r.selector,
-                                self.settings.eviction_warning_after
-                            );
-                            log::warn!("{key}: {message}");
-                            self.recorder.warning(about, "EvictionBlocked", &message);
-                            r.warned_blocked = true;
-                        }
-                        return Ok((Action::Backoff, Outcome::Blocked));
-                    }
-                    if matches!(r.step, Step::Replace) {
-                        // Every Pod went through (or was gone already).
-                        break;
-                    }
+                    return Ok((Action::Backoff, Outcome::Blocked));
                 }
             }
         }
@@ -598,6 +515,70 @@ impl DeleteMode {
         log::info!("{key}: {message}");
         self.recorder.normal(about, "PodsReplaced", &message);
         Ok((Action::Done, Outcome::Replaced { pods: r.replaced }))
+    }
+
+    /// Evicts or deletes the remaining Pods in order, `one_at_a_time` (`rolling`): until the
+    /// first goes through, then awaits Ready. Returns the message of a refusal (the refused
+    /// Pods go back in front, in their order).
+    fn replace_remaining(
+        &self,
+        key: &ConfigKey,
+        r: &mut Replacement,
+        one_at_a_time: bool,
+    ) -> Result<Option<String>, Error> {
+        let mut blocked = Vec::new();
+        let mut refusal = None;
+        while let Some(target) = r.remaining.pop_front() {
+            let attempt = match self.replace(&key.namespace, &target, r.strategy) {
+                Ok(attempt) => attempt,
+                Err(err) => {
+                    r.remaining.push_front(target);
+                    r.remaining.extend(blocked);
+                    return Err(err);
+                }
+            };
+            match attempt {
+                Attempt::Replaced => {
+                    log::info!(
+                        "{key}: {} Pod {}/{}",
+                        past_tense(r.strategy),
+                        key.namespace,
+                        target.name
+                    );
+                    r.replaced += 1;
+                    r.blocked_since = None;
+                    r.warned_blocked = false;
+                    if one_at_a_time {
+                        r.phase = Phase::AwaitReady {
+                            deadline: Instant::now() + self.settings.rolling_timeout,
+                        };
+                        break;
+                    }
+                }
+                Attempt::Gone => log::debug!(
+                    "{key}: Pod {}/{} is already gone",
+                    key.namespace,
+                    target.name
+                ),
+                Attempt::Blocked(message) => {
+                    metrics::global().pod_replacement_retries.inc(&["blocked"]);
+                    log::debug!(
+                        "{key}: eviction of Pod {}/{} refused: {message}",
+                        key.namespace,
+                        target.name
+                    );
+                    refusal = Some(message);
+                    blocked.push(target);
+                    if one_at_a_time {
+                        break;
+                    }
+                }
+            }
+        }
+        for target in blocked.into_iter().rev() {
+            r.remaining.push_front(target);
+        }
+        Ok(refusal)
     }
 
     /// Evicts or deletes one Pod, on condition that it is still the Pod that was listed.
@@ -699,7 +680,7 @@ mod tests {
     use crate::hashmode::hash::data_hash;
     use crate::objects::KeyDigest;
     use sha2::{Digest as _, Sha256};
-    use std::collections::HashSet;
+    use std::collections::{HashSet, VecDeque};
 
     fn pod(uid: &str, created: &str, ready: bool, terminating: bool) -> Pod {
         serde_json::from_value(json!({
