@@ -458,27 +458,47 @@ impl Worker {
 
     fn record(&self, key: &WorkloadKey, outcome: &Outcome) {
         let m = metrics::global();
-        let kind = key.resource.kind.as_str();
-        match outcome {
-            Outcome::Rolled { changed_at, .. } => {
-                let result = if self.dry_run { "dry_run" } else { "rolled" };
-                m.rollouts.inc(&[kind, result]);
-                if let Some(since) = changed_at {
-                    m.change_to_patch.observe(since.elapsed());
-                }
-            }
-            Outcome::Adopted { .. } => m.rollouts.inc(&[kind, "adopted"]),
-            Outcome::Recorded { .. } => m.rollouts.inc(&[kind, "recorded"]),
-            Outcome::Throttled(_) => m.changes_skipped.inc(&["throttled"]),
-            Outcome::MissingConfig => m.changes_skipped.inc(&["missing_config"]),
-            Outcome::OutOfScope => m.changes_skipped.inc(&["out_of_scope"]),
-            Outcome::UpToDate
-            | Outcome::Forgotten
-            | Outcome::OptOutCleaned
-            | Outcome::AwaitingWatch
-            | Outcome::AwaitingData
-            | Outcome::Debouncing => {}
+        match counted_as(outcome, self.dry_run) {
+            Some(Counted::Rollout(result)) => m.rollouts.inc(&[&key.resource.kind, result]),
+            Some(Counted::Skipped(reason)) => m.changes_skipped.inc(&[reason]),
+            None => {}
         }
+        if let Outcome::Rolled {
+            changed_at: Some(since),
+            ..
+        } = outcome
+        {
+            m.change_to_patch.observe(since.elapsed());
+        }
+    }
+}
+
+/// Where a hash-mode outcome is counted on `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// `wavelet_rollouts_total{result}` (with the workload's kind).
+    Rollout(&'static str),
+    /// `wavelet_changes_skipped_total{reason}`.
+    Skipped(&'static str),
+}
+
+/// How a reconcile's outcome counts: writes as rollouts by result, changes not acted on by
+/// reason; routine outcomes (up to date, waiting for the watch or for data) not at all.
+fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
+    match outcome {
+        Outcome::Rolled { .. } if dry_run => Some(Counted::Rollout("dry_run")),
+        Outcome::Rolled { .. } => Some(Counted::Rollout("rolled")),
+        Outcome::Adopted { .. } => Some(Counted::Rollout("adopted")),
+        Outcome::Recorded { .. } => Some(Counted::Rollout("recorded")),
+        Outcome::Throttled(_) => Some(Counted::Skipped("throttled")),
+        Outcome::MissingConfig => Some(Counted::Skipped("missing_config")),
+        Outcome::OutOfScope => Some(Counted::Skipped("out_of_scope")),
+        Outcome::UpToDate
+        | Outcome::Forgotten
+        | Outcome::OptOutCleaned
+        | Outcome::AwaitingWatch
+        | Outcome::AwaitingData
+        | Outcome::Debouncing => None,
     }
 }
 
@@ -565,14 +585,7 @@ fn serves_argo_rollouts(client: &Client) -> bool {
 fn discover(client: &Client, kind: &WorkloadKind) -> Resource {
     let unknown = Resource::new(&kind.group, &kind.version, &kind.resource, "");
     let kind_name = discovered_kind(client, &unknown).unwrap_or_else(|| {
-        let singular = kind.resource.strip_suffix('s').unwrap_or(&kind.resource);
-        let mut chars = singular.chars();
-        let guessed: String = chars
-            .next()
-            .map(|c| c.to_ascii_uppercase())
-            .into_iter()
-            .chain(chars)
-            .collect();
+        let guessed = guessed_kind(&kind.resource);
         log::warn!(
             "could not discover the kind of {}/{}/{}; assuming {guessed}",
             kind.group,
@@ -582,6 +595,19 @@ fn discover(client: &Client, kind: &WorkloadKind) -> Resource {
         guessed
     });
     Resource::new(&kind.group, &kind.version, &kind.resource, &kind_name)
+}
+
+/// The Kind of a plural resource name when discovery cannot say: the capitalized singular
+/// (`widgets` → `Widget`), as most custom resources are named.
+fn guessed_kind(plural: &str) -> String {
+    let singular = plural.strip_suffix('s').unwrap_or(plural);
+    let mut chars = singular.chars();
+    chars
+        .next()
+        .map(|c| c.to_ascii_uppercase())
+        .into_iter()
+        .chain(chars)
+        .collect()
 }
 
 /// The Kind API discovery names for `resource`'s plural in its group-version; `None` when
@@ -672,5 +698,135 @@ impl Latch {
         while *pending > 0 {
             pending = self.opened.wait(pending).unwrap();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hashmode::throttle::Throttled;
+
+    #[test]
+    fn no_namespaces_flag_means_one_set_of_watches_over_all_namespaces() {
+        assert_eq!(namespaces_to_watch(&[], &[]).unwrap(), vec![None]);
+        assert_eq!(
+            namespaces_to_watch(&[], &["kube-system".into()]).unwrap(),
+            vec![None],
+            "ignored namespaces are filtered by the API server then, not by the watch list"
+        );
+    }
+
+    #[test]
+    fn namespaces_to_ignore_are_subtracted_from_namespaces_in_order() {
+        let watched = namespaces_to_watch(
+            &["b".into(), "a".into(), "c".into()],
+            &["a".into(), "z".into()],
+        )
+        .unwrap();
+        assert_eq!(watched, vec![Some("b".into()), Some("c".into())]);
+    }
+
+    #[test]
+    fn ignoring_every_listed_namespace_is_a_configuration_error() {
+        let err = namespaces_to_watch(&["a".into()], &["a".into()]).unwrap_err();
+        assert!(err.to_string().contains("nothing to watch"), "{err}");
+    }
+
+    #[test]
+    fn ignored_namespaces_become_one_field_selector() {
+        assert_eq!(ignored_namespaces_field_selector(&[]), None);
+        assert_eq!(
+            ignored_namespaces_field_selector(&["kube-system".into(), "flux".into()]).as_deref(),
+            Some("metadata.namespace!=kube-system,metadata.namespace!=flux")
+        );
+    }
+
+    #[test]
+    fn an_undiscoverable_kind_is_guessed_as_the_capitalized_singular() {
+        assert_eq!(guessed_kind("widgets"), "Widget");
+        assert_eq!(guessed_kind("rollouts"), "Rollout");
+        assert_eq!(guessed_kind("sheep"), "Sheep");
+        assert_eq!(guessed_kind(""), "");
+    }
+
+    #[test]
+    fn writes_count_as_rollouts_by_result() {
+        let rolled = Outcome::Rolled {
+            from: "a".into(),
+            to: "b".into(),
+            changed_at: None,
+        };
+        assert_eq!(counted_as(&rolled, false), Some(Counted::Rollout("rolled")));
+        assert_eq!(counted_as(&rolled, true), Some(Counted::Rollout("dry_run")));
+        let adopted = Outcome::Adopted { hash: "h".into() };
+        assert_eq!(
+            counted_as(&adopted, false),
+            Some(Counted::Rollout("adopted"))
+        );
+        let recorded = Outcome::Recorded { hash: "h".into() };
+        assert_eq!(
+            counted_as(&recorded, false),
+            Some(Counted::Rollout("recorded"))
+        );
+    }
+
+    #[test]
+    fn changes_not_acted_on_count_as_skipped_by_reason() {
+        let throttled = Outcome::Throttled(Throttled::RateLimit(Duration::from_secs(1)));
+        assert_eq!(
+            counted_as(&throttled, false),
+            Some(Counted::Skipped("throttled"))
+        );
+        assert_eq!(
+            counted_as(&Outcome::MissingConfig, false),
+            Some(Counted::Skipped("missing_config"))
+        );
+        assert_eq!(
+            counted_as(&Outcome::OutOfScope, false),
+            Some(Counted::Skipped("out_of_scope"))
+        );
+    }
+
+    #[test]
+    fn routine_outcomes_are_not_counted() {
+        for outcome in [
+            Outcome::UpToDate,
+            Outcome::Forgotten,
+            Outcome::OptOutCleaned,
+            Outcome::AwaitingWatch,
+            Outcome::AwaitingData,
+            Outcome::Debouncing,
+        ] {
+            assert_eq!(counted_as(&outcome, false), None, "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn the_latch_opens_when_every_watcher_counted_down_or_when_forced() {
+        let latch = Latch::new(2);
+        assert!(!latch.is_open());
+        latch.count_down();
+        assert!(!latch.is_open());
+        latch.count_down();
+        assert!(latch.is_open());
+        latch.count_down();
+        assert!(latch.is_open(), "an extra count-down does not close it");
+        latch.wait();
+
+        let stopping = Latch::new(5);
+        stopping.open();
+        assert!(stopping.is_open());
+        stopping.wait();
+    }
+
+    #[test]
+    fn a_waiter_is_released_by_the_last_count_down_from_another_thread() {
+        let latch = Arc::new(Latch::new(1));
+        let waiter = {
+            let latch = Arc::clone(&latch);
+            std::thread::spawn(move || latch.wait())
+        };
+        latch.count_down();
+        waiter.join().unwrap();
     }
 }
