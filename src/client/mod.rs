@@ -1029,6 +1029,24 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
     }
 
     #[test]
+    fn only_a_body_naming_a_failure_is_parsed_as_a_status() {
+        let two_pdbs =
+            br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":500}"#;
+        assert!(may_be_failure(two_pdbs));
+        for object in [
+            &br#"{"kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"Failure"}}"#[..],
+            br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#,
+            br#"{"kind":"Secret","metadata":{"name":"s"},"data":{"k":"dmFsdWU="}}"#,
+        ] {
+            // A value that happens to be "Failure" is parsed and found to be no Status.
+            if may_be_failure(object) {
+                assert_eq!(failure_status(object, 200), None);
+            }
+        }
+        assert!(!may_be_failure(br#"{"kind":"Status","status":"Success"}"#));
+    }
+
+    #[test]
     fn get_counts_collections_as_list_and_named_objects_as_get() {
         for (path, verb) in [
             ("/api/v1/namespaces/ns/configmaps?limit=500", "list"),

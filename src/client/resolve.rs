@@ -14,7 +14,7 @@
 //! connection is dialled, so a short memory never keeps a moved server out of reach.
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -74,9 +74,13 @@ impl Resolver for CachingResolver {
         let port = authority
             .port_u16()
             .unwrap_or(if scheme.as_str() == "https" { 443 } else { 80 });
-        // `host()` keeps an IPv6 address's brackets: `[::1]:6443` parses as an address.
-        let host_and_port = format!("{}:{port}", authority.host());
-        let addresses = self.addresses(&host_and_port, Instant::now())?;
+        // `host()` keeps an IPv6 address's brackets.
+        let host = authority.host();
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        let addresses = match literal.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) => self.addresses(&format!("{host}:{port}"), Instant::now())?,
+        };
         let mut result = self.empty();
         for address in config.ip_family().keep_wanted(addresses.into_iter()) {
             if result.try_push(address).is_err() {
@@ -130,13 +134,19 @@ mod tests {
     }
 
     #[test]
-    fn resolving_a_uri_uses_the_scheme_default_port() {
+    fn resolving_a_uri_with_an_address_uses_it_and_the_scheme_default_port() {
         let resolver = CachingResolver::default();
         let config = Config::default();
-        let uri: Uri = "https://127.0.0.1/api".parse().unwrap();
-        let resolved = resolver
-            .resolve(&uri, &config, NextTimeout::default())
-            .unwrap();
-        assert_eq!(&resolved[..], &["127.0.0.1:443".parse().unwrap()]);
+        for (uri, address) in [
+            ("https://127.0.0.1/api", "127.0.0.1:443"),
+            ("http://127.0.0.1:8001/api", "127.0.0.1:8001"),
+            ("https://[::1]:6443/api", "[::1]:6443"),
+        ] {
+            let uri: Uri = uri.parse().unwrap();
+            let resolved = resolver
+                .resolve(&uri, &config, NextTimeout::default())
+                .unwrap();
+            assert_eq!(&resolved[..], &[address.parse().unwrap()]);
+        }
     }
 }

@@ -198,28 +198,57 @@ pub(super) fn decode<T: DeserializeOwned>(
 ) -> Result<T, Error> {
     let code = response.status().as_u16();
     let path = path.split('?').next().unwrap_or(path);
-    let mut body = Vec::new();
-    response
-        .into_body()
-        .into_reader()
-        .take(MAX_OBJECT as u64 + 1)
-        .read_to_end(&mut body)
-        .map_err(|e| {
-            Error::Transport(format!("{method} {path}: reading the response failed: {e}"))
-        })?;
-    if body.len() > MAX_OBJECT {
-        return Err(Error::Decode(format!(
-            "{method} {path}: the response is larger than {} MiB",
-            MAX_OBJECT >> 20
-        )));
-    }
-    if body.len() <= STATUS_PEEK {
-        if let Some(status) = failure_status(&body, code) {
-            return Err(Error::Api(status));
+    with_body_buffer(|body| {
+        response
+            .into_body()
+            .into_reader()
+            .take(MAX_OBJECT as u64 + 1)
+            .read_to_end(body)
+            .map_err(|e| {
+                Error::Transport(format!("{method} {path}: reading the response failed: {e}"))
+            })?;
+        if body.len() > MAX_OBJECT {
+            return Err(Error::Decode(format!(
+                "{method} {path}: the response is larger than {} MiB",
+                MAX_OBJECT >> 20
+            )));
         }
+        if body.len() <= STATUS_PEEK && may_be_failure(body) {
+            if let Some(status) = failure_status(body, code) {
+                return Err(Error::Api(status));
+            }
+        }
+        serde_json::from_slice(body)
+            .map_err(|e| Error::Decode(format!("{method} {path}: unexpected response body: {e}")))
+    })
+}
+
+/// The largest body buffer a thread keeps for its next response.
+const KEPT_BODY_BUFFER: usize = 256 << 10;
+
+thread_local! {
+    /// Each thread's buffer for whole response bodies: a worker or fetcher making a
+    /// thousand requests reuses one buffer instead of growing a new one each time.
+    static BODY_BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's empty body buffer, kept afterwards unless it grew large.
+fn with_body_buffer<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    let mut body = BODY_BUFFER.take();
+    body.clear();
+    let result = f(&mut body);
+    if body.capacity() <= KEPT_BODY_BUFFER {
+        body.clear();
+        BODY_BUFFER.set(body);
     }
-    serde_json::from_slice(&body)
-        .map_err(|e| Error::Decode(format!("{method} {path}: unexpected response body: {e}")))
+    result
+}
+
+/// Whether a body can be a failure `Status` at all: one always holds the string
+/// `"Failure"`, which most objects do not, so they are parsed once, not twice.
+pub(super) fn may_be_failure(body: &[u8]) -> bool {
+    const NEEDLE: &[u8] = b"\"Failure\"";
+    body.windows(NEEDLE.len()).any(|w| w == NEEDLE)
 }
 
 /// Decodes a 2xx LIST body item by item as it streams in ([`list_body`]), keeping its
