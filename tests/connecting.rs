@@ -1,6 +1,7 @@
 //! Connecting safely, through the real binary: TLS is verified against the configured CA
 //! (an unknown CA is refused with a message that names the problem and the way out, and
-//! only `--insecure-skip-tls-verify` skips verification), and a token file that cannot be
+//! only `--insecure-skip-tls-verify` skips verification; a kubeconfig's `tls-server-name` is
+//! the name verified), and a token file that cannot be
 //! read is a clear error at start.
 
 use std::time::Duration;
@@ -140,5 +141,51 @@ fn a_missing_or_unreadable_token_file_is_a_clear_error_at_start() {
     assert!(
         fake.requests().is_empty(),
         "nothing is sent without a token"
+    );
+}
+
+#[test]
+fn a_kubeconfigs_tls_server_name_is_what_the_certificate_is_verified_against() {
+    let (fake, front) = cluster();
+    let port = front.url().rsplit(':').next().unwrap().to_string();
+    // The same listener through an address the certificate does not name (it names
+    // 127.0.0.1 and localhost): verified as `localhost`, it is accepted.
+    let unnamed = format!("https://[::ffff:127.0.0.1]:{port}");
+    let dir = TempDir::new("tls-server-name");
+    let ca_file = dir.write("ca.crt", fixture("ca.crt"));
+    let write = |name: &str, server_name: &str| {
+        let text = kubeconfig_text(
+            &unnamed,
+            &[
+                &format!("certificate-authority: {}", ca_file.display()),
+                &format!("tls-server-name: {server_name}"),
+            ],
+            &["token: fixture-token"],
+        );
+        dir.write(name, text).to_str().unwrap().to_string()
+    };
+
+    let wrong = write("wrong", "api.example.com");
+    let refused = Wavelet::launch(&["--kubeconfig", &wrong], &[("RUST_LOG", "info")]);
+    assert!(
+        refused.wait_for_output("kubeconfig's tls-server-name", Duration::from_secs(20)),
+        "a certificate that does not name tls-server-name is refused, with a hint:\n{}",
+        refused.output()
+    );
+    assert!(refused
+        .output()
+        .contains(r#"not valid for name "api.example.com""#));
+    assert!(fake.requests().is_empty(), "nothing got through");
+    drop(refused);
+
+    let right = write("right", "localhost");
+    let mut args = vec!["--kubeconfig", right.as_str()];
+    args.extend(FAST);
+    let wavelet = Wavelet::start_without_server(&args, &[("RUST_LOG", "info")]);
+    adopted(&fake, &wavelet);
+    assert!(
+        !wavelet.output().contains("tls-server-name"),
+        "no warning that it is ignored:\n{}",
+        wavelet.output()
     );
 }

@@ -78,6 +78,7 @@ impl Client {
                 namespace: None,
                 ca_hint: String::new(),
                 proxy_url: None,
+                tls_server_name: None,
                 impersonate: Vec::new(),
             });
         }
@@ -98,6 +99,7 @@ impl Client {
                           --insecure-skip-tls-verify"
                     .into(),
                 proxy_url: None,
+                tls_server_name: None,
                 impersonate: Vec::new(),
             },
         };
@@ -150,6 +152,7 @@ impl Client {
                     "insecure-skip-tls-verify": config.insecure_skip_tls_verify,
                     "certificate-authority-data": config.ca.as_ref().map(|ca| crate::objects::base64::encode(&ca.bytes)),
                     "proxy-url": config.proxy_url,
+                    "tls-server-name": config.tls_server_name,
                 });
                 let plugin = Arc::new(exec::ExecPlugin::new(exec.clone(), Some(cluster))?);
                 // Run once now: a missing or failing plugin is an error at start, and a
@@ -191,6 +194,7 @@ impl Client {
                 config.context
             ),
             proxy_url: config.proxy_url.clone(),
+            tls_server_name: if plain_http { None } else { config.tls_server_name.clone() },
             impersonate: config.impersonate.clone(),
         })
     }
@@ -259,6 +263,7 @@ impl Client {
             namespace,
             ca_hint: format!("the service account CA {} is missing", ca_path.display()),
             proxy_url: None,
+            tls_server_name: None,
             impersonate: Vec::new(),
         })
     }

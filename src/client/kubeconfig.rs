@@ -83,6 +83,9 @@ pub struct Kubeconfig {
     pub namespace: Option<String>,
     /// `cluster.proxy-url` (http or https).
     pub proxy_url: Option<String>,
+    /// `cluster.tls-server-name`: the name the server's certificate is verified against
+    /// (and sent as SNI) instead of the host of `server`.
+    pub tls_server_name: Option<String>,
     /// `as`, `as-groups`, `as-uid`: sent as `Impersonate-*` headers.
     pub impersonate: Vec<(&'static str, String)>,
 }
@@ -313,12 +316,25 @@ impl Resolver<'_> {
                 )));
             }
         }
-        if cluster.get("tls-server-name").is_some_and(|v| !v.is_null()) {
-            log::warn!(
-                "kubeconfig {}: cluster `{cluster_name}` sets tls-server-name, which wavelet ignores; \
-                 the certificate is verified against the host in the server URL",
-                self.path.display()
-            );
+        let tls_server_name = self
+            .string(
+                cluster,
+                "tls-server-name",
+                &format!("{cluster_field}.tls-server-name"),
+            )?
+            .filter(|n| !n.is_empty());
+        if let Some(name) = &tls_server_name {
+            if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
+                return Err(self.error(format!(
+                    "{cluster_field}.tls-server-name `{name}` is not a DNS name or an IP address"
+                )));
+            }
+            if proxy_url.is_some() {
+                return Err(self.error(format!(
+                    "cluster `{cluster_name}` sets both tls-server-name and proxy-url, which wavelet \
+                     does not support together; run `kubectl proxy` and use --server http://127.0.0.1:8001"
+                )));
+            }
         }
         let ca = self.pem(
             cluster,
@@ -349,6 +365,7 @@ impl Resolver<'_> {
             client_certificate,
             namespace,
             proxy_url,
+            tls_server_name,
             impersonate,
         })
     }
@@ -735,6 +752,26 @@ mod tests {
             "    token: t\n",
         );
         assert!(message(parse(&socks, Path::new("/k/config"))).contains("not SOCKS"));
+    }
+
+    #[test]
+    fn tls_server_name_is_read_checked_and_not_combined_with_a_proxy() {
+        let text = config(
+            "    server: https://10.0.0.5:6443\n    tls-server-name: kubernetes.default\n",
+            "    token: t\n",
+        );
+        let k = parse(&text, Path::new("/k/config")).unwrap();
+        assert_eq!(k.tls_server_name.as_deref(), Some("kubernetes.default"));
+        let bad = config(
+            "    server: https://x\n    tls-server-name: \"not a name\"\n",
+            "    token: t\n",
+        );
+        assert!(message(parse(&bad, Path::new("/k/config"))).contains("not a DNS name"));
+        let proxied = config(
+            "    server: https://x\n    tls-server-name: api\n    proxy-url: http://p:3128\n",
+            "    token: t\n",
+        );
+        assert!(message(parse(&proxied, Path::new("/k/config"))).contains("kubectl proxy"));
     }
 
     #[test]

@@ -160,6 +160,9 @@ struct Inner {
     agent: ureq::Agent,
     /// Scheme, host, port and optional path prefix; no trailing slash.
     base_url: String,
+    /// What requests are sent to: `base_url`, or with `tls-server-name` that name in place
+    /// of the host (the resolver sends it to the host of `base_url`).
+    request_base: String,
     token: TokenSource,
     namespace: Option<String>,
     counts: Mutex<BTreeMap<(&'static str, u16), u64>>,
@@ -197,6 +200,8 @@ struct Setup {
     ca_hint: String,
     /// `cluster.proxy-url` of a kubeconfig.
     proxy_url: Option<String>,
+    /// `cluster.tls-server-name` of a kubeconfig (https only).
+    tls_server_name: Option<String>,
     impersonate: Vec<(&'static str, String)>,
 }
 
@@ -238,13 +243,21 @@ impl Client {
             // Like Go's ProxyFromEnvironment: a local kubectl proxy is never reached through HTTP(S)_PROXY.
             config = config.proxy(None);
         }
+        let (request_base, resolver) = match &setup.tls_server_name {
+            Some(name) if setup.base_url.starts_with("https://") => {
+                let (request_base, pin) = resolve::pin_server_name(&setup.base_url, name)?;
+                (request_base, resolve::CachingResolver::with_pin(pin))
+            }
+            _ => (setup.base_url.clone(), resolve::CachingResolver::default()),
+        };
         Ok(Client {
             inner: Arc::new(Inner {
                 agent: ureq::Agent::with_parts(
                     config.build(),
                     ureq::unversioned::transport::DefaultConnector::new(),
-                    resolve::CachingResolver::default(),
+                    resolver,
                 ),
+                request_base,
                 base_url: setup.base_url,
                 token: setup.token,
                 namespace: setup.namespace,
@@ -412,7 +425,7 @@ impl Client {
                 "request path `{path_and_query}` must start with `/`"
             )));
         }
-        let url = format!("{}{}", inner.base_url, path_and_query);
+        let url = format!("{}{}", inner.request_base, path_and_query);
         let log_path = path_and_query.split('?').next().unwrap_or(path_and_query);
         let mut reread_token = false;
         loop {
@@ -555,7 +568,10 @@ fn is_loopback_url(url: &str) -> bool {
 }
 
 fn transport_error(method: &Method, url: &str, error: ureq::Error) -> Error {
-    let hint = if is_tls_failure(&error) {
+    let hint = if is_tls_name_mismatch(&error) {
+        " (TLS: the server's certificate does not name the host it is verified against: the \
+         host of the server URL, or the kubeconfig's tls-server-name when it sets one)"
+    } else if is_tls_failure(&error) {
         " (TLS: the server's certificate is not trusted: check the certificate authority, \
          certificate-authority(-data) in the kubeconfig or the service account ca.crt; for a \
          test cluster only, --insecure-skip-tls-verify skips the check)"
@@ -575,6 +591,24 @@ fn is_tls_failure(error: &ureq::Error) -> bool {
         ureq::Error::Io(e) => e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()),
         _ => false,
     }
+}
+
+/// A certificate from a trusted CA that names other hosts.
+fn is_tls_name_mismatch(error: &ureq::Error) -> bool {
+    let rustls_error = match error {
+        ureq::Error::Rustls(e) => Some(e),
+        ureq::Error::Io(e) => e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>()),
+        _ => None,
+    };
+    matches!(
+        rustls_error,
+        Some(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. }
+        ))
+    )
 }
 
 fn encode(body: &serde_json::Value) -> Result<Vec<u8>, Error> {
@@ -1672,6 +1706,7 @@ SAAwRQIgH5Sxb4xc5ivFfSAqnTIp/BYiVqV9tIOn2C+NM4iASqMCIQC1Nu9whhxZ
             namespace: None,
             ca_hint: String::new(),
             proxy_url: None,
+            tls_server_name: None,
             impersonate: Vec::new(),
         })
         .expect("client");

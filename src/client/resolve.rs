@@ -12,6 +12,10 @@
 //! bound the wait (`/etc/resolv.conf`: 5 s per attempt by default), and remembered for a
 //! few seconds, so a burst of requests makes one lookup. Addresses only matter when a new
 //! connection is dialled, so a short memory never keeps a moved server out of reach.
+//!
+//! A kubeconfig's `tls-server-name` is a [`Pin`], as curl's `--resolve`: requests go to a
+//! URL whose host is that name (so TLS sends it as SNI and verifies the certificate
+//! against it), and the resolver sends that name to the host of `server`.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -31,9 +35,53 @@ const REMEMBER_FOR: Duration = Duration::from_secs(10);
 pub(super) struct CachingResolver {
     /// `host:port` → when it was looked up, and the addresses.
     names: Mutex<HashMap<String, (Instant, Vec<SocketAddr>)>>,
+    pin: Option<Pin>,
+}
+
+/// A host name that stands for another host (`tls-server-name` for the host of `server`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Pin {
+    /// The host in request URLs (the TLS server name), as `Authority::host` gives it.
+    pub name: String,
+    /// The host of `server`: where connections go.
+    pub target: String,
+}
+
+/// The request base URL and the pin for `server` verified as `tls_server_name`: the same
+/// scheme, port and path prefix with the name as host.
+pub(super) fn pin_server_name(
+    server: &str,
+    tls_server_name: &str,
+) -> Result<(String, Pin), crate::error::Error> {
+    let invalid = |why: &str| {
+        crate::error::Error::Config(format!(
+            "cannot use tls-server-name `{tls_server_name}` with server `{server}`: {why}"
+        ))
+    };
+    let uri: Uri = server.parse().map_err(|_| invalid("not a URL"))?;
+    let authority = uri.authority().ok_or_else(|| invalid("no host"))?;
+    let port = authority.port_u16().unwrap_or(443);
+    let name = match tls_server_name.parse::<IpAddr>() {
+        Ok(IpAddr::V6(ip)) => format!("[{ip}]"),
+        _ => tls_server_name.to_ascii_lowercase(),
+    };
+    let prefix = uri.path().trim_end_matches('/');
+    let request_base = format!("https://{name}:{port}{prefix}");
+    let pin = Pin {
+        name,
+        target: authority.host().to_string(),
+    };
+    Ok((request_base, pin))
 }
 
 impl CachingResolver {
+    pub(super) fn with_pin(pin: Pin) -> CachingResolver {
+        CachingResolver {
+            pin: Some(pin),
+            ..CachingResolver::default()
+        }
+    }
+
     /// The addresses of `host:port`: parsed when it is an address, else remembered or
     /// looked up.
     fn addresses(&self, host_and_port: &str, now: Instant) -> std::io::Result<Vec<SocketAddr>> {
@@ -75,7 +123,10 @@ impl Resolver for CachingResolver {
             .port_u16()
             .unwrap_or(if scheme.as_str() == "https" { 443 } else { 80 });
         // `host()` keeps an IPv6 address's brackets.
-        let host = authority.host();
+        let host = match &self.pin {
+            Some(pin) if authority.host().eq_ignore_ascii_case(&pin.name) => pin.target.as_str(),
+            _ => authority.host(),
+        };
         let literal = host.trim_start_matches('[').trim_end_matches(']');
         let addresses = match literal.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
@@ -131,6 +182,29 @@ mod tests {
         );
         let later = now + REMEMBER_FOR + Duration::from_secs(1);
         assert_eq!(resolver.addresses("localhost:6443", later).unwrap(), first);
+    }
+
+    #[test]
+    fn a_tls_server_name_is_the_request_host_and_resolves_to_the_server() {
+        let (base, pin) = pin_server_name("https://127.0.0.1:6443", "kubernetes.default").unwrap();
+        assert_eq!(base, "https://kubernetes.default:6443");
+        let resolver = CachingResolver::with_pin(pin);
+        let uri: Uri = format!("{base}/api/v1/pods").parse().unwrap();
+        let resolved = resolver
+            .resolve(&uri, &Config::default(), NextTimeout::default())
+            .unwrap();
+        assert_eq!(&resolved[..], &["127.0.0.1:6443".parse().unwrap()]);
+
+        // A path prefix and the default port stay; an IPv6 name gets its brackets.
+        let (base, pin) = pin_server_name("https://[::1]/k8s/clusters/c-1/", "fd00::1").unwrap();
+        assert_eq!(base, "https://[fd00::1]:443/k8s/clusters/c-1");
+        assert_eq!(pin.target, "[::1]");
+        let resolver = CachingResolver::with_pin(pin);
+        let uri: Uri = format!("{base}/api").parse().unwrap();
+        let resolved = resolver
+            .resolve(&uri, &Config::default(), NextTimeout::default())
+            .unwrap();
+        assert_eq!(&resolved[..], &["[::1]:443".parse().unwrap()]);
     }
 
     #[test]
