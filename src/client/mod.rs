@@ -215,9 +215,11 @@ impl Client {
             .max_redirects(0)
             .max_idle_connections_per_host(8)
             // ureq's default is 128 KiB each way per connection; a dozen pooled and watch
-            // connections would hold 3 MiB. JSON is parsed as it streams, so 16 KiB is plenty.
-            .input_buffer_size(16 * 1024)
-            .output_buffer_size(16 * 1024)
+            // connections would hold 3 MiB. JSON is parsed as it streams, and requests are
+            // small (a PATCH, an eviction): 12 KiB in (ureq needs 10 for a request body's
+            // staging) and 4 KiB out. 16 + 16 measured 0.2 MiB more RSS at the SPEC §6 sync.
+            .input_buffer_size(12 * 1024)
+            .output_buffer_size(4 * 1024)
             // No resolve timeout: with one, ureq spawns a thread per request to look the
             // host up (resolve.rs says why and what bounds a lookup instead).
             .timeout_connect(Some(CONNECT_TIMEOUT))
