@@ -346,7 +346,7 @@ fn read_data(client: &Client, cache: &Cache, key: &ConfigKey) -> Result<(), Erro
     };
     match crate::watch::fetch::read_secret(client, key)? {
         Some(secret) => {
-            cache.store_fetched(key, &entry.resource_version, secret);
+            cache.store_fetched(key, Some(&entry.resource_version), secret);
         }
         // Deleted since the list: absent.
         None => {

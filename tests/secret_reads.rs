@@ -258,3 +258,90 @@ fn a_secret_whose_reads_keep_failing_is_retried_at_least_once_per_resync_period(
         wavelet.output()
     );
 }
+
+#[test]
+fn secrets_nothing_uses_are_not_kept() {
+    let (_fake, wavelet) = start_with_referenced_secret();
+    // Of the Secrets (creds, a Helm release, unused, the barrier), only the two that
+    // Deployments reference (creds by web, the barrier by its own Deployment).
+    assert_eq!(
+        metric(&wavelet, "wavelet_cache_objects", r#"kind="config""#),
+        2.0
+    );
+}
+
+#[test]
+fn a_referenced_secret_read_while_the_secrets_are_still_listed_is_not_taken_for_gone() {
+    // The Secret is in the first page of the list, before its workload is known, so it is
+    // not kept; the workload arrives, the Secret is read; then the list ends. What the list
+    // returned still exists, kept or not.
+    let fake = FakeApi::start();
+    fake.apply(secret(NS, "aaa-creds", &[("password", "hunter2")]));
+    for n in 0..600 {
+        fake.apply(secret(NS, &format!("filler-{n:03}"), &[("k", "v")]));
+    }
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        uses_secret("aaa-creds"),
+    ));
+    for (resource, delay) in [
+        ("deployments", Duration::from_millis(400)),
+        ("secrets", Duration::ZERO),
+        ("secrets", Duration::from_millis(1500)),
+    ] {
+        // (`Slow` matches by method: the list of deployments, then the first and the
+        // second page of secrets, requested before the deployments arrive.)
+        fake.inject(crate::fake::Fault::Slow {
+            method: "GET".into(),
+            resource: resource.into(),
+            delay,
+        });
+    }
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    assert!(
+        !wavelet.output().contains("does not exist"),
+        "{}",
+        wavelet.output()
+    );
+    assert_eq!(secret_reads(&fake, "aaa-creds"), 1);
+}
+
+#[test]
+fn a_reload_list_added_after_the_sync_counts_the_unused_secrets_it_names() {
+    let (fake, wavelet) = start_with_referenced_secret();
+    // `unused` was listed before anything named it, so it is not kept; the new pattern
+    // lists the namespace's Secrets and counts it from the adoption on.
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "api",
+        json!({"secret.reloader.stakater.com/reload": "unus.*"}),
+        json!({"containers": [{"name": "app", "image": "nginx"}]}),
+    ));
+    eventually(&fake, &wavelet, "adoption of the new workload", |f| {
+        hashes(f, "deployments", NS, "api", HASH).1.is_some()
+    });
+    // Counted since the adoption: a label edit is no change of what counts...
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "unused",
+        json!({"metadata": {"labels": {"edited": "yes"}}}),
+    );
+    barrier_change(&fake, &wavelet, "secrets", NS);
+    assert_eq!(fake.revisions("deployments", NS, "api"), 1);
+    // ...and a data edit rolls.
+    set_secret_value(&fake, "unused", "token", "new");
+    eventually(
+        &fake,
+        &wavelet,
+        "a rollout for the named Secret's change",
+        |f| f.revisions("deployments", NS, "api") == 2,
+    );
+}

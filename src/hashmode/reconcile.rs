@@ -27,7 +27,7 @@ use crate::hashmode::counted::counted;
 use crate::hashmode::hash;
 use crate::hashmode::rollout::{self, Style};
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
-use crate::objects::{ConfigKey, Digest, Resource, WorkloadKey};
+use crate::objects::{ConfigKey, ConfigKind, Digest, Resource, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::watch::cache::{Cache, WorkloadEntry};
 use crate::watch::worker::Action;
@@ -186,12 +186,24 @@ impl Reconciler {
         remembered: &mut Memory,
     ) -> Result<(Action, Outcome), Error> {
         // 2.
+        let counts_secrets_by_name = entry
+            .counting
+            .patterns
+            .iter()
+            .any(|p| p.kind == ConfigKind::Secret);
+        if counts_secrets_by_name && self.cache.is_listing_secrets(&key.namespace) {
+            log::debug!("{key}: waiting for the Secrets of its namespace to be listed");
+            return Ok((Action::Done, Outcome::AwaitingData));
+        }
         let resolved = counted(&self.cache, &key.namespace, entry);
         self.warn_problems(key, entry, remembered);
-        if let Some((reference, _)) = resolved
-            .iter()
-            .find(|(_, e)| e.as_ref().is_some_and(|e| !e.is_current()))
-        {
+        // A Secret's data not read at its current version, or a Secret not read at all
+        // (unused Secrets are not cached, so one not cached may just be unread): its read
+        // wakes the workload.
+        if let Some((reference, _)) = resolved.iter().find(|(r, e)| match e {
+            Some(e) => !e.is_current(),
+            None => r.config.kind == ConfigKind::Secret && !self.cache.is_known_absent(&r.config),
+        }) {
             log::debug!("{key}: waiting for the data of {}", reference.config);
             return Ok((Action::Done, Outcome::AwaitingData));
         }

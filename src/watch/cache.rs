@@ -7,8 +7,8 @@
 //! snapshot while a writer swaps in a new one. Secret values never get here, only per-key
 //! digests.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::annotations::Annotations;
 use crate::annotations::{self, Flavor};
@@ -250,6 +250,13 @@ impl Workloads {
 #[derive(Default)]
 pub struct Cache {
     configs: RwLock<HashMap<ConfigKey, Arc<ConfigEntry>>>,
+    /// Secrets read and found not to exist, until a watch event says otherwise. Secrets
+    /// that nothing uses are not kept (see the Router), so for a Secret "not cached" alone
+    /// means "not known"; these are the ones known to be absent.
+    absent_secrets: Mutex<HashSet<ConfigKey>>,
+    /// Namespaces whose Secrets are being listed for a new reload-list pattern: the
+    /// workloads there wait for the listing before they count by name.
+    secret_listings: Mutex<HashSet<Arc<str>>>,
     workloads: RwLock<Workloads>,
     /// The namespaces wavelet acts in (`--namespace-selector`); every one by default.
     scope: NamespaceScope,
@@ -308,6 +315,7 @@ impl Cache {
     pub fn upsert_config(&self, kind: ConfigKind, obj: ConfigObject) -> (ConfigKey, ConfigChange) {
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
         let entry = ConfigEntry::new(&obj.metadata, Some(obj.data.unwrap_or_default()));
+        self.forget_absent(&key);
         let mut configs = self.configs.write().unwrap();
         let change = match configs.get(&key) {
             None => ConfigChange::Created,
@@ -333,6 +341,7 @@ impl Cache {
     ) -> (ConfigKey, Option<Arc<ConfigEntry>>, Arc<ConfigEntry>) {
         let key = ConfigKey::new(kind, &metadata.namespace, &metadata.name);
         let mut entry = ConfigEntry::new(metadata, None);
+        self.forget_absent(&key);
         let mut configs = self.configs.write().unwrap();
         let before = configs.get(&key).cloned();
         if let Some(old) = &before {
@@ -350,30 +359,82 @@ impl Cache {
 
     /// Stores the digests of a fetched Secret, unless the cached object is another one
     /// (deleted, or re-created with another uid) by now. `version_when_asked` is the
-    /// cached resourceVersion when the fetch began: if no newer version was seen meanwhile,
-    /// the fetched version becomes the cached one. Returns the entry after, or `None` when
-    /// the result was dropped.
+    /// cached resourceVersion when the fetch began (`None`: the Secret was not cached, and
+    /// is stored as read unless a watch event stored it meanwhile): if no newer version
+    /// was seen meanwhile, the fetched version becomes the cached one. Returns the entry
+    /// after, or `None` when the result was dropped.
     pub fn store_fetched(
         &self,
         key: &ConfigKey,
-        version_when_asked: &ResourceVersion,
+        version_when_asked: Option<&ResourceVersion>,
         fetched: ConfigObject,
     ) -> Option<Arc<ConfigEntry>> {
         let fetched_entry = ConfigEntry::new(&fetched.metadata, Some(fetched.data?));
         let mut configs = self.configs.write().unwrap();
-        let old = configs.get(key)?;
+        let Some(old) = configs.get(key) else {
+            if version_when_asked.is_some() {
+                return None; // deleted meanwhile
+            }
+            self.forget_absent(key);
+            let after = Arc::new(fetched_entry);
+            configs.insert(key.clone(), Arc::clone(&after));
+            return Some(after);
+        };
         if old.uid != fetched_entry.uid {
             return None;
         }
         let mut entry = (**old).clone();
         entry.data = fetched_entry.data;
-        if old.resource_version == *version_when_asked {
+        if version_when_asked == Some(&old.resource_version) {
             entry.resource_version = fetched_entry.resource_version;
             entry.delete_mode = fetched_entry.delete_mode;
         }
         let after = Arc::new(entry);
         configs.insert(key.clone(), Arc::clone(&after));
         Some(after)
+    }
+
+    /// Records that the Secret `key` does not exist (a read found none, or the watch saw
+    /// it deleted), unless it is cached.
+    pub fn mark_absent(&self, key: &ConfigKey) {
+        if self.configs.read().unwrap().contains_key(key) {
+            return;
+        }
+        self.absent_secrets.lock().unwrap().insert(key.clone());
+    }
+
+    /// The Secret `key` is known not to exist.
+    pub fn is_known_absent(&self, key: &ConfigKey) -> bool {
+        self.absent_secrets.lock().unwrap().contains(key)
+    }
+
+    /// The Secrets of `namespace` are to be listed (a new reload-list pattern there).
+    pub fn begin_secret_listing(&self, namespace: Arc<str>) {
+        self.secret_listings.lock().unwrap().insert(namespace);
+    }
+
+    /// The Secrets of `namespace` were listed; returns the workloads there that count
+    /// objects by name, which waited for it.
+    pub fn end_secret_listing(&self, namespace: &str) -> Vec<WorkloadKey> {
+        self.secret_listings.lock().unwrap().remove(namespace);
+        let workloads = self.workloads.read().unwrap();
+        workloads
+            .by_pattern
+            .get(namespace)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether the Secrets of `namespace` are still to be listed.
+    pub fn is_listing_secrets(&self, namespace: &str) -> bool {
+        self.secret_listings.lock().unwrap().contains(namespace)
+    }
+
+    fn forget_absent(&self, key: &ConfigKey) {
+        let mut absent = self.absent_secrets.lock().unwrap();
+        if !absent.is_empty() {
+            absent.remove(key);
+        }
     }
 
     pub fn remove_config(&self, key: &ConfigKey) -> Option<Arc<ConfigEntry>> {
@@ -572,7 +633,11 @@ mod tests {
             cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
         assert!(before.is_none() && !after.is_current() && after.digests().is_none());
         let read = cache
-            .store_fetched(&key, &ResourceVersion::new("1"), fetched("1", "u", "a"))
+            .store_fetched(
+                &key,
+                Some(&ResourceVersion::new("1")),
+                fetched("1", "u", "a"),
+            )
             .unwrap();
         assert!(read.is_current());
         assert_eq!(read.digests().unwrap().len(), 1);
@@ -582,7 +647,11 @@ mod tests {
     fn a_new_version_seen_by_the_watch_makes_the_data_stale_until_read_again() {
         let cache = Cache::new();
         let (key, ..) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
-        cache.store_fetched(&key, &ResourceVersion::new("1"), fetched("1", "u", "a"));
+        cache.store_fetched(
+            &key,
+            Some(&ResourceVersion::new("1")),
+            fetched("1", "u", "a"),
+        );
         let (_, _, moved) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("2", "u"), true);
         assert!(
             !moved.is_current(),
@@ -616,7 +685,7 @@ mod tests {
             cache.upsert_metadata(ConfigKind::Secret, &secret_meta("5", "new-uid"), true);
         let stored = cache.store_fetched(
             &key,
-            &ResourceVersion::new("5"),
+            Some(&ResourceVersion::new("5")),
             fetched("4", "old-uid", "a"),
         );
         assert!(stored.is_none());
@@ -624,10 +693,39 @@ mod tests {
         assert!(cache
             .store_fetched(
                 &ConfigKey::new(ConfigKind::Secret, "ns", "gone"),
-                &ResourceVersion::new("1"),
+                Some(&ResourceVersion::new("1")),
                 fetched("1", "u", "a")
             )
             .is_none());
+    }
+
+    #[test]
+    fn a_secret_read_while_not_cached_is_stored_and_no_longer_absent() {
+        let cache = Cache::new();
+        let key = ConfigKey::new(ConfigKind::Secret, "ns", "creds");
+        cache.mark_absent(&key);
+        assert!(cache.is_known_absent(&key));
+        let stored = cache
+            .store_fetched(&key, None, fetched("3", "u", "a"))
+            .expect("stored");
+        assert!(stored.is_current());
+        assert!(!cache.is_known_absent(&key));
+        // A cached Secret is never marked absent.
+        cache.mark_absent(&key);
+        assert!(!cache.is_known_absent(&key));
+    }
+
+    #[test]
+    fn a_read_that_finds_a_newer_watch_entry_keeps_the_newer_version() {
+        let cache = Cache::new();
+        let key = ConfigKey::new(ConfigKind::Secret, "ns", "creds");
+        // The read began while nothing was cached; the watch stored version 4 meanwhile.
+        cache.upsert_metadata(ConfigKind::Secret, &secret_meta("4", "u"), true);
+        let after = cache
+            .store_fetched(&key, None, fetched("3", "u", "a"))
+            .expect("merged");
+        assert_eq!(after.resource_version, ResourceVersion::new("4"));
+        assert!(!after.is_current(), "version 4's data is still to be read");
     }
 
     #[test]
@@ -635,7 +733,11 @@ mod tests {
         let cache = Cache::new();
         let (key, ..) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
         let read = cache
-            .store_fetched(&key, &ResourceVersion::new("1"), fetched("2", "u", "b"))
+            .store_fetched(
+                &key,
+                Some(&ResourceVersion::new("1")),
+                fetched("2", "u", "b"),
+            )
             .unwrap();
         assert!(read.is_current());
         assert_eq!(read.resource_version, ResourceVersion::new("2"));
@@ -652,12 +754,20 @@ mod tests {
         // Version 3 arrives while version 2 is being read.
         cache.upsert_metadata(ConfigKind::Secret, &secret_meta("3", "u"), true);
         let read = cache
-            .store_fetched(&key, &ResourceVersion::new("1"), fetched("2", "u", "b"))
+            .store_fetched(
+                &key,
+                Some(&ResourceVersion::new("1")),
+                fetched("2", "u", "b"),
+            )
             .unwrap();
         assert!(!read.is_current());
         assert_eq!(read.resource_version, ResourceVersion::new("3"));
         let read = cache
-            .store_fetched(&key, &ResourceVersion::new("3"), fetched("3", "u", "c"))
+            .store_fetched(
+                &key,
+                Some(&ResourceVersion::new("3")),
+                fetched("3", "u", "c"),
+            )
             .unwrap();
         assert!(read.is_current());
     }

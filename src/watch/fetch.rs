@@ -5,16 +5,22 @@
 //! certificates), and reading them whole would cost memory and CPU in proportion to their
 //! size. The Secrets that matter, those an opted-in workload references or that carry a
 //! delete-mode selector, are read here with one GET each, digested as the body streams in
-//! (the value itself is never kept), when first needed and after each new version.
+//! (the value itself is never kept), when first needed and after each new version. The
+//! others are not even kept by the cache, so a Secret that becomes referenced is read
+//! whether or not it is cached; one that does not exist is recorded as absent. When a
+//! reload list's pattern starts to count Secrets by name in a namespace, that namespace's
+//! Secrets are listed (as metadata) once, since any of them may match.
 
+use std::fmt;
 use std::sync::Arc;
 
-use crate::client::Client;
+use crate::client::{Client, Shape};
 use crate::error::Error;
 use crate::objects::compact::ResourceVersion;
-use crate::objects::{ConfigKey, ConfigObject, SecretItem};
+use crate::objects::{ConfigKey, ConfigObject, Resource, SecretItem};
 use crate::watch::cache::Cache;
 use crate::watch::queue::{Backoff, WorkQueue};
+use crate::watch::source::list_each;
 use crate::watch::worker::{run_worker, Action, Work};
 
 /// Retries of a failed read: 0.5 s, doubling to at most a minute.
@@ -28,13 +34,37 @@ pub trait FetchSink: Send + Sync {
     /// Whether the data of `key` is still needed (something references it, or it is a
     /// delete-mode object).
     fn wants_data(&self, key: &ConfigKey) -> bool;
-    /// The Secret as read, asked for when the cache held `asked_at`.
-    fn fetched(&self, key: &ConfigKey, asked_at: &ResourceVersion, object: ConfigObject);
+    /// The Secret as read, asked for when the cache held `asked_at` (`None`: not cached).
+    fn fetched(&self, key: &ConfigKey, asked_at: Option<&ResourceVersion>, object: ConfigObject);
+    /// The Secret does not exist.
+    fn absent(&self, key: &ConfigKey);
+    /// One Secret's metadata from the listing of a namespace.
+    fn listed(&self, object: ConfigObject);
+    /// Every Secret of `namespace` was handed to [`FetchSink::listed`].
+    fn namespace_listed(&self, namespace: &str);
+}
+
+/// One read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Read {
+    /// The data of one Secret.
+    Secret(ConfigKey),
+    /// The metadata of every Secret of a namespace.
+    Namespace(Arc<str>),
+}
+
+impl fmt::Display for Read {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Read::Secret(key) => key.fmt(f),
+            Read::Namespace(namespace) => write!(f, "the secrets of namespace {namespace}"),
+        }
+    }
 }
 
 /// The queue of Secrets to read, and the threads' loop.
 pub struct Fetcher {
-    queue: WorkQueue<ConfigKey>,
+    queue: WorkQueue<Read>,
     client: Client,
     cache: Arc<Cache>,
 }
@@ -52,7 +82,12 @@ impl Fetcher {
     /// Asks for the data of `key` (once, however often asked; asked again while it is
     /// being read, it is read again afterwards).
     pub fn request(&self, key: ConfigKey) {
-        self.queue.add(key);
+        self.queue.add(Read::Secret(key));
+    }
+
+    /// Asks for the metadata of every Secret of `namespace` (once, however often asked).
+    pub fn request_namespace(&self, namespace: Arc<str>) {
+        self.queue.add(Read::Namespace(namespace));
     }
 
     /// Blocks until no read is waiting or under way; reads that failed and wait for a
@@ -85,20 +120,41 @@ impl Fetcher {
     }
 
     fn fetch(&self, key: &ConfigKey, sink: &dyn FetchSink) -> Result<(), Error> {
-        let Some(entry) = self.cache.config(key) else {
-            return Ok(()); // deleted meanwhile
-        };
-        if entry.is_current() || !sink.wants_data(key) {
+        let entry = self.cache.config(key);
+        match &entry {
+            Some(entry) if entry.is_current() => return Ok(()),
+            // Deleted, or read and found absent: the watch reports it if it appears.
+            None if self.cache.is_known_absent(key) => return Ok(()),
+            _ => {}
+        }
+        if !sink.wants_data(key) {
             return Ok(());
         }
-        // Deleted meanwhile (`None`): the watch reports it.
-        if let Some(object) = read_secret(&self.client, key)? {
-            log::debug!(
-                "{key}: data read at resourceVersion {}",
-                object.metadata.resource_version
-            );
-            sink.fetched(key, &entry.resource_version, object);
+        match read_secret(&self.client, key)? {
+            Some(object) => {
+                log::debug!(
+                    "{key}: data read at resourceVersion {}",
+                    object.metadata.resource_version
+                );
+                sink.fetched(key, entry.as_ref().map(|e| &e.resource_version), object);
+            }
+            None => {
+                log::debug!("{key}: read: it does not exist");
+                sink.absent(key);
+            }
         }
+        Ok(())
+    }
+
+    fn list_namespace(&self, namespace: &str, sink: &dyn FetchSink) -> Result<(), Error> {
+        list_each(
+            &self.client,
+            &Resource::secrets(),
+            Some(namespace),
+            Shape::Metadata,
+            &mut |SecretItem(object)| sink.listed(object),
+        )?;
+        sink.namespace_listed(namespace);
         Ok(())
     }
 }
@@ -128,14 +184,22 @@ struct Reads<'a> {
     sink: &'a dyn FetchSink,
 }
 
-impl Work<ConfigKey> for Reads<'_> {
-    fn process(&self, key: &ConfigKey) -> Result<Action, Error> {
-        self.fetcher.fetch(key, self.sink).map(|()| Action::Done)
+impl Work<Read> for Reads<'_> {
+    fn process(&self, read: &Read) -> Result<Action, Error> {
+        match read {
+            Read::Secret(key) => self.fetcher.fetch(key, self.sink),
+            Read::Namespace(namespace) => self.fetcher.list_namespace(namespace, self.sink),
+        }
+        .map(|()| Action::Done)
     }
 
-    fn failed(&self, key: &ConfigKey, err: &Error, delay: std::time::Duration) {
+    fn failed(&self, read: &Read, err: &Error, delay: std::time::Duration) {
+        let what = match read {
+            Read::Secret(_) => "its data",
+            Read::Namespace(_) => "them",
+        };
         log::warn!(
-            "{key}: cannot read its data, retrying in {delay:?}: {err}{}",
+            "{read}: cannot read {what}, retrying in {delay:?}: {err}{}",
             hint(err)
         );
     }

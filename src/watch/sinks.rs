@@ -76,20 +76,27 @@ impl Router {
 
     /// A Secret's metadata from a metadata-only list or watch. Its data is read (by the
     /// fetcher) only when something needs it; until then whatever depends on it waits.
-    fn apply_metadata(&self, kind: ConfigKind, obj: ConfigObject) -> ConfigKey {
+    /// A Secret nothing uses (no reference, no reload-list pattern matching its name, no
+    /// delete-mode selector) is not kept at all: most of a cluster's Secrets are such (Helm
+    /// releases, service-account tokens, certificates), and one that becomes referenced is
+    /// read then (a new pattern lists its namespace). Returns the key when it is kept.
+    fn apply_metadata(&self, kind: ConfigKind, obj: ConfigObject) -> Option<ConfigKey> {
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
         let wanted = self.cache.is_referenced(&key)
             || annotations::pod_delete_match(&obj.metadata.annotations).is_some();
+        if !wanted {
+            self.drop_unused(&key);
+            return None;
+        }
         let (key, before, after) = self.cache.upsert_metadata(kind, &obj.metadata, wanted);
         // Asked again now that the entry is in the cache: a workload stored meanwhile by
-        // another watch thread found no entry to fetch (its `fetch_missing` skips absent
-        // objects), so one of the two checks must see the other's write.
+        // another watch thread may have found it current a moment ago.
         let wanted = wanted || self.cache.is_referenced(&key);
         if wanted && !after.is_current() {
             self.fetcher.request(key.clone());
         }
         if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
-            return key;
+            return Some(key);
         }
         self.recount(&key, before.as_deref());
         let was_current = before.as_ref().is_some_and(|b| b.is_current());
@@ -102,7 +109,22 @@ impl Router {
         if is_delete_mode || was_delete_mode {
             self.delete_mode_changed(&key, is_delete_mode, !was_delete_mode);
         }
-        key
+        Some(key)
+    }
+
+    /// Forgets a Secret nothing uses any more (it lost its last reference or its
+    /// delete-mode selector since it was stored).
+    fn drop_unused(&self, key: &ConfigKey) {
+        let Some(old) = self.cache.remove_config(key) else {
+            return;
+        };
+        if old.pod_delete_match().is_some() {
+            self.delete_mode_changed(key, false, false);
+        }
+        // Referenced again between the check and the removal: read it back.
+        if self.cache.is_referenced(key) {
+            self.fetcher.request(key.clone());
+        }
     }
 
     /// The object is gone: whatever referenced it sees it absent.
@@ -110,7 +132,16 @@ impl Router {
         if self.cache.config(key).is_some() {
             self.open_windows(key);
         }
-        if let Some(old) = self.cache.remove_config(key) {
+        let removed = self.cache.remove_config(key);
+        if key.kind == ConfigKind::Secret && self.cache.is_referenced(key) {
+            // Not cached alone would mean "not known" for a Secret (unused ones are not
+            // kept): its dependents must see it absent, not wait for a read.
+            self.cache.mark_absent(key);
+            if removed.is_none() {
+                self.wake_dependents(key);
+            }
+        }
+        if let Some(old) = removed {
             self.changed(key);
             if old.pod_delete_match().is_some() {
                 self.delete_mode_changed(key, false, true);
@@ -141,21 +172,27 @@ impl Router {
     /// The same for objects counted by name (reload lists).
     pub fn fetch_missing_keys(&self, keys: &[ConfigKey]) {
         for key in keys {
-            if self.cache.config(key).is_some_and(|e| !e.is_current()) {
+            if self.needs_read(key) {
                 self.fetcher.request(key.clone());
             }
         }
     }
 
     pub fn fetch_missing(&self, references: &[Reference]) {
-        for reference in references {
-            if self
-                .cache
-                .config(&reference.config)
-                .is_some_and(|e| !e.is_current())
-            {
-                self.fetcher.request(reference.config.clone());
-            }
+        self.fetch_missing_keys(
+            &references
+                .iter()
+                .map(|r| r.config.clone())
+                .collect::<Vec<_>>(),
+        );
+    }
+
+    /// Cached without current data, or a Secret not cached and not known to be absent
+    /// (unused Secrets are not kept; a ConfigMap not cached does not exist).
+    fn needs_read(&self, key: &ConfigKey) -> bool {
+        match self.cache.config(key) {
+            Some(entry) => !entry.is_current(),
+            None => key.kind == ConfigKind::Secret && !self.cache.is_known_absent(key),
         }
     }
 
@@ -201,14 +238,17 @@ impl FetchSink for Router {
         self.cache.is_referenced(key) || self.is_delete_mode(key)
     }
 
-    fn fetched(&self, key: &ConfigKey, asked_at: &ResourceVersion, object: ConfigObject) {
-        let Some(old) = self.cache.config(key) else {
-            return;
-        };
-        if old.uid != Uid::new(&object.metadata.uid) {
+    fn fetched(&self, key: &ConfigKey, asked_at: Option<&ResourceVersion>, object: ConfigObject) {
+        let old = self.cache.config(key);
+        if old
+            .as_ref()
+            .is_some_and(|old| old.uid != Uid::new(&object.metadata.uid))
+        {
             return; // re-created meanwhile: the new one is fetched on its own
         }
-        let data_changed = old.data_differs(object.digests());
+        let data_changed = old
+            .as_ref()
+            .is_none_or(|old| old.data_differs(object.digests()));
         if data_changed {
             self.open_windows(key);
         }
@@ -223,8 +263,26 @@ impl FetchSink for Router {
         } else {
             self.wake_dependents(key);
         }
-        if after.pod_delete_match().is_some() || old.pod_delete_match().is_some() {
+        let was_delete_mode = old.is_some_and(|old| old.pod_delete_match().is_some());
+        if after.pod_delete_match().is_some() || was_delete_mode {
             self.delete_mode_changed(key, after.pod_delete_match().is_some(), data_changed);
+        }
+    }
+
+    fn absent(&self, key: &ConfigKey) {
+        self.cache.mark_absent(key);
+        if self.cache.is_known_absent(key) {
+            self.wake_dependents(key);
+        }
+    }
+
+    fn listed(&self, object: ConfigObject) {
+        self.apply_metadata(ConfigKind::Secret, object);
+    }
+
+    fn namespace_listed(&self, namespace: &str) {
+        for workload in self.cache.end_secret_listing(namespace) {
+            self.queue.add(workload);
         }
     }
 }
@@ -287,7 +345,11 @@ impl ConfigSink {
         match event {
             Event::InitStart => self.relist.start(),
             Event::InitApply(item) => {
-                let key = self.apply(item.into_object());
+                let obj = item.into_object();
+                // Every listed key, kept or not: an unused Secret dropped here may be read
+                // and cached before the list ends, and it still exists.
+                let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
+                self.apply(obj);
                 self.relist.saw(key);
             }
             Event::Apply(item) => {
@@ -311,9 +373,9 @@ impl ConfigSink {
         }
     }
 
-    fn apply(&self, obj: ConfigObject) -> ConfigKey {
+    fn apply(&self, obj: ConfigObject) -> Option<ConfigKey> {
         if obj.data.is_some() {
-            self.router.apply_whole(self.kind, obj)
+            Some(self.router.apply_whole(self.kind, obj))
         } else {
             self.router.apply_metadata(self.kind, obj)
         }
@@ -384,6 +446,7 @@ impl WorkloadSink {
     fn apply(&self, obj: &WorkloadObject) -> WorkloadKey {
         let key = self.key(obj);
         let cache = &self.router.cache;
+        let before = cache.workload(&key);
         if cache.upsert_workload(
             &key,
             WorkloadEntry::from_object(&key.resource, obj, &self.router.policy),
@@ -391,6 +454,14 @@ impl WorkloadSink {
             // Referenced now (the fetcher reads only what is referenced), so read the
             // Secrets whose data is not current.
             if let Some(entry) = cache.workload(&key) {
+                if counts_new_secret_patterns(before.as_deref(), &entry) {
+                    // Unused Secrets are not kept: the ones a new pattern matches are
+                    // found by listing the namespace (the workload waits for it).
+                    cache.begin_secret_listing(Arc::clone(&key.namespace));
+                    self.router
+                        .fetcher
+                        .request_namespace(Arc::clone(&key.namespace));
+                }
                 self.router.fetch_missing(&entry.references);
                 self.router
                     .fetch_missing_keys(&cache.counted_by_name(&key.namespace, &entry));
@@ -423,6 +494,21 @@ impl WorkloadSink {
             self.router.queue.add(key);
         }
     }
+}
+
+/// Whether `after` counts Secrets by name patterns that `before` did not have.
+fn counts_new_secret_patterns(before: Option<&WorkloadEntry>, after: &WorkloadEntry) -> bool {
+    let secret_patterns = |entry: &WorkloadEntry| {
+        entry
+            .counting
+            .patterns
+            .iter()
+            .filter(|p| p.kind == ConfigKind::Secret)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let now = secret_patterns(after);
+    !now.is_empty() && before.is_none_or(|before| secret_patterns(before) != now)
 }
 
 /// Writes the Namespace watch (`--namespace-selector`, filtered on the server) into the
