@@ -94,15 +94,32 @@ struct Memory {
     /// the metadata, so a cached object recording it has seen the write), the cache is
     /// older than the write, whatever other updates it has shown meanwhile.
     written: Option<(String, Instant)>,
-    /// The missing-configuration message last warned about.
-    warned_missing: Option<String>,
-    /// A throttling Warning was emitted and the workload has not rolled since.
-    warned_throttle: bool,
-    /// The annotation problems last warned about.
-    warned_problems: Option<Vec<String>>,
+    /// The Warnings emitted, so each is emitted once; `None` for the many workloads that
+    /// never had one (a thousand workloads' memory stays a few pointers each).
+    warned: Option<Box<Warned>>,
     /// Opted out: wavelet's metadata annotations were removed, and the watch has not shown
     /// the removal yet.
     cleaned: bool,
+}
+
+#[derive(Default)]
+struct Warned {
+    /// The missing-configuration message last warned about.
+    missing: Option<String>,
+    /// A throttling Warning was emitted and the workload has not rolled since.
+    throttle: bool,
+    /// The annotation problems last warned about.
+    problems: Option<Vec<String>>,
+}
+
+impl Memory {
+    fn warned(&mut self) -> &mut Warned {
+        self.warned.get_or_insert_with(Box::default)
+    }
+
+    fn warned_missing(&self) -> Option<&str> {
+        self.warned.as_ref()?.missing.as_deref()
+    }
 }
 
 pub struct Reconciler {
@@ -112,7 +129,7 @@ pub struct Reconciler {
     settings: HashModeSettings,
     throttle: Mutex<RolloutThrottle<WorkloadKey>>,
     debounce: Arc<Debounce<WorkloadKey>>,
-    memory: Mutex<HashMap<WorkloadKey, Memory>>,
+    memory: Mutex<HashMap<WorkloadKey, Box<Memory>>>,
 }
 
 impl Reconciler {
@@ -249,7 +266,9 @@ impl Reconciler {
         };
         let step = next_step(&facts, Instant::now());
         if step != Step::Hold {
-            remembered.warned_missing = None;
+            if let Some(warned) = &mut remembered.warned {
+                warned.missing = None;
+            }
         }
         match step {
             Step::Hold => {
@@ -262,10 +281,10 @@ impl Reconciler {
                         .collect::<Vec<_>>()
                         .join("; ")
                 );
-                if remembered.warned_missing.as_deref() != Some(message.as_str()) {
+                if remembered.warned_missing() != Some(message.as_str()) {
                     log::warn!("{key}: {message}");
                     self.recorder.warning(&about, "ConfigMissing", &message);
-                    remembered.warned_missing = Some(message);
+                    remembered.warned().missing = Some(message);
                 }
                 return Ok((Action::Done, Outcome::MissingConfig));
             }
@@ -311,14 +330,14 @@ impl Reconciler {
         // The storm rules apply to rollouts only.
         if let Err(throttled) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
             if let Throttled::MinInterval(wait) = throttled {
-                if !remembered.warned_throttle {
+                if !remembered.warned.as_ref().is_some_and(|w| w.throttle) {
                     let message = format!(
                         "The configuration keeps changing: rolling at most every {:?} (--min-rollout-interval). The next rollout, with the latest configuration, is in {:?}.",
                         self.settings.min_rollout_interval, wait
                     );
                     log::warn!("{key}: {message}");
                     self.recorder.warning(&about, "RolloutThrottled", &message);
-                    remembered.warned_throttle = true;
+                    remembered.warned().throttle = true;
                 }
             } else {
                 log::debug!("{key}: rollout rate limited for {:?}", throttled.wait());
@@ -366,7 +385,9 @@ impl Reconciler {
         }
         remembered.fingerprints = fingerprints;
         remembered.written = Some((computed.hash.clone(), Instant::now()));
-        remembered.warned_throttle = false;
+        if let Some(warned) = &mut remembered.warned {
+            warned.throttle = false;
+        }
         Ok((
             Action::Done,
             Outcome::Rolled {
@@ -416,7 +437,11 @@ impl Reconciler {
     /// time the set of problems changes.
     fn warn_problems(&self, key: &WorkloadKey, entry: &WorkloadEntry, remembered: &mut Memory) {
         let problems = &entry.counting.problems;
-        if problems.is_empty() || remembered.warned_problems.as_deref() == Some(problems) {
+        let warned = remembered
+            .warned
+            .as_ref()
+            .and_then(|w| w.problems.as_deref());
+        if problems.is_empty() || warned == Some(problems) {
             return;
         }
         let uid = entry.uid.to_string();
@@ -425,7 +450,7 @@ impl Reconciler {
             log::warn!("{key}: {problem}");
             self.recorder.warning(&about, "InvalidAnnotation", problem);
         }
-        remembered.warned_problems = Some(problems.clone());
+        remembered.warned().problems = Some(problems.clone());
     }
 
     /// Starts one Job from a CronJob's (just patched) job template, as Reloader does for
