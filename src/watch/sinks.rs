@@ -607,3 +607,58 @@ impl watcher::Object for WorkloadObject {
         &self.metadata.resource_version
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn entry(annotations: serde_json::Value) -> WorkloadEntry {
+        let obj: WorkloadObject = serde_json::from_value(json!({
+            "metadata": {"name": "w", "namespace": "ns", "uid": "u", "resourceVersion": "1",
+                         "annotations": annotations},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "i"}]}}}
+        }))
+        .unwrap();
+        WorkloadEntry::from_object(&Resource::deployments(), &obj, &Policy::default())
+            .expect("opted in")
+    }
+
+    #[test]
+    fn only_a_new_or_changed_secret_pattern_lists_the_namespace() {
+        let plain = entry(json!({"wavelet.dev/update-on-config-change": "true"}));
+        let secrets = entry(json!({"secret.reloader.stakater.com/reload": "db-.*"}));
+        let other = entry(json!({"secret.reloader.stakater.com/reload": "api-.*"}));
+        let configmaps = entry(json!({"configmap.reloader.stakater.com/reload": "app-.*"}));
+        assert!(!counts_new_secret_patterns(None, &plain));
+        assert!(counts_new_secret_patterns(None, &secrets));
+        assert!(counts_new_secret_patterns(Some(&plain), &secrets));
+        assert!(counts_new_secret_patterns(Some(&secrets), &other));
+        // Unchanged patterns (a resync, a status update) list nothing again.
+        assert!(!counts_new_secret_patterns(Some(&secrets), &secrets));
+        // ConfigMaps are kept whole: their patterns need no listing.
+        assert!(!counts_new_secret_patterns(None, &configmaps));
+    }
+
+    #[test]
+    fn a_relist_returns_what_it_saw_and_the_first_one_counts_as_the_sync() {
+        let synced = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&synced);
+        let mut relist = Relist::new(Box::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }));
+        relist.start();
+        relist.saw("a");
+        relist.saw("b");
+        assert_eq!(relist.finish(), HashSet::from(["a", "b"]));
+        relist.start();
+        relist.saw("c");
+        assert_eq!(relist.finish(), HashSet::from(["c"]));
+        assert_eq!(
+            synced.load(Ordering::SeqCst),
+            1,
+            "synced once, at the first list"
+        );
+    }
+}
