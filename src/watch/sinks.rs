@@ -26,6 +26,22 @@ use crate::watch::watcher::{self, Event};
 /// Called once by each sink when its watcher's first list is complete.
 pub type OnSynced = Box<dyn FnOnce() + Send>;
 
+/// What became of a ConfigMap or Secret from a list or a watch.
+enum Applied {
+    /// In the cache, under this key (sharing its strings).
+    Kept(ConfigKey),
+    /// Not kept: nothing uses it.
+    Dropped(ConfigKey),
+}
+
+impl Applied {
+    fn key(self) -> ConfigKey {
+        match self {
+            Applied::Kept(key) | Applied::Dropped(key) => key,
+        }
+    }
+}
+
 /// Routes changes of ConfigMaps and Secrets to the work they cause. Shared by the watch
 /// threads and the fetcher threads.
 pub struct Router {
@@ -80,13 +96,13 @@ impl Router {
     /// delete-mode selector) is not kept at all: most of a cluster's Secrets are such (Helm
     /// releases, service-account tokens, certificates), and one that becomes referenced is
     /// read then (a new pattern lists its namespace). Returns the key when it is kept.
-    fn apply_metadata(&self, kind: ConfigKind, obj: ConfigObject) -> Option<ConfigKey> {
+    fn apply_metadata(&self, kind: ConfigKind, obj: ConfigObject) -> Applied {
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
         let wanted = self.cache.is_referenced(&key)
             || annotations::pod_delete_match(&obj.metadata.annotations).is_some();
         if !wanted {
             self.drop_unused(&key);
-            return None;
+            return Applied::Dropped(key);
         }
         let (key, before, after) = self.cache.upsert_metadata(kind, &obj.metadata, wanted);
         // Asked again now that the entry is in the cache: a workload stored meanwhile by
@@ -96,7 +112,7 @@ impl Router {
             self.fetcher.request(key.clone());
         }
         if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
-            return Some(key);
+            return Applied::Kept(key);
         }
         self.recount(&key, before.as_deref());
         let was_current = before.as_ref().is_some_and(|b| b.is_current());
@@ -109,7 +125,7 @@ impl Router {
         if is_delete_mode || was_delete_mode {
             self.delete_mode_changed(&key, is_delete_mode, !was_delete_mode);
         }
-        Some(key)
+        Applied::Kept(key)
     }
 
     /// Forgets a Secret nothing uses any more (it lost its last reference or its
@@ -345,11 +361,9 @@ impl ConfigSink {
         match event {
             Event::InitStart => self.relist.start(),
             Event::InitApply(item) => {
-                let obj = item.into_object();
                 // Every listed key, kept or not: an unused Secret dropped here may be read
                 // and cached before the list ends, and it still exists.
-                let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
-                self.apply(obj);
+                let key = self.apply(item.into_object()).key();
                 self.relist.saw(key);
             }
             Event::Apply(item) => {
@@ -373,9 +387,9 @@ impl ConfigSink {
         }
     }
 
-    fn apply(&self, obj: ConfigObject) -> Option<ConfigKey> {
+    fn apply(&self, obj: ConfigObject) -> Applied {
         if obj.data.is_some() {
-            Some(self.router.apply_whole(self.kind, obj))
+            Applied::Kept(self.router.apply_whole(self.kind, obj))
         } else {
             self.router.apply_metadata(self.kind, obj)
         }
