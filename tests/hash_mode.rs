@@ -490,6 +490,51 @@ fn opting_out_removes_wavelets_metadata_annotation_without_rolling() {
 }
 
 #[test]
+fn opting_out_again_after_an_opt_in_the_watch_skipped_over_removes_the_hash_again() {
+    // Found by the soak (seed 1795619603803702018): wavelet removed its hash after an
+    // opt-out; the watch expired before it showed that removal, and the relist showed the
+    // workload opted in again. Its second opt-out was then taken for the first one, already
+    // cleaned, and wavelet's hash stayed on it for good.
+    let (fake, wavelet) = adopted_with_barrier("Deployment");
+    let opt = |value: &str| {
+        fake.merge_patch(
+            "deployments",
+            NS,
+            "web",
+            json!({"metadata": {"annotations": {"wavelet.dev/update-on-config-change": value}}}),
+        );
+    };
+    // The opt-out is the next write; wavelet's removal of its hash the one after.
+    let removal = fake.resource_version() + 2;
+    fake.inject(Fault::SlowEvent {
+        resource: "deployments".into(),
+        needle: format!("\"resourceVersion\":\"{removal}\""),
+        delay: Duration::from_secs(3),
+    });
+    opt("false");
+    eventually(&fake, &wavelet, "metadata hash removed", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_none()
+    });
+    // Opted in again while the removal is still on its way; the watch expires, so
+    // wavelet never sees the removal, only the relisted opted-in workload.
+    opt("true");
+    fake.inject(Fault::WatchErrorExpired {
+        resource: "deployments".into(),
+    });
+    fake.close_watches();
+    eventually(&fake, &wavelet, "adopted again", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    opt("false");
+    eventually(
+        &fake,
+        &wavelet,
+        "metadata hash removed the second time",
+        |f| hashes(f, "deployments", NS, "web", HASH).1.is_none(),
+    );
+}
+
+#[test]
 fn extra_configmaps_annotation_tracks_other_namespaces() {
     let fake = FakeApi::start();
     fake.apply(configmap("shared", "global", &[("k", "1")]));

@@ -190,6 +190,9 @@ impl Reconciler {
             return result;
         };
         let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
+        // Opted in (again): the clean-up of an earlier opt-out is over, whether or not the
+        // watch showed it (a relist may have skipped it); the next opt-out cleans anew.
+        remembered.cleaned = false;
         let result = self.reconcile_opted_in(key, &entry, flavor, &mut remembered);
         self.memory.lock().unwrap().insert(key.clone(), remembered);
         result
