@@ -432,6 +432,9 @@ impl Reconciler {
             self.patch(key, &json!({"metadata": {"annotations": annotations}}))?;
             log::info!("{key}: opted out; removed wavelet's metadata annotations (the template is left alone)");
             remembered.cleaned = true;
+            // What wavelet wrote before is gone now: after an opt-in it adopts anew, without
+            // waiting for the watch to show an old write.
+            remembered.written = None;
         }
         Ok((Action::Done, Outcome::OptOutCleaned))
     }
