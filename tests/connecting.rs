@@ -189,3 +189,28 @@ fn a_kubeconfigs_tls_server_name_is_what_the_certificate_is_verified_against() {
         wavelet.output()
     );
 }
+
+#[test]
+fn the_fake_terminating_tls_itself_serves_lists_watches_and_patches() {
+    // What the footprint benchmark measures against: no relay between wavelet and the
+    // fake, only TLS, as with a real API server.
+    let fake = FakeApi::start_tls();
+    add_web(&fake, NS);
+    assert!(fake.url().starts_with("https://127.0.0.1:"));
+    let dir = TempDir::new("tls-fake");
+    let kubeconfig = kubeconfig_trusting(&dir, &fake.url(), "ca.crt");
+    let mut args = vec!["--kubeconfig", kubeconfig.as_str()];
+    args.extend(FAST);
+    let wavelet = Wavelet::start_without_server(&args, &[("RUST_LOG", "info")]);
+    adopted(&fake, &wavelet);
+    // A change travels the TLS watch and comes back as a PATCH.
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        serde_json::json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "a rollout over TLS", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+}

@@ -254,10 +254,12 @@ pub struct Measured {
 }
 
 pub fn start_and_sync(cluster: &Cluster, debounce: Duration) -> Measured {
-    let fake = FakeApi::start();
+    // Over TLS, as wavelet talks to a real API server: the handshakes and the records'
+    // encryption are part of what it costs.
+    let fake = FakeApi::start_tls();
     let load = cluster.load(&fake);
     let harness_before = Sample::of(std::process::id());
-    let wavelet = Wavelet::start(&fake.url(), debounce);
+    let wavelet = Wavelet::start_tls(&fake.url(), debounce);
     let sync = initial_sync(&fake, &wavelet, harness_before);
     let adoption = adoption(&fake, &wavelet, &sync, cluster.deployments);
     Measured {

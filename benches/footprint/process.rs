@@ -109,11 +109,23 @@ fn run_args(server: &str, debounce: Duration) -> Vec<String> {
 }
 
 impl Wavelet {
-    pub fn start(server: &str, debounce: Duration) -> Wavelet {
-        Wavelet::start_with(run_args(server, debounce))
+    /// `wavelet run` against the cluster of `kubeconfig` (a real API server, over TLS).
+    /// Against the fake over HTTPS (`FakeApi::start_tls`), as against a real API server: a
+    /// kubeconfig trusting the fixture CA, written next to the system's temp files.
+    pub fn start_tls(server: &str, debounce: Duration) -> Wavelet {
+        let ca = format!("{}/tests/fixtures/tls/ca.crt", env!("CARGO_MANIFEST_DIR"));
+        let kubeconfig = std::env::temp_dir().join(format!(
+            "wavelet-footprint-{}-{}.kubeconfig",
+            std::process::id(),
+            server.rsplit(':').next().unwrap_or("0")
+        ));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: fake\n  user:\n    token: footprint\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\n"
+        );
+        std::fs::write(&kubeconfig, text).expect("writing the benchmark's kubeconfig");
+        Wavelet::start_with_kubeconfig(&kubeconfig, debounce)
     }
 
-    /// `wavelet run` against the cluster of `kubeconfig` (a real API server, over TLS).
     pub fn start_with_kubeconfig(kubeconfig: &std::path::Path, debounce: Duration) -> Wavelet {
         let mut args = run_args("-", debounce);
         let at = args.iter().position(|a| a == "--server").expect("--server");

@@ -1,9 +1,11 @@
-//! HTTP/1.1 on a raw `TcpStream`: reading requests (Content-Length or chunked bodies),
+//! HTTP/1.1 on a connection (plain or TLS, see `tls::Conn`): reading requests (Content-Length or chunked bodies),
 //! writing responses the way Go's net/http does (Content-Length below 2048 bytes,
 //! chunked above), and a chunked writer for watch streams.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, Write};
 use std::net::TcpStream;
+
+use super::tls::Conn;
 
 /// Go's response buffer: bodies that fit are sent with Content-Length, bigger ones chunked.
 pub const GO_BUFFER_SIZE: usize = 2048;
@@ -92,7 +94,7 @@ pub fn is_truthy(value: &str) -> bool {
 }
 
 /// Reads one request; `Ok(None)` when the peer closed the connection between requests.
-pub fn read_request(reader: &mut BufReader<TcpStream>) -> io::Result<Option<Request>> {
+pub fn read_request(reader: &mut impl BufRead) -> io::Result<Option<Request>> {
     let mut line = String::new();
     if reader.read_line(&mut line)? == 0 {
         return Ok(None);
@@ -149,7 +151,7 @@ pub fn read_request(reader: &mut BufReader<TcpStream>) -> io::Result<Option<Requ
     }))
 }
 
-fn read_chunked_body(reader: &mut BufReader<TcpStream>) -> io::Result<Vec<u8>> {
+fn read_chunked_body(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
     let mut body = Vec::new();
     loop {
         let mut size_line = String::new();
@@ -313,12 +315,12 @@ pub fn chunk_bytes(data: &[u8]) -> Vec<u8> {
 
 /// The response to a watch: headers flushed at once, then chunks until `finish`.
 pub struct ChunkedStream<'a> {
-    stream: &'a mut TcpStream,
+    stream: &'a mut Conn,
 }
 
 impl<'a> ChunkedStream<'a> {
     /// Sends `200` with the watch headers and flushes them before any event.
-    pub fn start(stream: &'a mut TcpStream) -> io::Result<ChunkedStream<'a>> {
+    pub fn start(stream: &'a mut Conn) -> io::Result<ChunkedStream<'a>> {
         let mut out = head(200, "application/json", &[]);
         out.push_str("Transfer-Encoding: chunked\r\n\r\n");
         stream.write_all(out.as_bytes())?;
@@ -327,7 +329,7 @@ impl<'a> ChunkedStream<'a> {
     }
 
     pub fn stream(&self) -> &TcpStream {
-        self.stream
+        self.stream.socket()
     }
 
     /// One chunk, flushed.
@@ -356,7 +358,7 @@ impl<'a> ChunkedStream<'a> {
         out.extend_from_slice(data);
         let _ = self.stream.write_all(&out);
         let _ = self.stream.flush();
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        let _ = self.stream.socket().shutdown(std::net::Shutdown::Both);
     }
 
     /// The terminating 0-length chunk: a clean end; the connection stays open.

@@ -49,18 +49,31 @@ use store::{name_of, namespace_of};
 pub struct FakeApi {
     shared: Arc<Shared>,
     address: SocketAddr,
+    /// `http`, or `https` when it terminates TLS.
+    scheme: &'static str,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl FakeApi {
     /// Binds 127.0.0.1 on a free port and starts serving.
     pub fn start() -> FakeApi {
+        FakeApi::serve(None)
+    }
+
+    /// The same fake serving HTTPS with the fixture certificate (tests/fixtures/tls, for
+    /// 127.0.0.1; its CA is `ca.crt`), terminated in the fake as a real API server does.
+    pub fn start_tls() -> FakeApi {
+        FakeApi::serve(Some(tls::server_config()))
+    }
+
+    fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> FakeApi {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let address = listener.local_addr().expect("local address");
         let shared = Arc::new(Shared::new());
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let accept = {
             let shared = Arc::clone(&shared);
-            thread::spawn(move || server::accept_loop(shared, listener))
+            thread::spawn(move || server::accept_loop(shared, listener, tls))
         };
         let ticker = {
             let shared = Arc::clone(&shared);
@@ -69,13 +82,14 @@ impl FakeApi {
         FakeApi {
             shared,
             address,
+            scheme,
             threads: vec![accept, ticker],
         }
     }
 
-    /// `http://127.0.0.1:PORT`
+    /// `http://127.0.0.1:PORT` (`https://` from [`FakeApi::start_tls`])
     pub fn url(&self) -> String {
-        format!("http://{}", self.address)
+        format!("{}://{}", self.scheme, self.address)
     }
 
     /// Runs `f` on the state, then wakes the watches.

@@ -17,6 +17,7 @@ use super::list::ListOptions;
 use super::resources::route;
 use super::state::State;
 use super::status::{self, Status};
+use super::tls::Conn;
 use super::watch;
 
 /// How long a LIST waits for a resourceVersion the store has not reached (3 s on a real
@@ -80,7 +81,11 @@ impl Shared {
 }
 
 /// The accept loop: one thread per connection, until the server is shut down.
-pub fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+pub fn accept_loop(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     for stream in listener.incoming() {
         if shared.lock().shutdown {
             break;
@@ -89,7 +94,8 @@ pub fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             continue;
         };
         let shared = Arc::clone(&shared);
-        thread::spawn(move || serve_connection(&shared, stream));
+        let tls = tls.clone();
+        thread::spawn(move || serve_connection(&shared, stream, tls.as_ref()));
     }
 }
 
@@ -111,11 +117,8 @@ pub fn tick_loop(shared: Arc<Shared>) {
     }
 }
 
-fn serve_connection(shared: &Shared, mut stream: TcpStream) {
+fn serve_connection(shared: &Shared, stream: TcpStream, tls: Option<&Arc<rustls::ServerConfig>>) {
     let id = shared.next_connection.fetch_add(1, Ordering::Relaxed);
-    let Ok(reader_stream) = stream.try_clone() else {
-        return;
-    };
     if let Ok(tracked) = stream.try_clone() {
         shared
             .connections
@@ -124,15 +127,19 @@ fn serve_connection(shared: &Shared, mut stream: TcpStream) {
             .insert(id, tracked);
     }
     let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::new(reader_stream);
+    // One object reads requests and writes answers: a TLS session cannot be split.
+    let Ok(conn) = Conn::new(stream, tls) else {
+        return;
+    };
+    let mut reader = BufReader::new(conn);
     while let Ok(Some(request)) = read_request(&mut reader) {
         let close = request.wants_close();
-        match handle(shared, &mut stream, request) {
+        match handle(shared, reader.get_mut(), request) {
             Ok(true) if !close => {}
             _ => break,
         }
     }
-    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = reader.get_ref().socket().shutdown(std::net::Shutdown::Both);
     shared
         .connections
         .lock()
@@ -232,7 +239,7 @@ fn api_group(types: &[super::resources::ResourceType], group: &str) -> Response 
 }
 
 /// Handles one request; `Ok(false)` closes the connection.
-fn handle(shared: &Shared, stream: &mut TcpStream, request: Request) -> std::io::Result<bool> {
+fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Result<bool> {
     let verb = request.fault_verb().to_string();
     let plural = request.resource();
     let mut state = shared.lock();

@@ -17,6 +17,76 @@ pub fn fixture(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
 }
 
+/// The fixture server certificate (for 127.0.0.1 and localhost), as rustls serves it.
+pub fn server_config() -> Arc<rustls::ServerConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain: Vec<CertificateDer> =
+        CertificateDer::pem_slice_iter(fixture("server.crt").as_bytes())
+            .map(|c| c.expect("server.crt"))
+            .collect();
+    let key = PrivateKeyDer::from_pem_slice(fixture("server.key").as_bytes()).expect("key");
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server config");
+    Arc::new(config)
+}
+
+/// A served connection: plain HTTP, or HTTPS terminated in the fake itself (no relay, so
+/// nothing is added between wavelet and the fake but the TLS a real server has).
+pub enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+}
+
+impl Conn {
+    pub fn new(socket: TcpStream, tls: Option<&Arc<rustls::ServerConfig>>) -> io::Result<Conn> {
+        Ok(match tls {
+            None => Conn::Plain(socket),
+            Some(config) => {
+                let connection =
+                    rustls::ServerConnection::new(Arc::clone(config)).map_err(io::Error::other)?;
+                Conn::Tls(Box::new(rustls::StreamOwned::new(connection, socket)))
+            }
+        })
+    }
+
+    /// The TCP socket under it (to peek whether the client went away).
+    pub fn socket(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(socket) => socket,
+            Conn::Tls(tls) => tls.get_ref(),
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(socket) => socket.read(buf),
+            Conn::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(socket) => socket.write(buf),
+            Conn::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(socket) => socket.flush(),
+            Conn::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
 /// How long each direction waits for bytes before looking at the other one.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -31,19 +101,7 @@ impl TlsFront {
             .trim_start_matches("http://")
             .parse()
             .expect("an http://IP:PORT upstream");
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let chain: Vec<CertificateDer> =
-            CertificateDer::pem_slice_iter(fixture("server.crt").as_bytes())
-                .map(|c| c.expect("server.crt"))
-                .collect();
-        let key = PrivateKeyDer::from_pem_slice(fixture("server.key").as_bytes()).expect("key");
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .expect("server config");
-        let config = Arc::new(config);
+        let config = server_config();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let address = listener.local_addr().expect("local address");
         thread::spawn(move || {

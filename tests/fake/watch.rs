@@ -17,6 +17,7 @@ use super::server::Shared;
 use super::state::{OpenWatch, State};
 use super::status::Status;
 use super::store::{EventType, StoredEvent};
+use super::tls::Conn;
 
 /// How often a waiting watch checks whether its client went away.
 const LIVENESS_POLL: Duration = Duration::from_millis(50);
@@ -187,7 +188,7 @@ fn client_gone(stream: &TcpStream) -> bool {
 /// connection must be closed.
 pub fn serve(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     request: &Request,
     route: &Route,
 ) -> io::Result<bool> {
