@@ -398,7 +398,10 @@ impl World {
             0 => {
                 let index = rng.below(self.configs.len() as u64) as usize;
                 if !self.configs[index].exists {
-                    return self.recreate(fake, index);
+                    // A change like any other: refreshed below, not lumped in with the next
+                    // action's (wavelet rolls for each one apart by more than --debounce).
+                    self.recreate(fake, index);
+                    return self.refresh(fake);
                 }
                 let value = self.fresh_value();
                 let config = &self.configs[index];
