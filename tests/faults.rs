@@ -212,3 +212,62 @@ fn a_watch_stalled_for_longer_than_its_timeout_is_cut_and_reopened() {
     }
     assert_web_converged(&fake, &wavelet, 2, "rolled more than once per change");
 }
+
+#[test]
+fn a_workload_created_while_configmaps_cannot_be_listed_is_adopted_from_the_list_not_before() {
+    // Found by the soak (seed 1795621661187015057): a new workload was adopted from
+    // ConfigMap data a failing relist kept out of date, then rolled once the list landed,
+    // for a change made before it existed.
+    let fake = fake_with_web();
+    add_barrier(&fake, "configmaps", NS);
+    let wavelet = Wavelet::start(&fake, FAST);
+    wait_adopted(&fake, &wavelet);
+    // The watch is cut, and the relist fails a few times.
+    fake.inject(Fault::WatchErrorExpired {
+        resource: "configmaps".into(),
+    });
+    fake.inject(Fault::Status {
+        method: "LIST".into(),
+        resource: "configmaps".into(),
+        code: 504,
+        retry_after_secs: None,
+        times: 3,
+        plain_text: false,
+    });
+    fake.close_watches();
+    // While the relist keeps failing, the data changes and a workload using it appears.
+    assert!(
+        wavelet.wait_for_output(
+            "configmaps in all namespaces: list failed",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        wavelet.output()
+    );
+    change(&fake, "green");
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "api",
+        opted_in(),
+        mounts_configmap("app-config"),
+    ));
+    // The list lands: web rolls for the change; api is adopted with the data it started with.
+    eventually(&fake, &wavelet, "web rolled and api adopted", |f| {
+        f.revisions("deployments", NS, "web") == 2
+            && hashes(f, "deployments", NS, "api", HASH).1.is_some()
+    });
+    // Whatever the landed list causes is done before the barrier's later change rolls it.
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    assert_eq!(
+        hashes(&fake, "deployments", NS, "api", HASH).1,
+        Some(expected_hash(&fake, "deployments", NS, "api")),
+        "adopted from the current data"
+    );
+    assert_eq!(
+        fake.revisions("deployments", NS, "api"),
+        1,
+        "{}",
+        wavelet.output()
+    );
+}

@@ -32,6 +32,9 @@ use crate::ops::events::{ObjectRef, Recorder};
 use crate::watch::cache::{Cache, WorkloadEntry};
 use crate::watch::worker::Action;
 
+/// How often a workload waiting for a ConfigMap/Secret list to complete looks again.
+const RELIST_WAIT: Duration = Duration::from_millis(250);
+
 /// What one reconcile did, for logs, metrics and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -299,6 +302,12 @@ impl Reconciler {
             // The watch showing the write wakes it (or, past the wait, the next relist).
             Step::AwaitingWatch => return Ok((Action::Done, Outcome::AwaitingWatch)),
             Step::Debounce(wait) => return Ok((Action::RequeueAfter(wait), Outcome::Debouncing)),
+            // A first hash from ConfigMaps/Secrets that a failing list keeps out of date
+            // would be followed by a rollout once the list lands: adopt after it.
+            Step::Adopt if self.cache.configs_relisting() => {
+                log::debug!("{key}: adopting once the ConfigMaps and Secrets are listed");
+                return Ok((Action::RequeueAfter(RELIST_WAIT), Outcome::AwaitingData));
+            }
             Step::Adopt | Step::Record => {
                 let body = json!({"metadata": {"annotations": {flavor.hash_key(): computed.hash}}});
                 let short = hash::short(&computed.hash);

@@ -257,6 +257,10 @@ pub struct Cache {
     /// Namespaces whose Secrets are being listed for a new reload-list pattern: the
     /// workloads there wait for the listing before they count by name.
     secret_listings: Mutex<HashSet<Arc<str>>>,
+    /// The ConfigMap/Secret watches (by id) whose list is under way: until it completes
+    /// their part of the cache may be behind the server (a list failing during an outage
+    /// keeps it so), and a new workload is not adopted from it.
+    config_relists: Mutex<HashSet<u64>>,
     workloads: RwLock<Workloads>,
     /// The namespaces wavelet acts in (`--namespace-selector`); every one by default.
     scope: NamespaceScope,
@@ -406,6 +410,21 @@ impl Cache {
     /// The Secret `key` is known not to exist.
     pub fn is_known_absent(&self, key: &ConfigKey) -> bool {
         self.absent_secrets.lock().unwrap().contains(key)
+    }
+
+    /// The ConfigMap/Secret watch `watch` began (`true`) or completed (`false`) a list.
+    pub fn config_relisting(&self, watch: u64, listing: bool) {
+        let mut relists = self.config_relists.lock().unwrap();
+        if listing {
+            relists.insert(watch);
+        } else {
+            relists.remove(&watch);
+        }
+    }
+
+    /// Whether some ConfigMap/Secret watch is listing (its objects may be out of date).
+    pub fn configs_relisting(&self) -> bool {
+        !self.config_relists.lock().unwrap().is_empty()
     }
 
     /// The Secrets of `namespace` are to be listed (a new reload-list pattern there).

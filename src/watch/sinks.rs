@@ -340,6 +340,8 @@ pub struct ConfigSink {
     namespace: Option<String>,
     router: Arc<Router>,
     relist: Relist<ConfigKey>,
+    /// This watch, for the cache's record of lists under way.
+    id: u64,
 }
 
 impl ConfigSink {
@@ -349,17 +351,22 @@ impl ConfigSink {
         router: Arc<Router>,
         on_synced: OnSynced,
     ) -> ConfigSink {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         ConfigSink {
             kind,
             namespace,
             router,
             relist: Relist::new(on_synced),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
     pub fn handle<I: ConfigItem>(&mut self, event: Event<I>) {
         match event {
-            Event::InitStart => self.relist.start(),
+            Event::InitStart => {
+                self.router.cache.config_relisting(self.id, true);
+                self.relist.start();
+            }
             Event::InitApply(item) => {
                 // Every listed key, kept or not: an unused Secret dropped here may be read
                 // and cached before the list ends, and it still exists.
@@ -383,6 +390,7 @@ impl ConfigSink {
                         self.router.remove(&key);
                     }
                 }
+                cache.config_relisting(self.id, false);
             }
         }
     }
