@@ -108,6 +108,14 @@ impl Counting {
     }
 
     /// Whether an object of the namespace counts by a reload list.
+    /// The reload-list patterns that name Secrets (unused Secrets are not cached, so a
+    /// workload with any waits for its namespace's Secrets to be listed).
+    pub fn secret_patterns(&self) -> impl Iterator<Item = &NamePattern> {
+        self.patterns
+            .iter()
+            .filter(|p| p.kind == ConfigKind::Secret)
+    }
+
     pub fn counts_by_name(&self, kind: ConfigKind, name: &str, policy: &Policy) -> bool {
         !policy.ignores(kind)
             && !self.is_excluded(kind, name)

@@ -209,11 +209,7 @@ impl Reconciler {
         remembered: &mut Memory,
     ) -> Result<(Action, Outcome), Error> {
         // 2.
-        let counts_secrets_by_name = entry
-            .counting
-            .patterns
-            .iter()
-            .any(|p| p.kind == ConfigKind::Secret);
+        let counts_secrets_by_name = entry.counting.secret_patterns().next().is_some();
         if counts_secrets_by_name && self.cache.is_listing_secrets(&key.namespace) {
             log::debug!("{key}: waiting for the Secrets of its namespace to be listed");
             return Ok((Action::Done, Outcome::AwaitingData));

@@ -195,12 +195,11 @@ impl Router {
     }
 
     pub fn fetch_missing(&self, references: &[Reference]) {
-        self.fetch_missing_keys(
-            &references
-                .iter()
-                .map(|r| r.config.clone())
-                .collect::<Vec<_>>(),
-        );
+        for reference in references {
+            if self.needs_read(&reference.config) {
+                self.fetcher.request(reference.config.clone());
+            }
+        }
     }
 
     /// Cached without current data, or a Secret not cached and not known to be absent
@@ -520,17 +519,8 @@ impl WorkloadSink {
 
 /// Whether `after` counts Secrets by name patterns that `before` did not have.
 fn counts_new_secret_patterns(before: Option<&WorkloadEntry>, after: &WorkloadEntry) -> bool {
-    let secret_patterns = |entry: &WorkloadEntry| {
-        entry
-            .counting
-            .patterns
-            .iter()
-            .filter(|p| p.kind == ConfigKind::Secret)
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    let now = secret_patterns(after);
-    !now.is_empty() && before.is_none_or(|before| secret_patterns(before) != now)
+    let mut now = after.counting.secret_patterns().peekable();
+    now.peek().is_some() && before.is_none_or(|before| !before.counting.secret_patterns().eq(now))
 }
 
 /// Writes the Namespace watch (`--namespace-selector`, filtered on the server) into the
