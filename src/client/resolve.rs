@@ -84,20 +84,22 @@ impl CachingResolver {
 
     /// The addresses of `host:port`: parsed when it is an address, else remembered or
     /// looked up.
-    fn addresses(&self, host_and_port: &str, now: Instant) -> std::io::Result<Vec<SocketAddr>> {
-        if let Ok(address) = host_and_port.parse::<SocketAddr>() {
-            return Ok(vec![address]);
+    /// `host` as `Authority::host` gives it (an IPv6 address keeps its brackets).
+    fn addresses(&self, host: &str, port: u16, now: Instant) -> std::io::Result<Vec<SocketAddr>> {
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = literal.parse::<IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, port)]);
         }
-        if let Some((at, addresses)) = self.lock().get(host_and_port) {
+        let host_and_port = format!("{host}:{port}");
+        if let Some((at, addresses)) = self.lock().get(&host_and_port) {
             if now.duration_since(*at) < REMEMBER_FOR {
                 return Ok(addresses.clone());
             }
         }
         // Looked up without holding the lock: a slow resolver delays only this request.
-        let addresses: Vec<SocketAddr> = host_and_port.to_socket_addrs()?.collect();
+        let addresses: Vec<SocketAddr> = host_and_port.as_str().to_socket_addrs()?.collect();
         if !addresses.is_empty() {
-            self.lock()
-                .insert(host_and_port.to_string(), (now, addresses.clone()));
+            self.lock().insert(host_and_port, (now, addresses.clone()));
         }
         Ok(addresses)
     }
@@ -122,16 +124,11 @@ impl Resolver for CachingResolver {
         let port = authority
             .port_u16()
             .unwrap_or(if scheme.as_str() == "https" { 443 } else { 80 });
-        // `host()` keeps an IPv6 address's brackets.
         let host = match &self.pin {
             Some(pin) if authority.host().eq_ignore_ascii_case(&pin.name) => pin.target.as_str(),
             _ => authority.host(),
         };
-        let literal = host.trim_start_matches('[').trim_end_matches(']');
-        let addresses = match literal.parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => self.addresses(&format!("{host}:{port}"), Instant::now())?,
-        };
+        let addresses = self.addresses(host, port, Instant::now())?;
         let mut result = self.empty();
         for address in config.ip_family().keep_wanted(addresses.into_iter()) {
             if result.try_push(address).is_err() {
@@ -154,11 +151,11 @@ mod tests {
         let resolver = CachingResolver::default();
         let now = Instant::now();
         assert_eq!(
-            resolver.addresses("127.0.0.1:6443", now).unwrap(),
+            resolver.addresses("127.0.0.1", 6443, now).unwrap(),
             vec!["127.0.0.1:6443".parse().unwrap()]
         );
         assert_eq!(
-            resolver.addresses("[::1]:6443", now).unwrap(),
+            resolver.addresses("[::1]", 6443, now).unwrap(),
             vec!["[::1]:6443".parse().unwrap()]
         );
         assert!(resolver.lock().is_empty());
@@ -168,7 +165,7 @@ mod tests {
     fn a_name_is_remembered_for_a_while_then_looked_up_again() {
         let resolver = CachingResolver::default();
         let now = Instant::now();
-        let first = resolver.addresses("localhost:6443", now).unwrap();
+        let first = resolver.addresses("localhost", 6443, now).unwrap();
         assert!(!first.is_empty());
         // Planted addresses are what a remembered name answers, until they are too old.
         let planted: SocketAddr = "192.0.2.1:6443".parse().unwrap();
@@ -177,11 +174,11 @@ mod tests {
             .insert("localhost:6443".into(), (now, vec![planted]));
         let soon = now + REMEMBER_FOR / 2;
         assert_eq!(
-            resolver.addresses("localhost:6443", soon).unwrap(),
+            resolver.addresses("localhost", 6443, soon).unwrap(),
             vec![planted]
         );
         let later = now + REMEMBER_FOR + Duration::from_secs(1);
-        assert_eq!(resolver.addresses("localhost:6443", later).unwrap(), first);
+        assert_eq!(resolver.addresses("localhost", 6443, later).unwrap(), first);
     }
 
     #[test]
