@@ -744,8 +744,30 @@ fn a_template_edit_that_adds_a_reference_gives_exactly_one_new_revision() {
 /// A data change within the debounce window of such an edit still rolls, once.
 #[test]
 fn a_data_change_in_the_window_of_a_template_edit_rolls_once() {
+    data_change_and_template_edit_roll_once(None);
+}
+
+/// The same when the edit's watch event arrives after the window closed (a lagging watch):
+/// the rollout covers the data change, the Pods it starts run the edit too, and the edit's
+/// new reference is then recorded without a second rollout.
+#[test]
+fn a_template_edit_seen_after_the_rollout_it_was_part_of_does_not_roll_again() {
+    data_change_and_template_edit_roll_once(Some(Duration::from_millis(600)));
+}
+
+/// Changes the data of `app-config` and, right after, edits the template to also read
+/// `extra`; with `edit_event_late`, the edit's watch event reaches wavelet that much late
+/// (beyond the 200 ms debounce).
+fn data_change_and_template_edit_roll_once(edit_event_late: Option<Duration>) {
     let (fake, wavelet) = adopted("Deployment");
     fake.apply(configmap(NS, "extra", &[("k", "1")]));
+    if let Some(delay) = edit_event_late {
+        fake.inject(Fault::SlowEvent {
+            resource: "deployments".into(),
+            needle: "\"extra\"".into(),
+            delay,
+        });
+    }
     fake.merge_patch(
         "configmaps",
         NS,
@@ -763,10 +785,20 @@ fn a_data_change_in_the_window_of_a_template_edit_rolls_once() {
     eventually(&fake, &wavelet, "the rollout", |f| {
         template_patches(f, "deployments", NS, "web") == 1
     });
+    // Recorded on the metadata. The template's hash covers both changes when the edit was
+    // seen inside the window; when it was seen after the rollout, the template's hash is
+    // the data change's and the edit's reference is recorded without another rollout.
     eventually(&fake, &wavelet, "the hash current", |f| {
-        hashes(f, "deployments", NS, "web", HASH).0.as_deref()
+        hashes(f, "deployments", NS, "web", HASH).1.as_deref()
             == Some(expected_hash(f, "deployments", NS, "web").as_str())
     });
+    if edit_event_late.is_some() {
+        assert_ne!(
+            hashes(&fake, "deployments", NS, "web", HASH).0,
+            Some(expected_hash(&fake, "deployments", NS, "web")),
+            "the rollout came before the edit was seen: its hash is the data change's"
+        );
+    }
     // The edit's revision and one rollout: three in all, not four.
     assert_eq!(fake.revisions("deployments", NS, "web"), 3);
     fake.merge_patch("configmaps", NS, "extra", json!({"data": {"k": "2"}}));
