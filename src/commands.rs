@@ -154,7 +154,7 @@ pub fn hash(
         } else {
             format!(
                 "keys {}",
-                reference.keys.keys().cloned().collect::<Vec<_>>().join(",")
+                reference.keys.names().collect::<Vec<_>>().join(",")
             )
         };
         writeln!(out, "  {} ({state}, {required}, {keys})", reference.config).map_err(write_err)?;

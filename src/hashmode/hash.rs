@@ -85,7 +85,7 @@ pub fn canonical_form(items: &[Resolved<'_>]) -> String {
             continue;
         };
         out.push_str(&format!("{prefix} present\n"));
-        let mut counted: Vec<&str> = reference.keys.keys().map(String::as_str).collect();
+        let mut counted: Vec<&str> = reference.keys.names().collect();
         if reference.all_keys {
             counted.extend(digests.iter().map(|(k, _)| &**k));
         }
@@ -110,9 +110,9 @@ fn missing(items: &[Resolved<'_>]) -> Vec<Missing> {
             None if reference.required => out.push(Missing::Object(reference.config.clone())),
             None => {}
             Some(digests) => {
-                for (key, required) in &reference.keys {
-                    if *required && find_digest(digests, key).is_none() {
-                        out.push(Missing::Key(reference.config.clone(), key.clone()));
+                for (key, required) in reference.keys.iter() {
+                    if required && find_digest(digests, key).is_none() {
+                        out.push(Missing::Key(reference.config.clone(), key.to_string()));
                     }
                 }
             }
@@ -194,8 +194,8 @@ pub fn data_hash(digests: &[KeyDigest], hmac_key: Option<&[u8]>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hashmode::references::NamedKeys;
     use crate::objects::{ConfigKind, Digest};
-    use std::collections::BTreeMap;
 
     fn digest(value: &str) -> Digest {
         Sha256::digest(value.as_bytes()).into()
@@ -205,7 +205,7 @@ mod tests {
         Reference {
             config: ConfigKey::new(kind, ns, name),
             all_keys: true,
-            keys: BTreeMap::new(),
+            keys: NamedKeys::default(),
             required: true,
         }
     }
@@ -214,7 +214,7 @@ mod tests {
         Reference {
             config: ConfigKey::new(kind, "default", name),
             all_keys: false,
-            keys: BTreeMap::from([(key.to_string(), true)]),
+            keys: NamedKeys::from([(key, true)]),
             required: true,
         }
     }

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
+use crate::watch::queue::ReleaseWhenEmpty as _;
+
 /// Debounce windows: a window opens at the first data change noticed for a key and stays
 /// open until the key is settled (rolled, or found up to date), so every change inside it
 /// goes into one rollout, whatever wakes the key up early. Shared by the watch threads
@@ -38,6 +40,7 @@ impl<K: Eq + Hash + Clone> Debounce<K> {
         let mut opened = self.opened.lock().unwrap();
         if opened.get(key).is_some_and(|at| *at <= started) {
             opened.remove(key);
+            opened.release_when_empty();
         }
     }
 }

@@ -10,6 +10,40 @@ use std::hash::Hash;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// Collections that fill in a burst (the initial sync queues every workload; a relist
+/// wakes them all) and drain to nothing keep their capacity for good: a thousand keys'
+/// worth per collection. An empty one with room for more than this gives it back.
+const KEPT_WHEN_EMPTY: usize = 64;
+
+/// Gives back the capacity of a burst once drained (see [`KEPT_WHEN_EMPTY`]).
+pub trait ReleaseWhenEmpty {
+    fn release_when_empty(&mut self);
+}
+
+impl<K: Eq + Hash, V> ReleaseWhenEmpty for HashMap<K, V> {
+    fn release_when_empty(&mut self) {
+        if self.is_empty() && self.capacity() > KEPT_WHEN_EMPTY {
+            self.shrink_to_fit();
+        }
+    }
+}
+
+impl<K: Eq + Hash> ReleaseWhenEmpty for HashSet<K> {
+    fn release_when_empty(&mut self) {
+        if self.is_empty() && self.capacity() > KEPT_WHEN_EMPTY {
+            self.shrink_to_fit();
+        }
+    }
+}
+
+impl<K> ReleaseWhenEmpty for VecDeque<K> {
+    fn release_when_empty(&mut self) {
+        if self.is_empty() && self.capacity() > KEPT_WHEN_EMPTY {
+            self.shrink_to_fit();
+        }
+    }
+}
+
 pub struct WorkQueue<K> {
     state: Mutex<State<K>>,
     ready: Condvar,
@@ -192,6 +226,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
             state.queue.push_back(key.clone());
             self.ready.notify_one();
         } else if state.is_idle() {
+            state.release_when_empty();
             self.idle.notify_all();
         }
     }
@@ -222,6 +257,15 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
 impl<K: Clone + Eq + Hash> State<K> {
     fn is_idle(&self) -> bool {
         self.queue.is_empty() && self.processing.is_empty()
+    }
+
+    fn release_when_empty(&mut self) {
+        self.queue.release_when_empty();
+        self.dirty.release_when_empty();
+        self.processing.release_when_empty();
+        self.waiting.release_when_empty();
+        self.timeline_keys.release_when_empty();
+        self.failures.release_when_empty();
     }
 
     /// Returns whether the key was newly queued (a worker should wake).
@@ -274,6 +318,35 @@ mod tests {
 
     fn queue() -> WorkQueue<&'static str> {
         WorkQueue::new(Backoff::default())
+    }
+
+    #[test]
+    fn a_drained_burst_gives_its_capacity_back() {
+        let q: WorkQueue<u32> = WorkQueue::new(Backoff::default());
+        for key in 0..1000 {
+            q.add(key);
+        }
+        for key in 1000..1500 {
+            q.add_after(key, Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        while q.len() > 0 {
+            let key = q.get().unwrap();
+            q.done(&key);
+        }
+        let state = q.state.lock().unwrap();
+        assert!(
+            state.queue.capacity() <= KEPT_WHEN_EMPTY,
+            "{}",
+            state.queue.capacity()
+        );
+        assert!(
+            state.dirty.capacity() <= KEPT_WHEN_EMPTY,
+            "{}",
+            state.dirty.capacity()
+        );
+        assert!(state.waiting.capacity() <= KEPT_WHEN_EMPTY);
+        assert!(state.timeline_keys.capacity() <= KEPT_WHEN_EMPTY);
     }
 
     #[test]
