@@ -1,6 +1,5 @@
 //! The README's hash test vector reproduces with `sha256sum`, and matches the library.
 
-use std::collections::BTreeMap;
 use std::process::Command;
 
 use wavelet::hashmode::references::Reference;
@@ -51,7 +50,7 @@ fn readme_hash_test_vector_reproduces_with_sha256sum() {
     let reference = Reference {
         config: ConfigKey::new(ConfigKind::ConfigMap, "default", "app-config"),
         all_keys: true,
-        keys: BTreeMap::new(),
+        keys: Default::default(),
         required: true,
     };
     let from_library =
