@@ -27,6 +27,7 @@
 //! - `monitoring`: alerts and dashboard query only what /metrics exports; ServiceMonitor, rules and dashboard in monitoring/ and the chart agree.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
 //! - `image`: `image/build`'s OCI image is reproducible, multi-arch, one file per platform (needs skopeo, umoci, the arm64 binary; `.ci/run`).
+//! - `release`: the release workflow (GitHub Actions) runs on `v*` tags, checks the tag with `image/check-tag` (Cargo.toml, Chart.yaml and values.yaml agree), runs `.ci/run`; its scripts are valid bash, name only paths that exist, print no secret.
 
 mod chart;
 mod chroot;
@@ -46,6 +47,7 @@ mod operations;
 mod plugin;
 mod rbac;
 mod readme;
+mod release;
 mod reloader;
 mod reloader_kinds;
 mod secret_reads;
