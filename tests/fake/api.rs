@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::eviction;
 use super::http::{Request, Response};
 use super::list::{self, metadata_only, ListOptions, Presentation};
+use super::managed::Writer;
 use super::resources::Route;
 use super::state::State;
 use super::status::{self, Status};
@@ -17,6 +18,15 @@ pub fn dispatch(state: &mut State, route: &Route, request: &Request) -> Response
         return status::no_such_route().response();
     }
     let name = route.name.as_deref();
+    let apply = request
+        .header("content-type")
+        .is_some_and(|t| t.starts_with(write::APPLY_PATCH));
+    let writer = Writer::of_request(
+        request.query_param("fieldManager"),
+        request.header("user-agent"),
+        apply,
+    );
+    let harness = std::mem::replace(&mut state.writer, writer);
     let result = match (request.method.as_str(), name, route.subresource.as_deref()) {
         ("GET", None, None) => Ok(list_objects(state, route, request)),
         ("GET", Some(name), None | Some("status")) => get(state, route, request, name),
@@ -35,6 +45,7 @@ pub fn dispatch(state: &mut State, route: &Route, request: &Request) -> Response
         (_, _, Some(_)) => Err(status::no_such_route()),
         _ => Err(status::method_not_allowed()),
     };
+    state.writer = harness;
     result.unwrap_or_else(|status| status.response())
 }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use super::ids::fnv1a;
+use super::managed::Writer;
 use super::resources::ResourceType;
 use super::selector::object_selects;
 use super::state::State;
@@ -172,6 +173,7 @@ impl Controller {
             return;
         }
         state.controller.running = true;
+        let writer = std::mem::replace(&mut state.writer, Writer::controllers());
         while let Some(item) = state.controller.queue.pop_front() {
             match item {
                 Work::Workload {
@@ -186,6 +188,7 @@ impl Controller {
                 } => collect_dependents(state, &namespace, &owner_uid),
             }
         }
+        state.writer = writer;
         state.controller.running = false;
     }
 
@@ -393,11 +396,88 @@ fn write_deployment_status(
         .pointer("/metadata/generation")
         .cloned()
         .unwrap_or(json!(1));
+    let updated_count = updated_pods.count();
     status["replicas"] = all_pods.len().into();
-    status["updatedReplicas"] = updated_pods.count().into();
+    status["updatedReplicas"] = updated_count.into();
     status["readyReplicas"] = ready.into();
     status["availableReplicas"] = ready.into();
+    let wanted = replicas_of(&deployment) as usize;
+    let now = state.clock.now();
+    let rs_name = format!("{name}-{hash}");
+    let (available, available_reason, available_message) = if ready >= wanted {
+        (
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.".to_string(),
+        )
+    } else {
+        (
+            "False",
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.".to_string(),
+        )
+    };
+    let (progress_reason, progress_message) = if updated_count >= wanted && ready >= wanted {
+        (
+            "NewReplicaSetAvailable",
+            format!("ReplicaSet \"{rs_name}\" has successfully progressed."),
+        )
+    } else {
+        (
+            "ReplicaSetUpdated",
+            format!("ReplicaSet \"{rs_name}\" is progressing."),
+        )
+    };
+    set_condition(
+        status,
+        "Available",
+        available,
+        available_reason,
+        &available_message,
+        &now,
+    );
+    set_condition(
+        status,
+        "Progressing",
+        "True",
+        progress_reason,
+        &progress_message,
+        &now,
+    );
     state.update_status(resource, &deployment, updated);
+}
+
+/// Sets a status condition as a real controller does: its transition time moves only when
+/// its status changes, its update time only when anything of it does.
+fn set_condition(
+    status: &mut Value,
+    kind: &str,
+    value: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+) {
+    if !status["conditions"].is_array() {
+        status["conditions"] = json!([]);
+    }
+    let conditions = status["conditions"].as_array_mut().expect("an array");
+    let position = conditions.iter().position(|c| c["type"] == kind);
+    if let Some(i) = position {
+        let old = &conditions[i];
+        if old["status"] == value && old["reason"] == reason && old["message"] == message {
+            return;
+        }
+    }
+    let transition = match position {
+        Some(i) if conditions[i]["status"] == value => conditions[i]["lastTransitionTime"].clone(),
+        _ => now.into(),
+    };
+    let condition = json!({"type": kind, "status": value, "lastUpdateTime": now,
+        "lastTransitionTime": transition, "reason": reason, "message": message});
+    match position {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
 }
 
 /// Keeps `spec.replicas` live Pods for a ReplicaSet and writes its status.

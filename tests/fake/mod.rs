@@ -15,6 +15,7 @@ pub mod faults;
 pub mod http;
 pub mod ids;
 pub mod list;
+pub mod managed;
 pub mod patch;
 pub mod resources;
 pub mod selector;

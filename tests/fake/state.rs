@@ -13,6 +13,7 @@ use super::controller::Controller;
 use super::faults::Faults;
 use super::http::Request;
 use super::ids::Ids;
+use super::managed::{self, Writer};
 use super::resources::{builtin_types, ResourceType};
 use super::store::{name_of, Store};
 
@@ -49,6 +50,9 @@ pub struct State {
     pub controller: Controller,
     /// Namespaces being deleted, and when their deletion finishes.
     pub terminating_namespaces: Vec<(String, Instant)>,
+    /// Who the write under way is by, for `metadata.managedFields`: the request's manager
+    /// while one is served, the controllers while they react, else the harness.
+    pub writer: Writer,
 }
 
 impl State {
@@ -69,6 +73,7 @@ impl State {
             shutdown: false,
             controller: Controller::default(),
             terminating_namespaces: Vec::new(),
+            writer: Writer::harness(),
         };
         for namespace in INITIAL_NAMESPACES {
             state.ensure_namespace(namespace);
@@ -173,6 +178,18 @@ impl State {
             metadata.insert("generation".into(), 1.into());
         }
         apply_defaults(resource, &mut object);
+        object["metadata"]
+            .as_object_mut()
+            .map(|m| m.remove("managedFields"));
+        let time = self.clock.now();
+        managed::record(
+            None,
+            &mut object,
+            &self.writer,
+            None,
+            &time,
+            &resource.api_version(),
+        );
         let stored = self.store.put(&resource.key, object);
         Controller::after_write(self, resource, None, Some(&stored));
         stored
@@ -215,9 +232,29 @@ impl State {
         if resource.plural == "secrets" {
             fold_string_data(&mut object);
         }
+        apply_spec_defaults(resource, &mut object);
+        // The server keeps managedFields; a body without them changes nothing.
+        match old["metadata"].get("managedFields") {
+            Some(fields) => object["metadata"]["managedFields"] = fields.clone(),
+            None => {
+                object["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("managedFields"));
+            }
+        }
         if object == *old {
             return old.clone();
         }
+        let time = self.clock.now();
+        let subresource = (!bump).then_some("status");
+        managed::record(
+            Some(old),
+            &mut object,
+            &self.writer,
+            subresource,
+            &time,
+            &resource.api_version(),
+        );
         if bump && resource.has_generation() && generation_changes(resource, old, &object) {
             let generation = old
                 .pointer("/metadata/generation")
@@ -321,7 +358,105 @@ fn fold_string_data(object: &mut Value) {
     }
 }
 
+/// Fills `field` of `object` with `value` when it is absent.
+fn default(object: &mut Value, field: &str, value: Value) {
+    if let Some(map) = object.as_object_mut() {
+        map.entry(field).or_insert(value);
+    }
+}
+
+/// The defaults the API server gives a pod spec (what `kubectl get -o json` of a real
+/// Deployment shows, wire 039–044): every write is defaulted, so they never read as a change.
+fn default_pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    default(spec, "restartPolicy", "Always".into());
+    default(spec, "terminationGracePeriodSeconds", 30.into());
+    default(spec, "dnsPolicy", "ClusterFirst".into());
+    default(spec, "securityContext", json!({}));
+    default(spec, "schedulerName", "default-scheduler".into());
+    for list in ["initContainers", "containers"] {
+        let containers = spec.get_mut(list).and_then(Value::as_array_mut);
+        for container in containers.into_iter().flatten() {
+            let image = container["image"].as_str().unwrap_or("");
+            let latest =
+                !image.rsplit('/').next().unwrap_or("").contains(':') || image.ends_with(":latest");
+            default(container, "resources", json!({}));
+            default(
+                container,
+                "terminationMessagePath",
+                "/dev/termination-log".into(),
+            );
+            default(container, "terminationMessagePolicy", "File".into());
+            default(
+                container,
+                "imagePullPolicy",
+                if latest { "Always" } else { "IfNotPresent" }.into(),
+            );
+        }
+    }
+    let volumes = spec.get_mut("volumes").and_then(Value::as_array_mut);
+    for volume in volumes.into_iter().flatten() {
+        for source in ["configMap", "secret", "projected"] {
+            if volume.get(source).is_some_and(Value::is_object) {
+                default(&mut volume[source], "defaultMode", 420.into());
+            }
+        }
+    }
+}
+
+/// Spec defaults of workloads and Pods, applied on create and on every update.
+fn apply_spec_defaults(resource: &ResourceType, object: &mut Value) {
+    if !object.get("spec").is_some_and(Value::is_object) {
+        return;
+    }
+    let spec = &mut object["spec"];
+    match resource.plural.as_str() {
+        "deployments" => {
+            default(
+                spec,
+                "strategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+            );
+            default(spec, "revisionHistoryLimit", 10.into());
+            default(spec, "progressDeadlineSeconds", 600.into());
+        }
+        "statefulsets" => {
+            default(spec, "podManagementPolicy", "OrderedReady".into());
+            default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+            );
+            default(spec, "revisionHistoryLimit", 10.into());
+            default(
+                spec,
+                "persistentVolumeClaimRetentionPolicy",
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            );
+        }
+        "daemonsets" => {
+            default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
+            default(spec, "revisionHistoryLimit", 10.into());
+        }
+        "pods" => {
+            default_pod_spec(spec);
+            return;
+        }
+        _ => {}
+    }
+    if spec.get("template").is_some_and(Value::is_object) {
+        default_pod_spec(&mut spec["template"]["spec"]);
+    }
+}
+
 fn apply_defaults(resource: &ResourceType, object: &mut Value) {
+    apply_spec_defaults(resource, object);
     match resource.plural.as_str() {
         "secrets" => {
             fold_string_data(object);

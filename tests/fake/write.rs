@@ -16,7 +16,7 @@ use super::validate;
 const JSON_PATCH: &str = "application/json-patch+json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
 const STRATEGIC_PATCH: &str = "application/strategic-merge-patch+json";
-const APPLY_PATCH: &str = "application/apply-patch+yaml";
+pub const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
 /// `dryRun` must be `All` when present (wire 050). Returns whether this is a dry run.
 fn dry_run(request: &Request, options_kind: &str) -> Result<bool, Status> {
