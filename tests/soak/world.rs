@@ -512,7 +512,10 @@ impl World {
     }
 
     /// Edits the data of every existing ConfigMap/Secret: the last changes of the run, made
-    /// while the faults still go on.
+    /// while the faults still go on. Each edit is a change of its own for the workloads
+    /// that count it: made within microseconds, two of them may still reach wavelet in
+    /// different debounce windows when a fault holds one watch back (a 500 with
+    /// `Retry-After: 1` on the Secrets watch, seed 1795628980734686241).
     pub fn sweep(&mut self, fake: &FakeApi) {
         for index in 0..self.configs.len() {
             if !self.configs[index].exists {
@@ -524,8 +527,8 @@ impl World {
             fake.merge_patch(config.kind.plural(), &config.namespace, &config.name, patch);
             let id = config.id();
             self.note(format!("final edit of {id}"));
+            self.refresh(fake);
         }
-        self.refresh(fake);
     }
 
     /// Re-creates the deleted ConfigMaps/Secrets that an opted-in workload requires, so that
