@@ -25,8 +25,9 @@
 //! ×, default 1), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
 //! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024).
-//! `WAVELET_BENCH_HOLD=<file>` (real server only) keeps the control plane up after the run
-//! for profiling: the file names its kubeconfig; removing the file ends the run.
+//! `WAVELET_BENCH_HOLD=<file>` keeps the API server (the fake of the default scenario, or
+//! the real control plane) up after the run for profiling: the file names its kubeconfig;
+//! removing the file ends the run.
 //! Benchmarks are not tests: nothing here fails on a figure.
 //!
 //! Against a real control plane: `WAVELET_BENCH_REAL=target/k8s-bin` (the binaries the
@@ -130,6 +131,9 @@ fn run_default(options: &Options) -> DefaultFigures {
     };
     let configmap_changes = change(Edited::ConfigMap, configmap_targets);
     let secret_changes = change(Edited::Secret, secret_targets);
+    // The benchmark's wavelet stops first: a profiled one then starts on its own.
+    drop(run.wavelet);
+    process::hold_for_profiling("fake", &process::tls_kubeconfig(&run.fake.url()));
     DefaultFigures {
         load: run.load,
         sync: run.sync,

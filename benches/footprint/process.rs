@@ -17,6 +17,41 @@ const TICKS_PER_SECOND: f64 = 100.0;
 
 /// The binary under test: `WAVELET_BENCH_BINARY` (e.g. the static musl build that
 /// ships), else the release build cargo made for this benchmark.
+/// A kubeconfig for the fake API server over TLS at `server` (trusting the fixture CA),
+/// written once per server into the temporary directory.
+pub fn tls_kubeconfig(server: &str) -> PathBuf {
+    let ca = format!("{}/tests/fixtures/tls/ca.crt", env!("CARGO_MANIFEST_DIR"));
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "wavelet-footprint-{}-{}.kubeconfig",
+        std::process::id(),
+        server.rsplit(':').next().unwrap_or("0")
+    ));
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: fake\n  user:\n    token: footprint\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\n"
+    );
+    std::fs::write(&kubeconfig, text).expect("writing the benchmark's kubeconfig");
+    kubeconfig
+}
+
+/// With `WAVELET_BENCH_HOLD=<file>`, keeps the loaded, adopted API server (`which`: the
+/// fake or the real control plane) up after the run for profiling by hand (`perf record
+/// -g wavelet run --kubeconfig ...`): writes the kubeconfig's path into the file and waits
+/// until the file is removed.
+pub fn hold_for_profiling(which: &str, kubeconfig: &std::path::Path) {
+    let Some(file) = std::env::var_os("WAVELET_BENCH_HOLD").filter(|v| !v.is_empty()) else {
+        return;
+    };
+    let file = PathBuf::from(file);
+    std::fs::write(&file, format!("{}\n", kubeconfig.display())).expect("writing the hold file");
+    eprintln!(
+        "footprint ({which}): holding the API server; kubeconfig path in {}; remove it to stop",
+        file.display()
+    );
+    while file.exists() {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 pub fn binary() -> PathBuf {
     std::env::var_os("WAVELET_BENCH_BINARY")
         .map(PathBuf::from)
@@ -113,17 +148,7 @@ impl Wavelet {
     /// Against the fake over HTTPS (`FakeApi::start_tls`), as against a real API server: a
     /// kubeconfig trusting the fixture CA, written next to the system's temp files.
     pub fn start_tls(server: &str, debounce: Duration) -> Wavelet {
-        let ca = format!("{}/tests/fixtures/tls/ca.crt", env!("CARGO_MANIFEST_DIR"));
-        let kubeconfig = std::env::temp_dir().join(format!(
-            "wavelet-footprint-{}-{}.kubeconfig",
-            std::process::id(),
-            server.rsplit(':').next().unwrap_or("0")
-        ));
-        let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: fake\n  user:\n    token: footprint\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\n"
-        );
-        std::fs::write(&kubeconfig, text).expect("writing the benchmark's kubeconfig");
-        Wavelet::start_with_kubeconfig(&kubeconfig, debounce)
+        Wavelet::start_with_kubeconfig(&tls_kubeconfig(server), debounce)
     }
 
     pub fn start_with_kubeconfig(kubeconfig: &std::path::Path, debounce: Duration) -> Wavelet {

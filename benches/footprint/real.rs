@@ -172,7 +172,7 @@ pub fn run(source: &Source, cluster: &Cluster, debounce: Duration, changes: usiz
     let restarted = Wavelet::start_with_kubeconfig(&plane.kubeconfig, debounce);
     let restart_sync = restarted.wait_for_sync(Duration::from_secs(300));
     drop(restarted);
-    hold_for_profiling(&plane.kubeconfig);
+    crate::process::hold_for_profiling("real", &plane.kubeconfig);
     RealFigures {
         load,
         sync,
@@ -181,24 +181,6 @@ pub fn run(source: &Source, cluster: &Cluster, debounce: Duration, changes: usiz
         restart_sync,
         change_to_patch,
         floor,
-    }
-}
-
-/// With `WAVELET_BENCH_HOLD=<file>`, keeps the loaded, adopted control plane up after the
-/// run for profiling by hand (`perf record -g wavelet run --kubeconfig ...`): writes the
-/// kubeconfig's path into the file and waits until the file is removed.
-fn hold_for_profiling(kubeconfig: &std::path::Path) {
-    let Some(file) = std::env::var_os("WAVELET_BENCH_HOLD").filter(|v| !v.is_empty()) else {
-        return;
-    };
-    let file = std::path::PathBuf::from(file);
-    std::fs::write(&file, format!("{}\n", kubeconfig.display())).expect("writing the hold file");
-    eprintln!(
-        "footprint (real): holding the control plane; kubeconfig path in {}; remove it to stop",
-        file.display()
-    );
-    while file.exists() {
-        std::thread::sleep(Duration::from_millis(500));
     }
 }
 
