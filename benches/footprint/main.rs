@@ -25,9 +25,9 @@
 //! ×, default 1), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
 //! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024).
-//! `WAVELET_BENCH_HOLD=<file>` keeps the API server (the fake of the default scenario, or
-//! the real control plane) up after the run for profiling: the file names its kubeconfig;
-//! removing the file ends the run.
+//! `WAVELET_BENCH_HOLD=<file>` keeps the API server (the fake of the default scenario and of
+//! each scaling cell, or the real control plane) up after its run for profiling: the file
+//! names its kubeconfig; removing the file goes on.
 //! Benchmarks are not tests: nothing here fails on a figure.
 //!
 //! Against a real control plane: `WAVELET_BENCH_REAL=target/k8s-bin` (the binaries the
@@ -177,6 +177,8 @@ fn scaling_cell(options: &Options, objects: usize, size: usize) -> Cell {
             "loaded in {:?}, synced in {:?} (wavelet {:.2} s CPU, fake {:.2} s CPU)",
             run.load, run.sync.wall, run.sync.at_end.cpu_seconds, run.sync.fake_cpu_seconds
         ));
+        drop(run.wavelet);
+        process::hold_for_profiling("fake", &process::tls_kubeconfig(&run.fake.url()));
         CellOutcome::Measured {
             sync: run.sync,
             adoption: run.adoption,

@@ -383,11 +383,9 @@ impl ConfigSink {
             Event::InitDone => {
                 let seen = self.relist.finish();
                 let cache = &self.router.cache;
-                for key in cache.config_keys(self.kind, self.namespace.as_deref()) {
-                    if !seen.contains(&key) {
-                        log::debug!("{key}: gone after relist");
-                        self.router.remove(&key);
-                    }
+                for key in cache.configs_not_listed(self.kind, self.namespace.as_deref(), &seen) {
+                    log::debug!("{key}: gone after relist");
+                    self.router.remove(&key);
                 }
                 cache.config_relisting(self.id, false);
             }
@@ -447,10 +445,9 @@ impl WorkloadSink {
             Event::InitDone => {
                 let seen = self.relist.finish();
                 let cache = &self.router.cache;
-                for key in cache.workload_keys(&self.resource, self.namespace.as_deref()) {
-                    if !seen.contains(&key) {
-                        self.forget(key);
-                    }
+                let namespace = self.namespace.as_deref();
+                for key in cache.workloads_not_listed(&self.resource, namespace, &seen) {
+                    self.forget(key);
                 }
             }
         }
