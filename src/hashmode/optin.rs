@@ -107,7 +107,6 @@ impl Counting {
         typed && !policy.ignores(kind) && !self.is_excluded(kind, name)
     }
 
-    /// Whether an object of the namespace counts by a reload list.
     /// The reload-list patterns that name Secrets (unused Secrets are not cached, so a
     /// workload with any waits for its namespace's Secrets to be listed).
     pub fn secret_patterns(&self) -> impl Iterator<Item = &NamePattern> {
@@ -116,6 +115,7 @@ impl Counting {
             .filter(|p| p.kind == ConfigKind::Secret)
     }
 
+    /// Whether an object of the namespace counts by a reload list.
     pub fn counts_by_name(&self, kind: ConfigKind, name: &str, policy: &Policy) -> bool {
         !policy.ignores(kind)
             && !self.is_excluded(kind, name)

@@ -186,7 +186,7 @@ impl Router {
 
     /// Asks for the data of each referenced object the cache knows without current data.
     /// The same for objects counted by name (reload lists).
-    pub fn fetch_missing_keys(&self, keys: &[ConfigKey]) {
+    pub fn fetch_missing_keys<'a>(&self, keys: impl IntoIterator<Item = &'a ConfigKey>) {
         for key in keys {
             if self.needs_read(key) {
                 self.fetcher.request(key.clone());
@@ -195,11 +195,7 @@ impl Router {
     }
 
     pub fn fetch_missing(&self, references: &[Reference]) {
-        for reference in references {
-            if self.needs_read(&reference.config) {
-                self.fetcher.request(reference.config.clone());
-            }
-        }
+        self.fetch_missing_keys(references.iter().map(|r| &r.config));
     }
 
     /// Cached without current data, or a Secret not cached and not known to be absent
