@@ -11,6 +11,9 @@
 //!   PodDisruptionBudget, delete, rolling), leader election with the leader killed,
 //!   in-cluster credentials with the shipped RBAC, `status` and `hash`, and
 //!   kube-apiserver killed and restarted mid-watch.
+//! - `loadtest`, `reloader_loadtest`: Reloader's load-test scenarios S1, S4 and S6 (the
+//!   subset its own CI runs) against wavelet, reload counts checked exactly; the
+//!   benchmark runs all 13 against wavelet, Reloader and Wave with the same module.
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
 //!   server with `kubectl apply --dry-run=server`.
 //!
@@ -21,7 +24,9 @@ mod chart;
 mod cluster;
 mod kube;
 mod kubelet;
+mod loadtest;
 mod process;
+mod reloader_loadtest;
 mod scenarios;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

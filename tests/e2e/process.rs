@@ -126,6 +126,19 @@ impl Wavelet {
         }
     }
 
+    /// Stops it with SIGTERM, as a pod deletion does, and waits for it to exit (SIGKILL
+    /// after 10 s).
+    pub fn terminate(&mut self) {
+        if let Some(child) = self.child.as_ref() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+        }
+        if self.wait_exit(Duration::from_secs(10)).is_none() {
+            self.kill();
+        }
+    }
+
     /// Stops it (SIGKILL) and returns its output.
     pub fn kill(&mut self) -> String {
         if let Some(child) = self.child.as_mut() {

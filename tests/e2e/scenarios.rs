@@ -71,6 +71,21 @@ pub const ALL: &[Scenario] = &[
         serial: false,
     },
     Scenario {
+        name: "reloader_loadtest_s1_burst_updates",
+        run: crate::reloader_loadtest::s1_burst_updates,
+        serial: false,
+    },
+    Scenario {
+        name: "reloader_loadtest_s4_no_op_updates",
+        run: crate::reloader_loadtest::s4_no_op_updates,
+        serial: false,
+    },
+    Scenario {
+        name: "reloader_loadtest_s6_controller_restart",
+        run: crate::reloader_loadtest::s6_controller_restart,
+        serial: false,
+    },
+    Scenario {
         name: "in_cluster_with_shipped_rbac",
         run: in_cluster,
         serial: true,

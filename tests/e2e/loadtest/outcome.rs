@@ -1,0 +1,350 @@
+//! What a played scenario amounts to, from the recorder's events alone: reloads done
+//! (pod-template changes of the scenario's workloads), those no data change prompted,
+//! change → rollout latency per dependent workload, each change's own write-to-watch
+//! time, and the reload count wavelet's semantics require (as a range when a change
+//! fell so close to a boundary that either answer is right).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::drive::{created_workloads, Did, Played};
+use super::objects::references;
+use super::recorder::{Event, What};
+use super::scenarios::Scenario;
+
+/// `(kind, namespace, name)`.
+pub type Key = (&'static str, String, String);
+
+/// Two changes reaching one workload closer than this may be rolled once (wavelet's
+/// queue holds a key once), so either count is right.
+const COALESCE_MARGIN: Duration = Duration::from_millis(2);
+/// A change this close to the end of a pause window may land on either side of it.
+const WINDOW_MARGIN: Duration = Duration::from_millis(200);
+
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Successful data updates (ConfigMaps + Secrets), annotation-only updates.
+    pub data_updates: usize,
+    pub noop_updates: usize,
+    /// Data updates made while the controller was down (S6).
+    pub down_updates: usize,
+    /// What Reloader's harness expects, where it states a number.
+    pub reloader_expected: Option<usize>,
+    /// Rollouts wavelet's semantics require: `(least, most)`.
+    pub wavelet_expected: (usize, usize),
+    /// Pod-template changes of the scenario's workloads once the controller was ready.
+    pub reloads: usize,
+    /// Of those, the ones no data change had prompted (e.g. Wave rolling a new workload).
+    pub unprompted: usize,
+    /// Pod-template changes between the controller's start and its ready.
+    pub startup_rollouts: usize,
+    /// ReplicaSets created once the controller was ready (rollouts the Deployment
+    /// controller actually started; fewer than reloads while a Deployment is paused).
+    pub new_replicasets: usize,
+    /// Change (the update's PUT sent) → the dependent's pod template changed, per
+    /// dependent; changes made while the controller was down are not in it.
+    pub latency: Vec<Duration>,
+    /// Changes whose dependent still had a rollout owed for an earlier change (its
+    /// first rollout after may be the earlier one's): not in `latency`.
+    pub overlapping: usize,
+    /// Changes after which the dependent never rolled.
+    pub missed: usize,
+    /// Each update's own PUT sent → its new version seen on the watch: the API server's
+    /// write plus watch delivery.
+    pub write_to_watch: Vec<Duration>,
+}
+
+struct Life {
+    from: Option<Instant>,
+    until: Option<Instant>,
+    pause: Option<Duration>,
+}
+
+impl Life {
+    /// Whether a change sent at `sent` (answered at `done`) reaches this workload.
+    fn reached_by(&self, sent: Instant, done: Instant) -> bool {
+        self.from.is_none_or(|f| f < sent) && self.until.is_none_or(|u| u > done)
+    }
+}
+
+fn key_of(object: &Value) -> Key {
+    let kind = match object["kind"].as_str() {
+        Some("StatefulSet") => "StatefulSet",
+        Some("DaemonSet") => "DaemonSet",
+        _ => "Deployment",
+    };
+    (
+        kind,
+        object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+        object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+    )
+}
+
+fn pause_of(object: &Value) -> Option<Duration> {
+    let text = object["metadata"]["annotations"]["deployment.reloader.stakater.com/pause-period"]
+        .as_str()?;
+    text.strip_suffix('s')?
+        .parse()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// Nearest-rank percentile (`p` in 0..=100) of durations, in milliseconds.
+pub fn percentile_ms(values: &[Duration], p: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1000.0)
+}
+
+impl Outcome {
+    /// `started` and `ready`: the controller's first start and ready; events after
+    /// `until` are not counted.
+    pub fn of(
+        scenario: &Scenario,
+        played: &Played,
+        events: &[Event],
+        started: Instant,
+        ready: Instant,
+        until: Instant,
+    ) -> Outcome {
+        // Workloads, their lives and what they depend on.
+        let mut lives: HashMap<Key, Life> = HashMap::new();
+        let mut dependents: HashMap<Key, Vec<Key>> = HashMap::new();
+        let created = created_workloads(scenario);
+        for object in scenario.workloads().chain(created.iter()) {
+            let key = key_of(object);
+            let (from, until) = if scenario.workloads().any(|w| key_of(w) == key) {
+                (None, None)
+            } else {
+                let done = |did| {
+                    played
+                        .performed
+                        .iter()
+                        .find(|p| p.ok && p.did == did && p.ns == key.1 && p.name == key.2)
+                };
+                (
+                    done(Did::Create).map(|p| p.done),
+                    done(Did::Delete).map(|p| p.sent),
+                )
+            };
+            if !scenario.workloads().any(|w| key_of(w) == key) && from.is_none() {
+                continue; // never created
+            }
+            for (kind, name) in references(object) {
+                dependents
+                    .entry((kind, key.1.clone(), name))
+                    .or_default()
+                    .push(key.clone());
+            }
+            lives.insert(
+                key,
+                Life {
+                    from,
+                    until,
+                    pause: pause_of(object),
+                },
+            );
+        }
+
+        // The recorder's view.
+        let mut templates: HashMap<Key, Vec<Instant>> = HashMap::new();
+        let mut versions: HashMap<(String, String, String), Instant> = HashMap::new();
+        let mut new_replicasets = 0;
+        for e in events.iter().filter(|e| e.at <= until) {
+            match &e.what {
+                What::TemplateChanged => templates
+                    .entry((e.kind, e.ns.clone(), e.name.clone()))
+                    .or_default()
+                    .push(e.at),
+                What::Version {
+                    resource_version, ..
+                } => {
+                    versions.insert(
+                        (e.ns.clone(), e.name.clone(), resource_version.clone()),
+                        e.at,
+                    );
+                }
+                What::Created
+                    if e.kind == "ReplicaSet"
+                        && !e.listed
+                        && e.at >= ready
+                        && e.owner.as_ref().is_some_and(|o| {
+                            lives.contains_key(&("Deployment", e.ns.clone(), o.clone()))
+                        }) =>
+                {
+                    new_replicasets += 1;
+                }
+                _ => {}
+            }
+        }
+
+        let (cm_updates, secret_updates) = played.data_updates();
+        let mut outcome = Outcome {
+            data_updates: cm_updates + secret_updates,
+            noop_updates: played.count(Did::Annotate),
+            reloader_expected: scenario.reloader_expected(cm_updates, secret_updates),
+            new_replicasets,
+            ..Outcome::default()
+        };
+
+        // Each update's own write → watch.
+        for p in played
+            .performed
+            .iter()
+            .filter(|p| p.ok && p.did == Did::SetData)
+        {
+            if let Some(rv) = &p.resource_version {
+                if let Some(at) = versions.get(&(p.ns.clone(), p.name.clone(), rv.clone())) {
+                    outcome
+                        .write_to_watch
+                        .push(at.saturating_duration_since(p.sent));
+                }
+            }
+        }
+
+        // Per workload: the changes that reach it, its rollouts.
+        let down = |t: Instant| {
+            played
+                .restarts
+                .iter()
+                .any(|r| t >= r.stopping && t <= r.ready)
+        };
+        outcome.down_updates = played
+            .performed
+            .iter()
+            .filter(|p| p.ok && p.did == Did::SetData && down(p.sent))
+            .count();
+        let mut least = 0;
+        let mut most = 0;
+        for (key, life) in &lives {
+            let rollouts = templates.get(key).cloned().unwrap_or_default();
+            outcome.startup_rollouts += rollouts
+                .iter()
+                .filter(|t| **t >= started && **t < ready)
+                .count();
+            let counted: Vec<Instant> = rollouts.iter().copied().filter(|t| *t >= ready).collect();
+            outcome.reloads += counted.len();
+            let triggers: Vec<(Instant, Instant)> = played
+                .performed
+                .iter()
+                .filter(|p| p.ok && p.did == Did::SetData)
+                .filter(|p| {
+                    dependents
+                        .get(&(p.kind, p.ns.clone(), p.name.clone()))
+                        .is_some_and(|ws| ws.contains(key))
+                })
+                .filter(|p| life.reached_by(p.sent, p.done))
+                .map(|p| (p.sent, p.done))
+                .collect();
+
+            // Unprompted rollouts: no change since the previous one (or the start).
+            let mut previous = life.from.unwrap_or(started);
+            for t in &counted {
+                if !triggers
+                    .iter()
+                    .any(|(sent, _)| *sent > previous && sent < t)
+                {
+                    outcome.unprompted += 1;
+                }
+                previous = *t;
+            }
+
+            // Latency, change by change.
+            let mut matched: Vec<Option<Instant>> = Vec::new();
+            for (i, (sent, _)) in triggers.iter().enumerate() {
+                let first = rollouts.iter().copied().find(|t| t > sent);
+                matched.push(first);
+                if down(*sent) {
+                    continue;
+                }
+                let owed = triggers[..i]
+                    .iter()
+                    .zip(&matched)
+                    .any(|((s, _), m)| !down(*s) && m.is_none_or(|m| m > *sent));
+                match first {
+                    None => outcome.missed += 1,
+                    Some(_) if owed => outcome.overlapping += 1,
+                    Some(t) => outcome.latency.push(t - *sent),
+                }
+            }
+
+            // wavelet's count: changes while it was down roll once at its start; a pause
+            // period coalesces a window; otherwise one rollout per change.
+            let (mut lo, mut hi) = (0, 0);
+            for r in &played.restarts {
+                if triggers
+                    .iter()
+                    .any(|(s, _)| *s >= r.stopping && *s <= r.ready)
+                {
+                    lo += 1;
+                    hi += 1;
+                }
+            }
+            let live: Vec<Instant> = triggers
+                .iter()
+                .map(|(s, _)| *s)
+                .filter(|s| !down(*s))
+                .collect();
+            match life.pause {
+                Some(period) => {
+                    let mut window_end: Option<Instant> = None;
+                    for s in &live {
+                        match window_end {
+                            Some(end) if *s < end => {
+                                if end - *s < WINDOW_MARGIN {
+                                    hi += 1;
+                                }
+                            }
+                            _ => {
+                                // Just after the last window closed: it may have joined it.
+                                if window_end.is_none_or(|end| *s - end >= WINDOW_MARGIN) {
+                                    lo += 1;
+                                }
+                                hi += 1;
+                                window_end = Some(*s + period);
+                            }
+                        }
+                    }
+                }
+                None => {
+                    for (i, s) in live.iter().enumerate() {
+                        hi += 1;
+                        if i == 0 || *s - live[i - 1] >= COALESCE_MARGIN {
+                            lo += 1;
+                        }
+                    }
+                }
+            }
+            least += lo;
+            most += hi;
+        }
+        outcome.wavelet_expected = (least, most);
+        outcome
+    }
+
+    /// Whether the reloads are what wavelet's semantics require (within the range).
+    pub fn wavelet_exact(&self) -> bool {
+        let (lo, hi) = self.wavelet_expected;
+        self.reloads >= lo && self.reloads <= hi && self.unprompted == 0
+    }
+
+    /// Reloader's pass rule: within 15% of what its harness expects.
+    pub fn within_reloader_rule(&self) -> Option<bool> {
+        self.reloader_expected.map(|e| {
+            let e = e as f64;
+            (self.reloads as f64 - e).abs() <= 0.15 * e
+        })
+    }
+}
