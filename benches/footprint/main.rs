@@ -34,6 +34,10 @@
 //! end-to-end suite uses) or `WAVELET_BENCH_KUBECONFIG=<kubeconfig>` runs the default
 //! scenario there first (`real.rs`), over TLS with a kubeconfig; with
 //! `WAVELET_BENCH_ONLY` set, only that.
+//!
+//! `WAVELET_BENCH_ONLY=versus` (with `WAVELET_BENCH_REAL`): wavelet, Stakater Reloader and
+//! Wave side by side on Reloader's own load-test scenarios and the start-up cluster
+//! (`versus/mod.rs` says how).
 
 #[path = "../../tests/fake/mod.rs"]
 #[allow(dead_code, unused_imports, clippy::all)]
@@ -41,6 +45,13 @@ mod fake;
 
 #[path = "../../tests/e2e/cluster.rs"]
 mod cluster;
+
+#[path = "../../tests/e2e/kubelet.rs"]
+#[allow(dead_code)]
+mod kubelet;
+
+#[path = "../../tests/e2e/loadtest/mod.rs"]
+mod loadtest;
 
 mod calls;
 mod measure;
@@ -50,6 +61,7 @@ mod report;
 mod scaling;
 mod scenario;
 mod table;
+mod versus;
 
 use std::time::Duration;
 
@@ -87,9 +99,9 @@ impl Options {
         let only = std::env::var("WAVELET_BENCH_ONLY").ok();
         if let Some(part) = only
             .as_deref()
-            .filter(|p| !["default", "scaling"].contains(p))
+            .filter(|p| !["default", "scaling", "versus"].contains(p))
         {
-            panic!("WAVELET_BENCH_ONLY={part:?}: use default or scaling");
+            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling or versus");
         }
         Options {
             only,
@@ -195,6 +207,15 @@ fn main() {
     // `cargo bench` passes `--bench`; there are no arguments to read.
     let options = Options::from_env();
     let binary = BinaryFacts::of(process::binary());
+    if options.only.as_deref() == Some("versus") {
+        match real::source() {
+            Some(cluster::Source::Binaries(dir)) => versus::run(dir),
+            _ => panic!(
+                "WAVELET_BENCH_ONLY=versus needs WAVELET_BENCH_REAL=<dir of etcd, kube-apiserver, kube-controller-manager, kubectl>: it starts its own control plane with an audit log"
+            ),
+        }
+        return;
+    }
     if let Some(source) = real::source() {
         let cluster = Cluster::spec(options.scale);
         let figures = real::run(

@@ -88,10 +88,24 @@ fn log_file(dir: &Path, name: &str) -> Stdio {
     Stdio::from(std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file"))
 }
 
+/// What the benchmark adds to a control plane it starts: more users (token, name), each
+/// in `system:masters`, so that the API server tells the controllers under test apart,
+/// and kube-apiserver flags (an audit log). The end-to-end suite adds nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    pub users: Vec<(String, String)>,
+    pub apiserver_args: Vec<String>,
+}
+
 impl Cluster {
     pub fn start(source: &Source) -> Result<Cluster, String> {
+        Cluster::start_with(source, &Extras::default())
+    }
+
+    /// [`Cluster::start`] with `extras` (an own control plane only).
+    pub fn start_with(source: &Source, extras: &Extras) -> Result<Cluster, String> {
         match source {
-            Source::Binaries(dir) => Cluster::start_own(dir),
+            Source::Binaries(dir) => Cluster::start_own(dir, extras),
             Source::Kubeconfig(path) => Ok(Cluster {
                 kubeconfig: path.clone(),
                 ca: None,
@@ -105,7 +119,7 @@ impl Cluster {
     }
 
     /// Starts etcd, kube-apiserver and kube-controller-manager from `bin`.
-    fn start_own(bin: &Path) -> Result<Cluster, String> {
+    fn start_own(bin: &Path, extras: &Extras) -> Result<Cluster, String> {
         for name in ["etcd", "kube-apiserver", "kube-controller-manager"] {
             if !bin.join(name).is_file() {
                 return Err(format!(
@@ -135,7 +149,10 @@ impl Cluster {
         )?;
         std::fs::write(
             dir.join("tokens.csv"),
-            format!("{ADMIN_TOKEN},admin,admin,\"system:masters\"\n"),
+            std::iter::once((ADMIN_TOKEN.to_string(), "admin".to_string()))
+                .chain(extras.users.iter().cloned())
+                .map(|(token, user)| format!("{token},{user},{user},\"system:masters\"\n"))
+                .collect::<String>(),
         )
         .map_err(|e| e.to_string())?;
 
@@ -175,7 +192,10 @@ impl Cluster {
             format!("--service-account-signing-key-file={}", key.display()),
             "--service-cluster-ip-range=10.96.0.0/16".into(),
             "--allow-privileged=true".into(),
-        ];
+        ]
+        .into_iter()
+        .chain(extras.apiserver_args.iter().cloned())
+        .collect();
         let apiserver = spawn_apiserver(bin, &dir, &apiserver_args, group)?;
         let ca = certs.join("apiserver.crt");
         let kubeconfig = dir.join("kubeconfig");
@@ -266,6 +286,12 @@ impl Cluster {
             own.apiserver = spawn_apiserver(&bin, &self.dir, &own.apiserver_args, own.group)?;
         }
         self.wait_ready(Duration::from_secs(90))
+    }
+
+    /// The process ids of etcd and kube-apiserver (own clusters only), for their CPU time.
+    pub fn server_pids(&self) -> Option<(u32, u32)> {
+        let own = self.own.lock().unwrap();
+        own.as_ref().map(|p| (p.etcd.id(), p.apiserver.id()))
     }
 
     /// Whether the suite started this control plane (and may stop parts of it).

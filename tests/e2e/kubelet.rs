@@ -3,7 +3,8 @@
 //! them Running and Ready (`pods/status`), and finishes graceful deletions (a Pod with a
 //! `deletionTimestamp` is removed with `gracePeriodSeconds: 0`, as a kubelet does once
 //! its containers stopped). Without it Deployments never become available and evictions
-//! against a PodDisruptionBudget cannot be tested.
+//! against a PodDisruptionBudget cannot be tested. The benchmark plays thousands of Pods
+//! with the same steps driven by a watch (`Kubelet::start_watching`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use wavelet::client::{Client, PatchType};
+use wavelet::client::{Client, PatchType, Shape};
 
 pub const NODE: &str = "e2e-node";
 
@@ -50,6 +51,27 @@ impl Kubelet {
                     }
                 })
                 .expect("spawning the kubelet loop")
+        };
+        Kubelet {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Kubelet {
+    /// The benchmark's variant: registers the Node and plays the Pods of namespaces whose
+    /// names start with `prefix`, from a watch.
+    #[allow(dead_code)] // the benchmark's
+    pub fn start_watching(client: Client, prefix: &str) -> Kubelet {
+        register_node(&client);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (stop, prefix) = (Arc::clone(&stop), prefix.to_string());
+            std::thread::Builder::new()
+                .name("kubelet".into())
+                .spawn(move || watch_loop(&client, &prefix, &stop))
+                .expect("spawning the kubelet watch")
         };
         Kubelet {
             stop,
@@ -102,64 +124,128 @@ fn tick(client: &Client, ips: &mut HashMap<String, u32>) -> Result<(), wavelet::
         .collect();
     for pod in pods["items"].as_array().into_iter().flatten() {
         let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
-        if !ours.contains(&ns) {
-            continue;
-        }
-        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-        let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
-        let result = if !pod["metadata"]["deletionTimestamp"].is_null() {
-            client
-                .delete::<Value>(
-                    &path,
-                    Some(&json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})),
-                )
-                .map(drop)
-        } else if pod["spec"]["nodeName"].as_str().unwrap_or("").is_empty() {
-            let binding = json!({"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": name, "namespace": ns},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}});
-            client
-                .post::<Value>(&format!("{path}/binding"), &binding)
-                .map(drop)
-        } else if pod["status"]["phase"] != "Running" {
-            let n = ips.len() as u32 + 2;
-            let ip = *ips.entry(format!("{ns}/{name}")).or_insert(n);
-            let containers: Vec<Value> = pod["spec"]["containers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|c| {
-                    json!({"name": c["name"], "image": c["image"], "imageID": "",
-                        "ready": true, "started": true, "restartCount": 0,
-                        "state": {"running": {"startedAt": now()}}})
-                })
-                .collect();
-            let status = json!({"status": {
-                "phase": "Running",
-                "hostIP": "127.0.0.1",
-                "podIP": format!("10.244.{}.{}", (ip >> 8) & 255, ip & 255),
-                "startTime": now(),
-                "conditions": [
-                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()},
-                    {"type": "Initialized", "status": "True", "lastTransitionTime": now()},
-                    {"type": "ContainersReady", "status": "True", "lastTransitionTime": now()},
-                    {"type": "Ready", "status": "True", "lastTransitionTime": now()}],
-                "containerStatuses": containers,
-            }});
-            client
-                .patch::<Value>(&format!("{path}/status"), PatchType::Merge, &status)
-                .map(drop)
-        } else {
-            Ok(())
-        };
-        match result {
-            Ok(()) => {}
-            // Gone or changed meanwhile: the next tick sees the new state.
-            Err(e)
-                if e.status()
-                    .is_some_and(|s| s.is_not_found() || s.is_conflict()) => {}
-            Err(e) => eprintln!("e2e kubelet: {ns}/{name}: {e}"),
+        if ours.contains(&ns) {
+            act(client, pod, ips);
         }
     }
     Ok(())
+}
+
+/// The kubelet's next step for one Pod: finish its deletion, bind it, or report it
+/// Running and Ready; nothing once it runs.
+fn act(client: &Client, pod: &Value, ips: &mut HashMap<String, u32>) {
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+    let result = if !pod["metadata"]["deletionTimestamp"].is_null() {
+        client
+            .delete::<Value>(
+                &path,
+                Some(
+                    &json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}),
+                ),
+            )
+            .map(drop)
+    } else if pod["spec"]["nodeName"].as_str().unwrap_or("").is_empty() {
+        let binding = json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}});
+        client
+            .post::<Value>(&format!("{path}/binding"), &binding)
+            .map(drop)
+    } else if pod["status"]["phase"] != "Running" {
+        let n = ips.len() as u32 + 2;
+        let ip = *ips.entry(format!("{ns}/{name}")).or_insert(n);
+        let containers: Vec<Value> = pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                json!({"name": c["name"], "image": c["image"], "imageID": "",
+                    "ready": true, "started": true, "restartCount": 0,
+                    "state": {"running": {"startedAt": now()}}})
+            })
+            .collect();
+        let status = json!({"status": {
+            "phase": "Running",
+            "hostIP": "127.0.0.1",
+            "podIP": format!("10.244.{}.{}", (ip >> 8) & 255, ip & 255),
+            "startTime": now(),
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": now()},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": now()},
+                {"type": "Ready", "status": "True", "lastTransitionTime": now()}],
+            "containerStatuses": containers,
+        }});
+        client
+            .patch::<Value>(&format!("{path}/status"), PatchType::Merge, &status)
+            .map(drop)
+    } else {
+        Ok(())
+    };
+    match result {
+        Ok(()) => {}
+        // Gone or changed meanwhile: the next look sees the new state.
+        Err(e)
+            if e.status()
+                .is_some_and(|s| s.is_not_found() || s.is_conflict()) => {}
+        Err(e) => eprintln!("e2e kubelet: {ns}/{name}: {e}"),
+    }
+}
+
+/// The benchmark's kubelet: the same steps, driven by a watch of all Pods instead of a
+/// poll (thousands of Pods), for the Pods of namespaces whose names start with `prefix`.
+#[allow(dead_code)]
+fn watch_loop(client: &Client, prefix: &str, stop: &AtomicBool) {
+    let mut ips: HashMap<String, u32> = HashMap::new();
+    let ours = |pod: &Value| {
+        pod["metadata"]["namespace"]
+            .as_str()
+            .is_some_and(|ns| ns.starts_with(prefix))
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(list) = client.get::<Value>("/api/v1/pods") else {
+            std::thread::sleep(Duration::from_millis(500));
+            continue;
+        };
+        for pod in list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| ours(p))
+        {
+            act(client, pod, &mut ips);
+        }
+        let mut rv = list["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        // Re-watch from the last version until the server says it is too old.
+        'watching: while !stop.load(Ordering::Relaxed) {
+            let path = format!(
+                "/api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=30"
+            );
+            let Ok(mut stream) = client.watch(&path, Duration::from_secs(30), Shape::Whole) else {
+                break 'watching;
+            };
+            while let Ok(Some(line)) = stream.next_line() {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(event) = serde_json::from_slice::<Value>(&line) else {
+                    continue;
+                };
+                let pod = &event["object"];
+                if let Some(v) = pod["metadata"]["resourceVersion"].as_str() {
+                    rv = v.to_string();
+                }
+                match event["type"].as_str() {
+                    Some("ERROR") => break 'watching,
+                    Some("ADDED" | "MODIFIED") if ours(pod) => act(client, pod, &mut ips),
+                    _ => {}
+                }
+            }
+        }
+    }
 }

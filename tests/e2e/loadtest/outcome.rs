@@ -36,7 +36,8 @@ pub struct Outcome {
     pub wavelet_expected: (usize, usize),
     /// Pod-template changes of the scenario's workloads once the controller was ready.
     pub reloads: usize,
-    /// Of those, the ones no data change had prompted (e.g. Wave rolling a new workload).
+    /// Of those, the ones no data change had prompted (e.g. Wave rolling a new
+    /// workload): each rollout serves the oldest change to its workload not yet served.
     pub unprompted: usize,
     /// Pod-template changes between the controller's start and its ready.
     pub startup_rollouts: usize,
@@ -249,16 +250,20 @@ impl Outcome {
                 .map(|p| (p.sent, p.done))
                 .collect();
 
-            // Unprompted rollouts: no change since the previous one (or the start).
-            let mut previous = life.from.unwrap_or(started);
+            // Unprompted rollouts: each rollout serves the oldest change not yet served
+            // (a controller that coalesces leaves some owed); one with none owed had no
+            // reason.
+            let mut owed = 0usize;
+            let mut next = triggers.iter().peekable();
             for t in &counted {
-                if !triggers
-                    .iter()
-                    .any(|(sent, _)| *sent > previous && sent < t)
-                {
-                    outcome.unprompted += 1;
+                while next.peek().is_some_and(|(sent, _)| sent < t) {
+                    next.next();
+                    owed += 1;
                 }
-                previous = *t;
+                match owed {
+                    0 => outcome.unprompted += 1,
+                    _ => owed -= 1,
+                }
             }
 
             // Latency, change by change.
