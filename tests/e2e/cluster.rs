@@ -90,11 +90,13 @@ fn log_file(dir: &Path, name: &str) -> Stdio {
 
 /// What the benchmark adds to a control plane it starts: more users (token, name), each
 /// in `system:masters`, so that the API server tells the controllers under test apart,
-/// and kube-apiserver flags (an audit log). The end-to-end suite adds nothing.
+/// kube-apiserver flags (an audit log) and kube-controller-manager flags (its client's
+/// rate limit). The end-to-end suite adds nothing.
 #[derive(Clone, Debug, Default)]
 pub struct Extras {
     pub users: Vec<(String, String)>,
     pub apiserver_args: Vec<String>,
+    pub controller_manager_args: Vec<String>,
 }
 
 impl Cluster {
@@ -166,10 +168,12 @@ impl Cluster {
             .spawn()
             .map_err(|e| format!("starting etcd: {e}"))?;
         let group = etcd.id() as i32;
+        // dash's builtin `kill` (Debian's sh) takes no `--` and failed on it, so the
+        // watchdog never stopped anything; `-{group}` after the signal is a group there.
         let watchdog = Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "while kill -0 {test} 2>/dev/null; do sleep 1; done; kill -TERM -- -{group} 2>/dev/null; sleep 3; kill -KILL -- -{group} 2>/dev/null",
+                "while kill -0 {test} 2>/dev/null; do sleep 1; done; kill -TERM -{group} 2>/dev/null; sleep 3; kill -KILL -{group} 2>/dev/null",
                 test = std::process::id()
             ))
             .stdin(Stdio::null())
@@ -230,6 +234,7 @@ impl Cluster {
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--secure-port={kcm_port}"))
             .arg("--leader-elect=false")
+            .args(&extras.controller_manager_args)
             .stdout(log_file(&cluster.dir, "kube-controller-manager"))
             .stderr(log_file(&cluster.dir, "kube-controller-manager.err"))
             .process_group(group)
