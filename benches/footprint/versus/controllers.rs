@@ -119,6 +119,8 @@ pub struct Controller {
     pub started: Instant,
     lives: Vec<Life>,
     start: Start,
+    /// Requests counted by its processes that have exited.
+    earlier_requests: f64,
 }
 
 /// `(rss average KiB, peak KiB)` and CPU figures of a finished controller.
@@ -276,6 +278,7 @@ impl Controller {
             started,
             lives: vec![life],
             start,
+            earlier_requests: 0.0,
         }
     }
 
@@ -323,10 +326,12 @@ impl Controller {
             _ => "rest_client_requests_total",
         };
         Some(
-            text.lines()
-                .filter(|l| l.starts_with(family))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum(),
+            self.earlier_requests
+                + text
+                    .lines()
+                    .filter(|l| l.starts_with(family))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum::<f64>(),
         )
     }
 
@@ -347,7 +352,7 @@ impl Controller {
     /// CPU then stays idle (≤ 10 ms) for a second. Returns the sample at the start of
     /// that second.
     pub fn wait_ready(
-        &self,
+        &mut self,
         plane: &Plane,
         written: usize,
         since: SystemTime,
@@ -364,12 +369,31 @@ impl Controller {
                 self.life().log.display()
             );
             let pid = self.pid();
-            assert!(
-                state(pid).is_some_and(|s| s != 'Z'),
-                "{} exited; its log: {}",
-                self.which.name(),
-                self.life().log.display()
-            );
+            if state(pid).is_none_or(|s| s == 'Z') {
+                // The peers' metrics ports are fixed (Reloader :9090, Wave :8080), and
+                // another program on this machine may hold one for a while: try again.
+                let busy = self.life().log_text().contains("address already in use");
+                assert!(
+                    busy && Instant::now() + Duration::from_secs(5) < deadline,
+                    "{} exited; its log: {}",
+                    self.which.name(),
+                    self.life().log.display()
+                );
+                eprintln!(
+                    "versus: {}'s port is taken by another program; starting it again in 5 s",
+                    self.which.name()
+                );
+                std::thread::sleep(Duration::from_secs(5));
+                let n = self.lives.len();
+                let first = n == 1;
+                self.lives.pop();
+                if first {
+                    self.started = Instant::now();
+                }
+                self.lives.push(spawn(self.which, plane, &self.start, n));
+                up = false;
+                continue;
+            }
             up = up || self.up();
             if !up || (written > 0 && plane.workloads_written(self.which, since) < written) {
                 std::thread::sleep(Duration::from_millis(100));
@@ -383,8 +407,11 @@ impl Controller {
         }
     }
 
-    /// Stops the current process (S6).
+    /// Stops the current process (S6), its own request count kept.
     pub fn stop_process(&mut self) {
+        if let Some(total) = self.own_request_count() {
+            self.earlier_requests = total;
+        }
         if let Some(life) = self.lives.last_mut() {
             life.stop();
         }

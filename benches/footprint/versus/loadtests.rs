@@ -86,6 +86,7 @@ fn run_controller(
         _ => scenario.workloads().count(),
     };
     let ready = controller.wait_ready(plane, written, since, Duration::from_secs(600));
+    let started = controller.started;
     let ready_wall = wall_of(ready.at);
     let played = drive::play(&plane.admin, &scenario, timing.downtime, &mut |c| match c {
         Control::Stop => controller.stop_process(),
@@ -94,7 +95,6 @@ fn run_controller(
     recorder.wait_quiet(Duration::from_secs(2), Duration::from_secs(120));
     let (until, until_wall) = (Instant::now(), SystemTime::now());
     let own_requests = controller.own_request_count();
-    let started = controller.started;
     let usage = controller.finish();
     let outcome = Outcome::of(
         &scenario,

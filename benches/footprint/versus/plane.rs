@@ -61,6 +61,12 @@ impl Plane {
                 "--audit-log-maxsize=100000".into(),
                 "--audit-log-mode=blocking".into(),
             ],
+            // Its default, 20 requests per second, takes minutes to write the status of
+            // thousands of Deployments; the controllers under test are not limited so.
+            controller_manager_args: vec![
+                "--kube-api-qps=1000".into(),
+                "--kube-api-burst=2000".into(),
+            ],
         };
         let cluster = ControlPlane::start_with(&Source::Binaries(bin), &extras)
             .expect("starting the control plane");

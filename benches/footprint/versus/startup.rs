@@ -4,7 +4,9 @@
 //! its opt-in just before), is measured until ready, and at 1× then sits idle for the
 //! steady-state figures: what it costs the API server per hour with nothing changing.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -133,9 +135,11 @@ fn reset_deployments(client: &Client, blocks: usize, opt_in: OptIn) {
     });
 }
 
-/// Generation of every start-up Deployment, once the Deployment controller has seen
-/// each one's (so that its status writes are over before a measurement).
-fn settled_generations(client: &Client, expected: usize) -> HashMap<String, u64> {
+/// The pod template (as its text's hash) of every start-up Deployment, once the
+/// Deployment controller has seen each one's generation (so that its status writes are
+/// over before a measurement). Not the generation itself: a Deployment's counts its
+/// annotation edits too.
+fn settled_templates(client: &Client, expected: usize) -> HashMap<String, u64> {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let mut generations = HashMap::new();
@@ -154,12 +158,14 @@ fn settled_generations(client: &Client, expected: usize) -> HashMap<String, u64>
                     }
                     let generation = d["metadata"]["generation"].as_u64().unwrap_or(0);
                     settled &= d["status"]["observedGeneration"].as_u64() == Some(generation);
+                    let mut hash = DefaultHasher::new();
+                    d["spec"]["template"].to_string().hash(&mut hash);
                     generations.insert(
                         format!(
                             "{ns}/{}",
                             d["metadata"]["name"].as_str().unwrap_or_default()
                         ),
-                        generation,
+                        hash.finish(),
                     );
                 })
                 .expect("listing deployments");
@@ -347,7 +353,7 @@ pub fn run(
         if turn == 0 {
             if let Some(seconds) = idle_seconds {
                 reset_deployments(client, blocks, OptIn::Reloader);
-                settled_generations(client, deployments);
+                settled_templates(client, deployments);
                 progress(&format!(
                     "steady state without a controller for {seconds} s"
                 ));
@@ -358,14 +364,14 @@ pub fn run(
             let which = controllers[(turn + k) % controllers.len()];
             progress(&format!("×{scale}: {}", which.title()));
             reset_deployments(client, blocks, which.opt_in());
-            let before = settled_generations(client, deployments);
+            let before = settled_templates(client, deployments);
             std::thread::sleep(Duration::from_secs(2));
             let since = SystemTime::now();
             let start = Start {
                 resync: std::env::var("WAVELET_BENCH_RESYNC").ok(),
                 ..Start::default()
             };
-            let controller = Controller::start(which, plane, start);
+            let mut controller = Controller::start(which, plane, start);
             let written = if which == Which::Reloader {
                 0
             } else {
@@ -373,10 +379,10 @@ pub fn run(
             };
             let ready = controller.wait_ready(plane, written, since, Duration::from_secs(1800));
             let calls_start = plane.calls(which, since, wall_of(ready.at));
-            let after = settled_generations(client, deployments);
+            let after = settled_templates(client, deployments);
             let rollouts = after
                 .iter()
-                .filter(|(k, g)| before.get(*k).is_some_and(|b| b < g))
+                .filter(|(k, t)| before.get(*k).is_some_and(|b| b != *t))
                 .count();
             let written = plane.workloads_written(which, since);
             let idle = match idle_seconds {

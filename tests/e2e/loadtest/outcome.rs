@@ -17,9 +17,6 @@ use super::scenarios::Scenario;
 /// `(kind, namespace, name)`.
 pub type Key = (&'static str, String, String);
 
-/// Two changes reaching one workload closer than this may be rolled once (wavelet's
-/// queue holds a key once), so either count is right.
-const COALESCE_MARGIN: Duration = Duration::from_millis(2);
 /// A change this close to the end of a pause window may land on either side of it.
 const WINDOW_MARGIN: Duration = Duration::from_millis(200);
 
@@ -324,9 +321,18 @@ impl Outcome {
                     }
                 }
                 None => {
+                    // One rollout per change; but a change made while the workload's
+                    // rollout for the one before was still owed (not written yet) may
+                    // be rolled by it: wavelet's queue holds a workload once, and its
+                    // reconcile reads the latest data.
                     for (i, s) in live.iter().enumerate() {
                         hi += 1;
-                        if i == 0 || *s - live[i - 1] >= COALESCE_MARGIN {
+                        let owed = i > 0
+                            && rollouts
+                                .iter()
+                                .find(|t| **t > live[i - 1])
+                                .is_none_or(|t| t > s);
+                        if !owed {
                             lo += 1;
                         }
                     }
