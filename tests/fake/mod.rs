@@ -12,6 +12,7 @@ pub mod clock;
 pub mod controller;
 pub mod eviction;
 pub mod faults;
+pub mod gzip;
 pub mod http;
 pub mod ids;
 pub mod list;

@@ -283,6 +283,7 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
     let response = api::dispatch(&mut state, &route, &request);
     drop(state);
     shared.notify();
+    let response = super::gzip::as_the_server_would(&request, response);
     write_response(stream, &response).map(|_| true)
 }
 
