@@ -467,14 +467,14 @@ impl Cache {
         &self,
         kind: ConfigKind,
         namespace: Option<&str>,
-        listed: &HashSet<ConfigKey>,
+        listed: &dyn Fn(&ConfigKey) -> bool,
     ) -> Vec<ConfigKey> {
         self.configs
             .read()
             .unwrap()
             .keys()
             .filter(|k| k.kind == kind && namespace.is_none_or(|ns| *k.namespace == *ns))
-            .filter(|k| !listed.contains(*k))
+            .filter(|k| !listed(k))
             .cloned()
             .collect()
     }
@@ -586,7 +586,7 @@ impl Cache {
         &self,
         resource: &Resource,
         namespace: Option<&str>,
-        listed: &HashSet<WorkloadKey>,
+        listed: &dyn Fn(&WorkloadKey) -> bool,
     ) -> Vec<WorkloadKey> {
         self.workloads
             .read()
@@ -594,7 +594,7 @@ impl Cache {
             .entries
             .keys()
             .filter(|k| *k.resource == *resource && namespace.is_none_or(|ns| *k.namespace == *ns))
-            .filter(|k| !listed.contains(*k))
+            .filter(|k| !listed(k))
             .cloned()
             .collect()
     }
