@@ -65,6 +65,16 @@ impl Kubelet {
     #[allow(dead_code)] // the benchmark's
     pub fn start_watching(client: Client, prefix: &str) -> Kubelet {
         register_node(&client);
+        // The API server taints a new Node `not-ready` (NoSchedule) and the node
+        // lifecycle controller, which does not run here, lifts it once the Node is Ready:
+        // without this, DaemonSets schedule no Pod.
+        client
+            .patch::<Value>(
+                &format!("/api/v1/nodes/{NODE}"),
+                PatchType::Merge,
+                &json!({"spec": {"taints": []}}),
+            )
+            .unwrap_or_else(|e| panic!("untainting node {NODE}: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (stop, prefix) = (Arc::clone(&stop), prefix.to_string());

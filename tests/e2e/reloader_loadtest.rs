@@ -73,6 +73,7 @@ fn run(ctx: &Ctx, id: Id) -> Outcome {
             Control::Start => wavelet = Some(start(ctx, &scenario, &recorder)),
         },
     );
+    std::thread::sleep(scenario.settle());
     recorder.wait_quiet(Duration::from_secs(1), Duration::from_secs(30));
     let outcome = Outcome::of(
         &scenario,

@@ -221,6 +221,9 @@ impl Life {
             return;
         }
         let pid = self.pid();
+        // Threads' own counters are finer than the process's ticks, which a zombie keeps
+        // alone: the larger of the two readings, before and after.
+        let before = Sample::of(pid);
         let _ = Command::new("kill")
             .args(["-TERM", &pid.to_string()])
             .status();
@@ -242,6 +245,7 @@ impl Life {
             .unwrap_or(0);
         self.last = Some(Sample {
             peak_kib: last.peak_kib.max(peak),
+            cpu_seconds: last.cpu_seconds.max(before.cpu_seconds),
             ..last
         });
     }

@@ -92,6 +92,7 @@ fn run_controller(
         Control::Stop => controller.stop_process(),
         Control::Start => controller.restart(plane),
     });
+    std::thread::sleep(scenario.settle());
     recorder.wait_quiet(Duration::from_secs(2), Duration::from_secs(120));
     let (until, until_wall) = (Instant::now(), SystemTime::now());
     let own_requests = controller.own_request_count();
@@ -127,6 +128,7 @@ fn run_floor(plane: &Plane, id: Id, scale: usize, timing: &Timing) -> RunFigures
     let ready = Instant::now();
     // The floor does not restart: it has no state to lose.
     let played = drive::play(&plane.admin, &scenario, timing.downtime, &mut |_| {});
+    std::thread::sleep(scenario.settle());
     recorder.wait_quiet(Duration::from_secs(2), Duration::from_secs(120));
     let until = Instant::now();
     drop(floor);

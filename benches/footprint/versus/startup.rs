@@ -252,8 +252,14 @@ impl ServerCounters {
         self.requests.values().sum()
     }
 
-    pub fn total_response_bytes(&self) -> f64 {
-        self.response_bytes.values().sum()
+    /// Response bytes of everything but watches (a watch's are recorded when it ends,
+    /// all of them at once; its events are in `watch_event_bytes` as they are sent).
+    pub fn response_bytes_but_watches(&self) -> f64 {
+        self.response_bytes
+            .iter()
+            .filter(|((verb, _), _)| verb != "WATCH")
+            .map(|(_, v)| v)
+            .sum()
     }
 
     pub fn list_bytes(&self) -> f64 {

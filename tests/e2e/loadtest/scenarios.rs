@@ -684,6 +684,15 @@ impl Scenario {
         self.objects.iter().filter(|o| is_workload(o))
     }
 
+    /// How long after the last update a controller may still be owed a rollout by its
+    /// semantics: S12's pause period (a window opened by the last update closes then).
+    pub fn settle(&self) -> Duration {
+        match self.id {
+            Id::S12 => PAUSE_PERIOD + Duration::from_secs(1),
+            _ => Duration::ZERO,
+        }
+    }
+
     /// The scenario's steps that are not restarts, and the restart's time if any.
     pub fn restart_at(&self) -> Option<Duration> {
         self.lanes
