@@ -552,7 +552,53 @@ pub fn print_startup(f: &StartupFigures) {
         }
         table.print();
     }
+    print_startup_verdicts(f, &scales);
     print_idle(f);
+}
+
+/// Issue 23's targets on the start-up cluster: RSS ≤ 1/25 and CPU ≤ 1/3 of each peer's
+/// (at ready, start → ready), API requests until ready ≤ each peer's.
+fn print_startup_verdicts(f: &StartupFigures, scales: &[usize]) {
+    println!("\n### Targets (issue 23) on the start-up cluster, wavelet against each peer\n");
+    let mut table = Table::new(&[
+        "scale",
+        "peer",
+        "RSS at ready ≤ 1/25",
+        "CPU start → ready ≤ 1/3",
+        "API requests until ready ≤",
+    ]);
+    for &scale in scales {
+        let Some(w) = start_run(f, Which::Wavelet, scale) else {
+            continue;
+        };
+        for p in f
+            .runs
+            .iter()
+            .filter(|r| r.scale == scale && r.which != Which::Wavelet)
+        {
+            let cell = |r: Option<f64>, target: f64| match r {
+                Some(r) => format!("{r:.1}× {}", verdict(Some(r >= target))),
+                None => "–".into(),
+            };
+            let (wr, pr) = (w.calls_start.total(), p.calls_start.total());
+            table.row(vec![
+                format!("×{scale}"),
+                p.which.title().into(),
+                cell(
+                    ratio(p.rss_at_ready_kib as f64, w.rss_at_ready_kib as f64),
+                    25.0,
+                ),
+                cell(ratio(p.cpu_to_ready, w.cpu_to_ready), 3.0),
+                format!(
+                    "{} vs {} {}",
+                    thousands(wr),
+                    thousands(pr),
+                    verdict(Some(wr <= pr))
+                ),
+            ]);
+        }
+    }
+    table.print();
 }
 
 fn per_hour(idle: &Idle, value: f64) -> f64 {
