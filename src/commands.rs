@@ -4,14 +4,15 @@ use std::io::Write;
 use std::sync::Arc;
 
 use crate::client::{Client, Shape};
+use crate::config::Policy;
 use crate::error::Error;
-use crate::hashmode::counted::counted;
-use crate::hashmode::hash;
-use crate::hashmode::optin::Policy;
+use crate::model::cache::Cache;
+use crate::model::counted::counted;
+use crate::model::hash;
+use crate::model::workload::WorkloadEntry;
 use crate::objects::{
     ConfigKey, ConfigKind, ConfigMapItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
-use crate::watch::cache::{Cache, WorkloadEntry};
 use crate::watch::source::list_each;
 
 /// The resource of a workload kind as `wavelet hash` takes it: the built-in kinds in

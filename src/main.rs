@@ -146,7 +146,7 @@ fn migrate_wave(client: &Client, namespace: Option<&str>, apply: bool) -> Result
 }
 
 fn read_key(path: Option<&std::path::Path>) -> Result<Option<Vec<u8>>, Error> {
-    path.map(wavelet::hashmode::hash::read_key_file).transpose()
+    path.map(wavelet::model::hash::read_key_file).transpose()
 }
 
 /// A flag set by the first SIGTERM or SIGINT; a second one exits at once with code 1.

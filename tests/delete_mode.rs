@@ -141,7 +141,7 @@ fn data_hash_now(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> String
         "configmaps" => ConfigObject::configmap(json).unwrap(),
         _ => ConfigObject::secret(json).unwrap(),
     };
-    wavelet::hashmode::hash::data_hash(object.digests(), None)
+    wavelet::model::hash::data_hash(object.digests(), None)
 }
 
 /// The namespace of the delete-mode barrier (see [`add_dm_barrier`]), apart from the Pods the

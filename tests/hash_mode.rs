@@ -647,13 +647,11 @@ fn hash_key_file_publishes_an_hmac_instead_of_a_plain_hash() {
     use wavelet::objects::{ConfigObject, WorkloadObject};
     let obj: WorkloadObject =
         serde_json::from_value(fake.get("deployments", NS, "web").unwrap()).unwrap();
-    let refs = wavelet::hashmode::references::references(&obj);
+    let refs = wavelet::model::references::references(&obj);
     let digests = ConfigObject::secret(fake.get("secrets", NS, "creds").unwrap()).unwrap();
-    let expected = wavelet::hashmode::hash::compute(
-        [(&refs[0], Some(digests.digests()))],
-        Some(b"s3cret-key"),
-    )
-    .hash;
+    let expected =
+        wavelet::model::hash::compute([(&refs[0], Some(digests.digests()))], Some(b"s3cret-key"))
+            .hash;
     assert_eq!(published, expected);
     let _ = std::fs::remove_file(key_file);
 }

@@ -1,6 +1,7 @@
 //! Integration tests: the real `wavelet` binary against the fake API server, over sockets
 //! on 127.0.0.1.
 //!
+//! - `architecture`: the folders of `src/` are layers that use only the layers below them (and the README draws them).
 //! - `fake`: the fake API server (HTTP/1.1, watch streams, patches, faults).
 //! - `wire`: the fake checked against the recordings of a real API server in ../shared/k8s-wire.
 //! - `util`: starting the binary, building objects, the expected hash.
@@ -29,6 +30,7 @@
 //! - `image`: `image/build`'s OCI image is reproducible, multi-arch, one file per platform (needs skopeo, umoci, the arm64 binary; `.ci/run`).
 //! - `release`: the release workflow (GitHub Actions) runs on `v*` tags, checks the tag with `image/check-tag` (Cargo.toml, Chart.yaml and values.yaml agree), runs `.ci/run`; its scripts are valid bash, name only paths that exist, print no secret.
 
+mod architecture;
 mod chart;
 mod chroot;
 mod commands;

@@ -405,7 +405,7 @@ pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> St
     use wavelet::objects::{ConfigKind, ConfigObject, WorkloadObject};
     let obj: WorkloadObject =
         serde_json::from_value(fake.get(resource, ns, name).expect("workload exists")).unwrap();
-    let refs = wavelet::hashmode::references::references(&obj);
+    let refs = wavelet::model::references::references(&obj);
     let resolved: Vec<_> = refs
         .iter()
         .map(|r| {
@@ -422,7 +422,7 @@ pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> St
             (r, digests)
         })
         .collect();
-    wavelet::hashmode::hash::compute(resolved.iter().map(|(r, d)| (*r, d.as_deref())), None).hash
+    wavelet::model::hash::compute(resolved.iter().map(|(r, d)| (*r, d.as_deref())), None).hash
 }
 
 /// PATCH requests that changed `spec.template` of the workload.

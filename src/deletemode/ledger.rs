@@ -52,7 +52,7 @@ pub fn state_key(object: &ConfigKey) -> String {
     if key.len() <= MAX_KEY_LEN {
         return key;
     }
-    let digest = crate::hashmode::hash::hex(&Sha256::digest(object.name.as_bytes()));
+    let digest = crate::model::hash::hex(&Sha256::digest(object.name.as_bytes()));
     format!(
         "{}.{}.h-{}",
         object.kind.as_str(),

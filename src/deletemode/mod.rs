@@ -52,13 +52,13 @@ use serde_json::json;
 use crate::client::{Client, Shape, PAGE_SIZE};
 use crate::deletemode::ledger::{Entry, StateStore};
 use crate::error::Error;
-use crate::hashmode::hash;
+use crate::model::cache::Cache;
+use crate::model::hash;
 use crate::objects::{ConfigKey, Pod, Resource};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::ops::leader::Gate;
 use crate::ops::metrics;
 use crate::selector::{percent_encode_query_value, Selector};
-use crate::watch::cache::Cache;
 use crate::watch::queue::{Backoff, WorkQueue};
 use crate::watch::worker::{run_worker, Action, Work};
 
@@ -677,7 +677,7 @@ impl Work<ConfigKey> for DeleteMode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashmode::hash::data_hash;
+    use crate::model::hash::data_hash;
     use crate::objects::KeyDigest;
     use sha2::{Digest as _, Sha256};
     use std::collections::{HashSet, VecDeque};

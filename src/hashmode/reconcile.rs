@@ -23,13 +23,15 @@ use sha2::{Digest as _, Sha256};
 use crate::annotations::Flavor;
 use crate::client::{Client, PatchType};
 use crate::error::Error;
-use crate::hashmode::counted::counted;
-use crate::hashmode::hash;
-use crate::hashmode::rollout::{self, Style};
+use crate::hashmode::rollout;
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
+use crate::model::cache::Cache;
+use crate::model::counted::counted;
+use crate::model::hash;
+use crate::model::workload::Style;
+use crate::model::workload::WorkloadEntry;
 use crate::objects::{ConfigKey, ConfigKind, Digest, Resource, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
-use crate::watch::cache::{Cache, WorkloadEntry};
 use crate::watch::worker::Action;
 
 /// How often a workload waiting for a ConfigMap/Secret list to complete looks again.

@@ -18,7 +18,6 @@ use crate::client::{Client, Shape};
 use crate::error::Error;
 use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, ConfigObject, Resource, SecretItem};
-use crate::watch::cache::Cache;
 use crate::watch::queue::{Backoff, WorkQueue};
 use crate::watch::source::list_each;
 use crate::watch::worker::{run_worker, Action, Work};
@@ -29,11 +28,20 @@ const BACKOFF: Backoff = Backoff {
     max: std::time::Duration::from_secs(60),
 };
 
-/// What a fetched Secret is handed to.
+/// Whether a Secret asked for is to be read, as the sink judges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// No read: its data is current, it is known not to exist, or nothing needs it any more.
+    Nothing,
+    /// Read it. `cached`: the resourceVersion the sink holds (`None`: not held), handed
+    /// back with the object so that a newer version seen meanwhile is not overwritten.
+    Read { cached: Option<ResourceVersion> },
+}
+
+/// What decides which Secrets are read, and what a read Secret is handed to.
 pub trait FetchSink: Send + Sync {
-    /// Whether the data of `key` is still needed (something references it, or it is a
-    /// delete-mode object).
-    fn wants_data(&self, key: &ConfigKey) -> bool;
+    /// Whether `key` is to be read now.
+    fn need(&self, key: &ConfigKey) -> Need;
     /// The Secret as read, asked for when the cache held `asked_at` (`None`: not cached).
     fn fetched(&self, key: &ConfigKey, asked_at: Option<&ResourceVersion>, object: ConfigObject);
     /// The Secret does not exist.
@@ -66,16 +74,14 @@ impl fmt::Display for Read {
 pub struct Fetcher {
     queue: WorkQueue<Read>,
     client: Client,
-    cache: Arc<Cache>,
 }
 
 impl Fetcher {
     /// A failed read is retried with backoff, never later than `resync` after the last try.
-    pub fn new(client: Client, cache: Arc<Cache>, resync: std::time::Duration) -> Fetcher {
+    pub fn new(client: Client, resync: std::time::Duration) -> Fetcher {
         Fetcher {
             queue: WorkQueue::new(BACKOFF.capped_at(resync)),
             client,
-            cache,
         }
     }
 
@@ -107,7 +113,7 @@ impl Fetcher {
     }
 
     /// The loop of one fetcher thread (the one worker loop): take a key, read the Secret
-    /// unless its data is current or no longer needed, hand it to `sink`.
+    /// if `sink` says it is needed, hand it to `sink`.
     pub fn work(&self, sink: &dyn FetchSink) {
         run_worker(
             &self.queue,
@@ -120,23 +126,16 @@ impl Fetcher {
     }
 
     fn fetch(&self, key: &ConfigKey, sink: &dyn FetchSink) -> Result<(), Error> {
-        let entry = self.cache.config(key);
-        match &entry {
-            Some(entry) if entry.is_current() => return Ok(()),
-            // Deleted, or read and found absent: the watch reports it if it appears.
-            None if self.cache.is_known_absent(key) => return Ok(()),
-            _ => {}
-        }
-        if !sink.wants_data(key) {
+        let Need::Read { cached } = sink.need(key) else {
             return Ok(());
-        }
+        };
         match read_secret(&self.client, key)? {
             Some(object) => {
                 log::debug!(
                     "{key}: data read at resourceVersion {}",
                     object.metadata.resource_version
                 );
-                sink.fetched(key, entry.as_ref().map(|e| &e.resource_version), object);
+                sink.fetched(key, cached.as_ref(), object);
             }
             None => {
                 log::debug!("{key}: read: it does not exist");

@@ -559,7 +559,7 @@ impl World {
                 .get(w.plural, &w.namespace, &w.name)
                 .expect("workload exists");
             let object: WorkloadObject = serde_json::from_value(object).expect("a workload");
-            for reference in wavelet::hashmode::references::references(&object) {
+            for reference in wavelet::model::references::references(&object) {
                 if reference.required {
                     let plural = match reference.config.kind {
                         ConfigKind::ConfigMap => "configmaps",

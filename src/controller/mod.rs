@@ -9,13 +9,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::client::{Client, Shape};
+use crate::config::Policy;
 use crate::config::{RunConfig, WorkloadKind};
+use crate::controller::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
 use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
-use crate::hashmode::optin::Policy;
 use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
 use crate::hashmode::throttle::Debounce;
+use crate::model::cache::Cache;
 use crate::objects::{
     ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
@@ -23,11 +25,9 @@ use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
 use crate::ops::leader::{Gate, LeaderElector};
 use crate::ops::metrics::{self, Gauges};
-use crate::watch::cache::Cache;
 use crate::watch::fetch::Fetcher;
 use crate::watch::queue::{Backoff, WorkQueue};
 use crate::watch::scope::NamespaceScope;
-use crate::watch::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
 use crate::watch::source::ApiSource;
 use crate::watch::watcher::{self, Event, Restart, WatchConfig, Watcher};
 use crate::watch::worker::{run_worker, Action, Work};
@@ -98,7 +98,7 @@ impl Controller {
         let hmac_key = config
             .hash_key_file
             .as_deref()
-            .map(crate::hashmode::hash::read_key_file)
+            .map(crate::model::hash::read_key_file)
             .transpose()?;
         let delete_mode = start_delete_mode(&client, config, &cache, hmac_key.clone());
         let settings = HashModeSettings {
@@ -161,11 +161,7 @@ impl Controller {
         let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
             + usize::from(reloader.namespace_selector.is_some());
         let listed = Arc::new(Latch::new(watchers));
-        let fetcher = Arc::new(Fetcher::new(
-            client.clone(),
-            Arc::clone(&cache),
-            config.resync,
-        ));
+        let fetcher = Arc::new(Fetcher::new(client.clone(), config.resync));
         let router = Arc::new(Router {
             cache: Arc::clone(&cache),
             queue: Arc::clone(&queue),
@@ -830,3 +826,4 @@ mod tests {
         waiter.join().unwrap();
     }
 }
+pub(crate) mod sinks;

@@ -18,7 +18,7 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::hashmode::references::Reference;
+use crate::model::references::Reference;
 use crate::objects::{find_digest, ConfigKey, KeyDigest};
 
 /// A reference with the digests of the object it names (`None`: the object is absent).
@@ -194,7 +194,7 @@ pub fn data_hash(digests: &[KeyDigest], hmac_key: Option<&[u8]>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashmode::references::NamedKeys;
+    use crate::model::references::NamedKeys;
     use crate::objects::{ConfigKind, Digest};
 
     fn digest(value: &str) -> Digest {

@@ -8,20 +8,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::annotations;
+use crate::config::Policy;
 use crate::deletemode::ledger::STATE_CONFIGMAP;
 use crate::deletemode::DeleteMode;
-use crate::hashmode::optin::Policy;
-use crate::hashmode::references::Reference;
 use crate::hashmode::throttle::Debounce;
+use crate::model::cache::{Cache, ConfigChange, ConfigEntry};
+use crate::model::references::Reference;
+use crate::model::workload::WorkloadEntry;
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, NamespaceItem, Resource, SecretItem,
-    WorkloadKey, WorkloadObject,
+    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, Resource, WorkloadKey, WorkloadObject,
 };
-use crate::watch::cache::{Cache, ConfigChange, ConfigEntry, WorkloadEntry};
-use crate::watch::fetch::{FetchSink, Fetcher};
+use crate::watch::fetch::{FetchSink, Fetcher, Need};
+use crate::watch::objects::ConfigItem;
 use crate::watch::queue::WorkQueue;
-use crate::watch::watcher::{self, Event};
+use crate::watch::watcher::Event;
 
 /// Called once by each sink when its watcher's first list is complete.
 pub type OnSynced = Box<dyn FnOnce() + Send>;
@@ -245,8 +246,21 @@ impl Router {
 }
 
 impl FetchSink for Router {
-    fn wants_data(&self, key: &ConfigKey) -> bool {
-        self.cache.is_referenced(key) || self.is_delete_mode(key)
+    fn need(&self, key: &ConfigKey) -> Need {
+        let entry = self.cache.config(key);
+        match &entry {
+            Some(entry) if entry.is_current() => return Need::Nothing,
+            // Deleted, or read and found absent: the watch reports it if it appears.
+            None if self.cache.is_known_absent(key) => return Need::Nothing,
+            _ => {}
+        }
+        // Still needed: something references it, or it is a delete-mode object.
+        if !(self.cache.is_referenced(key) || self.is_delete_mode(key)) {
+            return Need::Nothing;
+        }
+        Need::Read {
+            cached: entry.map(|e| e.resource_version.clone()),
+        }
     }
 
     fn fetched(&self, key: &ConfigKey, asked_at: Option<&ResourceVersion>, object: ConfigObject) {
@@ -569,47 +583,6 @@ impl NamespaceSink {
                 delete_mode.enqueue(key);
             }
         }
-    }
-}
-
-impl watcher::Object for NamespaceItem {
-    fn resource_version(&self) -> &str {
-        &self.metadata.resource_version
-    }
-}
-
-/// A ConfigMap or Secret as a watcher decodes it (text values vs base64 values).
-pub trait ConfigItem: watcher::Object {
-    fn into_object(self) -> ConfigObject;
-}
-
-impl watcher::Object for ConfigMapItem {
-    fn resource_version(&self) -> &str {
-        &self.0.metadata.resource_version
-    }
-}
-
-impl watcher::Object for SecretItem {
-    fn resource_version(&self) -> &str {
-        &self.0.metadata.resource_version
-    }
-}
-
-impl ConfigItem for ConfigMapItem {
-    fn into_object(self) -> ConfigObject {
-        self.0
-    }
-}
-
-impl ConfigItem for SecretItem {
-    fn into_object(self) -> ConfigObject {
-        self.0
-    }
-}
-
-impl watcher::Object for WorkloadObject {
-    fn resource_version(&self) -> &str {
-        &self.metadata.resource_version
     }
 }
 

@@ -7,8 +7,9 @@
 
 use std::sync::Arc;
 
-use crate::hashmode::references::Reference;
-use crate::watch::cache::{Cache, ConfigEntry, WorkloadEntry};
+use crate::model::cache::{Cache, ConfigEntry};
+use crate::model::references::Reference;
+use crate::model::workload::WorkloadEntry;
 
 /// One counted object and what the cache holds of it (`None`: it does not exist).
 pub type Counted = (Reference, Option<Arc<ConfigEntry>>);

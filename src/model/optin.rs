@@ -8,27 +8,8 @@ use std::time::Duration;
 
 use crate::annotations::Annotations;
 use crate::annotations::{self, Flavor};
-use crate::config::duration;
+use crate::config::{duration, Policy};
 use crate::objects::ConfigKind;
-
-/// Run-wide settings that decide opt-in and counting: `--auto-reload-all`,
-/// `--ignore-configmaps`, `--ignore-secrets`. `run`, `status` and `hash` share them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Policy {
-    pub auto_reload_all: bool,
-    pub ignore_configmaps: bool,
-    pub ignore_secrets: bool,
-}
-
-impl Policy {
-    /// Objects of this kind never count (`--ignore-configmaps`, `--ignore-secrets`).
-    pub fn ignores(&self, kind: ConfigKind) -> bool {
-        match kind {
-            ConfigKind::ConfigMap => self.ignore_configmaps,
-            ConfigKind::Secret => self.ignore_secrets,
-        }
-    }
-}
 
 /// A reload-list entry: an anchored regular expression over names of one kind.
 #[derive(Debug, Clone)]

@@ -1,0 +1,12 @@
+//! wavelet's model of the cluster, between the generic watch engine below and the two
+//! modes above: which ConfigMaps and Secrets a pod template references (`references`),
+//! whether a workload opted in and what counts for it (`optin`), what a workload is to
+//! wavelet (`workload`), the canonical form and hash of configuration (`hash`), the cache
+//! of ConfigMaps/Secrets as digests and of opted-in workloads, with its reverse index
+//! (`cache`), and what counts for one workload now (`counted`).
+pub mod cache;
+pub(crate) mod counted;
+pub mod hash;
+pub(crate) mod optin;
+pub mod references;
+pub(crate) mod workload;

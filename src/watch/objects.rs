@@ -1,0 +1,46 @@
+//! The objects the engine watches: how each gives its resourceVersion to the watcher, and
+//! a ConfigMap or Secret as its watcher decodes it (text values vs base64 values).
+
+use crate::objects::{ConfigMapItem, ConfigObject, NamespaceItem, SecretItem, WorkloadObject};
+use crate::watch::watcher;
+
+impl watcher::Object for NamespaceItem {
+    fn resource_version(&self) -> &str {
+        &self.metadata.resource_version
+    }
+}
+
+/// A ConfigMap or Secret as a watcher decodes it (text values vs base64 values).
+pub trait ConfigItem: watcher::Object {
+    fn into_object(self) -> ConfigObject;
+}
+
+impl watcher::Object for ConfigMapItem {
+    fn resource_version(&self) -> &str {
+        &self.0.metadata.resource_version
+    }
+}
+
+impl watcher::Object for SecretItem {
+    fn resource_version(&self) -> &str {
+        &self.0.metadata.resource_version
+    }
+}
+
+impl ConfigItem for ConfigMapItem {
+    fn into_object(self) -> ConfigObject {
+        self.0
+    }
+}
+
+impl ConfigItem for SecretItem {
+    fn into_object(self) -> ConfigObject {
+        self.0
+    }
+}
+
+impl watcher::Object for WorkloadObject {
+    fn resource_version(&self) -> &str {
+        &self.metadata.resource_version
+    }
+}
