@@ -812,31 +812,57 @@ fn dry_run_reports_what_it_would_replace_and_writes_nothing() {
     );
 }
 
+/// Out of a cluster with `--server` (a kubectl proxy: no in-cluster namespace, no kubeconfig
+/// context), delete mode keeps its state where kubectl would put a namespaced object, in
+/// `default`, says so at start, and replaces Pods as usual. It was disabled with an ERROR,
+/// which broke the README's quick start (its `worker` example is delete mode).
 #[test]
-fn without_a_state_namespace_delete_mode_is_off_and_says_which_flag_to_set() {
+fn without_a_state_namespace_the_state_lives_in_default_and_the_start_says_so() {
     let fake = cluster(&[(MATCH, "app=web")]);
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
     let wavelet = Wavelet::start(&fake, FAST);
+    assert!(
+        wavelet.wait_for_output(
+            "delete mode keeps its state in ConfigMap default/wavelet-state",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        wavelet.output()
+    );
+    let key = "configmap.shop.web-config";
+    let recorded = |f: &FakeApi| {
+        f.get("configmaps", "default", "wavelet-state")
+            .and_then(|state| state["data"][key].as_str().map(String::from))
+    };
+    eventually(
+        &fake,
+        &wavelet,
+        "first sight recorded in default/wavelet-state",
+        |f| recorded(f).is_some(),
+    );
+    let before = pods(&fake, NS, "web");
     fake.merge_patch(
         "configmaps",
         NS,
         "web-config",
         json!({"data": {"color": "green"}}),
     );
+    let hash = data_hash_now(&fake, "configmaps", NS, "web-config");
+    eventually(&fake, &wavelet, "the replacement to finish", |f| {
+        recorded(f).as_deref() == Some(hash.as_str())
+    });
+    let replaced = replaced_in(&fake, NS);
+    assert_eq!(
+        replaced.keys().cloned().collect::<BTreeSet<_>>(),
+        before,
+        "every web Pod replaced once"
+    );
+    assert!(replaced.values().all(|n| *n == 1), "{replaced:?}");
     assert!(
-        wavelet.wait_for_output("set --state-namespace", Duration::from_secs(5)),
+        !wavelet.output().lines().any(|l| l.contains("ERROR")),
         "{}",
         wavelet.output()
     );
-    let output = wavelet.output();
-    assert!(
-        output.lines().any(|l| l.contains("ERROR")
-            && l.contains("configmap shop/web-config has a pod-delete-match annotation")
-            && l.contains("set --state-namespace")),
-        "{output}"
-    );
-    // That error is how the change was handled: without delete mode there is no queue and
-    // no worker that could act on it later.
-    assert!(pod_replacements(&fake).is_empty());
 }
 
 /// Regression: the client slept on an eviction's `Retry-After: 10` up to three times

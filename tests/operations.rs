@@ -419,24 +419,36 @@ fn sigterm_releases_the_lease_and_a_change_during_the_handover_applies_once() {
     );
 }
 
+/// Out of a cluster with `--server` (no in-cluster namespace, no kubeconfig context) the
+/// Lease goes where kubectl would put a namespaced object, `default`, and the start says so
+/// and names the flag that moves it. It was a start-up error.
 #[test]
-fn leader_election_out_of_cluster_names_the_lease_namespace_flag() {
-    let fake = FakeApi::start();
-    let output = wavelet_command()
-        .args([
-            "run",
-            "--server",
-            &fake.url(),
-            "--listen-addr",
-            "127.0.0.1:0",
-        ])
-        .arg("--leader-elect")
-        .env_clear()
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--lease-namespace"), "{stderr}");
+fn leader_election_out_of_cluster_keeps_its_lease_in_default_and_says_so() {
+    let fake = fake_with_web();
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    let args: Vec<&str> = ELECT
+        .iter()
+        .copied()
+        .filter(|a| *a != "--lease-namespace" && *a != NS)
+        .chain(FAST.iter().copied())
+        .collect();
+    let wavelet = Wavelet::start(&fake, &args);
+    assert!(
+        wavelet.wait_for_output(
+            "leader election: Lease default/wavelet (kubectl's default",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        wavelet.output()
+    );
+    assert!(wavelet.output().contains("--lease-namespace sets another"));
+    eventually(&fake, &wavelet, "the Lease held in default", |f| {
+        f.get("leases", "default", "wavelet").is_some_and(|l| {
+            l["spec"]["holderIdentity"]
+                .as_str()
+                .is_some_and(|h| !h.is_empty())
+        })
+    });
 }
 
 #[test]

@@ -75,7 +75,9 @@ impl Client {
                 client_certificate: None,
                 insecure: false,
                 token: TokenSource::None,
-                namespace: None,
+                // A kubectl proxy sidecar in a Pod: the Pod's namespace, as kubectl in a
+                // Pod would default to it.
+                namespace: in_cluster_namespace(Path::new(SERVICE_ACCOUNT_DIR)),
                 ca_hint: String::new(),
                 proxy_url: None,
                 tls_server_name: None,
@@ -104,7 +106,7 @@ impl Client {
             },
         };
         setup.base_url = server.to_string();
-        setup.namespace = None;
+        setup.namespace = in_cluster_namespace(Path::new(SERVICE_ACCOUNT_DIR));
         Client::build(setup)
     }
 
@@ -242,18 +244,7 @@ impl Client {
                 origin: ca_path.display().to_string(),
             })
         };
-        let namespace_path = dir.join("namespace");
-        let namespace = match std::fs::read_to_string(&namespace_path) {
-            Ok(ns) if !ns.trim().is_empty() => Some(ns.trim().to_string()),
-            Ok(_) => None,
-            Err(e) => {
-                log::debug!(
-                    "no in-cluster namespace: cannot read {}: {e}",
-                    namespace_path.display()
-                );
-                None
-            }
-        };
+        let namespace = in_cluster_namespace(dir);
         Client::build(Setup {
             base_url,
             ca,
@@ -269,13 +260,29 @@ impl Client {
     }
 }
 
+/// The namespace of the service account files in `dir` (normally [`SERVICE_ACCOUNT_DIR`]),
+/// when they are there: the namespace wavelet runs in.
+fn in_cluster_namespace(dir: &Path) -> Option<String> {
+    let path = dir.join("namespace");
+    match std::fs::read_to_string(&path) {
+        Ok(ns) if !ns.trim().is_empty() => Some(ns.trim().to_string()),
+        Ok(_) => None,
+        Err(e) => {
+            log::debug!(
+                "no in-cluster namespace: cannot read {}: {e}",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::client::test_support::*;
 
     use crate::testing::TempDir;
-
 
     #[test]
     fn tokens_go_over_plain_http_only_to_loopback_addresses() {

@@ -178,9 +178,9 @@ pub(super) static FLAGS: &[Flag] = &[
     flag(
         "lease-namespace",
         Some("NAMESPACE"),
-        FlagDefault::Unset("the in-cluster namespace"),
+        FlagDefault::Unset("the pod's or kubeconfig's, else default"),
         Scope::Run,
-        "namespace of the leader-election Lease (required out of cluster with --leader-elect)",
+        "namespace of the leader-election Lease",
     ),
     flag(
         "lease-duration",
@@ -206,9 +206,9 @@ pub(super) static FLAGS: &[Flag] = &[
     flag(
         "state-namespace",
         Some("NAMESPACE"),
-        FlagDefault::Unset("the in-cluster namespace"),
+        FlagDefault::Unset("the pod's or kubeconfig's, else default"),
         Scope::Run,
-        "namespace of the wavelet-state ConfigMap that remembers delete-mode hashes (required out of cluster)",
+        "namespace of the wavelet-state ConfigMap that remembers delete-mode hashes",
     ),
     flag(
         "listen-addr",

@@ -61,15 +61,15 @@ impl Controller {
             log::warn!("--dry-run: not taking part in leader election (nothing is written, the Lease included); deciding as if leader");
         }
         let elector = if config.leader_elect && !config.dry_run {
-            let Some(namespace) = config
-                .lease_namespace
-                .clone()
-                .or_else(|| client.default_namespace())
-            else {
-                return Err(Error::Config(
-                    "--leader-elect needs a namespace for its Lease, and out of a cluster there is none: set --lease-namespace".into(),
-                ));
-            };
+            let (namespace, why) = own_namespace(
+                config.lease_namespace.as_deref(),
+                "--lease-namespace",
+                &client,
+            );
+            log::info!(
+                "leader election: Lease {namespace}/{} ({why})",
+                config.lease_name
+            );
             Some(Arc::new(LeaderElector::new(
                 client.clone(),
                 namespace,
@@ -100,7 +100,7 @@ impl Controller {
             .as_deref()
             .map(crate::model::hash::read_key_file)
             .transpose()?;
-        let delete_mode = start_delete_mode(&client, config, &cache, hmac_key.clone());
+        let delete_mode = Some(start_delete_mode(&client, config, &cache, hmac_key.clone()));
         let settings = HashModeSettings {
             hmac_key,
             dry_run: config.dry_run,
@@ -498,26 +498,19 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
     }
 }
 
-/// Delete mode needs a namespace for its `wavelet-state` ConfigMap: `--state-namespace`,
-/// else the in-cluster namespace. Without one it is disabled while hash mode runs on:
-/// refusing to start would punish users of hash mode only. The start-up warning names the
-/// flag, and every delete-mode object seen then is an error that names it again.
+/// Delete mode keeps its `wavelet-state` ConfigMap in the namespace [`own_namespace`] says.
 fn start_delete_mode(
     client: &Client,
     config: &RunConfig,
     cache: &Arc<Cache>,
     hmac_key: Option<Vec<u8>>,
-) -> Option<Arc<DeleteMode>> {
-    let Some(namespace) = config
-        .state_namespace
-        .clone()
-        .or_else(|| client.default_namespace())
-    else {
-        log::warn!(
-            "delete mode (magalix.com/podDeleteMatch) is disabled: it keeps its state in ConfigMap {STATE_CONFIGMAP}, and out of a cluster there is no namespace for it; set --state-namespace (hash mode is not affected)"
-        );
-        return None;
-    };
+) -> Arc<DeleteMode> {
+    let (namespace, why) = own_namespace(
+        config.state_namespace.as_deref(),
+        "--state-namespace",
+        client,
+    );
+    log::info!("delete mode keeps its state in ConfigMap {namespace}/{STATE_CONFIGMAP} ({why})");
     let settings = DeleteModeSettings {
         dry_run: config.dry_run,
         rolling_timeout: config.rolling_timeout,
@@ -526,13 +519,31 @@ fn start_delete_mode(
         hmac_key,
     };
     let state = StateStore::new(client.clone(), namespace, config.dry_run);
-    Some(Arc::new(DeleteMode::new(
+    Arc::new(DeleteMode::new(
         client.clone(),
         Arc::clone(cache),
         Recorder::new(client.clone()),
         state,
         settings,
-    )))
+    ))
+}
+
+/// The namespace of what `run` writes of its own (the Lease, `wavelet-state`) and why: the
+/// flag's, else the namespace wavelet runs in (in a cluster) or the kubeconfig context's,
+/// else `default`, as kubectl does. Out of a cluster the quick start thus works as written,
+/// and the Info line at start says where the object lives and which flag moves it.
+fn own_namespace(flag: Option<&str>, flag_name: &str, client: &Client) -> (String, String) {
+    match (flag, client.default_namespace()) {
+        (Some(ns), _) => (ns.to_string(), flag_name.to_string()),
+        (None, Some(ns)) => (
+            ns,
+            format!("the namespace wavelet runs in, or its kubeconfig context's; {flag_name} sets another"),
+        ),
+        (None, None) => (
+            "default".to_string(),
+            format!("kubectl's default: neither a cluster nor the kubeconfig context names a namespace; {flag_name} sets another"),
+        ),
+    }
 }
 
 /// The namespaces to run one set of watches in: `[None]` for all namespaces, else

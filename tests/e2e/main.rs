@@ -11,6 +11,8 @@
 //!   PodDisruptionBudget, delete, rolling), leader election with the leader killed,
 //!   in-cluster credentials with the shipped RBAC, `status` and `hash`, and
 //!   kube-apiserver killed and restarted mid-watch.
+//! - `quickstart`: the README's quick start, command by command (`kubectl proxy`, `wavelet
+//!   run --server`, the examples applied and edited).
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
 //!   server with `kubectl apply --dry-run=server`.
 //!
@@ -22,6 +24,7 @@ mod cluster;
 mod kube;
 mod kubelet;
 mod process;
+mod quickstart;
 mod scenarios;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

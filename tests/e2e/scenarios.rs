@@ -76,6 +76,11 @@ pub const ALL: &[Scenario] = &[
         serial: true,
     },
     Scenario {
+        name: "readme_quick_start",
+        run: crate::quickstart::quick_start,
+        serial: true,
+    },
+    Scenario {
         name: "apiserver_restarted_mid_watch",
         run: apiserver_restart,
         serial: true,
