@@ -48,7 +48,8 @@ pub fn dep_v0_json(graph: &Graph) -> String {
 
 /// `data` as a zlib stream (RFC 1950) holding one deflate block with the fixed Huffman
 /// codes (RFC 1951 §3.2.6) and greedy LZ77 matches: what any zlib reader inflates, in
-/// sixty lines instead of a dependency. JSON this repetitive shrinks to about a third.
+/// 130 lines instead of a dependency. wavelet's list shrinks to about a quarter (4,533 to
+/// 1,175 bytes).
 pub fn zlib(data: &[u8]) -> Vec<u8> {
     let mut bits = Bits::default();
     bits.push(1, 1); // BFINAL
