@@ -27,7 +27,8 @@
 //! - `chart`: the Helm chart renders the plain manifests of each shape (cluster-wide, namespaced, proxy sidecar); every rendered object matches the OpenAPI schema; its RBAC is exactly what wavelet sends with the flags it renders, for a matrix of values.
 //! - `monitoring`: alerts and dashboard query only what /metrics exports; ServiceMonitor, rules and dashboard in monitoring/ and the chart agree.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
-//! - `image`: `image/build`'s OCI image is reproducible, multi-arch, one file per platform (needs skopeo, umoci, the arm64 binary; `.ci/run`).
+//! - `image`: `image/build`'s OCI image is reproducible, multi-arch, one file per platform, each platform's SBOM attached in the index (needs skopeo, umoci, the arm64 binary; `.ci/run`).
+//! - `supply`: each static binary's SBOM lists exactly what `cargo tree -e normal` reports, at Cargo.lock's versions and checksums; its embedded `.dep-v0` list matches; a made-up dependency with a forbidden licence fails the build; the unit tests of `image/supply/`.
 //! - `release`: the release workflow (GitHub Actions) runs on `v*` tags, checks the tag with `image/check-tag` (Cargo.toml, Chart.yaml and values.yaml agree), runs `.ci/run`; its scripts are valid bash, name only paths that exist, print no secret.
 
 mod architecture;
@@ -55,6 +56,7 @@ mod reloader_kinds;
 mod secret_reads;
 mod secrets;
 mod soak;
+mod supply;
 mod util;
 mod wave;
 mod wire;
