@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::kube::{configmap, hashes, mounts_configmap, opted_in, workload, Kube};
+use crate::forward::Forwarder;
 use crate::process::{one_shot, Wavelet};
 use crate::{Ctx, Scenario};
 
@@ -43,6 +44,11 @@ pub const ALL: &[Scenario] = &[
     Scenario {
         name: "leader_killed_standby_takes_over",
         run: leader_election,
+        serial: false,
+    },
+    Scenario {
+        name: "leader_renewal_answered_late_one_writer",
+        run: late_renewal,
         serial: false,
     },
     Scenario {
@@ -373,6 +379,73 @@ fn leader_election(ctx: &Ctx) {
         0,
         "the standby wrote before leading"
     );
+}
+
+/// Regression (issue 26, item 4): a leader whose renewal the API server applied but whose
+/// answer came late reopened its gate after the standby had taken over: two writers. The
+/// leader talks to the API server through a forwarder that holds every answer back for
+/// 6 s (lease 3 s, renew deadline 2 s): the standby takes over meanwhile, and the two
+/// must never both report `wavelet_leader 1`.
+fn late_renewal(ctx: &Ctx) {
+    let (Some(port), Some(ca)) = (ctx.cluster.api_port, ctx.cluster.ca.as_ref()) else {
+        println!("e2e leader_renewal_answered_late_one_writer: skipped: needs a control plane the suite started (WAVELET_E2E_BIN_DIR)");
+        return;
+    };
+    let kube = &ctx.kube;
+    let ns = "e2e-late-renewal";
+    kube.create_namespace(ns);
+    let forwarder = Forwarder::start(port);
+    let kubeconfig = ctx.cluster.dir().join("kubeconfig-late-renewal");
+    std::fs::write(
+        &kubeconfig,
+        crate::cluster::kubeconfig_text(forwarder.port, ca, crate::cluster::ADMIN_TOKEN),
+    )
+    .expect("writing the forwarder's kubeconfig");
+    let lease = [
+        "--leader-elect",
+        "--lease-namespace",
+        ns,
+        "--lease-duration",
+        "3s",
+        "--renew-deadline",
+        "2s",
+        "--retry-period",
+        "500ms",
+    ];
+    let slow = Wavelet::run_via(&ctx.cluster, &kubeconfig, &args(ns, &lease));
+    kube.until(LONG, "the replica behind the forwarder leads", || {
+        slow.metric("wavelet_leader ") == 1.0
+    });
+    let standby = Wavelet::run(&ctx.cluster, &args(ns, &lease));
+    assert_eq!(standby.metric("wavelet_leader "), 0.0);
+    let held = Duration::from_secs(6);
+    forwarder.hold_answers(held);
+    let started = std::time::Instant::now();
+    let mut both = Vec::new();
+    // The held answers arrive after 6 s; a gate one of them reopened would stay open for
+    // the renew deadline (2 s) after that.
+    while started.elapsed() < held + Duration::from_secs(4) {
+        if slow.metric("wavelet_leader ") == 1.0 && standby.metric("wavelet_leader ") == 1.0 {
+            both.push(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        both.is_empty(),
+        "both replicas reported wavelet_leader 1 in {} samples, from {:?} to {:?} after the answers were held\nslow:\n{}\n---\nstandby:\n{}",
+        both.len(),
+        both.first(),
+        both.last(),
+        slow.output(),
+        standby.output()
+    );
+    assert_eq!(
+        standby.metric("wavelet_leader "),
+        1.0,
+        "the standby took over while the leader could not renew:\n{}",
+        standby.output()
+    );
+    assert!(slow.output().contains("stopped writing"), "{}", slow.output());
 }
 
 /// `wavelet status` and `wavelet hash` against the real server.
