@@ -100,7 +100,7 @@ impl Controller {
             .as_deref()
             .map(crate::hashmode::hash::read_key_file)
             .transpose()?;
-        let delete_mode = start_delete_mode(&client, config, &cache, hmac_key.clone());
+        let delete_mode = start_delete_mode(&client, config, &cache, &gate, hmac_key.clone());
         let settings = HashModeSettings {
             hmac_key,
             dry_run: config.dry_run,
@@ -510,6 +510,7 @@ fn start_delete_mode(
     client: &Client,
     config: &RunConfig,
     cache: &Arc<Cache>,
+    gate: &Arc<Gate>,
     hmac_key: Option<Vec<u8>>,
 ) -> Option<Arc<DeleteMode>> {
     let Some(namespace) = config
@@ -529,7 +530,7 @@ fn start_delete_mode(
         debounce: config.debounce,
         hmac_key,
     };
-    let state = StateStore::new(client.clone(), namespace, config.dry_run);
+    let state = StateStore::new(client.clone(), namespace, config.dry_run, Arc::clone(gate));
     Some(Arc::new(DeleteMode::new(
         client.clone(),
         Arc::clone(cache),

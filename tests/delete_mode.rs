@@ -875,3 +875,126 @@ fn sigterm_exits_at_once_while_evictions_are_refused_with_retry_after() {
     assert!(sent.elapsed() < std::time::Duration::from_secs(5));
     assert_eq!(pods(&fake, NS, "web").len(), 3, "nothing was evicted");
 }
+
+/// Leader election with short timings (lease 2s, renew deadline 1.5s, retry 300ms), the
+/// Lease in the state namespace.
+const ELECT: &[&str] = &[
+    "--leader-elect",
+    "--lease-namespace",
+    STATE_NS,
+    "--lease-duration",
+    "2s",
+    "--renew-deadline",
+    "1500ms",
+    "--retry-period",
+    "300ms",
+];
+
+/// Regression (issue 26, item 2): delete mode read `wavelet-state` once and trusted that
+/// copy across leader terms. Replica A loaded it and lost the Lease (here: frozen with
+/// SIGSTOP); B acted on a change and recorded the new hash; when the Lease came back to A
+/// (B drained), A still held the old hash and replaced B's new Pods for the same change.
+#[test]
+fn a_leader_that_comes_back_reads_the_state_again_and_never_replaces_pods_twice() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    let a = started(&fake, ELECT, "configmap.shop.web-config");
+    wait_for_outcome(&a, 0, "configmap shop/web-config", "Recorded");
+    let mut b = Wavelet::start(&fake, &args(ELECT));
+    // A freezes (a long pause, a stopped node): B takes over and acts on a change.
+    a.signal("STOP");
+    assert!(
+        b.wait_for_output("acquired Lease", Duration::from_secs(10)),
+        "{}",
+        b.output()
+    );
+    let before = pods(&fake, NS, "web");
+    change_and_wait(&fake, &b, "green");
+    let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
+    assert_eq!(replaced_in(&fake, NS), expected, "{}", b.output());
+    // A wakes up as a standby; B drains and releases the Lease; A leads again.
+    let mark = a.log_mark();
+    a.signal("CONT");
+    b.signal("TERM");
+    assert!(
+        b.wait_exit(Duration::from_secs(5)).is_some(),
+        "{}",
+        b.output()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !a.output()[mark..].contains("acquired Lease") {
+        assert!(std::time::Instant::now() < deadline, "{}", a.output());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A reconciles the change it saw while frozen: the positive signal.
+    wait_for_outcome(&a, mark, "configmap shop/web-config", "");
+    assert_eq!(
+        replaced_in(&fake, NS),
+        expected,
+        "Pods replaced twice for one change:\n{}",
+        a.output()
+    );
+    wait_for_outcome(&a, mark, "configmap shop/web-config", "UpToDate");
+    assert_eq!(pods(&fake, NS, "web").len(), 3);
+}
+
+/// The data hash delete mode computes for a ConfigMap with this data.
+fn data_hash_of_configmap(data: &[(&str, &str)]) -> String {
+    let object =
+        wavelet::objects::ConfigObject::configmap(configmap(NS, "any", data)).expect("valid");
+    wavelet::hashmode::hash::data_hash(object.digests(), None)
+}
+
+/// Regression (issue 26, item 2): a state write that met 409 Conflict re-read
+/// `wavelet-state` and applied its change again, whatever the other writer had recorded
+/// for the same object. Here another writer (a replica this one never saw lead) records
+/// the new data as acted on just before the change reaches wavelet: wavelet's write meets
+/// the conflict, reads what is there now, and must decide again, not replace Pods.
+#[test]
+fn a_state_write_that_meets_a_conflict_decides_again_instead_of_overwriting() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    let wavelet = started(&fake, &[], "configmap.shop.web-config");
+    wait_for_outcome(&wavelet, 0, "configmap shop/web-config", "Recorded");
+    let green = data_hash_of_configmap(&[("color", "green")]);
+    fake.merge_patch(
+        "configmaps",
+        STATE_NS,
+        "wavelet-state",
+        json!({"data": {"configmap.shop.web-config": green}}),
+    );
+    let mark = wavelet.log_mark();
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    assert_eq!(data_hash_now(&fake, "configmaps", NS, "web-config"), green);
+    // The reconcile that ends it: up to date once decided again, or a replacement.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let output = wavelet.output();
+        let after = &output[mark..];
+        if ["UpToDate", "Started {", "Replaced {"]
+            .iter()
+            .any(|o| after.contains(&format!("delete mode: {o}")))
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{output}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        pod_replacements(&fake).is_empty(),
+        "replaced Pods for a change another writer had recorded as acted on:\n{}",
+        wavelet.output()
+    );
+    assert_eq!(
+        state_entry(&fake, "configmap.shop.web-config").as_deref(),
+        Some(green.as_str())
+    );
+    assert!(
+        wavelet.output()[mark..].contains("deciding again"),
+        "the conflict was not met:\n{}",
+        wavelet.output()
+    );
+}

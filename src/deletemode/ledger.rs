@@ -14,11 +14,17 @@
 //! their successors a second time.
 //!
 //! The ConfigMap is created (POST) on the first write and updated with a PUT carrying the
-//! resourceVersion last read; a 409 re-reads it and applies the change again. Writes are
-//! serialized inside the process: only one wavelet (the leader) writes it.
+//! resourceVersion last read. Writes are serialized inside the process, and only one
+//! wavelet (the leader) writes it, so the copy read is kept in memory, but only for one
+//! leader term ([`Gate::term`]): another replica may have led and written in between, so
+//! a new term starts by reading the ConfigMap again. Every write says which entry its
+//! decision was made from; when the entry is not that any more (a 409 Conflict showed
+//! another writer, or a new term's read differs), nothing is written and the caller
+//! decides again from what is there now ([`Written::Changed`]). A 409 caused by a change
+//! to other objects' entries only is retried with the new resourceVersion.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -26,6 +32,7 @@ use sha2::{Digest as _, Sha256};
 use crate::client::Client;
 use crate::error::Error;
 use crate::objects::{ConfigKey, Resource};
+use crate::ops::leader::Gate;
 
 /// Name of the ConfigMap.
 pub const STATE_CONFIGMAP: &str = "wavelet-state";
@@ -136,14 +143,36 @@ struct Loaded {
     /// `None`: the ConfigMap does not exist yet.
     resource_version: Option<String>,
     data: BTreeMap<String, String>,
+    /// The leader term in which it was read: trusted within that term only.
+    term: u64,
 }
 
-/// The state ConfigMap of one namespace, read once and then kept in memory.
+impl Loaded {
+    fn entry(&self, key: &str) -> Option<Entry> {
+        self.data.get(key).and_then(|text| Entry::decode(text))
+    }
+}
+
+/// What [`StateStore::set`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Written {
+    /// The entry is stored (or already was).
+    Done,
+    /// The entry was not what the decision was made from any more (another writer changed
+    /// it): nothing written; decide again from [`StateStore::get`].
+    Changed,
+}
+
+/// The state ConfigMap of one namespace, read at the start of each leader term and kept
+/// in memory for the rest of it.
 pub struct StateStore {
     client: Client,
     namespace: String,
     /// With `--dry-run` nothing is written; changes are kept in memory only.
     dry_run: bool,
+    /// Whose terms bound how long a read is trusted.
+    gate: Arc<Gate>,
     /// `None` until the first successful read.
     loaded: Mutex<Option<Loaded>>,
 }
@@ -163,11 +192,12 @@ struct MetaWire {
 }
 
 impl StateStore {
-    pub fn new(client: Client, namespace: String, dry_run: bool) -> StateStore {
+    pub fn new(client: Client, namespace: String, dry_run: bool, gate: Arc<Gate>) -> StateStore {
         StateStore {
             client,
             namespace,
             dry_run,
+            gate,
             loaded: Mutex::new(None),
         }
     }
@@ -176,39 +206,89 @@ impl StateStore {
         &self.namespace
     }
 
-    /// The entry of `object`. The first call reads the ConfigMap; an unreadable entry
-    /// counts as none (the object is then treated as seen for the first time).
-    pub fn get(&self, object: &ConfigKey) -> Result<Option<Entry>, Error> {
-        let mut loaded = self.loaded.lock().unwrap();
-        let state = match &mut *loaded {
-            Some(state) => state,
-            None => loaded.insert(self.read()?),
-        };
-        let key = state_key(object);
-        Ok(state.data.get(&key).and_then(|text| {
-            let entry = Entry::decode(text);
-            if entry.is_none() {
-                log::warn!(
-                    "{object}: ignoring unreadable entry {key:?} in ConfigMap {}/{STATE_CONFIGMAP}",
-                    self.namespace
-                );
-            }
-            entry
-        }))
+    /// The current leader term (see [`Gate::term`]): what was decided in an earlier one
+    /// may rest on a copy of the state another leader changed since.
+    pub fn term(&self) -> u64 {
+        self.gate.term()
     }
 
-    /// Stores the entry of `object` (`None` removes it) and writes the ConfigMap.
-    pub fn set(&self, object: &ConfigKey, entry: Option<&Entry>) -> Result<(), Error> {
+    /// The copy of the ConfigMap for this leader term: read now if there is none yet or it
+    /// was read in an earlier term.
+    fn current<'a>(&self, loaded: &'a mut Option<Loaded>) -> Result<&'a mut Loaded, Error> {
+        let term = self.gate.term();
+        match loaded {
+            Some(state) if state.term == term => {}
+            _ => {
+                if loaded.is_some() {
+                    log::debug!(
+                        "leader term {term}: reading ConfigMap {}/{STATE_CONFIGMAP} again",
+                        self.namespace
+                    );
+                }
+                *loaded = Some(self.read(term)?);
+            }
+        }
+        Ok(loaded.as_mut().expect("read above"))
+    }
+
+    /// The entry of `object`, as the ConfigMap holds it in this leader term. An unreadable
+    /// entry counts as none (the object is then treated as seen for the first time).
+    pub fn get(&self, object: &ConfigKey) -> Result<Option<Entry>, Error> {
+        let mut loaded = self.loaded.lock().unwrap();
+        let state = self.current(&mut loaded)?;
+        let key = state_key(object);
+        let entry = state.entry(&key);
+        if entry.is_none() && state.data.contains_key(&key) {
+            log::warn!(
+                "{object}: ignoring unreadable entry {key:?} in ConfigMap {}/{STATE_CONFIGMAP}",
+                self.namespace
+            );
+        }
+        Ok(entry)
+    }
+
+    /// Stores `entry` as the entry of `object` (`None` removes it) and writes the
+    /// ConfigMap, if the entry is still `decided_from` (what [`StateStore::get`] returned
+    /// when the decision was made); otherwise writes nothing and says
+    /// [`Written::Changed`].
+    pub fn set(
+        &self,
+        object: &ConfigKey,
+        decided_from: Option<&Entry>,
+        entry: Option<&Entry>,
+    ) -> Result<Written, Error> {
+        self.write_entry(object, Some(decided_from), entry)
+    }
+
+    /// Removes the entry of `object` whatever it is (the object opted out).
+    pub fn forget(&self, object: &ConfigKey) -> Result<(), Error> {
+        match self.write_entry(object, None, None)? {
+            Written::Done | Written::Changed => Ok(()),
+        }
+    }
+
+    /// `decided_from`: `None` writes whatever the entry is now.
+    fn write_entry(
+        &self,
+        object: &ConfigKey,
+        decided_from: Option<Option<&Entry>>,
+        entry: Option<&Entry>,
+    ) -> Result<Written, Error> {
         let key = state_key(object);
         let value = entry.map(Entry::encode);
         let mut loaded = self.loaded.lock().unwrap();
-        if loaded.is_none() {
-            *loaded = Some(self.read()?);
-        }
+        self.current(&mut loaded)?;
         for _ in 0..MAX_CONFLICT_RETRIES {
-            let state = loaded.as_mut().expect("loaded above");
+            let state = loaded.as_mut().expect("read above");
+            if decided_from.is_some_and(|from| state.entry(&key).as_ref() != from) {
+                log::warn!(
+                    "{object}: its entry in ConfigMap {}/{STATE_CONFIGMAP} was changed by another writer (a leader this replica did not see?); deciding again from what is there now",
+                    self.namespace
+                );
+                return Ok(Written::Changed);
+            }
             if state.data.get(&key) == value.as_ref() {
-                return Ok(());
+                return Ok(Written::Done);
             }
             let mut data = state.data.clone();
             match &value {
@@ -217,18 +297,17 @@ impl StateStore {
             };
             if self.dry_run {
                 state.data = data;
-                return Ok(());
+                return Ok(Written::Done);
             }
             match self.write(state.resource_version.as_deref(), &data) {
                 Ok(resource_version) => {
-                    *state = Loaded {
-                        resource_version: Some(resource_version),
-                        data,
-                    };
-                    return Ok(());
+                    state.resource_version = Some(resource_version);
+                    state.data = data;
+                    return Ok(Written::Done);
                 }
                 // Changed (409 Conflict), created (409 AlreadyExists) or deleted (404 on
-                // PUT) behind our back: re-read and apply the change to what is there now.
+                // PUT) behind our back: re-read; the loop writes only if this object's
+                // entry is still what the decision was made from.
                 Err(Error::Api(status))
                     if status.is_conflict()
                         || (status.is_not_found() && state.resource_version.is_some()) =>
@@ -237,7 +316,8 @@ impl StateStore {
                         "ConfigMap {}/{STATE_CONFIGMAP} changed meanwhile; re-reading",
                         self.namespace
                     );
-                    *loaded = Some(self.read()?);
+                    let term = state.term;
+                    *loaded = Some(self.read(term)?);
                 }
                 Err(err) => return Err(self.explain(err)),
             }
@@ -252,13 +332,17 @@ impl StateStore {
         Resource::configmaps().object_path(&self.namespace, STATE_CONFIGMAP)
     }
 
-    fn read(&self) -> Result<Loaded, Error> {
+    fn read(&self, term: u64) -> Result<Loaded, Error> {
         match self.client.get::<ConfigMapWire>(&self.path()) {
             Ok(cm) => Ok(Loaded {
                 resource_version: Some(cm.metadata.resource_version),
                 data: cm.data.unwrap_or_default(),
+                term,
             }),
-            Err(err) if err.is_not_found() => Ok(Loaded::default()),
+            Err(err) if err.is_not_found() => Ok(Loaded {
+                term,
+                ..Loaded::default()
+            }),
             Err(err) => Err(self.explain(err)),
         }
     }

@@ -2,7 +2,9 @@
 //! Secret changes, replace the Pods of its namespace that match the annotation's selector
 //! and were created before the change was observed.
 //!
-//! The story of one reconcile, with early returns:
+//! The story of one reconcile, with early returns (what is remembered in memory, and the
+//! copy of `wavelet-state`, hold for one leader term: a new term takes both up again from
+//! the API server; a state write whose entry another writer changed decides again):
 //! 1. Object gone or no longer annotated → drop any replacement in progress. An opt-out
 //!    also forgets the state entry, so opting in again is a first sight (adding an
 //!    annotation never replaces Pods); a deleted object keeps its entry, so re-creating it
@@ -50,7 +52,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::client::{Client, Shape, PAGE_SIZE};
-use crate::deletemode::ledger::{Entry, StateStore};
+use crate::deletemode::ledger::STATE_CONFIGMAP;
+use crate::deletemode::ledger::{Entry, StateStore, Written};
 use crate::error::Error;
 use crate::hashmode::hash;
 use crate::objects::{ConfigKey, Pod, Resource};
@@ -107,6 +110,9 @@ pub enum Outcome {
     Replaced {
         pods: usize,
     },
+    /// The object's entry in `wavelet-state` was changed by another writer since it was
+    /// read: nothing written; decided again at once from what is there now.
+    StateChanged,
     /// `--dry-run`: this many Pods would have been replaced.
     DryRun {
         pods: usize,
@@ -122,9 +128,11 @@ struct Observed<'a> {
     strategy: Strategy,
 }
 
-/// What the reconciler remembers per object between reconciles.
+/// What the reconciler remembers per object between reconciles, within one leader term.
 #[derive(Debug, Default)]
 struct Memory {
+    /// The leader term the replacement was stepped in.
+    term: u64,
     replacement: Option<Replacement>,
     /// The last Warning about the annotations, with the data hash, so it is not repeated.
     warned: Option<(String, String)>,
@@ -207,6 +215,15 @@ impl DeleteMode {
         key: &ConfigKey,
         memory: &mut Memory,
     ) -> Result<(Action, Outcome), Error> {
+        // A new leader term starts from the API server's state: another leader may have
+        // finished (or restarted) this replacement meanwhile; the state says which.
+        let term = self.state.term();
+        if memory.term != term {
+            if memory.replacement.take().is_some() {
+                log::info!("{key}: new leader term; the replacement in progress is taken up again from {STATE_CONFIGMAP}");
+            }
+            memory.term = term;
+        }
         // 1.
         let Some(entry) = self.cache.config(key) else {
             if memory.replacement.take().is_some() {
@@ -220,7 +237,7 @@ impl DeleteMode {
                 log::info!("{key}: delete-mode annotation removed; replacing its Pods stops");
             }
             memory.warned = None;
-            self.state.set(key, None)?;
+            self.state.forget(key)?;
             return Ok((Action::Done, Outcome::Forgotten));
         };
         let Some(digests) = entry.digests() else {
@@ -276,14 +293,14 @@ impl DeleteMode {
 
         // 4. and 5.
         let recorded = self.state.get(key)?;
-        let observation = match recorded {
+        let observation = match recorded.clone() {
             None => {
-                self.state.set(
-                    key,
-                    Some(&Entry::Acted {
-                        hash: data_hash.clone(),
-                    }),
-                )?;
+                let first = Entry::Acted {
+                    hash: data_hash.clone(),
+                };
+                if self.state.set(key, None, Some(&first))? == Written::Changed {
+                    return Ok(state_changed());
+                }
                 log::info!("{key}: delete mode for Pods matching {selector}: first seen, data hash {} recorded, nothing replaced", hash::short(&data_hash));
                 return Ok((Action::Done, Outcome::Recorded));
             }
@@ -316,15 +333,16 @@ impl DeleteMode {
             selector,
             strategy,
         };
-        self.begin(change, observation, memory)
+        self.begin(change, recorded, observation, memory)
     }
 
     /// Lists the matching Pods and starts replacing those created before the change:
     /// `resumed` is the observation recorded in the state by a previous run, `None` for
-    /// a change observed now.
+    /// a change observed now; `recorded` is the state entry the decision was made from.
     fn begin(
         &self,
         change: Observed<'_>,
+        recorded: Option<Entry>,
         resumed: Option<Observation>,
         memory: &mut Memory,
     ) -> Result<(Action, Outcome), Error> {
@@ -355,8 +373,10 @@ impl DeleteMode {
                 self.recorder.normal(about, "PodsReplaced", &message);
             }
             // Kept in memory only: the state ConfigMap is not written in a dry run.
-            self.state
-                .set(key, Some(&Entry::Acted { hash: data_hash }))?;
+            let acted = Entry::Acted { hash: data_hash };
+            if self.state.set(key, recorded.as_ref(), Some(&acted))? == Written::Changed {
+                return Ok(state_changed());
+            }
             return Ok((
                 Action::Done,
                 Outcome::DryRun {
@@ -368,21 +388,30 @@ impl DeleteMode {
             log::info!(
                 "{key}: data changed ({short}); no Pods match {selector}, nothing to replace"
             );
-            self.state
-                .set(key, Some(&Entry::Acted { hash: data_hash }))?;
+            let acted = Entry::Acted { hash: data_hash };
+            if self.state.set(key, recorded.as_ref(), Some(&acted))? == Written::Changed {
+                return Ok(state_changed());
+            }
             return Ok((Action::Done, Outcome::Replaced { pods: 0 }));
         }
-        if !is_resumed {
-            // Before the first Pod is touched: a restart from here on resumes, not repeats.
-            let mut listed: Vec<String> = observation.listed.into_iter().collect();
-            listed.sort();
-            let entry = Entry::Replacing {
-                hash: data_hash.clone(),
-                observed: observation.at,
-                pods: listed,
-            };
-            self.state.set(key, Some(&entry))?;
-        }
+        let entry = match recorded {
+            Some(entry) if is_resumed => entry,
+            recorded => {
+                // Before the first Pod is touched: a restart from here on resumes, not
+                // repeats.
+                let mut listed: Vec<String> = observation.listed.into_iter().collect();
+                listed.sort();
+                let entry = Entry::Replacing {
+                    hash: data_hash.clone(),
+                    observed: observation.at,
+                    pods: listed,
+                };
+                if self.state.set(key, recorded.as_ref(), Some(&entry))? == Written::Changed {
+                    return Ok(state_changed());
+                }
+                entry
+            }
+        };
         log::info!(
             "{key}: data changed ({short}); replacing {} Pod(s) matching {selector} ({strategy}): {}",
             targets.len(),
@@ -392,6 +421,7 @@ impl DeleteMode {
         let phase = Phase::first(strategy, Instant::now() + self.settings.rolling_timeout);
         memory.replacement = Some(Replacement {
             hash: data_hash,
+            entry,
             strategy,
             selector,
             remaining: targets,
@@ -499,12 +529,12 @@ impl DeleteMode {
             .replacement
             .take()
             .expect("a replacement in progress");
-        self.state.set(
-            key,
-            Some(&Entry::Acted {
-                hash: r.hash.clone(),
-            }),
-        )?;
+        let acted = Entry::Acted {
+            hash: r.hash.clone(),
+        };
+        if self.state.set(key, Some(&r.entry), Some(&acted))? == Written::Changed {
+            return Ok(state_changed());
+        }
         let message = format!(
             "Replaced {} matching {} (strategy {}) after a data change (hash {}).",
             count_pods(r.replaced),
@@ -650,6 +680,12 @@ impl DeleteMode {
             }
         }
     }
+}
+
+/// Another writer changed the object's state entry: reconcile again at once, deciding
+/// from what is there now.
+fn state_changed() -> (Action, Outcome) {
+    (Action::RequeueAfter(Duration::ZERO), Outcome::StateChanged)
 }
 
 impl Work<ConfigKey> for DeleteMode {

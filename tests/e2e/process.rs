@@ -137,6 +137,16 @@ impl Wavelet {
         }
     }
 
+    /// Sends a signal by name (`TERM`, `STOP`, `CONT`) with `kill(1)`.
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill")
+            .args([format!("-{name}"), pid])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
     /// Stops it (SIGKILL) and returns its output.
     pub fn kill(&mut self) -> String {
         if let Some(child) = self.child.as_mut() {
