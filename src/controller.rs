@@ -309,18 +309,14 @@ impl Controller {
         }));
         if let Some(delete_mode) = &delete_mode {
             for n in 0..config.workers.max(1) {
-                let (delete_mode, synced, gate) = (
-                    Arc::clone(delete_mode),
-                    Arc::clone(&synced),
-                    Arc::clone(&gate),
-                );
+                let (delete_mode, synced) = (Arc::clone(delete_mode), Arc::clone(&synced));
                 let beat = health.register(format!("delete-worker-{n}"));
                 let worker = std::thread::Builder::new()
                     .name(format!("delete-worker-{n}"))
                     .spawn(move || {
                         let _beat = beat;
                         synced.wait();
-                        delete_mode.work(&gate)
+                        delete_mode.work()
                     })
                     .expect("spawning a delete-mode worker thread");
                 workers.push(worker);
@@ -533,6 +529,7 @@ fn start_delete_mode(
     let state = StateStore::new(client.clone(), namespace, config.dry_run, Arc::clone(gate));
     Some(Arc::new(DeleteMode::new(
         client.clone(),
+        Arc::clone(gate),
         Arc::clone(cache),
         Recorder::new(client.clone()),
         state,

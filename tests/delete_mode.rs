@@ -998,3 +998,124 @@ fn a_state_write_that_meets_a_conflict_decides_again_instead_of_overwriting() {
         wavelet.output()
     );
 }
+
+/// Four bare Pods labelled app=batch (nothing re-creates them) and ConfigMap
+/// `batch-config` that selects them; every eviction answered 1.5 s late.
+fn slow_batch(fake: &FakeApi) {
+    for name in ["batch-a", "batch-b", "batch-c", "batch-d"] {
+        fake.apply(bare_pod(NS, name, json!({"app": "batch"})));
+    }
+    fake.apply(annotated(
+        configmap(NS, "batch-config", &[("n", "1")]),
+        &[(MATCH, "app=batch")],
+    ));
+}
+
+fn slow_evictions(fake: &FakeApi) {
+    for _ in 0..4 {
+        fake.inject(crate::fake::Fault::Slow {
+            method: "POST".into(),
+            resource: "pods".into(),
+            delay: Duration::from_millis(1500),
+        });
+    }
+}
+
+/// Changes `batch-config` and waits until the first eviction is sent.
+fn start_batch_replacement(fake: &FakeApi, wavelet: &Wavelet) {
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "batch-config",
+        json!({"data": {"n": "2"}}),
+    );
+    eventually(fake, wavelet, "the first eviction sent", |f| {
+        !pod_replacements(f).is_empty()
+    });
+}
+
+/// Waits until the replacement of `batch-config` finished, and checks that each of the
+/// four Pods was replaced exactly once.
+fn batch_finished_once(fake: &FakeApi, wavelet: &Wavelet) {
+    let hash = data_hash_now(fake, "configmaps", NS, "batch-config");
+    eventually(fake, wavelet, "the replacement finished", |f| {
+        state_entry(f, "configmap.shop.batch-config").as_deref() == Some(hash.as_str())
+    });
+    let once: BTreeMap<String, usize> = ["batch-a", "batch-b", "batch-c", "batch-d"]
+        .iter()
+        .map(|p| (p.to_string(), 1))
+        .collect();
+    assert_eq!(replaced_in(fake, NS), once, "{}", wavelet.output());
+}
+
+/// Regression (issue 26, item 7): the eviction loop went on through its whole list after
+/// SIGTERM (each request may take up to 90 s), so shutdown could outlast the grace period
+/// and skip releasing the Lease. Now it stops between two Pods; the state still says
+/// "replacing", and the next leader finishes the replacement without repeating a Pod.
+#[test]
+fn sigterm_in_the_middle_of_a_replacement_stops_between_pods_and_the_next_leader_finishes_it() {
+    let fake = cluster(&[]);
+    slow_batch(&fake);
+    let mut a = started(&fake, ELECT, "configmap.shop.batch-config");
+    slow_evictions(&fake);
+    start_batch_replacement(&fake, &a);
+    let sent = std::time::Instant::now();
+    a.signal("TERM");
+    let status = a.wait_exit(Duration::from_secs(10));
+    let took = sent.elapsed();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", a.output());
+    assert!(
+        took < Duration::from_millis(2500),
+        "shutdown took {took:?}: it waited for the rest of the list:\n{}",
+        a.output()
+    );
+    assert!(a.output().contains("released Lease"), "{}", a.output());
+    assert_eq!(
+        pod_replacements(&fake).len(),
+        1,
+        "evictions sent after SIGTERM:\n{}",
+        a.output()
+    );
+    let entry = state_entry(&fake, "configmap.shop.batch-config").unwrap();
+    assert!(entry.contains(" replacing since="), "{entry}");
+
+    let b = Wavelet::start(&fake, &args(ELECT));
+    batch_finished_once(&fake, &b);
+}
+
+/// Regression (issue 26, item 7): a leader that lost the Lease kept evicting the rest of
+/// its list. Now it stops between two Pods once it may not write, and finishes the
+/// replacement from `wavelet-state` when it leads again.
+#[test]
+fn a_leader_that_loses_the_lease_stops_between_pods_and_finishes_when_it_leads_again() {
+    let fake = cluster(&[]);
+    slow_batch(&fake);
+    let wavelet = started(&fake, ELECT, "configmap.shop.batch-config");
+    slow_evictions(&fake);
+    start_batch_replacement(&fake, &wavelet);
+    fake.inject(crate::fake::Fault::Status {
+        method: "PUT".into(),
+        resource: "leases".into(),
+        code: 500,
+        retry_after_secs: None,
+        times: 100_000,
+        plain_text: false,
+    });
+    assert!(
+        wavelet.wait_for_output("stopped writing", Duration::from_secs(5)),
+        "{}",
+        wavelet.output()
+    );
+    // The positive signal: the loop stopped (or, before the fix, every Pod was sent).
+    eventually(&fake, &wavelet, "the eviction loop to end", |f| {
+        wavelet.output().contains("may not write any more") || pod_replacements(f).len() == 4
+    });
+    let sent = pod_replacements(&fake).len();
+    assert!(
+        sent < 4,
+        "{sent} evictions sent, the last ones without the Lease:\n{}",
+        wavelet.output()
+    );
+    fake.heal();
+    batch_finished_once(&fake, &wavelet);
+}

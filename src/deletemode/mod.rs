@@ -110,6 +110,9 @@ pub enum Outcome {
     Replaced {
         pods: usize,
     },
+    /// Stopped between two Pods: shutting down, or this replica may not write any more.
+    /// The state still says "replacing"; the next leader resumes from it.
+    Interrupted,
     /// The object's entry in `wavelet-state` was changed by another writer since it was
     /// read: nothing written; decided again at once from what is there now.
     StateChanged,
@@ -138,6 +141,16 @@ struct Memory {
     warned: Option<(String, String)>,
 }
 
+/// How one round of replacing the remaining Pods ended.
+enum Round {
+    /// Every remaining Pod went (`rolling`: the next one did, or nothing was left).
+    Went,
+    /// Refused by a PodDisruptionBudget; the message says why.
+    Refused(String),
+    /// Stopped before the next Pod; the reason is for the log.
+    Interrupted(&'static str),
+}
+
 /// The outcome of replacing one Pod.
 enum Attempt {
     Replaced,
@@ -152,6 +165,8 @@ enum Attempt {
 pub struct DeleteMode {
     queue: WorkQueue<ConfigKey>,
     client: Client,
+    /// Checked between two Pods: a replica shutting down or no longer leading stops there.
+    gate: Arc<Gate>,
     cache: Arc<Cache>,
     recorder: Recorder,
     state: StateStore,
@@ -162,6 +177,7 @@ pub struct DeleteMode {
 impl DeleteMode {
     pub fn new(
         client: Client,
+        gate: Arc<Gate>,
         cache: Arc<Cache>,
         recorder: Recorder,
         state: StateStore,
@@ -170,6 +186,7 @@ impl DeleteMode {
         DeleteMode {
             queue: WorkQueue::new(BACKOFF),
             client,
+            gate,
             cache,
             recorder,
             state,
@@ -195,8 +212,8 @@ impl DeleteMode {
     }
 
     /// Runs the one worker loop over the delete-mode queue; only the leader writes.
-    pub fn work(&self, gate: &Gate) {
-        run_worker(&self.queue, Some(gate), self);
+    pub fn work(&self) {
+        run_worker(&self.queue, Some(&self.gate), self);
     }
 
     /// Reconciles one object. The queue never hands a key to two workers at once, so its
@@ -503,7 +520,20 @@ impl DeleteMode {
                     listed = None;
                 }
                 Next::Replace { one_at_a_time } => {
-                    refusal = self.replace_remaining(key, r, one_at_a_time)?;
+                    match self.replace_remaining(key, r, one_at_a_time)? {
+                        Round::Went => refusal = None,
+                        Round::Refused(message) => refusal = Some(message),
+                        Round::Interrupted(why) => {
+                            log::info!(
+                                "{key}: {why}; stopping with {} left to replace, which the next leader replaces as {STATE_CONFIGMAP} says",
+                                count_pods(r.remaining.len())
+                            );
+                            return Ok((
+                                Action::RequeueAfter(Duration::ZERO),
+                                Outcome::Interrupted,
+                            ));
+                        }
+                    }
                 }
                 Next::Blocked { warn } => {
                     r.blocked_since.get_or_insert_with(Instant::now);
@@ -547,18 +577,37 @@ impl DeleteMode {
         Ok((Action::Done, Outcome::Replaced { pods: r.replaced }))
     }
 
+    /// Why this replica must not touch another Pod now, if it must not: SIGTERM (shutdown
+    /// must not wait for the rest of a list whose requests may each take up to 90 s), or
+    /// the gate closed (another replica may lead by now).
+    fn must_stop(&self) -> Option<&'static str> {
+        if self.gate.is_shut_down() {
+            Some("shutting down")
+        } else if !self.gate.may_write() {
+            Some("this replica may not write any more (it is not the leader)")
+        } else {
+            None
+        }
+    }
+
     /// Evicts or deletes the remaining Pods in order, `one_at_a_time` (`rolling`): until the
-    /// first goes through, then awaits Ready. Returns the message of a refusal (the refused
-    /// Pods go back in front, in their order).
+    /// first goes through, then awaits Ready. The refused Pods go back in front, in their
+    /// order; so does the rest when it must stop between two Pods ([`DeleteMode::must_stop`]).
     fn replace_remaining(
         &self,
         key: &ConfigKey,
         r: &mut Replacement,
         one_at_a_time: bool,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Round, Error> {
         let mut blocked = Vec::new();
         let mut refusal = None;
+        let mut stopped = None;
         while let Some(target) = r.remaining.pop_front() {
+            if let Some(why) = self.must_stop() {
+                r.remaining.push_front(target);
+                stopped = Some(why);
+                break;
+            }
             let attempt = match self.replace(&key.namespace, &target, r.strategy) {
                 Ok(attempt) => attempt,
                 Err(err) => {
@@ -608,7 +657,11 @@ impl DeleteMode {
         for target in blocked.into_iter().rev() {
             r.remaining.push_front(target);
         }
-        Ok(refusal)
+        Ok(match (stopped, refusal) {
+            (Some(why), _) => Round::Interrupted(why),
+            (None, Some(message)) => Round::Refused(message),
+            (None, None) => Round::Went,
+        })
     }
 
     /// Evicts or deletes one Pod, on condition that it is still the Pod that was listed.
