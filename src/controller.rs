@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::{Client, Shape};
 use crate::config::{RunConfig, WorkloadKind};
-use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
+use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::hashmode::optin::Policy;
@@ -100,7 +100,8 @@ impl Controller {
             .as_deref()
             .map(crate::hashmode::hash::read_key_file)
             .transpose()?;
-        let delete_mode = start_delete_mode(&client, config, &cache, &gate, hmac_key.clone());
+        let delete_mode =
+            start_delete_mode(&client, config, &policy, &cache, &gate, hmac_key.clone());
         let settings = HashModeSettings {
             hmac_key,
             dry_run: config.dry_run,
@@ -358,6 +359,7 @@ impl Controller {
                     hash_queue: queue.len(),
                     delete_queue: delete_mode.as_ref().map_or(0, |d| d.queue_len()),
                     secret_reads: fetcher.len(),
+                    state_bytes: delete_mode.as_ref().map_or(0, |d| d.state_bytes()),
                     leader: gate.may_write(),
                     ready: synced.is_open(),
                     // Read by the HTTP thread when /metrics is scraped.
@@ -505,6 +507,7 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
 fn start_delete_mode(
     client: &Client,
     config: &RunConfig,
+    policy: &Policy,
     cache: &Arc<Cache>,
     gate: &Arc<Gate>,
     hmac_key: Option<Vec<u8>>,
@@ -526,7 +529,23 @@ fn start_delete_mode(
         debounce: config.debounce,
         hmac_key,
     };
-    let state = StateStore::new(client.clone(), namespace, config.dry_run, Arc::clone(gate));
+    // Entries of objects gone for a resync period leave the state (see ledger.rs).
+    let listed = Listed {
+        kinds: [ConfigKind::ConfigMap, ConfigKind::Secret]
+            .into_iter()
+            .filter(|k| !policy.ignores(*k))
+            .collect(),
+        namespaces: config.namespaces.clone(),
+        ignored: config.reloader.namespaces_to_ignore.clone(),
+    };
+    let pruning = crate::deletemode::pruning(Arc::clone(cache), listed, config.resync);
+    let state = StateStore::new(
+        client.clone(),
+        namespace,
+        config.dry_run,
+        Arc::clone(gate),
+        Some(pruning),
+    );
     Some(Arc::new(DeleteMode::new(
         client.clone(),
         Arc::clone(gate),

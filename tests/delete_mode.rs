@@ -1119,3 +1119,137 @@ fn a_leader_that_loses_the_lease_stops_between_pods_and_finishes_when_it_leads_a
     fake.heal();
     batch_finished_once(&fake, &wavelet);
 }
+
+/// The API server's limit on the values of a ConfigMap (`ValidateConfigMap`).
+const CONFIGMAP_LIMIT: usize = 1 << 20;
+
+/// Fills `wavelet-state` with entries of objects that are gone (preview namespaces, each
+/// left with a replacement of 14 Pods in progress) until their values take `values` bytes.
+fn seed_state(fake: &FakeApi, values: usize) {
+    let pods: Vec<String> = (0..14)
+        .map(|p| format!("00000000-0000-0000-0000-{p:012}"))
+        .collect();
+    let entry = format!(
+        "{} replacing since=2026-01-01T00:00:00Z pods={}",
+        "ab".repeat(32),
+        pods.join(",")
+    );
+    let mut data = serde_json::Map::new();
+    let mut total = 0;
+    while total + entry.len() <= values {
+        data.insert(
+            format!("configmap.preview-{:05}.app-config", data.len()),
+            json!(entry),
+        );
+        total += entry.len();
+    }
+    if total < values {
+        data.insert(
+            "configmap.preview-pad.app-config".into(),
+            json!("x".repeat(values - total)),
+        );
+    }
+    fake.apply(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "wavelet-state", "namespace": STATE_NS},
+        "data": data,
+    }));
+}
+
+/// Keys and values of `wavelet-state`'s data, in bytes.
+fn state_bytes(fake: &FakeApi) -> usize {
+    let state = fake.get("configmaps", STATE_NS, "wavelet-state").unwrap();
+    state["data"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().unwrap().len())
+        .sum()
+}
+
+/// Regression (issue 26, item 5): `wavelet-state` kept the entries of deleted objects and
+/// every write PUT the whole map, so it grew until the API server refused it (422: the
+/// values of a ConfigMap are at most 1 MiB) and delete mode replaced no Pods anywhere any
+/// more. Here the state is pre-seeded with entries of gone objects to 80 bytes below the
+/// limit: the first sight of `web-config` still fits, the replacement's entry does not.
+/// Now entries of objects gone for `--resync` are pruned from the next write, and the
+/// state warns (Event, metric) long before it is full.
+#[test]
+fn a_state_near_the_size_limit_is_pruned_of_gone_objects_and_warns_before_it_is_full() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    seed_state(&fake, CONFIGMAP_LIMIT - 80);
+    let wavelet = started(&fake, &["--resync", "3s"], "configmap.shop.web-config");
+    let before = pods(&fake, NS, "web");
+    change_and_wait(&fake, &wavelet, "green");
+    let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
+    assert_eq!(replaced_in(&fake, NS), expected, "{}", wavelet.output());
+    let state = fake.get("configmaps", STATE_NS, "wavelet-state").unwrap();
+    let left: Vec<&String> = state["data"].as_object().unwrap().keys().collect();
+    assert!(
+        left.iter().all(|k| !k.contains("preview-")),
+        "entries of gone objects kept: {} of them",
+        left.len()
+    );
+    // Warned while it was nearly full, on the object whose write found it so.
+    eventually(&fake, &wavelet, "a StateNearlyFull Warning", |f| {
+        !events(f, "web-config", "StateNearlyFull").is_empty()
+    });
+    let warning = &events(&fake, "web-config", "StateNearlyFull")[0];
+    assert_eq!(warning["type"], "Warning");
+    let message = warning["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{STATE_NS}/wavelet-state")) && message.contains("1048576"),
+        "{message}"
+    );
+    // The metric follows the state as last written.
+    let bytes = state_bytes(&fake);
+    assert!(bytes < CONFIGMAP_LIMIT / 10, "{bytes}");
+    wait_for_metric(&wavelet, "wavelet_state_bytes", "", |v| v == bytes as f64);
+}
+
+/// Regression (issue 26, item 5): a "replacing" entry listed the UID of every matching Pod,
+/// so one replacement of ~28,000 Pods took 1 MiB by itself: here 30,000, whose write the
+/// API server refused, and no Pod was replaced. Now the entry lists only the Pods whose creationTimestamp cannot tell
+/// a resumed replacement that they came before the change, and at most 1,000 of them.
+/// The fake hands out creationTimestamps a second apart, so these Pods run hours ahead of
+/// wavelet's clock and none can be told by its timestamp: the cap is what holds. A
+/// PodDisruptionBudget keeps the replacement in progress, so the entry says "replacing".
+#[test]
+fn one_replacement_of_30000_pods_keeps_its_state_entry_bounded() {
+    let fake = cluster(&[]);
+    fake.apply_all(
+        (0..30_000).map(|i| bare_pod(NS, &format!("fleet-{i:05}"), json!({"app": "fleet"}))),
+    );
+    fake.apply(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "fleet", "namespace": NS},
+        "spec": {"minAvailable": 30_000, "selector": {"matchLabels": {"app": "fleet"}}},
+        "status": {"disruptionsAllowed": 0, "currentHealthy": 30_000, "desiredHealthy": 30_000, "expectedPods": 30_000},
+    }));
+    fake.apply(annotated(
+        configmap(NS, "fleet-config", &[("n", "1")]),
+        &[(MATCH, "app=fleet")],
+    ));
+    let wavelet = started(&fake, &[], "configmap.shop.fleet-config");
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "fleet-config",
+        json!({"data": {"n": "2"}}),
+    );
+    eventually(&fake, &wavelet, "a refused eviction", |f| {
+        !pod_replacements(f).is_empty()
+    });
+    let entry = state_entry(&fake, "configmap.shop.fleet-config").unwrap();
+    assert!(entry.contains(" replacing since="), "{entry:.300}");
+    let uids = entry.split("pods=").nth(1).unwrap().split(',').count();
+    assert_eq!(uids, 1000, "{} bytes", entry.len());
+    assert!(entry.len() < 40_000, "{} bytes", entry.len());
+    assert!(
+        wavelet
+            .output()
+            .contains("of the Pods listed now were created in this second or later"),
+        "{}",
+        wavelet.output()
+    );
+}

@@ -11,7 +11,17 @@
 //!
 //! The second form is written before the first Pod is touched, so a wavelet restarted in
 //! the middle of a replacement resumes it for the Pods listed then instead of replacing
-//! their successors a second time.
+//! their successors a second time. It lists only the Pods the resumed replacement could
+//! not tell by their `creationTimestamp` (see `decide::uids_to_record`), at most
+//! [`MAX_RECORDED_PODS`], so one entry stays small however many Pods match.
+//!
+//! **Size.** The API server keeps at most 1 MiB of values in a ConfigMap (and etcd about
+//! 1.5 MiB per object), and every write PUTs the whole map, so what no longer needs
+//! remembering goes ([`Pruning`]): the entry of an object wavelet has seen gone (not in
+//! its cache as a delete-mode ConfigMap/Secret of a kind and namespace it lists) for at
+//! least `--resync` leaves the ConfigMap with the next write. The size of keys and values
+//! as last read, written or tried ([`StateStore::bytes`]) is exported as a metric, and
+//! delete mode warns from [`WARN_STATE_BYTES`] on.
 //!
 //! The ConfigMap is created (POST) on the first write and updated with a PUT carrying the
 //! resourceVersion last read. Writes are serialized inside the process, and only one
@@ -23,19 +33,31 @@
 //! decides again from what is there now ([`Written::Changed`]). A 409 caused by a change
 //! to other objects' entries only is retried with the new resourceVersion.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::objects::{ConfigKey, Resource};
+use crate::objects::{ConfigKey, ConfigKind, Resource};
 use crate::ops::leader::Gate;
 
 /// Name of the ConfigMap.
 pub const STATE_CONFIGMAP: &str = "wavelet-state";
+
+/// The most the API server keeps in a ConfigMap: 1 MiB of values (`ValidateConfigMap`).
+/// Counted here over keys and values, which keeps the whole object under etcd's limit too.
+pub const MAX_STATE_BYTES: usize = 1 << 20;
+
+/// From this size on (80 % of [`MAX_STATE_BYTES`]) delete mode warns that the state fills.
+pub const WARN_STATE_BYTES: usize = MAX_STATE_BYTES / 5 * 4;
+
+/// The most Pod UIDs one "replacing" entry lists (about 37 KB).
+pub const MAX_RECORDED_PODS: usize = 1000;
 
 /// Longest ConfigMap data key the API accepts.
 const MAX_KEY_LEN: usize = 253;
@@ -145,6 +167,8 @@ struct Loaded {
     data: BTreeMap<String, String>,
     /// The leader term in which it was read: trusted within that term only.
     term: u64,
+    /// Since when this replica has seen the object of an entry gone, in this term.
+    absent_since: HashMap<String, Instant>,
 }
 
 impl Loaded {
@@ -164,6 +188,47 @@ pub enum Written {
     Changed,
 }
 
+/// The kinds and namespaces whose objects wavelet lists: only there can it see an object
+/// gone. Entries elsewhere (a kind it ignores, a namespace out of `--namespaces` or in
+/// `--namespaces-to-ignore`, which another installation sharing the state namespace may
+/// watch) are never pruned.
+#[derive(Debug, Clone, Default)]
+pub struct Listed {
+    pub kinds: Vec<ConfigKind>,
+    /// `--namespaces`; empty: every namespace.
+    pub namespaces: Vec<String>,
+    /// `--namespaces-to-ignore`.
+    pub ignored: Vec<String>,
+}
+
+impl Listed {
+    /// Whether the object of `state_key` is of a kind and namespace wavelet lists (a key
+    /// it cannot read is not).
+    pub fn lists(&self, state_key: &str) -> bool {
+        let mut parts = state_key.splitn(3, '.');
+        let (Some(kind), Some(namespace), Some(_)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        self.kinds.iter().any(|k| k.as_str() == kind)
+            && (self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace))
+            && !self.ignored.iter().any(|n| n == namespace)
+    }
+}
+
+/// How entries of objects that are gone leave the state.
+pub struct Pruning {
+    /// How long an object must have been seen gone before its entry goes (`--resync`:
+    /// every watch relists within it, so a deletion seen on a lagging or silent watch
+    /// only is confirmed by a complete list; and an object deleted and re-created sooner
+    /// keeps its entry).
+    pub grace: Duration,
+    pub listed: Listed,
+    /// The state keys of the delete-mode objects present now; `None` while the cache
+    /// cannot tell (a ConfigMap or Secret list is under way).
+    pub present: Box<dyn Fn() -> Option<HashSet<String>> + Send + Sync>,
+}
+
 /// The state ConfigMap of one namespace, read at the start of each leader term and kept
 /// in memory for the rest of it.
 pub struct StateStore {
@@ -173,8 +238,44 @@ pub struct StateStore {
     dry_run: bool,
     /// Whose terms bound how long a read is trusted.
     gate: Arc<Gate>,
+    /// `None`: nothing is pruned.
+    pruning: Option<Pruning>,
     /// `None` until the first successful read.
     loaded: Mutex<Option<Loaded>>,
+    /// Keys and values in bytes, as last read, written or tried.
+    bytes: AtomicU64,
+}
+
+/// Keys and values of the state's data, in bytes: what [`MAX_STATE_BYTES`] bounds.
+pub fn data_bytes(data: &BTreeMap<String, String>) -> usize {
+    data.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+/// One pruning pass at `now` over the keys of the state: remembers since when the object
+/// of each entry has been `gone`, forgets that for an object present again (or an entry
+/// no longer there), and returns the keys whose object has been gone for `grace` or more.
+pub fn prune_pass<'a>(
+    keys: impl Iterator<Item = &'a String>,
+    absent_since: &mut HashMap<String, Instant>,
+    gone: impl Fn(&str) -> bool,
+    now: Instant,
+    grace: Duration,
+) -> Vec<String> {
+    let mut seen = HashMap::with_capacity(absent_since.len());
+    let mut expired = Vec::new();
+    for key in keys {
+        if !gone(key) {
+            continue;
+        }
+        let since = absent_since.get(key).copied().unwrap_or(now);
+        if now.saturating_duration_since(since) >= grace {
+            expired.push(key.clone());
+        } else {
+            seen.insert(key.clone(), since);
+        }
+    }
+    *absent_since = seen;
+    expired
 }
 
 #[derive(serde::Deserialize)]
@@ -192,14 +293,28 @@ struct MetaWire {
 }
 
 impl StateStore {
-    pub fn new(client: Client, namespace: String, dry_run: bool, gate: Arc<Gate>) -> StateStore {
+    pub fn new(
+        client: Client,
+        namespace: String,
+        dry_run: bool,
+        gate: Arc<Gate>,
+        pruning: Option<Pruning>,
+    ) -> StateStore {
         StateStore {
             client,
             namespace,
             dry_run,
             gate,
+            pruning,
             loaded: Mutex::new(None),
+            bytes: AtomicU64::new(0),
         }
+    }
+
+    /// Keys and values of the ConfigMap's data in bytes, as last read, written or tried
+    /// (0 before the first read: a standby never reads it).
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     pub fn namespace(&self) -> &str {
@@ -295,6 +410,9 @@ impl StateStore {
                 Some(v) => data.insert(key.clone(), v.clone()),
                 None => data.remove(&key),
             };
+            self.prune(&mut data, &key, &mut state.absent_since);
+            self.bytes
+                .store(data_bytes(&data) as u64, Ordering::Relaxed);
             if self.dry_run {
                 state.data = data;
                 return Ok(Written::Done);
@@ -317,7 +435,10 @@ impl StateStore {
                         self.namespace
                     );
                     let term = state.term;
-                    *loaded = Some(self.read(term)?);
+                    let absent_since = std::mem::take(&mut state.absent_since);
+                    let mut fresh = self.read(term)?;
+                    fresh.absent_since = absent_since;
+                    *loaded = Some(fresh);
                 }
                 Err(err) => return Err(self.explain(err)),
             }
@@ -328,23 +449,65 @@ impl StateStore {
         )))
     }
 
+    /// Drops from `data` the entries whose object has been gone for the grace period
+    /// (never `writing`'s, the entry this write is about).
+    fn prune(
+        &self,
+        data: &mut BTreeMap<String, String>,
+        writing: &str,
+        absent_since: &mut HashMap<String, Instant>,
+    ) {
+        let Some(pruning) = &self.pruning else {
+            return;
+        };
+        let Some(present) = (pruning.present)() else {
+            return;
+        };
+        let gone =
+            |key: &str| key != writing && pruning.listed.lists(key) && !present.contains(key);
+        let expired = prune_pass(
+            data.keys(),
+            absent_since,
+            gone,
+            Instant::now(),
+            pruning.grace,
+        );
+        if expired.is_empty() {
+            return;
+        }
+        for key in &expired {
+            data.remove(key);
+        }
+        log::info!(
+            "ConfigMap {}/{STATE_CONFIGMAP}: dropping {} entries of objects gone for {:?} or more (e.g. {})",
+            self.namespace,
+            expired.len(),
+            pruning.grace,
+            expired[0]
+        );
+    }
+
     fn path(&self) -> String {
         Resource::configmaps().object_path(&self.namespace, STATE_CONFIGMAP)
     }
 
     fn read(&self, term: u64) -> Result<Loaded, Error> {
-        match self.client.get::<ConfigMapWire>(&self.path()) {
-            Ok(cm) => Ok(Loaded {
+        let loaded = match self.client.get::<ConfigMapWire>(&self.path()) {
+            Ok(cm) => Loaded {
                 resource_version: Some(cm.metadata.resource_version),
                 data: cm.data.unwrap_or_default(),
                 term,
-            }),
-            Err(err) if err.is_not_found() => Ok(Loaded {
+                absent_since: HashMap::new(),
+            },
+            Err(err) if err.is_not_found() => Loaded {
                 term,
                 ..Loaded::default()
-            }),
-            Err(err) => Err(self.explain(err)),
-        }
+            },
+            Err(err) => return Err(self.explain(err)),
+        };
+        self.bytes
+            .store(data_bytes(&loaded.data) as u64, Ordering::Relaxed);
+        Ok(loaded)
     }
 
     /// Creates or updates the ConfigMap; returns its new resourceVersion.
@@ -383,6 +546,19 @@ impl StateStore {
                 "cannot read or write ConfigMap {ns}/{STATE_CONFIGMAP} ({status}): check that namespace {ns} exists and that wavelet may get, create and update ConfigMaps there, or choose another --state-namespace",
                 ns = self.namespace
             )),
+            // 422 from validation (values over 1 MiB), 413 or a 500 from etcd (object too
+            // large): the state is full.
+            Error::Api(status)
+                if status.code == 422
+                    || status.code == 413
+                    || (status.code == 500 && status.message.contains("too large")) =>
+            {
+                Error::Config(format!(
+                    "ConfigMap {ns}/{STATE_CONFIGMAP} is full: the API server refused a write of {bytes} bytes of keys and values ({status}), so delete mode replaces no Pods until it fits. Entries of objects gone for --resync leave it with the next write; if it is full of objects that exist, remove the delete-mode annotation where it is not needed, or give some namespaces a wavelet of their own with its own --state-namespace",
+                    ns = self.namespace,
+                    bytes = self.bytes()
+                ))
+            }
             other => other,
         }
     }
@@ -446,6 +622,71 @@ mod tests {
             pods: vec![],
         };
         assert_eq!(Entry::decode(&none_listed.encode()), Some(none_listed));
+    }
+
+    fn keys(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn an_entry_goes_only_once_its_object_was_seen_gone_for_the_grace_period() {
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(10);
+        let data = keys(&["gone", "here"]);
+        let mut since = HashMap::new();
+        let gone = |k: &str| k == "gone";
+        assert!(prune_pass(data.iter(), &mut since, gone, t0, grace).is_empty());
+        let almost = t0 + grace - Duration::from_millis(1);
+        assert!(prune_pass(data.iter(), &mut since, gone, almost, grace).is_empty());
+        assert_eq!(
+            prune_pass(data.iter(), &mut since, gone, t0 + grace, grace),
+            ["gone"]
+        );
+        assert!(!since.contains_key("here"));
+    }
+
+    #[test]
+    fn an_object_seen_again_starts_its_grace_period_over() {
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(10);
+        let data = keys(&["flaky"]);
+        let mut since = HashMap::new();
+        prune_pass(data.iter(), &mut since, |_| true, t0, grace);
+        prune_pass(data.iter(), &mut since, |_| false, t0 + grace / 2, grace);
+        assert!(since.is_empty());
+        let later = t0 + grace + Duration::from_secs(1);
+        assert!(prune_pass(data.iter(), &mut since, |_| true, later, grace).is_empty());
+        assert_eq!(
+            prune_pass(data.iter(), &mut since, |_| true, later + grace, grace),
+            ["flaky"]
+        );
+    }
+
+    #[test]
+    fn only_objects_of_kinds_and_namespaces_wavelet_lists_can_be_gone() {
+        let listed = Listed {
+            kinds: vec![ConfigKind::ConfigMap],
+            namespaces: vec!["shop".into(), "kube-system".into()],
+            ignored: vec!["kube-system".into()],
+        };
+        assert!(listed.lists("configmap.shop.app.config"));
+        assert!(listed.lists("configmap.shop.h-0123456789abcdef0123456789abcdef"));
+        assert!(!listed.lists("secret.shop.creds"), "a kind it ignores");
+        assert!(!listed.lists("configmap.other.app"), "out of --namespaces");
+        assert!(!listed.lists("configmap.kube-system.app"), "ignored");
+        assert!(!listed.lists("something-else"), "not a key wavelet writes");
+        let everywhere = Listed {
+            kinds: vec![ConfigKind::ConfigMap, ConfigKind::Secret],
+            ..Listed::default()
+        };
+        assert!(everywhere.lists("secret.any.creds"));
+    }
+
+    #[test]
+    fn the_size_counts_keys_and_values() {
+        let data = BTreeMap::from([("ab".to_string(), "cde".to_string())]);
+        assert_eq!(data_bytes(&data), 5);
+        assert_eq!(WARN_STATE_BYTES, 838_860);
     }
 
     #[test]

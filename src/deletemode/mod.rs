@@ -42,18 +42,23 @@ pub(crate) mod ledger;
 pub(crate) mod replacement;
 
 use decide::{count_pods, name_list, past_tense, targets, Target};
-pub use decide::{created_before, ready_again, validate_selector, Observation, Strategy};
+pub use decide::{
+    created_before, ready_again, uids_to_record, validate_selector, Observation, Strategy,
+};
 use replacement::{next_step, Facts, Next, Phase, Replacement};
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::client::{Client, Shape, PAGE_SIZE};
-use crate::deletemode::ledger::STATE_CONFIGMAP;
-use crate::deletemode::ledger::{Entry, StateStore, Written};
+use crate::deletemode::ledger::{state_key, Entry, Listed, Pruning, StateStore, Written};
+use crate::deletemode::ledger::{
+    MAX_RECORDED_PODS, MAX_STATE_BYTES, STATE_CONFIGMAP, WARN_STATE_BYTES,
+};
 use crate::error::Error;
 use crate::hashmode::hash;
 use crate::objects::{ConfigKey, Pod, Resource};
@@ -172,6 +177,8 @@ pub struct DeleteMode {
     state: StateStore,
     settings: DeleteModeSettings,
     memory: Mutex<HashMap<ConfigKey, Memory>>,
+    /// Said that `wavelet-state` fills up (reset once it is below the mark again).
+    warned_full: AtomicBool,
 }
 
 impl DeleteMode {
@@ -192,7 +199,13 @@ impl DeleteMode {
             state,
             settings,
             memory: Mutex::new(HashMap::new()),
+            warned_full: AtomicBool::new(false),
         }
+    }
+
+    /// Keys and values of `wavelet-state` in bytes, as last read, written or tried.
+    pub fn state_bytes(&self) -> u64 {
+        self.state.bytes()
     }
 
     /// An annotated object was created, changed, opted out or removed: look at it after the
@@ -315,7 +328,7 @@ impl DeleteMode {
                 let first = Entry::Acted {
                     hash: data_hash.clone(),
                 };
-                if self.state.set(key, None, Some(&first))? == Written::Changed {
+                if self.write_state(key, &about, None, &first)? == Written::Changed {
                     return Ok(state_changed());
                 }
                 log::info!("{key}: delete mode for Pods matching {selector}: first seen, data hash {} recorded, nothing replaced", hash::short(&data_hash));
@@ -391,7 +404,7 @@ impl DeleteMode {
             }
             // Kept in memory only: the state ConfigMap is not written in a dry run.
             let acted = Entry::Acted { hash: data_hash };
-            if self.state.set(key, recorded.as_ref(), Some(&acted))? == Written::Changed {
+            if self.write_state(key, about, recorded.as_ref(), &acted)? == Written::Changed {
                 return Ok(state_changed());
             }
             return Ok((
@@ -406,7 +419,7 @@ impl DeleteMode {
                 "{key}: data changed ({short}); no Pods match {selector}, nothing to replace"
             );
             let acted = Entry::Acted { hash: data_hash };
-            if self.state.set(key, recorded.as_ref(), Some(&acted))? == Written::Changed {
+            if self.write_state(key, about, recorded.as_ref(), &acted)? == Written::Changed {
                 return Ok(state_changed());
             }
             return Ok((Action::Done, Outcome::Replaced { pods: 0 }));
@@ -416,14 +429,18 @@ impl DeleteMode {
             recorded => {
                 // Before the first Pod is touched: a restart from here on resumes, not
                 // repeats.
-                let mut listed: Vec<String> = observation.listed.into_iter().collect();
-                listed.sort();
+                let (listed, left_out) = uids_to_record(&pods, &observation, MAX_RECORDED_PODS);
+                if left_out > 0 {
+                    log::warn!(
+                        "{key}: {left_out} of the Pods listed now were created in this second or later by the API server's clock; the state keeps {MAX_RECORDED_PODS} of their UIDs, so a replacement resumed after a restart replaces the others only if their creationTimestamp is earlier than now (is wavelet's clock behind the API server's?)"
+                    );
+                }
                 let entry = Entry::Replacing {
                     hash: data_hash.clone(),
                     observed: observation.at,
                     pods: listed,
                 };
-                if self.state.set(key, recorded.as_ref(), Some(&entry))? == Written::Changed {
+                if self.write_state(key, about, recorded.as_ref(), &entry)? == Written::Changed {
                     return Ok(state_changed());
                 }
                 entry
@@ -562,7 +579,7 @@ impl DeleteMode {
         let acted = Entry::Acted {
             hash: r.hash.clone(),
         };
-        if self.state.set(key, Some(&r.entry), Some(&acted))? == Written::Changed {
+        if self.write_state(key, about, Some(&r.entry), &acted)? == Written::Changed {
             return Ok(state_changed());
         }
         let message = format!(
@@ -575,6 +592,32 @@ impl DeleteMode {
         log::info!("{key}: {message}");
         self.recorder.normal(about, "PodsReplaced", &message);
         Ok((Action::Done, Outcome::Replaced { pods: r.replaced }))
+    }
+
+    /// Writes `entry` as the state of `key` (see [`StateStore::set`]); once the state has
+    /// grown to [`WARN_STATE_BYTES`], says so, once, in a Warning Event on the object
+    /// whose write found it so and in the log.
+    fn write_state(
+        &self,
+        key: &ConfigKey,
+        about: &ObjectRef,
+        decided_from: Option<&Entry>,
+        entry: &Entry,
+    ) -> Result<Written, Error> {
+        let written = self.state.set(key, decided_from, Some(entry));
+        let bytes = self.state.bytes() as usize;
+        if bytes < WARN_STATE_BYTES {
+            self.warned_full.store(false, Ordering::Relaxed);
+        } else if !self.warned_full.swap(true, Ordering::Relaxed) {
+            let message = format!(
+                "ConfigMap {}/{STATE_CONFIGMAP} holds {bytes} bytes of keys and values, {}% of the {MAX_STATE_BYTES} bytes the API server allows a ConfigMap: when it is full, delete mode replaces no Pods anywhere. It keeps one entry per delete-mode ConfigMap/Secret; entries of objects gone for --resync leave it with the next write.",
+                self.state.namespace(),
+                bytes * 100 / MAX_STATE_BYTES
+            );
+            log::warn!("{key}: {message}");
+            self.recorder.warning(about, "StateNearlyFull", &message);
+        }
+        written
     }
 
     /// Why this replica must not touch another Pod now, if it must not: SIGTERM (shutdown
@@ -732,6 +775,29 @@ impl DeleteMode {
                 None => return Ok(pods),
             }
         }
+    }
+}
+
+/// Pruning of `wavelet-state` (see [`Pruning`]) as judged by the cache: an object is
+/// present while the cache holds it with a delete-mode annotation in a namespace in scope;
+/// nothing is judged while a ConfigMap or Secret list is under way.
+pub fn pruning(cache: Arc<Cache>, listed: Listed, grace: Duration) -> Pruning {
+    Pruning {
+        grace,
+        listed,
+        present: Box::new(move || {
+            if cache.configs_relisting() {
+                return None;
+            }
+            Some(
+                cache
+                    .delete_mode_configs()
+                    .into_iter()
+                    .filter(|(key, _)| cache.in_scope(&key.namespace))
+                    .map(|(key, _)| state_key(&key))
+                    .collect(),
+            )
+        }),
     }
 }
 
@@ -969,6 +1035,57 @@ mod tests {
         let names: Vec<&str> = chosen.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["z-older", "a-newer"]);
         assert_eq!(chosen[0].uid, "older");
+    }
+
+    #[test]
+    fn the_state_lists_only_the_pods_their_timestamp_cannot_tell() {
+        let at = crate::time::parse_rfc3339("2026-11-22T03:14:40Z").unwrap();
+        let pods = [
+            pod("older", "2026-11-22T03:14:39Z", true, false),
+            pod("same-second", "2026-11-22T03:14:40Z", true, false),
+            pod("ahead", "2026-11-22T03:14:45Z", true, false),
+            pod("no-timestamp", "", true, false),
+            pod("not-listed", "2026-11-22T03:14:40Z", true, false),
+        ];
+        let observation = Observation {
+            at,
+            listed: ["older", "same-second", "ahead", "no-timestamp"]
+                .map(String::from)
+                .into(),
+        };
+        let (recorded, left_out) = uids_to_record(&pods, &observation, 10);
+        assert_eq!(recorded, ["ahead", "no-timestamp", "same-second"]);
+        assert_eq!(left_out, 0);
+        // A replacement resumed from what the state lists chooses the same Pods.
+        let resumed = Observation {
+            at,
+            listed: recorded.into_iter().collect(),
+        };
+        assert_eq!(targets(&pods, &resumed), targets(&pods, &observation));
+    }
+
+    #[test]
+    fn thousands_of_listed_pods_from_before_the_change_need_no_room_in_the_state() {
+        let at = crate::time::parse_rfc3339("2026-11-22T03:14:40Z").unwrap();
+        let pods: Vec<Pod> = (0..28_000)
+            .map(|i| pod(&format!("{i:036}"), "2026-11-22T03:10:00Z", true, false))
+            .collect();
+        let observation = Observation {
+            at,
+            listed: pods.iter().map(|p| p.metadata.uid.clone()).collect(),
+        };
+        assert_eq!(uids_to_record(&pods, &observation, 1000), (vec![], 0));
+        // Created in the same second by the API server's clock: at most `max`, sorted.
+        let same: Vec<Pod> = (0..1500)
+            .map(|i| pod(&format!("{i:04}"), "2026-11-22T03:14:40Z", true, false))
+            .collect();
+        let observation = Observation {
+            at,
+            listed: same.iter().map(|p| p.metadata.uid.clone()).collect(),
+        };
+        let (recorded, left_out) = uids_to_record(&same, &observation, 1000);
+        assert_eq!((recorded.len(), left_out), (1000, 500));
+        assert_eq!(recorded[0], "0000");
     }
 
     #[test]

@@ -250,6 +250,31 @@ fn late_response_applies_the_request_at_once_and_answers_it_late() {
 }
 
 #[test]
+fn a_configmap_whose_values_pass_one_mib_is_refused_with_422() {
+    let fake = FakeApi::start();
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}));
+    let mut client = RawClient::connect(&fake.url());
+    let post = |client: &mut RawClient, name: &str, size: usize| {
+        let body = configmap(name, &"x".repeat(size)).to_string();
+        client.request(
+            "POST",
+            "/api/v1/namespaces/ns/configmaps",
+            &[("Content-Type", "application/json")],
+            Some(&body),
+        )
+    };
+    assert_eq!(post(&mut client, "full", 1 << 20).status, 201);
+    let refused = post(&mut client, "over", (1 << 20) + 1);
+    assert_eq!(refused.status, 422);
+    let status = refused.json();
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "FieldValueTooLong"
+    );
+}
+
+#[test]
 fn open_watches_counts_until_the_client_leaves_or_they_are_closed() {
     let fake = FakeApi::start();
     let stream = watch_configmaps(&fake);
