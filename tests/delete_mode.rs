@@ -1253,3 +1253,54 @@ fn one_replacement_of_30000_pods_keeps_its_state_entry_bounded() {
         wavelet.output()
     );
 }
+
+/// Pruning (issue 26, item 5) forgets only what no longer exists: with `--resync 1s`, the
+/// entry of a deleted annotated ConfigMap leaves the state with a write a second later,
+/// while the entry of one that exists stays through every write, so its next data change
+/// still replaces its Pods (a pruned entry would make it a first sight: nothing replaced).
+#[test]
+fn pruning_drops_the_entries_of_deleted_objects_and_keeps_those_of_existing_ones() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    fake.apply(annotated(
+        configmap(NS, "api-config", &[("v", "1")]),
+        &[(MATCH, "app=api")],
+    ));
+    fake.apply(annotated(
+        configmap(NS, "old-config", &[("v", "1")]),
+        &[(MATCH, "app=old")],
+    ));
+    let wavelet = started(&fake, &["--resync", "1s"], "configmap.shop.web-config");
+    eventually(&fake, &wavelet, "all three recorded", |f| {
+        ["web-config", "api-config", "old-config"]
+            .iter()
+            .all(|n| state_entry(f, &format!("configmap.shop.{n}")).is_some())
+    });
+    fake.delete("configmaps", NS, "old-config");
+    // Writes (replacements for web-config) until one comes a resync after another.
+    for n in 0.. {
+        change_and_wait(&fake, &wavelet, &format!("color-{n}"));
+        if state_entry(&fake, "configmap.shop.old-config").is_none() {
+            break;
+        }
+        assert!(n < 10, "never pruned:\n{}", wavelet.output());
+        std::thread::sleep(Duration::from_millis(600));
+    }
+    assert!(
+        wavelet
+            .output()
+            .contains("dropping 1 entries of objects gone"),
+        "{}",
+        wavelet.output()
+    );
+    // api-config's entry went through all those writes; its change is acted on.
+    let api_before = pods(&fake, NS, "api");
+    fake.merge_patch("configmaps", NS, "api-config", json!({"data": {"v": "2"}}));
+    let hash = data_hash_now(&fake, "configmaps", NS, "api-config");
+    eventually(&fake, &wavelet, "api-config's change acted on", |f| {
+        state_entry(f, "configmap.shop.api-config").as_deref() == Some(hash.as_str())
+    });
+    let replaced = replaced_in(&fake, NS);
+    for pod in &api_before {
+        assert_eq!(replaced.get(pod), Some(&1), "{pod}: {replaced:?}");
+    }
+}
