@@ -167,8 +167,17 @@ struct Loaded {
     data: BTreeMap<String, String>,
     /// The leader term in which it was read: trusted within that term only.
     term: u64,
-    /// Since when this replica has seen the object of an entry gone, in this term.
+    /// What this replica saw gone, in this term.
+    marks: Marks,
+}
+
+/// Since when this replica has seen the object of each entry gone, and when it last
+/// looked: a pass costs a look at every cached delete-mode object, so it runs at most four
+/// times per grace period, not on every write.
+#[derive(Default)]
+struct Marks {
     absent_since: HashMap<String, Instant>,
+    last_pass: Option<Instant>,
 }
 
 impl Loaded {
@@ -410,7 +419,7 @@ impl StateStore {
                 Some(v) => data.insert(key.clone(), v.clone()),
                 None => data.remove(&key),
             };
-            self.prune(&mut data, &key, &mut state.absent_since);
+            self.prune(&mut data, &key, &mut state.marks);
             self.bytes
                 .store(data_bytes(&data) as u64, Ordering::Relaxed);
             if self.dry_run {
@@ -435,9 +444,9 @@ impl StateStore {
                         self.namespace
                     );
                     let term = state.term;
-                    let absent_since = std::mem::take(&mut state.absent_since);
+                    let marks = std::mem::take(&mut state.marks);
                     let mut fresh = self.read(term)?;
-                    fresh.absent_since = absent_since;
+                    fresh.marks = marks;
                     *loaded = Some(fresh);
                 }
                 Err(err) => return Err(self.explain(err)),
@@ -451,25 +460,28 @@ impl StateStore {
 
     /// Drops from `data` the entries whose object has been gone for the grace period
     /// (never `writing`'s, the entry this write is about).
-    fn prune(
-        &self,
-        data: &mut BTreeMap<String, String>,
-        writing: &str,
-        absent_since: &mut HashMap<String, Instant>,
-    ) {
+    fn prune(&self, data: &mut BTreeMap<String, String>, writing: &str, marks: &mut Marks) {
         let Some(pruning) = &self.pruning else {
             return;
         };
+        let now = Instant::now();
+        if marks
+            .last_pass
+            .is_some_and(|last| now.saturating_duration_since(last) < pruning.grace / 4)
+        {
+            return;
+        }
         let Some(present) = (pruning.present)() else {
             return;
         };
+        marks.last_pass = Some(now);
         let gone =
             |key: &str| key != writing && pruning.listed.lists(key) && !present.contains(key);
         let expired = prune_pass(
             data.keys(),
-            absent_since,
+            &mut marks.absent_since,
             gone,
-            Instant::now(),
+            now,
             pruning.grace,
         );
         if expired.is_empty() {
@@ -497,7 +509,7 @@ impl StateStore {
                 resource_version: Some(cm.metadata.resource_version),
                 data: cm.data.unwrap_or_default(),
                 term,
-                absent_since: HashMap::new(),
+                marks: Marks::default(),
             },
             Err(err) if err.is_not_found() => Loaded {
                 term,

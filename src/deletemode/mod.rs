@@ -7,8 +7,9 @@
 //! the API server; a state write whose entry another writer changed decides again):
 //! 1. Object gone or no longer annotated → drop any replacement in progress. An opt-out
 //!    also forgets the state entry, so opting in again is a first sight (adding an
-//!    annotation never replaces Pods); a deleted object keeps its entry, so re-creating it
-//!    with other data is a change like any other (as in hash mode).
+//!    annotation never replaces Pods); a deleted object keeps its entry until it has been
+//!    gone for `--resync` (then a later state write prunes it, see `ledger.rs`), so
+//!    re-creating it sooner with other data is a change like any other (as in hash mode).
 //! 2. A replacement for the current data is in progress → take its next step.
 //! 3. The selector is empty, invalid or does not require a label, or the strategy is
 //!    unknown → Warning Event, nothing deleted, state not advanced.
