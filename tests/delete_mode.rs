@@ -1061,11 +1061,12 @@ fn sigterm_in_the_middle_of_a_replacement_stops_between_pods_and_the_next_leader
     start_batch_replacement(&fake, &a);
     let sent = std::time::Instant::now();
     a.signal("TERM");
+    // The eviction under way takes 1.5 s; the rest of the list would take 4.5 s more.
     let status = a.wait_exit(Duration::from_secs(10));
     let took = sent.elapsed();
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", a.output());
     assert!(
-        took < Duration::from_millis(2500),
+        took < Duration::from_secs(3),
         "shutdown took {took:?}: it waited for the rest of the list:\n{}",
         a.output()
     );
