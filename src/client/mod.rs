@@ -126,6 +126,9 @@ impl Shape {
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// Set by [`Client::bounded`]: the most each request may take, from connecting to the
+    /// last byte of its answer.
+    bound: Option<Duration>,
 }
 
 struct Inner {
@@ -238,7 +241,18 @@ impl Client {
                 counts: Mutex::new(BTreeMap::new()),
                 impersonate: setup.impersonate,
             }),
+            bound: None,
         })
+    }
+
+    /// The same connection, with every request cut after `bound` in all (a transport
+    /// error that says it timed out): for requests whose answer is worthless once late,
+    /// such as a Lease renewal after the renew deadline.
+    pub fn bounded(&self, bound: Duration) -> Client {
+        Client {
+            inner: Arc::clone(&self.inner),
+            bound: Some(bound),
+        }
     }
 
     pub fn base_url(&self) -> &str {

@@ -133,12 +133,20 @@ impl Client {
                     .header(header::CONTENT_TYPE, content_type)
                     .body(bytes)
                     .map_err(invalid)?;
-                agent.run(with_body)
+                match self.bound {
+                    Some(bound) => agent.run(
+                        agent
+                            .configure_request(with_body)
+                            .timeout_global(Some(bound))
+                            .build(),
+                    ),
+                    None => agent.run(with_body),
+                }
             }
             None => {
                 let without_body = builder.body(()).map_err(invalid)?;
-                match request.watch_body_timeout {
-                    Some(limit) => {
+                match (request.watch_body_timeout, self.bound) {
+                    (Some(limit), _) => {
                         let watch = agent
                             .configure_request(without_body)
                             .timeout_recv_response(Some(Duration::from_secs(60)))
@@ -146,7 +154,13 @@ impl Client {
                             .build();
                         agent.run(watch)
                     }
-                    None => agent.run(without_body),
+                    (None, Some(bound)) => agent.run(
+                        agent
+                            .configure_request(without_body)
+                            .timeout_global(Some(bound))
+                            .build(),
+                    ),
+                    (None, None) => agent.run(without_body),
                 }
             }
         };
@@ -289,6 +303,28 @@ mod tests {
         assert!(watch.next_line().expect("one event").is_some());
         let started = Instant::now();
         assert!(matches!(watch.next_line(), Err(Error::Transport(_))));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "cut after {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_bounded_client_cuts_a_request_whose_answer_is_late() {
+        // Silent for 3 s after reading the request, then an answer.
+        let server = FakeServer::http(vec![vec![
+            Vec::new(),
+            response("200 OK", &[("Content-Type", "application/json")], "{}").concat(),
+        ]]);
+        let started = Instant::now();
+        let result = proxy_client(&server)
+            .bounded(Duration::from_millis(300))
+            .put::<serde_json::Value>("/apis/x", &serde_json::json!({}));
+        assert!(
+            matches!(&result, Err(Error::Transport(m)) if m.contains("timed out")),
+            "{result:?}"
+        );
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "cut after {:?}",

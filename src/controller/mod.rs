@@ -12,7 +12,7 @@ use crate::client::{Client, Shape};
 use crate::config::Policy;
 use crate::config::{RunConfig, WorkloadKind};
 use crate::controller::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
-use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
+use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
@@ -100,7 +100,14 @@ impl Controller {
             .as_deref()
             .map(crate::model::hash::read_key_file)
             .transpose()?;
-        let delete_mode = Some(start_delete_mode(&client, config, &cache, hmac_key.clone()));
+        let delete_mode = Some(start_delete_mode(
+            &client,
+            config,
+            &policy,
+            &cache,
+            &gate,
+            hmac_key.clone(),
+        ));
         let settings = HashModeSettings {
             hmac_key,
             dry_run: config.dry_run,
@@ -305,18 +312,14 @@ impl Controller {
         }));
         if let Some(delete_mode) = &delete_mode {
             for n in 0..config.workers.max(1) {
-                let (delete_mode, synced, gate) = (
-                    Arc::clone(delete_mode),
-                    Arc::clone(&synced),
-                    Arc::clone(&gate),
-                );
+                let (delete_mode, synced) = (Arc::clone(delete_mode), Arc::clone(&synced));
                 let beat = health.register(format!("delete-worker-{n}"));
                 let worker = std::thread::Builder::new()
                     .name(format!("delete-worker-{n}"))
                     .spawn(move || {
                         let _beat = beat;
                         synced.wait();
-                        delete_mode.work(&gate)
+                        delete_mode.work()
                     })
                     .expect("spawning a delete-mode worker thread");
                 workers.push(worker);
@@ -358,6 +361,7 @@ impl Controller {
                     hash_queue: queue.len(),
                     delete_queue: delete_mode.as_ref().map_or(0, |d| d.queue_len()),
                     secret_reads: fetcher.len(),
+                    state_bytes: delete_mode.as_ref().map_or(0, |d| d.state_bytes()),
                     leader: gate.may_write(),
                     ready: synced.is_open(),
                     // Read by the HTTP thread when /metrics is scraped.
@@ -502,7 +506,9 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
 fn start_delete_mode(
     client: &Client,
     config: &RunConfig,
+    policy: &Policy,
     cache: &Arc<Cache>,
+    gate: &Arc<Gate>,
     hmac_key: Option<Vec<u8>>,
 ) -> Arc<DeleteMode> {
     let (namespace, why) = own_namespace(
@@ -518,9 +524,26 @@ fn start_delete_mode(
         debounce: config.debounce,
         hmac_key,
     };
-    let state = StateStore::new(client.clone(), namespace, config.dry_run);
+    // Entries of objects gone for a resync period leave the state (see ledger.rs).
+    let listed = Listed {
+        kinds: [ConfigKind::ConfigMap, ConfigKind::Secret]
+            .into_iter()
+            .filter(|k| !policy.ignores(*k))
+            .collect(),
+        namespaces: config.namespaces.clone(),
+        ignored: config.reloader.namespaces_to_ignore.clone(),
+    };
+    let pruning = crate::deletemode::pruning(Arc::clone(cache), listed, config.resync);
+    let state = StateStore::new(
+        client.clone(),
+        namespace,
+        config.dry_run,
+        Arc::clone(gate),
+        Some(pruning),
+    );
     Arc::new(DeleteMode::new(
         client.clone(),
+        Arc::clone(gate),
         Arc::clone(cache),
         Recorder::new(client.clone()),
         state,

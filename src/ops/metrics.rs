@@ -124,6 +124,8 @@ pub struct Gauges {
     pub delete_queue: usize,
     /// Secrets whose data waits to be read (retries after a failure included).
     pub secret_reads: usize,
+    /// Keys and values of `wavelet-state` in bytes, as last read, written or tried.
+    pub state_bytes: u64,
     pub leader: bool,
     pub ready: bool,
     pub resident_bytes: Option<u64>,
@@ -276,6 +278,12 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         "wavelet_secret_reads_pending",
         "Referenced Secrets whose data waits to be read (GET), retries after a failure included.",
         gauges.secret_reads as u64,
+    );
+    gauge(
+        &mut out,
+        "wavelet_state_bytes",
+        "Keys and values of the wavelet-state ConfigMap in bytes, as this replica last read, wrote or tried to write it (a ConfigMap holds at most 1048576).",
+        gauges.state_bytes,
     );
     gauge(
         &mut out,

@@ -5,10 +5,12 @@
 //!   `WAVELET_E2E_KUBECONFIG`), stopped at the end and when the suite dies.
 //! - `kubelet`: the kubelet's part for the suite's Pods (bind, Running/Ready, finish
 //!   graceful deletions); there is no kubelet.
-//! - `kube`: the harness's own API calls; `process`: the binary under test.
+//! - `kube`: the harness's own API calls; `process`: the binary under test; `forward`: a
+//!   TCP forwarder to the API server that can hold its answers back.
 //! - `scenarios`: hash mode (Deployment, StatefulSet, DaemonSet, CronJob, a custom
 //!   resource), Secrets as metadata plus one GET, delete mode (evict behind a
-//!   PodDisruptionBudget, delete, rolling), leader election with the leader killed,
+//!   PodDisruptionBudget, delete, rolling), leader election with the leader killed or
+//!   its renewal answered late, delete mode across leader terms,
 //!   in-cluster credentials with the shipped RBAC, `status` and `hash`, and
 //!   kube-apiserver killed and restarted mid-watch.
 //! - `quickstart`: the README's quick start, command by command (`kubectl proxy`, `wavelet
@@ -21,6 +23,7 @@
 
 mod chart;
 mod cluster;
+mod forward;
 mod kube;
 mod kubelet;
 mod process;

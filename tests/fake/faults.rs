@@ -32,8 +32,15 @@ pub enum Fault {
         times: u32,
         plain_text: bool,
     },
-    /// Delay the next matching response by `delay`.
+    /// Delay the next matching response by `delay`, before the request is applied.
     Slow {
+        method: String,
+        resource: String,
+        delay: Duration,
+    },
+    /// Apply the next matching request at once, then write its response `delay` late: the
+    /// server acted, and the client hears of it late (a stalled network, a slow proxy).
+    LateResponse {
         method: String,
         resource: String,
         delay: Duration,
@@ -108,6 +115,15 @@ impl Faults {
     pub fn take_slow(&mut self, verb: &str, resource: &str) -> Option<Duration> {
         match self.take(|f| matches!(f, Fault::Slow { method, resource: r, .. } if method == verb && r == resource))? {
             Fault::Slow { delay, .. } => Some(delay),
+            _ => None,
+        }
+    }
+
+    /// How late this request's response goes out after it was applied, if a
+    /// `LateResponse` fault matches.
+    pub fn take_late_response(&mut self, verb: &str, resource: &str) -> Option<Duration> {
+        match self.take(|f| matches!(f, Fault::LateResponse { method, resource: r, .. } if method == verb && r == resource))? {
+            Fault::LateResponse { delay, .. } => Some(delay),
             _ => None,
         }
     }

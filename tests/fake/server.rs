@@ -251,6 +251,7 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
         return write_response(stream, &status.response()).map(|_| true);
     }
     let delay = state.faults.take_slow(&verb, &plural);
+    let late = state.faults.take_late_response(&verb, &plural);
     let detail = request.fault_detail();
     let injected = detail
         .and_then(|detail| state.faults.take_status(detail, &plural))
@@ -283,6 +284,9 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
     let response = api::dispatch(&mut state, &route, &request);
     drop(state);
     shared.notify();
+    if let Some(late) = late {
+        thread::sleep(late);
+    }
     write_response(stream, &response).map(|_| true)
 }
 
