@@ -165,6 +165,7 @@ impl Controller {
             client.clone(),
             Arc::clone(&cache),
             config.resync,
+            config_label_selector.clone(),
         ));
         let router = Arc::new(Router {
             cache: Arc::clone(&cache),
