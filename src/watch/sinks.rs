@@ -134,8 +134,12 @@ impl Router {
         let Some(old) = self.cache.remove_config(key) else {
             return;
         };
-        if old.pod_delete_match().is_some() {
-            self.delete_mode_changed(key, false, false);
+        if old.pod_delete_match().is_some() && self.cache.in_scope(&key.namespace) {
+            // It lost its selector (or it would be kept): an opt-out, which forgets its
+            // state entry, not a deletion, which keeps it.
+            if let Some(delete_mode) = &self.delete_mode {
+                delete_mode.opted_out(key.clone());
+            }
         }
         // Referenced again between the check and the removal: read it back.
         if self.cache.is_referenced(key) {
