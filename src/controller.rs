@@ -360,6 +360,7 @@ impl Controller {
                     requests: client.request_counts(),
                     cached_configs,
                     cached_workloads,
+                    cached_absent_secrets: cache.absent_secrets_known(),
                     hash_queue: queue.len(),
                     delete_queue: delete_mode.as_ref().map_or(0, |d| d.queue_len()),
                     secret_reads: fetcher.len(),

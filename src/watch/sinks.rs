@@ -20,7 +20,7 @@ use crate::objects::{
 };
 use crate::watch::cache::{Cache, ConfigChange, ConfigEntry, WorkloadEntry};
 use crate::watch::fetch::{FetchSink, Fetcher};
-use crate::watch::queue::WorkQueue;
+use crate::watch::queue::{ReleaseWhenEmpty as _, WorkQueue};
 use crate::watch::watcher::{self, Event};
 
 /// Called once by each sink when its watcher's first list is complete.
@@ -407,7 +407,9 @@ pub struct WorkloadSink {
     namespace: Option<String>,
     router: Arc<Router>,
     relist: Relist<WorkloadKey>,
-    /// Workloads already warned about for older Wave's finalizer.
+    /// Workloads already warned about for older Wave's finalizer; only ones that exist
+    /// (a deleted one is forgotten, and a relist keeps what it listed), so namespaces
+    /// created and deleted do not grow it, and one created again is warned about again.
     warned_wave: HashSet<WorkloadKey>,
 }
 
@@ -440,6 +442,7 @@ impl WorkloadSink {
             }
             Event::Delete(obj) => {
                 let key = self.key(&obj);
+                self.warned_wave.remove(&key);
                 self.forget(key);
             }
             Event::InitDone => {
@@ -449,6 +452,8 @@ impl WorkloadSink {
                 for key in cache.workloads_not_listed(&self.resource, namespace, &seen) {
                     self.forget(key);
                 }
+                self.warned_wave.retain(|k| seen.contains(k));
+                self.warned_wave.release_when_empty();
             }
         }
     }
