@@ -633,6 +633,19 @@ fn resource_label_selector_an_unlabelled_referenced_secret_rolls_nothing_over_re
         template_patches(f, "deployments", NS, "web") == 1
             && template_patches(f, "deployments", NS, "api") == 1
     });
+    // Labelled into the selector, the other Secret is created as far as wavelet can tell:
+    // web, which references it, rolls to the hash with it present.
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "db-creds",
+        json!({"metadata": {"labels": {"reload": "yes"}}}),
+    );
+    eventually(&fake, &wavelet, "web rolled for the labelled Secret", |f| {
+        template_patches(f, "deployments", NS, "web") == 2
+            && hashes(f, "deployments", NS, "web", HASH).0
+                == Some(expected_hash(f, "deployments", NS, "web"))
+    });
     // Every read of Secrets carried the selector.
     for request in fake
         .requests()
