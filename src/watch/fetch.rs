@@ -211,12 +211,12 @@ fn read_secret_selected(
     Ok(found)
 }
 
-/// What to do about a read refused by RBAC.
-fn hint(err: &Error) -> &'static str {
+/// What to do about a read refused by RBAC, sent with `verb`.
+fn hint(err: &Error, verb: &str) -> String {
     if err.status().is_some_and(|s| s.code == 403) {
-        "; wavelet needs `get` and `list` on secrets (see manifests/rbac*.yaml)"
+        format!("; wavelet needs `{verb}` on secrets (see manifests/rbac*.yaml)")
     } else {
-        ""
+        String::new()
     }
 }
 
@@ -236,13 +236,15 @@ impl Work<Read> for Reads<'_> {
     }
 
     fn failed(&self, read: &Read, err: &Error, delay: std::time::Duration) {
-        let what = match read {
-            Read::Secret(_) => "its data",
-            Read::Namespace(_) => "them",
+        // Under --resource-label-selector a Secret is read by a LIST too.
+        let (what, verb) = match read {
+            Read::Secret(_) if self.fetcher.label_selector.is_none() => ("its data", "get"),
+            Read::Secret(_) => ("its data", "list"),
+            Read::Namespace(_) => ("them", "list"),
         };
         log::warn!(
             "{read}: cannot read {what}, retrying in {delay:?}: {err}{}",
-            hint(err)
+            hint(err, verb)
         );
     }
 }
