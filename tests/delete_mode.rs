@@ -710,6 +710,56 @@ fn a_secret_works_the_same() {
     }
 }
 
+/// Issue 26, item 3. A Secret nothing references is not kept once it loses its selector,
+/// so delete mode found it gone from the cache and took the opt-out for a deletion, which
+/// keeps the entry: a data change while opted out then replaced Pods when the annotation
+/// came back. Removing the annotation forgets the entry, whatever else uses the object,
+/// and adding it back is a first sight.
+#[test]
+fn a_secret_opted_out_forgets_its_entry_and_opting_in_again_replaces_nothing() {
+    let fake = cluster(&[]);
+    let key = "secret.shop.web-creds";
+    fake.apply(annotated(
+        secret(NS, "web-creds", &[("password", "hunter2")]),
+        &[(MATCH, "app=web")],
+    ));
+    let wavelet = started(&fake, &[], key);
+    let mark = wavelet.log_mark();
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "web-creds",
+        json!({"metadata": {"annotations": {MATCH: null}}}),
+    );
+    wait_for_outcome(&wavelet, mark, "secret shop/web-creds", "Forgotten");
+    let entry_after_opt_out = state_entry(&fake, key);
+    // A data change while opted out, then the annotation back.
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "web-creds",
+        json!({"data": {"password": wavelet::objects::base64::encode(b"correct horse")}}),
+    );
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "web-creds",
+        json!({"metadata": {"annotations": {MATCH: "app=web"}}}),
+    );
+    let hash = data_hash_now(&fake, "secrets", NS, "web-creds");
+    eventually(&fake, &wavelet, "the new data recorded", |f| {
+        state_entry(f, key).as_deref() == Some(hash.as_str())
+    });
+    assert_eq!(
+        replaced_in(&fake, NS),
+        BTreeMap::new(),
+        "opting in again replaced Pods:\n{}",
+        wavelet.output()
+    );
+    assert_eq!(entry_after_opt_out, None, "opting out kept the state entry");
+    assert!(events(&fake, "web-creds", "PodsReplaced").is_empty());
+}
+
 #[test]
 fn a_change_during_a_rolling_replacement_restarts_it_without_replacing_a_pod_twice() {
     let fake = cluster(&[(MATCH, "app=web"), (STRATEGY, "rolling")]);

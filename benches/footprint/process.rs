@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 /// The log line wavelet writes (at info) once all its initial lists are in.
 const SYNC_LINE: &str = "initial sync complete";
+/// The start of the log line that names the address of `/metrics`.
+const LISTENING: &str = "listening on ";
 /// Log lines kept for the message when something goes wrong.
 const LOG_TAIL: usize = 40;
 /// `/proc/PID/stat` counts CPU time in USER_HZ ticks, 100 per second on Linux.
@@ -110,6 +112,8 @@ struct Log {
     tail: VecDeque<String>,
     /// Taken by the reader thread the moment the sync line arrived.
     synced: Option<Sample>,
+    /// The address of `/healthz`, `/readyz` and `/metrics`, from the log.
+    http: Option<String>,
     closed: bool,
 }
 
@@ -211,6 +215,32 @@ impl Wavelet {
         }
     }
 
+    /// The samples of `family` on `/metrics`, as (labels, value): `kind="config"`, 3.
+    pub fn metric(&self, family: &str) -> Vec<(String, f64)> {
+        use std::io::{Read, Write};
+        let Some(address) = self.log.0.lock().unwrap().http.clone() else {
+            panic!("wavelet did not log its {LISTENING}address");
+        };
+        let mut stream = std::net::TcpStream::connect(&address).expect("connecting to /metrics");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        write!(stream, "GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .expect("reading /metrics");
+        let prefix = format!("{family}{{");
+        response
+            .lines()
+            .filter_map(|line| line.strip_prefix(&prefix))
+            .filter_map(|rest| {
+                let (labels, value) = rest.split_once("} ")?;
+                Some((labels.to_string(), value.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
     /// The last log lines, for error messages.
     pub fn log_tail(&self) -> String {
         let log = self.log.0.lock().unwrap();
@@ -226,6 +256,12 @@ fn read_log(stderr: ChildStderr, pid: u32, log: &(Mutex<Log>, Condvar)) {
         let mut log = lock.lock().unwrap();
         if log.synced.is_none() {
             log.synced = synced;
+        }
+        if log.http.is_none() {
+            log.http = line
+                .split_once(LISTENING)
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .map(String::from);
         }
         log.tail.push_back(line);
         if log.tail.len() > LOG_TAIL {

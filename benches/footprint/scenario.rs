@@ -220,6 +220,29 @@ impl Cluster {
     }
 }
 
+/// What one short-lived namespace holds in the churn step (a preview environment): an
+/// opted-in Deployment `app` and the Secret `creds` it reads a key of, of `size` bytes.
+pub fn churn_namespace(namespace: &str, size: usize) -> [Value; 2] {
+    let labels = json!({"app": "app"});
+    [
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "creds", "namespace": namespace},
+            "data": {SECRET_KEY: secret_value(namespace.len(), size)}
+        }),
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "app", "namespace": namespace,
+                         "annotations": {"wavelet.dev/update-on-config-change": "true"}},
+            "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "app", "image": "nginx:1.27",
+                        "env": [{"name": "CREDENTIALS",
+                            "valueFrom": {"secretKeyRef": {"name": "creds", "key": SECRET_KEY}}}]}]}}}
+        }),
+    ]
+}
+
 fn scaled(count: usize, scale: f64) -> usize {
     ((count as f64 * scale).round() as usize).max(1)
 }

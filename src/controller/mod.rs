@@ -168,7 +168,11 @@ impl Controller {
         let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
             + usize::from(reloader.namespace_selector.is_some());
         let listed = Arc::new(Latch::new(watchers));
-        let fetcher = Arc::new(Fetcher::new(client.clone(), config.resync));
+        let fetcher = Arc::new(Fetcher::new(
+            client.clone(),
+            config.resync,
+            config_label_selector.clone(),
+        ));
         let router = Arc::new(Router {
             cache: Arc::clone(&cache),
             queue: Arc::clone(&queue),
@@ -358,6 +362,7 @@ impl Controller {
                     requests: client.request_counts(),
                     cached_configs,
                     cached_workloads,
+                    cached_absent_secrets: cache.absent_secrets_known(),
                     hash_queue: queue.len(),
                     delete_queue: delete_mode.as_ref().map_or(0, |d| d.queue_len()),
                     secret_reads: fetcher.len(),

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use crate::annotations;
 use crate::config::Policy;
-use crate::deletemode::ledger::STATE_CONFIGMAP;
 use crate::deletemode::DeleteMode;
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::{Cache, ConfigChange, ConfigEntry};
@@ -21,7 +20,7 @@ use crate::objects::{
 };
 use crate::watch::fetch::{FetchSink, Fetcher, Need};
 use crate::watch::objects::ConfigItem;
-use crate::watch::queue::WorkQueue;
+use crate::watch::queue::{ReleaseWhenEmpty as _, WorkQueue};
 use crate::watch::watcher::Event;
 
 /// Called once by each sink when its watcher's first list is complete.
@@ -81,12 +80,8 @@ impl Router {
         // Metadata changes count too: an annotation added to an existing object must be
         // recorded before its next data change, and one removed stops a replacement.
         // Delete mode compares data hashes, so a metadata change never replaces a Pod.
-        if change != ConfigChange::Unchanged {
-            let is_delete_mode = self.is_delete_mode(&key);
-            if is_delete_mode || was_delete_mode {
-                let data_changed = change != ConfigChange::MetadataOnly;
-                self.delete_mode_changed(&key, is_delete_mode, data_changed);
-            }
+        if change != ConfigChange::Unchanged && (was_delete_mode || self.is_delete_mode(&key)) {
+            self.delete_mode_changed(&key);
         }
         key
     }
@@ -122,9 +117,8 @@ impl Router {
             self.wake_dependents(&key);
         }
         let was_delete_mode = before.is_some_and(|b| b.pod_delete_match().is_some());
-        let is_delete_mode = after.pod_delete_match().is_some();
-        if is_delete_mode || was_delete_mode {
-            self.delete_mode_changed(&key, is_delete_mode, !was_delete_mode);
+        if was_delete_mode || after.pod_delete_match().is_some() {
+            self.delete_mode_changed(&key);
         }
         Applied::Kept(key)
     }
@@ -135,8 +129,12 @@ impl Router {
         let Some(old) = self.cache.remove_config(key) else {
             return;
         };
-        if old.pod_delete_match().is_some() {
-            self.delete_mode_changed(key, false, false);
+        if old.pod_delete_match().is_some() && self.cache.in_scope(&key.namespace) {
+            // It lost its selector (or it would be kept): an opt-out, which forgets its
+            // state entry, not a deletion, which keeps it.
+            if let Some(delete_mode) = &self.delete_mode {
+                delete_mode.opted_out(key.clone());
+            }
         }
         // Referenced again between the check and the removal: read it back.
         if self.cache.is_referenced(key) {
@@ -161,7 +159,7 @@ impl Router {
         if let Some(old) = removed {
             self.changed(key);
             if old.pod_delete_match().is_some() {
-                self.delete_mode_changed(key, false, true);
+                self.delete_mode_changed(key);
             }
         }
     }
@@ -208,17 +206,15 @@ impl Router {
         }
     }
 
-    fn delete_mode_changed(&self, key: &ConfigKey, is_delete_mode: bool, data_changed: bool) {
+    /// A delete-mode object was created, changed (data or annotations) or removed.
+    /// `delete_mode` is `None` only in unit tests of the Router.
+    fn delete_mode_changed(&self, key: &ConfigKey) {
         if !self.cache.in_scope(&key.namespace) {
             // --namespace-selector: recorded once its namespace enters the scope.
             return;
         }
-        match &self.delete_mode {
-            Some(delete_mode) => delete_mode.enqueue(key.clone()),
-            None if is_delete_mode && data_changed => log::error!(
-                "{key} has a pod-delete-match annotation but delete mode is disabled (no namespace for ConfigMap {STATE_CONFIGMAP}): set --state-namespace; no Pods are replaced"
-            ),
-            None => {}
+        if let Some(delete_mode) = &self.delete_mode {
+            delete_mode.enqueue(key.clone());
         }
     }
 
@@ -290,7 +286,7 @@ impl FetchSink for Router {
         }
         let was_delete_mode = old.is_some_and(|old| old.pod_delete_match().is_some());
         if after.pod_delete_match().is_some() || was_delete_mode {
-            self.delete_mode_changed(key, after.pod_delete_match().is_some(), data_changed);
+            self.delete_mode_changed(key);
         }
     }
 
@@ -417,7 +413,9 @@ pub struct WorkloadSink {
     namespace: Option<String>,
     router: Arc<Router>,
     relist: Relist<WorkloadKey>,
-    /// Workloads already warned about for older Wave's finalizer.
+    /// Workloads already warned about for older Wave's finalizer; only ones that exist
+    /// (a deleted one is forgotten, and a relist keeps what it listed), so namespaces
+    /// created and deleted do not grow it, and one created again is warned about again.
     warned_wave: HashSet<WorkloadKey>,
 }
 
@@ -450,6 +448,7 @@ impl WorkloadSink {
             }
             Event::Delete(obj) => {
                 let key = self.key(&obj);
+                self.warned_wave.remove(&key);
                 self.forget(key);
             }
             Event::InitDone => {
@@ -459,6 +458,8 @@ impl WorkloadSink {
                 for key in cache.workloads_not_listed(&self.resource, namespace, &seen) {
                     self.forget(key);
                 }
+                self.warned_wave.retain(|k| seen.contains(k));
+                self.warned_wave.release_when_empty();
             }
         }
     }

@@ -10,6 +10,9 @@
 //!    annotation never replaces Pods); a deleted object keeps its entry until it has been
 //!    gone for `--resync` (then a later state write prunes it, see `ledger.rs`), so
 //!    re-creating it sooner with other data is a change like any other (as in hash mode).
+//!    A Secret nothing else uses is not kept in the cache once it loses its selector: the
+//!    watch says it opted out ([`DeleteMode::opted_out`]), so its absence is not taken
+//!    for a deletion.
 //! 2. A replacement for the current data is in progress → take its next step.
 //! 3. The selector is empty, invalid or does not require a label, or the strategy is
 //!    unknown → Warning Event, nothing deleted, state not advanced.
@@ -48,7 +51,7 @@ pub use decide::{
 };
 use replacement::{next_step, Facts, Next, Phase, Replacement};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -180,6 +183,9 @@ pub struct DeleteMode {
     memory: Mutex<HashMap<ConfigKey, Memory>>,
     /// Said that `wavelet-state` fills up (reset once it is below the mark again).
     warned_full: AtomicBool,
+    /// Objects that lost their selector and were dropped from the cache (unused Secrets)
+    /// since their last reconcile: gone from the cache, yet opted out, not deleted.
+    opted_out: Mutex<HashSet<ConfigKey>>,
 }
 
 impl DeleteMode {
@@ -201,12 +207,20 @@ impl DeleteMode {
             settings,
             memory: Mutex::new(HashMap::new()),
             warned_full: AtomicBool::new(false),
+            opted_out: Mutex::new(HashSet::new()),
         }
     }
 
     /// Keys and values of `wavelet-state` in bytes, as last read, written or tried.
     pub fn state_bytes(&self) -> u64 {
         self.state.bytes()
+    }
+
+    /// An object lost its selector and is not kept in the cache (a Secret nothing else
+    /// uses): look at it as opted out, not as deleted, after the debounce window.
+    pub fn opted_out(&self, key: ConfigKey) {
+        self.opted_out.lock().unwrap().insert(key.clone());
+        self.enqueue(key);
     }
 
     /// An annotated object was created, changed, opted out or removed: look at it after the
@@ -257,12 +271,24 @@ impl DeleteMode {
         }
         // 1.
         let Some(entry) = self.cache.config(key) else {
+            let opted_out = self.opted_out.lock().unwrap().contains(key);
             if memory.replacement.take().is_some() {
-                log::info!("{key}: deleted; replacing its Pods stops");
+                let why = if opted_out {
+                    "delete-mode annotation removed"
+                } else {
+                    "deleted"
+                };
+                log::info!("{key}: {why}; replacing its Pods stops");
             }
             memory.warned = None;
+            if opted_out {
+                self.state.forget(key)?;
+                self.opted_out.lock().unwrap().remove(key);
+            }
             return Ok((Action::Done, Outcome::Forgotten));
         };
+        // Cached: the entry says whether it is opted in.
+        self.opted_out.lock().unwrap().remove(key);
         let Some(selector_text) = entry.pod_delete_match().map(str::to_owned) else {
             if memory.replacement.take().is_some() {
                 log::info!("{key}: delete-mode annotation removed; replacing its Pods stops");

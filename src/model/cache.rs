@@ -17,6 +17,7 @@ use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
     ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
 };
+use crate::watch::queue::ReleaseWhenEmpty as _;
 use crate::watch::scope::NamespaceScope;
 
 /// A ConfigMap or Secret as wavelet remembers it.
@@ -142,6 +143,11 @@ struct Workloads {
 }
 
 impl Workloads {
+    /// Some workload references `key`, or counts it by a reload list.
+    fn reference(&self, key: &ConfigKey) -> bool {
+        self.dependents.contains_key(key) || !self.by_name(key).is_empty()
+    }
+
     /// The workloads that count `key` by a reload list.
     fn by_name(&self, key: &ConfigKey) -> Vec<WorkloadKey> {
         self.by_pattern
@@ -160,7 +166,9 @@ pub struct Cache {
     configs: RwLock<HashMap<ConfigKey, Arc<ConfigEntry>>>,
     /// Secrets read and found not to exist, until a watch event says otherwise. Secrets
     /// that nothing uses are not kept (see the Router), so for a Secret "not cached" alone
-    /// means "not known"; these are the ones known to be absent.
+    /// means "not known"; these are the ones known to be absent. Only referenced ones
+    /// (by name or by a reload-list pattern): a record goes with the last workload that
+    /// references it, so namespaces created and deleted do not leave theirs behind.
     absent_secrets: Mutex<HashSet<ConfigKey>>,
     /// Namespaces whose Secrets are being listed for a new reload-list pattern: the
     /// workloads there wait for the listing before they count by name.
@@ -307,9 +315,13 @@ impl Cache {
     }
 
     /// Records that the Secret `key` does not exist (a read found none, or the watch saw
-    /// it deleted), unless it is cached.
+    /// it deleted), unless it is cached or no workload references it any more. Decided
+    /// under the workloads' lock, which [`Cache::upsert_workload`] holds when it drops the
+    /// records of what a workload no longer references: a record is never left behind by
+    /// a workload that went meanwhile.
     pub fn mark_absent(&self, key: &ConfigKey) {
-        if self.configs.read().unwrap().contains_key(key) {
+        let workloads = self.workloads.read().unwrap();
+        if !workloads.reference(key) || self.configs.read().unwrap().contains_key(key) {
             return;
         }
         self.absent_secrets.lock().unwrap().insert(key.clone());
@@ -318,6 +330,11 @@ impl Cache {
     /// The Secret `key` is known not to exist.
     pub fn is_known_absent(&self, key: &ConfigKey) -> bool {
         self.absent_secrets.lock().unwrap().contains(key)
+    }
+
+    /// How many Secrets are known not to exist (for metrics).
+    pub fn absent_secrets_known(&self) -> usize {
+        self.absent_secrets.lock().unwrap().len()
     }
 
     /// The ConfigMap/Secret watch `watch` began (`true`) or completed (`false`) a list.
@@ -400,8 +417,7 @@ impl Cache {
 
     /// Some workload references `key`.
     pub fn is_referenced(&self, key: &ConfigKey) -> bool {
-        let workloads = self.workloads.read().unwrap();
-        workloads.dependents.contains_key(key) || !workloads.by_name(key).is_empty()
+        self.workloads.read().unwrap().reference(key)
     }
 
     /// Workloads that reference `key` or count it by a reload list.
@@ -484,6 +500,18 @@ impl Cache {
         }
         if listed.is_empty() {
             workloads.by_pattern.remove(&key.namespace);
+        }
+        // What this workload referenced, by name or by a pattern, may be referenced by
+        // nothing now: the records of absent Secrets go with it.
+        let had_patterns = old
+            .as_ref()
+            .is_some_and(|e| !e.counting.patterns.is_empty());
+        if had_patterns || old_refs.iter().any(|r| !new_refs.contains(r)) {
+            let mut absent = self.absent_secrets.lock().unwrap();
+            if !absent.is_empty() {
+                absent.retain(|k| k.namespace != key.namespace || workloads.reference(k));
+                absent.release_when_empty();
+            }
         }
         old.is_some() || new.is_some()
     }
@@ -646,17 +674,76 @@ mod tests {
     #[test]
     fn a_secret_read_while_not_cached_is_stored_and_no_longer_absent() {
         let cache = Cache::new();
-        let key = ConfigKey::new(ConfigKind::Secret, "ns", "creds");
-        cache.mark_absent(&key);
-        assert!(cache.is_known_absent(&key));
+        let creds = ConfigKey::new(ConfigKind::Secret, "ns", "creds");
+        let web = deployment(
+            "web",
+            serde_json::json!({"wavelet.dev/update-on-config-change": "true"}),
+            serde_json::json!([{"name": "v", "secret": {"secretName": "creds"}}]),
+        );
+        cache.upsert_workload(
+            &key("web"),
+            WorkloadEntry::from_object(&Resource::deployments(), &web, &Policy::default()),
+        );
+        cache.mark_absent(&creds);
+        assert!(cache.is_known_absent(&creds));
         let stored = cache
-            .store_fetched(&key, None, fetched("3", "u", "a"))
+            .store_fetched(&creds, None, fetched("3", "u", "a"))
             .expect("stored");
         assert!(stored.is_current());
-        assert!(!cache.is_known_absent(&key));
+        assert!(!cache.is_known_absent(&creds));
         // A cached Secret is never marked absent.
-        cache.mark_absent(&key);
-        assert!(!cache.is_known_absent(&key));
+        cache.mark_absent(&creds);
+        assert!(!cache.is_known_absent(&creds));
+    }
+
+    #[test]
+    fn a_secret_is_recorded_absent_only_while_something_references_it() {
+        let cache = Cache::new();
+        let creds = ConfigKey::new(ConfigKind::Secret, "ns", "creds");
+        cache.mark_absent(&creds);
+        assert!(!cache.is_known_absent(&creds), "nothing references it");
+        let opted = serde_json::json!({"wavelet.dev/update-on-config-change": "true"});
+        let mounts =
+            |name: &str| serde_json::json!([{"name": "v", "secret": {"secretName": name}}]);
+        for name in ["web", "api"] {
+            let obj = deployment(name, opted.clone(), mounts("creds"));
+            cache.upsert_workload(
+                &key(name),
+                WorkloadEntry::from_object(&Resource::deployments(), &obj, &Policy::default()),
+            );
+        }
+        cache.mark_absent(&creds);
+        assert!(cache.is_known_absent(&creds));
+        // One of two references goes: the record stays.
+        cache.upsert_workload(&key("web"), None);
+        assert!(cache.is_known_absent(&creds));
+        // The last one moves to another Secret: the record goes with it.
+        let moved = deployment("api", opted, mounts("other"));
+        cache.upsert_workload(
+            &key("api"),
+            WorkloadEntry::from_object(&Resource::deployments(), &moved, &Policy::default()),
+        );
+        assert!(!cache.is_known_absent(&creds));
+        assert_eq!(cache.absent_secrets_known(), 0);
+    }
+
+    #[test]
+    fn a_secret_named_by_a_pattern_is_recorded_absent_until_the_pattern_goes() {
+        let cache = Cache::new();
+        let db = ConfigKey::new(ConfigKind::Secret, "ns", "db-main");
+        let listing = deployment(
+            "api",
+            serde_json::json!({"secret.reloader.stakater.com/reload": "db-.*"}),
+            serde_json::json!([]),
+        );
+        cache.upsert_workload(
+            &key("api"),
+            WorkloadEntry::from_object(&Resource::deployments(), &listing, &Policy::default()),
+        );
+        cache.mark_absent(&db);
+        assert!(cache.is_known_absent(&db));
+        cache.upsert_workload(&key("api"), None);
+        assert!(!cache.is_known_absent(&db));
     }
 
     #[test]

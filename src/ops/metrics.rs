@@ -120,6 +120,8 @@ pub struct Gauges {
     pub requests: Vec<((&'static str, u16), u64)>,
     pub cached_configs: usize,
     pub cached_workloads: usize,
+    /// Referenced Secrets known not to exist.
+    pub cached_absent_secrets: usize,
     pub hash_queue: usize,
     pub delete_queue: usize,
     /// Secrets whose data waits to be read (retries after a failure included).
@@ -256,6 +258,11 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         out,
         "wavelet_cache_objects{{kind=\"workload\"}} {}",
         gauges.cached_workloads
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_cache_objects{{kind=\"absent_secret\"}} {}",
+        gauges.cached_absent_secrets
     );
     header(
         &mut out,

@@ -10,6 +10,10 @@
 //! whether or not it is cached; one that does not exist is recorded as absent. When a
 //! reload list's pattern starts to count Secrets by name in a namespace, that namespace's
 //! Secrets are listed (as metadata) once, since any of them may match.
+//!
+//! Under `--resource-label-selector` both reads carry the selector, as the watch does, so
+//! the API server filters all three alike: a Secret outside the selector reads as absent,
+//! and a listing does not return it (see [`Fetcher::new`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -19,7 +23,7 @@ use crate::error::Error;
 use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, ConfigObject, Resource, SecretItem};
 use crate::watch::queue::{Backoff, WorkQueue};
-use crate::watch::source::list_each;
+use crate::watch::source::ApiSource;
 use crate::watch::worker::{run_worker, Action, Work};
 
 /// Retries of a failed read: 0.5 s, doubling to at most a minute.
@@ -74,14 +78,26 @@ impl fmt::Display for Read {
 pub struct Fetcher {
     queue: WorkQueue<Read>,
     client: Client,
+    /// `--resource-label-selector` (query form), sent with every read as with the watch.
+    label_selector: Option<String>,
 }
 
 impl Fetcher {
     /// A failed read is retried with backoff, never later than `resync` after the last try.
-    pub fn new(client: Client, resync: std::time::Duration) -> Fetcher {
+    /// With `label_selector` (`--resource-label-selector`), a Secret is read by a LIST of
+    /// its name and the selector rather than a GET, so that one outside the selector is
+    /// exactly what the filtered watch makes it: absent. Reading it whole would cache it
+    /// as present, the next relist would find it gone (a rollout), and the next restart
+    /// would read it back (a rollout back).
+    pub fn new(
+        client: Client,
+        resync: std::time::Duration,
+        label_selector: Option<String>,
+    ) -> Fetcher {
         Fetcher {
             queue: WorkQueue::new(BACKOFF.capped_at(resync)),
             client,
+            label_selector,
         }
     }
 
@@ -129,7 +145,11 @@ impl Fetcher {
         let Need::Read { cached } = sink.need(key) else {
             return Ok(());
         };
-        match read_secret(&self.client, key)? {
+        let read = match &self.label_selector {
+            None => read_secret(&self.client, key)?,
+            Some(labels) => read_secret_selected(&self.client, key, labels)?,
+        };
+        match read {
             Some(object) => {
                 log::debug!(
                     "{key}: data read at resourceVersion {}",
@@ -138,7 +158,7 @@ impl Fetcher {
                 sink.fetched(key, cached.as_ref(), object);
             }
             None => {
-                log::debug!("{key}: read: it does not exist");
+                log::debug!("{key}: read: it does not exist or is outside the selector");
                 sink.absent(key);
             }
         }
@@ -146,13 +166,14 @@ impl Fetcher {
     }
 
     fn list_namespace(&self, namespace: &str, sink: &dyn FetchSink) -> Result<(), Error> {
-        list_each(
-            &self.client,
-            &Resource::secrets(),
-            Some(namespace),
+        ApiSource::new(
+            self.client.clone(),
+            Resource::secrets(),
+            Some(namespace.to_string()),
             Shape::Metadata,
-            &mut |SecretItem(object)| sink.listed(object),
-        )?;
+        )
+        .filtered(self.label_selector.as_deref(), None)
+        .list_each(&mut |SecretItem(object)| sink.listed(object))?;
         sink.namespace_listed(namespace);
         Ok(())
     }
@@ -168,12 +189,32 @@ pub fn read_secret(client: &Client, key: &ConfigKey) -> Result<Option<ConfigObje
     }
 }
 
-/// What to do about a read refused by RBAC.
-fn hint(err: &Error) -> &'static str {
+/// Reads one Secret whole if it matches `labels` (a label selector): one LIST of its name
+/// and the selector, which the API server filters as it filters the watch. `None` when it
+/// does not exist or is outside the selector.
+fn read_secret_selected(
+    client: &Client,
+    key: &ConfigKey,
+    labels: &str,
+) -> Result<Option<ConfigObject>, Error> {
+    let mut found = None;
+    ApiSource::new(
+        client.clone(),
+        key.kind.resource(),
+        Some(key.namespace.to_string()),
+        Shape::Whole,
+    )
+    .filtered(Some(labels), Some(&format!("metadata.name={}", key.name)))
+    .list_each(&mut |SecretItem(object)| found = Some(object))?;
+    Ok(found)
+}
+
+/// What to do about a read refused by RBAC, sent with `verb`.
+fn hint(err: &Error, verb: &str) -> String {
     if err.status().is_some_and(|s| s.code == 403) {
-        "; wavelet needs `get` on secrets (see manifests/rbac*.yaml)"
+        format!("; wavelet needs `{verb}` on secrets (see manifests/rbac*.yaml)")
     } else {
-        ""
+        String::new()
     }
 }
 
@@ -193,13 +234,15 @@ impl Work<Read> for Reads<'_> {
     }
 
     fn failed(&self, read: &Read, err: &Error, delay: std::time::Duration) {
-        let what = match read {
-            Read::Secret(_) => "its data",
-            Read::Namespace(_) => "them",
+        // Under --resource-label-selector a Secret is read by a LIST too.
+        let (what, verb) = match read {
+            Read::Secret(_) if self.fetcher.label_selector.is_none() => ("its data", "get"),
+            Read::Secret(_) => ("its data", "list"),
+            Read::Namespace(_) => ("them", "list"),
         };
         log::warn!(
             "{read}: cannot read {what}, retrying in {delay:?}: {err}{}",
-            hint(err)
+            hint(err, verb)
         );
     }
 }

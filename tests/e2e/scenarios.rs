@@ -37,6 +37,11 @@ pub const ALL: &[Scenario] = &[
         serial: false,
     },
     Scenario {
+        name: "resource_label_selector_secret_outside_is_absent",
+        run: resource_label_selector_secrets,
+        serial: false,
+    },
+    Scenario {
         name: "delete_mode_evict_delete_rolling",
         run: delete_mode,
         serial: false,
@@ -256,6 +261,65 @@ fn secrets_as_metadata(ctx: &Ctx) {
         !output.contains("canary-value"),
         "a Secret value was logged"
     );
+}
+
+/// `--resource-label-selector` against the real API server (issue 26, item 1): a
+/// referenced Secret outside the selector is read by a LIST of its name and the selector,
+/// which the server answers empty, so it is absent as the filtered watch has it, and
+/// resyncs and a restart roll nothing; labelled into the selector, it is read and rolls.
+fn resource_label_selector_secrets(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-selector";
+    kube.create_namespace(ns);
+    let secret = |name: &str, labels: Value| {
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "type": "Opaque", "stringData": {"password": name}})
+    };
+    kube.create(secret("app-creds", json!({"reload": "yes"})));
+    kube.create(secret("db-creds", json!({})));
+    let pod = json!({"container": {"envFrom": [{"secretRef": {"name": "app-creds"}},
+        {"secretRef": {"name": "db-creds"}}]}});
+    kube.create(workload("Deployment", ns, "web", opted_in(), pod));
+    let flags = args(
+        ns,
+        &["--resource-label-selector", "reload=yes", "--resync", "1s"],
+    );
+    let resyncs = r#"wavelet_watch_relists_total{resource="secrets",reason="resync"}"#;
+    let mut adopted_hash = None;
+    for run in ["first run", "after a restart"] {
+        let wavelet = Wavelet::run(&ctx.cluster, &flags);
+        kube.until(LONG, "adoption", || adopted(kube, "Deployment", ns, "web"));
+        kube.until(LONG, "three resyncs of the Secrets", || {
+            wavelet.metric(resyncs) >= 3.0
+        });
+        let web = kube.get("Deployment", ns, "web").unwrap();
+        let now = hashes(&web);
+        assert_eq!(now.0, None, "{run}: rolled with nothing changed");
+        assert_eq!(
+            adopted_hash.get_or_insert(now.1.clone()),
+            &now.1,
+            "{run}: hash rewritten"
+        );
+        assert_eq!(revisions(kube, "Deployment", ns, "web"), 1, "{run}");
+        let output = wavelet.output();
+        assert_eq!(
+            lines_with(&output, &format!("GET /api/v1/namespaces/{ns}/secrets/")),
+            0,
+            "{run}: a Secret read without the selector:\n{output}"
+        );
+    }
+    let wavelet = Wavelet::run(&ctx.cluster, &flags);
+    kube.merge_patch(
+        "Secret",
+        ns,
+        "db-creds",
+        json!({"metadata": {"labels": {"reload": "yes"}}}),
+    );
+    kube.until(LONG, "a rollout for the Secret labelled in", || {
+        revisions(kube, "Deployment", ns, "web") == 2
+    });
+    drop(wavelet);
 }
 
 /// Delete mode against real Pods: `evict` behind a PodDisruptionBudget (a 429 while the
