@@ -398,7 +398,12 @@ fn three_changes_inside_the_debounce_window_give_one_patch() {
         f.revisions("deployments", NS, "web") == 2
     });
     barrier_change(&fake, &wavelet, "configmaps", NS);
-    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        1,
+        "{}",
+        wavelet.output()
+    );
     assert_eq!(
         hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),
         expected_hash(&fake, "deployments", NS, "web")

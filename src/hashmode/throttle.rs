@@ -12,35 +12,59 @@ use crate::watch::queue::ReleaseWhenEmpty as _;
 /// open until the key is settled (rolled, or found up to date), so every change inside it
 /// goes into one rollout, whatever wakes the key up early. Shared by the watch threads
 /// (which note changes) and the workers (which settle).
+///
+/// A change noticed while a reconcile of the key runs may not be in what that reconcile
+/// read (the sink opens windows before the new data is visible in the cache). Settling
+/// therefore closes a window only when no change was noted after the reconcile started;
+/// otherwise the window goes on, re-opened at the reconcile's start.
 #[derive(Debug, Default)]
 pub struct Debounce<K> {
-    opened: std::sync::Mutex<HashMap<K, Instant>>,
+    windows: std::sync::Mutex<HashMap<K, Window>>,
+}
+
+/// One open window: when it opened, and the last change noted in it.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    opened: Instant,
+    last_change: Instant,
 }
 
 impl<K: Eq + Hash + Clone> Debounce<K> {
     pub fn new() -> Debounce<K> {
         Debounce {
-            opened: std::sync::Mutex::new(HashMap::new()),
+            windows: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
-    /// Opens a window for `key` at `now` unless one is open.
+    /// Opens a window for `key` at `now` unless one is open; either way `now` is its last
+    /// change.
     pub fn note_change(&self, key: K, now: Instant) {
-        self.opened.lock().unwrap().entry(key).or_insert(now);
+        let mut windows = self.windows.lock().unwrap();
+        let window = windows.entry(key).or_insert(Window {
+            opened: now,
+            last_change: now,
+        });
+        window.last_change = window.last_change.max(now);
     }
 
     /// When the open window of `key` opened.
     pub fn window_opened(&self, key: &K) -> Option<Instant> {
-        self.opened.lock().unwrap().get(key).copied()
+        self.windows.lock().unwrap().get(key).map(|w| w.opened)
     }
 
-    /// Closes the window of `key` if it opened at or before `started` (a change noted
-    /// after the reconcile started keeps its own window).
+    /// A reconcile of `key` that started at `started` is done: the window closes if every
+    /// change in it was noted before `started`. A change noted later (perhaps not yet
+    /// visible to that reconcile) keeps it open, from `started` at the earliest.
     pub fn settle(&self, key: &K, started: Instant) {
-        let mut opened = self.opened.lock().unwrap();
-        if opened.get(key).is_some_and(|at| *at <= started) {
-            opened.remove(key);
-            opened.release_when_empty();
+        let mut windows = self.windows.lock().unwrap();
+        let Some(window) = windows.get_mut(key) else {
+            return;
+        };
+        if window.last_change <= started {
+            windows.remove(key);
+            windows.release_when_empty();
+        } else {
+            window.opened = window.opened.max(started);
         }
     }
 }
@@ -185,6 +209,26 @@ mod tests {
         assert!(debounce.window_opened(&"w").is_some());
         debounce.settle(&"w", t0 + Duration::from_millis(10));
         assert!(debounce.window_opened(&"w").is_none());
+    }
+
+    /// Regression: a change noted into a window that was already open (from an earlier
+    /// change) while a reconcile ran was dropped with the window when that reconcile
+    /// settled, so the next reconcile rolled at once, without a debounce window (seen as
+    /// two rollouts for three changes inside one window when the first change arrived
+    /// during the adoption).
+    #[test]
+    fn a_change_noted_during_a_reconcile_into_an_open_window_keeps_a_window_open() {
+        let debounce = Debounce::new();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        debounce.note_change("w", t0);
+        // The reconcile starts at t0 + 9 ms; a change is noted at t0 + 12 ms.
+        debounce.note_change("w", t0 + ms(12));
+        debounce.settle(&"w", t0 + ms(9));
+        assert_eq!(debounce.window_opened(&"w"), Some(t0 + ms(9)));
+        // A reconcile that started after the last change closes it.
+        debounce.settle(&"w", t0 + ms(20));
+        assert_eq!(debounce.window_opened(&"w"), None);
     }
 
     #[test]
