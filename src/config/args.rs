@@ -7,7 +7,9 @@ use crate::config::flags::{find_flag, find_short, refused, Flag, FlagDefault};
 use crate::error::Error;
 
 /// The subcommands, as typed.
-pub(super) const COMMANDS: &[&str] = &["run", "status", "hash", "migrate", "version", "help"];
+pub(super) const COMMANDS: &[&str] = &[
+    "run", "status", "hash", "migrate", "pause", "resume", "version", "help",
+];
 
 /// The arguments split up, before any value is validated.
 pub(super) struct Raw<'a> {
