@@ -543,6 +543,7 @@ mod tests {
                     == Command::Status {
                         namespace: Some("prod".into()),
                         hash_key_file: None,
+                        state_namespace: None,
                     }
             }),
             other => panic!("no sample for --{other}: add one"),

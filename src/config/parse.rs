@@ -411,7 +411,8 @@ mod tests {
             status.command,
             Command::Status {
                 namespace: None,
-                hash_key_file: None
+                hash_key_file: None,
+                state_namespace: None,
             }
         );
     }
@@ -422,7 +423,8 @@ mod tests {
             parse_with("status", &[]).unwrap().command,
             Command::Status {
                 namespace: None,
-                hash_key_file: None
+                hash_key_file: None,
+                state_namespace: None,
             }
         );
         for line in [
@@ -437,6 +439,7 @@ mod tests {
                 Command::Status {
                     namespace: Some("prod".into()),
                     hash_key_file: None,
+                    state_namespace: None,
                 },
                 "{line}"
             );
