@@ -145,7 +145,7 @@ mod tests {
         // A bool flag does not swallow the next argument.
         assert_eq!(
             error("--dry-run false", &[]),
-            "unknown command \"false\": expected one of run, status, hash, migrate, version, help; see wavelet --help"
+            "unknown command \"false\": expected one of run, status, hash, migrate, pause, resume, version, help; see wavelet --help"
         );
     }
 
@@ -206,7 +206,7 @@ mod tests {
         );
         assert_eq!(
             error("rum", &[]),
-            "unknown command \"rum\": expected one of run, status, hash, migrate, version, help; see wavelet --help"
+            "unknown command \"rum\": expected one of run, status, hash, migrate, pause, resume, version, help; see wavelet --help"
         );
     }
 

@@ -63,6 +63,20 @@ impl Record {
             .map(|i| i + 1)
     }
 
+    /// `wavelet resume` of a held fan-out: the failed workload is skipped and the current
+    /// wave is judged again from `now` (so the next one is released once the rest of it
+    /// is healthy). `None` when it is not held.
+    pub fn resumed(&self, now: u64) -> Option<Record> {
+        let hold = self.held.as_ref()?;
+        let mut record = self.clone();
+        record.held = None;
+        if !record.skipped.contains(&hold.workload) {
+            record.skipped.push(hold.workload.clone());
+        }
+        record.since = now;
+        Some(record)
+    }
+
     pub fn encode(&self) -> String {
         let mut line = format!(
             "{} since={} waves={}",
@@ -206,6 +220,30 @@ mod tests {
         assert_eq!(decoded.wave_of("statefulsets.apps/shop/c"), Some(2));
         assert!(decoded.released("deployments.apps/shop/a"));
         assert!(!decoded.released("deployments.apps/shop/z"));
+    }
+
+    #[test]
+    fn a_resumed_record_skips_the_failed_workload_and_restarts_the_clock() {
+        let held = Record {
+            hash: "h".into(),
+            since: 10,
+            waves: vec![vec!["a".into()]],
+            skipped: vec![],
+            held: Some(Hold {
+                workload: "a".into(),
+                reason: "failed".into(),
+            }),
+        };
+        let resumed = held.resumed(99).unwrap();
+        assert_eq!(
+            (resumed.held, resumed.skipped, resumed.since),
+            (None, vec!["a".to_string()], 99)
+        );
+        assert_eq!(
+            held.resumed(99).unwrap().resumed(100),
+            None,
+            "not held any more"
+        );
     }
 
     #[test]
