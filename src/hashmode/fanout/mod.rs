@@ -690,6 +690,13 @@ impl FanOuts {
                 );
                 log::warn!("{}: {message}", change.config);
                 self.recorder.warning(&about, "FanOutHeld", &message);
+                // The ones waiting for a wave now wait for a fix or a resume: say so.
+                for d in dependents
+                    .iter()
+                    .filter(|d| !d.current && !held.released(&d.id))
+                {
+                    (self.wake)(d.key.clone());
+                }
                 if let Some(d) = dependents.iter().find(|d| d.id == hold.workload) {
                     if let Some(entry) = self.judge.cache.workload(&d.key) {
                         if let Some(workload) = self.workload_ref(&d.key, &entry) {
