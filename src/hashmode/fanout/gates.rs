@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn the_most_global_pause_is_named() {
-        let configs = vec!["configmap ns/shared".to_string()];
+        let configs = ["configmap ns/shared".to_string()];
         let table = [
             (
                 Some(1_795_317_280),

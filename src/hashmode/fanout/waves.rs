@@ -207,7 +207,8 @@ mod tests {
         let ids = ids(10);
         let done = RolloutStatus::Done;
         // Table: (record waves, which carry the new hash) → decision.
-        let table: &[(&[&[usize]], &[usize], Decision)] = &[
+        type Row<'a> = (&'a [&'a [usize]], &'a [usize], Decision);
+        let table: &[Row] = &[
             (
                 &[],
                 &[],
