@@ -394,8 +394,10 @@ fn rolling_in_wave(
     key: &WorkloadKey,
     entry: &WorkloadEntry,
 ) -> Option<String> {
-    let crate::model::rollout_status::RolloutStatus::Progressing(text) = &entry.rollout else {
-        return None;
+    let (what, text) = match &entry.rollout {
+        crate::model::rollout_status::RolloutStatus::Progressing(text) => ("rolling out", text),
+        crate::model::rollout_status::RolloutStatus::Failed(text) => ("FAILED its rollout", text),
+        crate::model::rollout_status::RolloutStatus::Done => return None,
     };
     let id = record::workload_id(key);
     for (reference, _) in counted(&judge.cache, &key.namespace, entry) {
@@ -405,10 +407,9 @@ fn rolling_in_wave(
         let Some(record) = Judge::record(state?, &change).ok().flatten() else {
             continue;
         };
-        if record.waves.last().is_some_and(|w| w.contains(&id)) {
+        if let Some(wave) = record.wave_of(&id) {
             return Some(format!(
-                "up to date, rolling out (wave {} of {}'s fan-out): {text}",
-                record.waves.len(),
+                "hash up to date, {what} (wave {wave} of {}'s fan-out): {text}",
                 change.config
             ));
         }
@@ -439,7 +440,11 @@ fn write_fan_outs(state: &StateConfigMap, now: u64, out: &mut dyn Write) -> std:
     for (object, record) in fan_outs {
         let released: usize = record.waves.iter().map(Vec::len).sum();
         let state = match &record.held {
-            Some(hold) => format!("HELD: {} {}", hold.workload, hold.reason),
+            Some(hold) => format!(
+                "HELD: {}: {}",
+                record::display_id(&hold.workload),
+                hold.reason
+            ),
             None => format!(
                 "wave {} rolling since {} ago ({released} released)",
                 record.waves.len(),
@@ -550,7 +555,7 @@ pub fn resume(
         return Ok(false);
     };
     state.set(&key, Some(&resumed.encode()))?;
-    let skipped = resumed.skipped.last().cloned().unwrap_or_default();
+    let skipped = record::display_id(&resumed.skipped.last().cloned().unwrap_or_default());
     writeln!(
         out,
         "{config}: fan-out of change {} resumed past {skipped}: the next wave rolls once the rest of wave {} is healthy",

@@ -248,10 +248,7 @@ fn a_workload_past_the_rollout_timeout_holds_the_rest_until_wavelet_resume() {
     fake.set_ready_delay(Duration::ZERO);
     let (code, out) = one_shot(&fake, &["resume", "-n", NS, "configmap/shared"]);
     assert_eq!(code, Some(0), "{out}");
-    assert!(
-        out.contains("resumed past deployments.apps/default/a"),
-        "{out}"
-    );
+    assert!(out.contains("resumed past deployment default/a"), "{out}");
     eventually(&fake, &wavelet, "b and c rolled", |f| {
         rolled(f, "b") == 1 && rolled(f, "c") == 1
     });

@@ -242,7 +242,10 @@ fn waves_hold_fix(ctx: &Ctx) {
         "{table}"
     );
     assert!(
-        table.contains("FAN-OUT") && table.contains("HELD: deployments.apps/e2e-fanout/fan-0"),
+        table.contains("FAN-OUT")
+            && table.contains("HELD: deployment e2e-fanout/fan-0: its rollout failed")
+            && table
+                .contains("FAILED its rollout (wave 1 of configmap e2e-fanout/shared's fan-out)"),
         "{table}"
     );
 

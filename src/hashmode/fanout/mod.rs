@@ -201,16 +201,7 @@ pub fn pending_of(
             if let Some(hold) = &record.held {
                 return Some(Pending::Held {
                     fan_out: name,
-                    reason: format!(
-                        "change {} held: {} {}; fix the {} or `wavelet resume -n {} {}/{}`",
-                        hash::short(&change.hash),
-                        hold.workload,
-                        hold.reason,
-                        change.config.kind.kind(),
-                        change.config.namespace,
-                        change.config.kind.as_str(),
-                        change.config.name
-                    ),
+                    reason: hold_text(&change, hold),
                 });
             }
             if record.released(&id) {
@@ -252,6 +243,20 @@ pub fn pending_of(
         judge.fan_out.restart_window.as_ref(),
     );
     gates::outside_window(windows.as_ref(), false, now as i64)
+}
+
+/// What a workload held by a fan-out says: which change, which workload failed, how to
+/// go on (the reason itself is in the Events and in `status`'s fan-out table).
+fn hold_text(change: &Change, hold: &record::Hold) -> String {
+    format!(
+        "change {} stopped: {} failed its rollout; fix the {} or `wavelet resume -n {} {}/{}`",
+        hash::short(&change.hash),
+        record::display_id(&hold.workload),
+        change.config.kind.kind(),
+        change.config.namespace,
+        change.config.kind.as_str(),
+        change.config.name
+    )
 }
 
 /// The fan-outs recorded in `state`: (ConfigMap/Secret as named in its key, record).
@@ -496,7 +501,7 @@ impl FanOuts {
                 return Ok(Some(Err((
                     Pending::Held {
                         fan_out: name,
-                        reason: self.hold_text(change, hold),
+                        reason: hold_text(change, hold),
                     },
                     None,
                 ))));
@@ -519,7 +524,7 @@ impl FanOuts {
                     reason: record
                         .held
                         .as_ref()
-                        .map(|h| self.hold_text(change, h))
+                        .map(|h| hold_text(change, h))
                         .unwrap_or_default(),
                 },
                 None,
@@ -775,19 +780,6 @@ impl FanOuts {
             }
         }
         Ok(urgent)
-    }
-
-    fn hold_text(&self, change: &Change, hold: &record::Hold) -> String {
-        format!(
-            "change {} held: {} {}; fix the {} or `wavelet resume -n {} {}/{}`",
-            hash::short(&change.hash),
-            hold.workload,
-            hold.reason,
-            change.config.kind.kind(),
-            change.config.namespace,
-            change.config.kind.as_str(),
-            change.config.name
-        )
     }
 
     fn warn(&self, config: &ConfigKey, problems: Vec<String>) {

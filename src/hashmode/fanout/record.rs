@@ -27,6 +27,18 @@ pub fn workload_id(key: &WorkloadKey) -> String {
     format!("{}/{}/{}", key.resource, key.namespace, key.name)
 }
 
+/// A workload id as people read it: `deployments.apps/shop/web` → `deployment shop/web`.
+pub fn display_id(id: &str) -> String {
+    let mut parts = id.splitn(3, '/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(resource), Some(ns), Some(name)) => {
+            let plural = resource.split('.').next().unwrap_or(resource);
+            format!("{} {ns}/{name}", plural.strip_suffix('s').unwrap_or(plural))
+        }
+        _ => id.to_string(),
+    }
+}
+
 /// The fan-out of one change of a ConfigMap or Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
@@ -244,6 +256,16 @@ mod tests {
             None,
             "not held any more"
         );
+    }
+
+    #[test]
+    fn workload_ids_read_as_kind_namespace_and_name() {
+        assert_eq!(
+            display_id("deployments.apps/shop/web"),
+            "deployment shop/web"
+        );
+        assert_eq!(display_id("rollouts.argoproj.io/a/b"), "rollout a/b");
+        assert_eq!(display_id("odd"), "odd");
     }
 
     #[test]
