@@ -198,9 +198,11 @@ impl Controller {
         // Namespaces are watched for --namespace-selector, and for their fan-out
         // annotations whenever wavelet watches every namespace (the cluster-wide install).
         let watch_namespaces = reloader.namespace_selector.is_some() || namespaces == [None];
+        // The watch of wavelet-state is not waited for: until it lists, the first read of
+        // the state GETs it (so a pause is known before the first rollout), and a missing
+        // grant for it costs only the prompt notice of `wavelet pause`, never readiness.
         let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
-            + usize::from(watch_namespaces)
-            + 1; // wavelet-state
+            + usize::from(watch_namespaces);
         let listed = Arc::new(Latch::new(watchers));
         let fetcher = Arc::new(Fetcher::new(client.clone(), config.resync));
         let router = Arc::new(Router {
@@ -288,7 +290,7 @@ impl Controller {
             );
         }
         {
-            let mut sink = StateSink::new(Arc::clone(&state), Arc::clone(&router), on_listed());
+            let mut sink = StateSink::new(Arc::clone(&state), Arc::clone(&router), Box::new(|| {}));
             let source = ApiSource::new(
                 client.clone(),
                 Resource::configmaps(),

@@ -150,6 +150,19 @@ impl StateConfigMap {
             None => Copy::default(),
         };
         let mut copy = self.copy.lock().unwrap();
+        // An event older than wavelet's own last write (still in flight when the write's
+        // answer came) would undo it for a moment: resourceVersions are opaque, but those
+        // of one object from one etcd grow, so a smaller number is older.
+        let version = |c: &Copy| {
+            c.resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        if let (Some(current), Some(seen)) = (copy.as_ref().and_then(version), version(&new)) {
+            if seen < current {
+                return Vec::new();
+            }
+        }
         let old = copy.take().unwrap_or_default();
         let changed = old
             .data
@@ -270,6 +283,40 @@ impl StateConfigMap {
 mod tests {
     use super::*;
     use crate::objects::ConfigKind;
+
+    fn object(rv: &str, pairs: &[(&str, &str)]) -> Option<StateObject> {
+        Some(StateObject {
+            metadata: serde_json::from_value(serde_json::json!({"resourceVersion": rv})).unwrap(),
+            data: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+        })
+    }
+
+    #[test]
+    fn a_watched_change_reports_the_keys_that_changed_and_an_older_event_is_ignored() {
+        let client = Client::from_flags(&crate::config::ConnectionFlags {
+            server: Some("http://127.0.0.1:1".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let state = StateConfigMap::new(client, "ns".into(), true);
+        assert_eq!(
+            state.observed(object("5", &[("pause", "x"), ("a", "1")])),
+            ["a", "pause"]
+        );
+        assert_eq!(state.observed(object("7", &[("a", "2")])), ["a", "pause"]);
+        assert!(
+            state.observed(object("6", &[("a", "1")])).is_empty(),
+            "older than what is known"
+        );
+        assert_eq!(state.get("a").unwrap().as_deref(), Some("2"));
+        assert_eq!(state.observed(None), ["a"]);
+        assert_eq!(state.get("a").unwrap(), None);
+    }
 
     #[test]
     fn object_keys_carry_a_prefix_kind_namespace_and_name_and_stay_valid_when_long() {
