@@ -330,16 +330,22 @@ impl Controller {
         // Synced: every first list is in, and the data of every Secret that matters read.
         let synced = Arc::new(Latch::new(1));
         {
-            let (listed, synced, fetcher, cache) = (
+            let (listed, synced, fetcher, cache, state) = (
                 Arc::clone(&listed),
                 Arc::clone(&synced),
                 Arc::clone(&fetcher),
                 Arc::clone(&cache),
+                Arc::clone(&state),
             );
             let started = std::time::Instant::now();
             std::thread::spawn(move || {
                 listed.wait();
                 fetcher.wait_idle();
+                // wavelet-state read before the first reconcile (unless its watch has),
+                // so a global pause holds from the start and no reconcile waits for it.
+                if let Err(err) = state.get(crate::model::state::PAUSE_KEY) {
+                    log::warn!("{err}");
+                }
                 synced.count_down();
                 let (configs, workloads) = cache.sizes();
                 log::info!(
