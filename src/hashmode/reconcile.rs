@@ -201,6 +201,7 @@ impl Reconciler {
             return Ok((Action::Done, Outcome::OutOfScope));
         }
         let Some(flavor) = entry.flavor else {
+            self.fanouts.settled(key);
             let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
             let result = self.clean_up_opt_out(key, &entry, &mut remembered);
             if remembered.cleaned {

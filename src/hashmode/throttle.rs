@@ -14,7 +14,8 @@ use crate::watch::queue::ReleaseWhenEmpty as _;
 /// (which note changes) and the workers (which settle).
 #[derive(Debug, Default)]
 pub struct Debounce<K> {
-    opened: std::sync::Mutex<HashMap<K, Instant>>,
+    /// When each open window opened, and when its last change was noted.
+    opened: std::sync::Mutex<HashMap<K, (Instant, Instant)>>,
 }
 
 impl<K: Eq + Hash + Clone> Debounce<K> {
@@ -24,21 +25,24 @@ impl<K: Eq + Hash + Clone> Debounce<K> {
         }
     }
 
-    /// Opens a window for `key` at `now` unless one is open.
+    /// Opens a window for `key` at `now` unless one is open; notes the change either way.
     pub fn note_change(&self, key: K, now: Instant) {
-        self.opened.lock().unwrap().entry(key).or_insert(now);
+        let mut opened = self.opened.lock().unwrap();
+        let window = opened.entry(key).or_insert((now, now));
+        window.1 = window.1.max(now);
     }
 
     /// When the open window of `key` opened.
     pub fn window_opened(&self, key: &K) -> Option<Instant> {
-        self.opened.lock().unwrap().get(key).copied()
+        self.opened.lock().unwrap().get(key).map(|(at, _)| *at)
     }
 
-    /// Closes the window of `key` if it opened at or before `started` (a change noted
-    /// after the reconcile started keeps its own window).
+    /// Closes the window of `key` if no change was noted in it after `started` (a change
+    /// noted after the reconcile started, which it may not have seen, keeps the window
+    /// open, even one that opened before).
     pub fn settle(&self, key: &K, started: Instant) {
         let mut opened = self.opened.lock().unwrap();
-        if opened.get(key).is_some_and(|at| *at <= started) {
+        if opened.get(key).is_some_and(|(_, last)| *last <= started) {
             opened.remove(key);
             opened.release_when_empty();
         }
@@ -185,6 +189,22 @@ mod tests {
         assert!(debounce.window_opened(&"w").is_some());
         debounce.settle(&"w", t0 + Duration::from_millis(10));
         assert!(debounce.window_opened(&"w").is_none());
+    }
+
+    #[test]
+    fn a_change_noted_after_the_reconcile_started_keeps_an_older_window_open() {
+        // Found by hash_mode::three_changes_inside_the_debounce_window_give_one_patch: the
+        // change landed while the adoption's reconcile (started after the window opened)
+        // was patching; settling dropped the window, and the change rolled at once.
+        let debounce = Debounce::new();
+        let t0 = Instant::now();
+        debounce.note_change("w", t0);
+        let started = t0 + Duration::from_millis(5);
+        debounce.note_change("w", t0 + Duration::from_millis(10));
+        debounce.settle(&"w", started);
+        assert_eq!(debounce.window_opened(&"w"), Some(t0));
+        debounce.settle(&"w", t0 + Duration::from_millis(10));
+        assert_eq!(debounce.window_opened(&"w"), None);
     }
 
     #[test]
