@@ -54,6 +54,25 @@ pub const RELOADER_IGNORE: &str = "reloader.stakater.com/ignore";
 /// On a ConfigMap or Secret: it counts for workloads with [`RELOADER_SEARCH`].
 pub const RELOADER_MATCH: &str = "reloader.stakater.com/match";
 
+/// Safe fan-out (README: Rolling a shared change safely). On a workload: `"true"` puts it
+/// in the first wave of every shared change it is part of.
+pub const WAVELET_CANARY: &str = "wavelet.dev/canary";
+/// On a Namespace, a workload or a ConfigMap/Secret: `"true"` holds every rollout it
+/// concerns as pending until removed; then they roll once, with the latest hash.
+pub const WAVELET_PAUSE: &str = "wavelet.dev/pause";
+/// On a workload or its Namespace: the restart windows it may roll in
+/// ([`crate::window::Windows`]); `always` lifts a window set further out.
+pub const WAVELET_RESTART_WINDOW: &str = "wavelet.dev/restart-window";
+/// On a ConfigMap/Secret: `waves` (a shared change rolls in waves behind a health gate) or
+/// `at-once` (every dependent rolls at once, as before); overrides `--fan-out`.
+pub const WAVELET_FAN_OUT: &str = "wavelet.dev/fan-out";
+/// On a ConfigMap/Secret: the size of the waves after the first (`3` or `25%`);
+/// overrides `--wave-size`.
+pub const WAVELET_WAVE_SIZE: &str = "wavelet.dev/wave-size";
+/// On a ConfigMap/Secret: any value lets its current change through restart windows,
+/// once; a later change needs a new value.
+pub const WAVELET_URGENT: &str = "wavelet.dev/urgent";
+
 /// The keys that opt a workload in through Reloader (any of them set).
 pub const RELOADER_OPT_INS: [&str; 6] = [
     RELOADER_AUTO,
@@ -65,7 +84,7 @@ pub const RELOADER_OPT_INS: [&str; 6] = [
 ];
 
 /// Every annotation wavelet reads; objects' other annotations are never parsed.
-pub const READ: [&str; 23] = [
+pub const READ: [&str; 29] = [
     WAVELET_OPT_IN,
     WAVE_OPT_IN,
     WAVELET_HASH,
@@ -89,6 +108,12 @@ pub const READ: [&str; 23] = [
     RELOADER_ROLLOUT_STRATEGY,
     RELOADER_IGNORE,
     RELOADER_MATCH,
+    WAVELET_CANARY,
+    WAVELET_PAUSE,
+    WAVELET_RESTART_WINDOW,
+    WAVELET_FAN_OUT,
+    WAVELET_WAVE_SIZE,
+    WAVELET_URGENT,
 ];
 
 /// The delete-mode selector of a ConfigMap/Secret, under wavelet's key or the lab's.

@@ -4,8 +4,8 @@
 //! works" draws it).
 #![forbid(unsafe_code)]
 
-// Foundations and vocabulary: errors, time, the stop flag; label selectors and the
-// annotation keys wavelet reads.
+// Foundations and vocabulary: errors, time, the stop flag; label selectors, restart
+// windows and the annotation keys wavelet reads.
 pub mod error;
 pub mod stop;
 #[cfg(test)]
@@ -14,6 +14,7 @@ pub mod time;
 
 pub mod annotations;
 pub mod selector;
+pub mod window;
 
 // The slices of Kubernetes objects wavelet reads.
 pub mod objects;

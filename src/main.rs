@@ -54,6 +54,23 @@ fn run(args: &[String]) -> Result<i32, Error> {
             };
             migrate_wave(&client, namespace.as_deref(), apply)
         }
+        Command::Pause { state_namespace } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let client = Client::from_flags(&config.connection)?;
+            let ns = wavelet::commands::state_namespace(&client, state_namespace.as_deref());
+            wavelet::commands::pause(&client, &ns, &mut std::io::stdout()).map(|()| 0)
+        }
+        Command::Resume {
+            state_namespace,
+            target,
+        } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let client = Client::from_flags(&config.connection)?;
+            let ns = wavelet::commands::state_namespace(&client, state_namespace.as_deref());
+            let resumed =
+                wavelet::commands::resume(&client, &ns, target.as_ref(), &mut std::io::stdout())?;
+            Ok(if resumed { 0 } else { 1 })
+        }
         Command::Version => {
             println!("wavelet {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
@@ -66,7 +83,8 @@ fn run(args: &[String]) -> Result<i32, Error> {
                 client.base_url()
             );
             let stop = stop_on_signals()?;
-            wavelet::controller::run(client, &run, config.policy, &stop).map(|()| 0)
+            wavelet::controller::run(client, &run, config.policy, &config.fan_out, &stop)
+                .map(|()| 0)
         }
         Command::Hash {
             namespace,
@@ -99,17 +117,26 @@ fn run(args: &[String]) -> Result<i32, Error> {
         Command::Status {
             namespace,
             hash_key_file,
+            state_namespace,
         } => {
             wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
             let key = read_key(hash_key_file.as_deref())?;
             let client = Client::from_flags(&config.connection)?;
             // Without -n: the kubeconfig context's namespace, else every namespace.
             let namespace = namespace.or_else(|| client.default_namespace());
+            let gating = wavelet::commands::Gating {
+                fan_out: config.fan_out.clone(),
+                state_namespace: wavelet::commands::state_namespace(
+                    &client,
+                    state_namespace.as_deref(),
+                ),
+            };
             let out_of_date = wavelet::commands::status(
                 &client,
                 namespace.as_deref(),
                 &config.policy,
                 key.as_deref(),
+                &gating,
                 &mut std::io::stdout(),
             )?;
             if out_of_date > 0 {

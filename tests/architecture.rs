@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// a layer above.
 const LAYERS: &[(&str, &[&str])] = &[
     ("foundations", &["error", "time", "stop", "testing"]),
-    ("vocabulary", &["selector", "annotations"]),
+    ("vocabulary", &["selector", "window", "annotations"]),
     ("objects", &["objects"]),
     ("config", &["config"]),
     ("client", &["client"]),

@@ -166,6 +166,16 @@ fn every_object_the_chart_renders_for_a_matrix_of_values_matches_the_openapi_sch
             "resync=5m",
             "--set",
             "proxySidecar.image.tag=v1.36.2",
+            "--set",
+            "fanOut=at-once",
+            "--set",
+            "firstWave=2",
+            "--set",
+            "waveSize=3",
+            "--set",
+            "rolloutTimeout=5m",
+            "--set",
+            "restartWindow=Mon-Fri 02:00-05:00 Europe/Berlin",
         ],
     ];
     let mut problems = Vec::new();
@@ -194,6 +204,9 @@ fn a_wrong_value_fails_at_helm_template_naming_the_value() {
         ("maxRolloutsPerSecond=0", "/maxRolloutsPerSecond"),
         ("workloadKinds={widgets}", "/workloadKinds/0"),
         ("hashKey.existingSecret=Key", "/hashKey/existingSecret"),
+        ("fanOut=canary", "/fanOut"),
+        ("waveSize=0%", "/waveSize"),
+        ("rolloutTimeout=0s", "/rolloutTimeout"),
     ] {
         let err = template(&helm, &["--set", value]).expect_err(value);
         assert!(err.contains(path), "{value}: {err}");
@@ -306,6 +319,12 @@ fn the_charts_rbac_is_exactly_what_wavelet_sends_with_the_flags_it_renders() {
         vec![
             "--set",
             "workloadKinds={example.com/v1/widgets,argoproj.io/v1alpha1/rollouts}",
+            "--set",
+            "waveSize=50%",
+            "--set",
+            "firstWave=2",
+            "--set",
+            "rolloutTimeout=5m",
             "--set",
             &selector,
             "--set",

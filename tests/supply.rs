@@ -401,11 +401,21 @@ fn check_with_made_up_dependency(dir: &Path, licence: &str) -> (bool, String) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     };
+    // wavelet's build script needs wavelet's build-dependencies: the same section.
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let build_dependencies = manifest
+        .split("\n[build-dependencies]\n")
+        .nth(1)
+        .map(|rest| rest.split("\n[").next().unwrap())
+        .unwrap_or("");
     write(
         "Cargo.toml",
-        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
-         license = \"Apache-2.0\"\ndescription = \"made up\"\n\n\
-         [dependencies]\nmade-up-dep = { path = \"made-up-dep\" }\n",
+        &format!(
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+             license = \"Apache-2.0\"\ndescription = \"made up\"\n\n\
+             [dependencies]\nmade-up-dep = {{ path = \"made-up-dep\" }}\n\n\
+             [build-dependencies]\n{build_dependencies}\n"
+        ),
     );
     write("src/main.rs", "fn main() {}\n");
     write(

@@ -17,6 +17,7 @@
 //! - `reloader`: Reloader's annotations (auto, typed auto, reload lists, search/match, exclude, ignore, pause-period) and opt-in flags.
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
+//! - `fanout`: safe fan-out: waves behind the health gate, at-once, a restart mid-fan-out, a hold and `wavelet resume`, pauses, restart windows and urgent changes.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
@@ -38,6 +39,7 @@ mod commands;
 mod connecting;
 mod delete_mode;
 mod fake;
+mod fanout;
 mod faults;
 mod hash_mode;
 mod image;

@@ -708,3 +708,11 @@ pub fn wait_for_metric(
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A request about wavelet's own `wavelet-state` ConfigMap (its GET, PUT, or the watch of
+/// that one object), not about the users' ConfigMaps.
+pub fn is_wavelet_state(request: &Request) -> bool {
+    request.path.ends_with("/configmaps/wavelet-state")
+        || (request.path.ends_with("/configmaps")
+            && request.query_param("fieldSelector") == Some("metadata.name=wavelet-state"))
+}

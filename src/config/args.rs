@@ -7,7 +7,9 @@ use crate::config::flags::{find_flag, find_short, refused, Flag, FlagDefault};
 use crate::error::Error;
 
 /// The subcommands, as typed.
-pub(super) const COMMANDS: &[&str] = &["run", "status", "hash", "migrate", "version", "help"];
+pub(super) const COMMANDS: &[&str] = &[
+    "run", "status", "hash", "migrate", "pause", "resume", "version", "help",
+];
 
 /// The arguments split up, before any value is validated.
 pub(super) struct Raw<'a> {
@@ -143,7 +145,7 @@ mod tests {
         // A bool flag does not swallow the next argument.
         assert_eq!(
             error("--dry-run false", &[]),
-            "unknown command \"false\": expected one of run, status, hash, migrate, version, help; see wavelet --help"
+            "unknown command \"false\": expected one of run, status, hash, migrate, pause, resume, version, help; see wavelet --help"
         );
     }
 
@@ -204,7 +206,7 @@ mod tests {
         );
         assert_eq!(
             error("rum", &[]),
-            "unknown command \"rum\": expected one of run, status, hash, migrate, version, help; see wavelet --help"
+            "unknown command \"rum\": expected one of run, status, hash, migrate, pause, resume, version, help; see wavelet --help"
         );
     }
 

@@ -18,6 +18,10 @@ pub(super) enum Scope {
     Hashing,
     /// `wavelet migrate wave`.
     Migrate,
+    /// How a shared change rolls: `wavelet run` decides by it, `wavelet status` shows it.
+    Gating,
+    /// Where wavelet keeps its state: `run`, `status`, `pause`, `resume`.
+    State,
 }
 
 /// A flag's default, as help shows it and as parsing uses it.
@@ -207,8 +211,8 @@ pub(super) static FLAGS: &[Flag] = &[
         "state-namespace",
         Some("NAMESPACE"),
         FlagDefault::Unset("the pod's or kubeconfig's, else default"),
-        Scope::Run,
-        "namespace of the wavelet-state ConfigMap that remembers delete-mode hashes",
+        Scope::State,
+        "namespace of the wavelet-state ConfigMap: delete-mode hashes, fan-outs in progress or held, the global pause",
     ),
     flag(
         "listen-addr",
@@ -251,6 +255,42 @@ pub(super) static FLAGS: &[Flag] = &[
         FlagDefault::Value("5m"),
         Scope::Run,
         "delete mode: emit a Warning Event when evictions have been refused for this long (> 0)",
+    ),
+    // Rolling a shared change safely: `wavelet run` and `wavelet status`.
+    flag(
+        "fan-out",
+        Some("waves|at-once"),
+        FlagDefault::Value("waves"),
+        Scope::Gating,
+        "a change of a ConfigMap or Secret that several workloads use rolls them in waves, each after the one before finished its rollout healthy (waves), or all at once (at-once, wavelet's behaviour before); the annotation wavelet.dev/fan-out on the object overrides it",
+    ),
+    flag(
+        "first-wave",
+        Some("N"),
+        FlagDefault::Value("1"),
+        Scope::Gating,
+        "workloads in the first wave of a shared change (>= 1); workloads annotated wavelet.dev/canary: \"true\" go first instead",
+    ),
+    flag(
+        "wave-size",
+        Some("N|P%"),
+        FlagDefault::Value("25%"),
+        Scope::Gating,
+        "workloads in each later wave: a count, or a percentage of the workloads the change rolls (at least 1); the annotation wavelet.dev/wave-size overrides it",
+    ),
+    flag(
+        "rollout-timeout",
+        Some("DURATION"),
+        FlagDefault::Value("15m"),
+        Scope::Gating,
+        "a rolled workload that has not finished its rollout healthy after this long (or its own progress deadline, whichever comes first) holds the rest of the fan-out (> 0)",
+    ),
+    flag(
+        "restart-window",
+        Some("WINDOWS"),
+        FlagDefault::Unset("none: any time"),
+        Scope::Gating,
+        "roll only inside these windows, e.g. \"Mon-Fri 02:00-05:00 Europe/Berlin\" (several separated by ;); changes outside wait and roll once when one opens; wavelet.dev/restart-window on a workload or Namespace overrides it",
     ),
     // Stakater Reloader's flags, where wavelet shares their meaning.
     flag(
@@ -447,6 +487,16 @@ mod tests {
             "state-namespace" => ("run", "ops", |c| {
                 run(c).state_namespace.as_deref() == Some("ops")
             }),
+            "fan-out" => ("run", "at-once", |c| !c.fan_out.waves),
+            "first-wave" => ("status", "3", |c| c.fan_out.first_wave == 3),
+            "wave-size" => ("run", "2", |c| c.fan_out.wave_size == WaveSize::Count(2)),
+            "rollout-timeout" => ("run", "1m", |c| {
+                c.fan_out.rollout_timeout == Duration::from_secs(60)
+            }),
+            "restart-window" => ("run", "01:00-02:00", |c| {
+                c.fan_out.restart_window.as_ref().map(ToString::to_string)
+                    == Some("01:00-02:00".into())
+            }),
             "listen-addr" => ("run", "127.0.0.1:8080", |c| {
                 run(c).listen_addr == "127.0.0.1:8080"
             }),
@@ -493,6 +543,7 @@ mod tests {
                     == Command::Status {
                         namespace: Some("prod".into()),
                         hash_key_file: None,
+                        state_namespace: None,
                     }
             }),
             other => panic!("no sample for --{other}: add one"),

@@ -16,6 +16,10 @@ Usage:
                                          remove what older Wave versions left (the
                                          finalizer, owner references); a dry run
                                          without --apply
+  wavelet pause                          hold every rollout as pending (global pause)
+  wavelet resume                         lift the global pause: pending changes roll once
+  wavelet resume -n NS configmap/NAME    go on with a held fan-out of that ConfigMap (or
+                                         secret/NAME) past the workload that failed
   wavelet version                        print the version
   wavelet help, --help, -h               print this help
 
@@ -32,6 +36,14 @@ Durations are written like 500ms, 10s, 5m, 1h30m.
         (Scope::StatusAndHash, "wavelet status and wavelet hash"),
         (Scope::Hashing, "The hash (wavelet run, status and hash)"),
         (Scope::Migrate, "wavelet migrate wave"),
+        (
+            Scope::Gating,
+            "Rolling a shared change safely (wavelet run and status)",
+        ),
+        (
+            Scope::State,
+            "wavelet's state (wavelet run, status, pause, resume)",
+        ),
     ];
     for (scope, title) in sections {
         out.push_str(&format!("\n{title}:\n"));

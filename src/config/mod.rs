@@ -32,6 +32,7 @@ use std::time::Duration;
 use crate::config::values::{is_dns_label, is_dns_subdomain};
 use crate::objects::ConfigKind;
 use crate::selector::Selector;
+use crate::window::Windows;
 
 /// How to reach the API server; the same for every subcommand.
 ///
@@ -58,7 +59,101 @@ pub struct Config {
     /// What decides opt-in and counting, shared by `run`, `status` and `hash`:
     /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`.
     pub policy: Policy,
+    /// How a change shared by several workloads rolls: `run` decides by it, `status`
+    /// shows it.
+    pub fan_out: FanOut,
     pub command: Command,
+}
+
+/// How a change of a ConfigMap or Secret that several workloads use rolls (README:
+/// Rolling a shared change safely). The annotations on objects override it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FanOut {
+    /// `--fan-out`: `waves` (true, the default) or `at-once`.
+    pub waves: bool,
+    /// `--first-wave` (>= 1).
+    pub first_wave: usize,
+    /// `--wave-size`.
+    pub wave_size: WaveSize,
+    /// `--rollout-timeout` (> 0).
+    pub rollout_timeout: Duration,
+    /// `--restart-window`; `None`: any time.
+    pub restart_window: Option<Windows>,
+}
+
+impl Default for FanOut {
+    fn default() -> FanOut {
+        FanOut {
+            waves: true,
+            first_wave: 1,
+            wave_size: WaveSize::Percent(25),
+            rollout_timeout: Duration::from_secs(900),
+            restart_window: None,
+        }
+    }
+}
+
+/// `--fan-out` and `wavelet.dev/fan-out`: `waves` or `at-once`.
+pub fn parse_fan_out(text: &str) -> Result<bool, String> {
+    match text.trim() {
+        "waves" => Ok(true),
+        "at-once" => Ok(false),
+        other => Err(format!("expected waves or at-once, got {other:?}")),
+    }
+}
+
+/// The size of the waves after the first: a count, or a percentage of the workloads the
+/// change rolls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaveSize {
+    Count(usize),
+    Percent(u32),
+}
+
+impl WaveSize {
+    /// `3` or `25%` (a count >= 1, a percentage 1 to 100).
+    pub fn parse(text: &str) -> Result<WaveSize, String> {
+        let text = text.trim();
+        let bad =
+            || format!("expected a count such as 3 or a percentage such as 25%, got {text:?}");
+        match text.strip_suffix('%') {
+            Some(p) => match p.trim().parse::<u32>() {
+                Ok(p) if (1..=100).contains(&p) => Ok(WaveSize::Percent(p)),
+                _ => Err(bad()),
+            },
+            None => match text.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(WaveSize::Count(n)),
+                _ => Err(bad()),
+            },
+        }
+    }
+
+    /// Workloads per wave when the change rolls `total` of them: at least 1, a percentage
+    /// rounded up.
+    pub fn of(self, total: usize) -> usize {
+        match self {
+            WaveSize::Count(n) => n.max(1),
+            WaveSize::Percent(p) => (total * p as usize).div_ceil(100).max(1),
+        }
+    }
+}
+
+impl fmt::Display for WaveSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaveSize::Count(n) => write!(f, "{n}"),
+            WaveSize::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+/// A ConfigMap or Secret named on the command line (`configmap/NAME`, `secret/NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigTarget {
+    /// `-n`; without it, the kubeconfig context's namespace.
+    pub namespace: Option<String>,
+    pub kind: ConfigKind,
+    pub name: String,
 }
 
 /// The subcommand and its own settings.
@@ -73,6 +168,16 @@ pub enum Command {
         namespace: Option<String>,
         /// `--hash-key-file`, so HMAC hashes compare equal.
         hash_key_file: Option<PathBuf>,
+        /// `--state-namespace`: where fan-outs and the global pause are recorded.
+        state_namespace: Option<String>,
+    },
+    /// `wavelet pause`: hold every rollout as pending (the global pause).
+    Pause { state_namespace: Option<String> },
+    /// `wavelet resume`: lift the global pause; `wavelet resume -n NS configmap/NAME`: go
+    /// on with a held fan-out past the workload that failed.
+    Resume {
+        state_namespace: Option<String>,
+        target: Option<ConfigTarget>,
     },
     /// `wavelet hash -n NS KIND/NAME`. `kind` is lowercase; the built-in kinds and their
     /// kubectl spellings (`deploy`, `deployment`, `deployments.apps`, `sts`, `ds`, ...) are

@@ -9,6 +9,7 @@ use crate::config::help::help_text;
 use crate::config::values::*;
 use crate::config::*;
 use crate::error::Error;
+use crate::window::Windows;
 
 /// Where a value came from; errors name it so the user knows what to fix.
 pub(super) enum Origin {
@@ -85,6 +86,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             connection: ConnectionFlags::default(),
             log_format: LogFormat::Text,
             policy: Policy::default(),
+            fan_out: FanOut::default(),
             command: Command::Help(help_text()),
         });
     }
@@ -96,14 +98,19 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         Scope::StatusAndHash => raw.command == "status" || raw.command == "hash",
         Scope::Hashing => ["run", "status", "hash"].contains(&raw.command),
         Scope::Migrate => raw.command == "migrate",
+        Scope::Gating => ["run", "status"].contains(&raw.command),
+        Scope::State => ["run", "status", "pause", "resume"].contains(&raw.command),
     };
     for name in raw.flags.keys() {
         let flag = find_flag(name).expect("raw flags come from FLAGS");
-        let namespace_of_migrate = flag.name == "namespace" && raw.command == "migrate";
+        let namespace_of_migrate =
+            flag.name == "namespace" && ["migrate", "resume"].contains(&raw.command);
         if !scope_ok(flag.scope) && !namespace_of_migrate {
             let owner = match flag.scope {
                 Scope::Run => "wavelet run",
                 Scope::Migrate => "wavelet migrate wave",
+                Scope::Gating => "wavelet run and wavelet status",
+                Scope::State => "wavelet run, status, pause and resume",
                 _ => "wavelet status and wavelet hash",
             };
             let hint = if flag.name == "namespace" {
@@ -117,7 +124,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             )));
         }
     }
-    let positionals_allowed = if raw.command == "hash" || raw.command == "migrate" {
+    let positionals_allowed = if ["hash", "migrate", "resume"].contains(&raw.command) {
         1
     } else {
         0
@@ -184,6 +191,17 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         "status" => Command::Status {
             namespace: look.get("namespace", namespace)?,
             hash_key_file: look.get("hash-key-file", non_empty)?.map(PathBuf::from),
+            state_namespace: look.get("state-namespace", namespace)?,
+        },
+        "pause" => Command::Pause {
+            state_namespace: look.get("state-namespace", namespace)?,
+        },
+        "resume" => Command::Resume {
+            state_namespace: look.get("state-namespace", namespace)?,
+            target: match raw.positionals.first() {
+                None => None,
+                Some(target) => Some(config_target(target, look.get("namespace", namespace)?)?),
+            },
         },
         "hash" => {
             let Some(target) = raw.positionals.first() else {
@@ -234,11 +252,42 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             "--ignore-configmaps and --ignore-secrets together leave nothing to watch; give one (as Reloader accepts only one)",
         ));
     }
+    let fan_out = FanOut {
+        waves: look.required("fan-out", parse_fan_out)?,
+        first_wave: look.required("first-wave", at_least_one)?,
+        wave_size: look.required("wave-size", WaveSize::parse)?,
+        rollout_timeout: look.required("rollout-timeout", positive_duration)?,
+        restart_window: look.get("restart-window", Windows::parse)?,
+    };
     Ok(Config {
         connection,
         log_format,
         policy,
+        fan_out,
         command,
+    })
+}
+
+/// `configmap/NAME` or `secret/NAME` (kubectl's spellings: `cm`, `configmaps`, ...).
+fn config_target(text: &str, namespace: Option<String>) -> Result<ConfigTarget, Error> {
+    let bad = || {
+        config_error(format!(
+            "wavelet resume takes the ConfigMap or Secret of a held fan-out as configmap/NAME or secret/NAME, got {text:?}; without it, it lifts the global pause"
+        ))
+    };
+    let (kind, name) = text.split_once('/').ok_or_else(bad)?;
+    let kind = match kind.to_ascii_lowercase().as_str() {
+        "configmap" | "configmaps" | "cm" => ConfigKind::ConfigMap,
+        "secret" | "secrets" => ConfigKind::Secret,
+        _ => return Err(bad()),
+    };
+    if name.is_empty() {
+        return Err(bad());
+    }
+    Ok(ConfigTarget {
+        namespace,
+        kind,
+        name: name.to_string(),
     })
 }
 
@@ -362,7 +411,8 @@ mod tests {
             status.command,
             Command::Status {
                 namespace: None,
-                hash_key_file: None
+                hash_key_file: None,
+                state_namespace: None,
             }
         );
     }
@@ -373,7 +423,8 @@ mod tests {
             parse_with("status", &[]).unwrap().command,
             Command::Status {
                 namespace: None,
-                hash_key_file: None
+                hash_key_file: None,
+                state_namespace: None,
             }
         );
         for line in [
@@ -388,6 +439,7 @@ mod tests {
                 Command::Status {
                     namespace: Some("prod".into()),
                     hash_key_file: None,
+                    state_namespace: None,
                 },
                 "{line}"
             );

@@ -10,14 +10,18 @@ use std::time::{Duration, Instant};
 
 use crate::client::{Client, Shape};
 use crate::config::Policy;
-use crate::config::{RunConfig, WorkloadKind};
-use crate::controller::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
+use crate::config::{FanOut, RunConfig, WorkloadKind};
+use crate::controller::sinks::{
+    ConfigSink, NamespaceSink, OnSynced, Router, StateSink, WorkloadSink,
+};
 use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
+use crate::hashmode::fanout::{FanOuts, Judge};
 use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::Cache;
+use crate::model::state::{StateConfigMap, StateObject};
 use crate::objects::{
     ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
@@ -50,11 +54,17 @@ pub(crate) struct Controller {
     /// `None` without `--leader-elect`.
     elector: Option<Arc<LeaderElector>>,
     health: Arc<Health>,
+    fanouts: Arc<FanOuts>,
 }
 
 impl Controller {
     /// Starts watching and reconciling; returns at once.
-    pub fn start(client: Client, config: &RunConfig, policy: Policy) -> Result<Controller, Error> {
+    pub fn start(
+        client: Client,
+        config: &RunConfig,
+        policy: Policy,
+        fan_out: &FanOut,
+    ) -> Result<Controller, Error> {
         let stop = Arc::new(AtomicBool::new(false));
         if config.leader_elect && config.dry_run {
             // Holding the Lease would keep the real controller from leading.
@@ -108,6 +118,32 @@ impl Controller {
             &gate,
             hmac_key.clone(),
         ));
+        // Hash mode's own entries (fan-outs, urgent grants, the global pause) live in the
+        // same ConfigMap as delete mode's, watched so `wavelet pause` is seen at once.
+        let state = Arc::new(StateConfigMap::new(
+            client.clone(),
+            own_namespace(
+                config.state_namespace.as_deref(),
+                "--state-namespace",
+                &client,
+            )
+            .0,
+            config.dry_run,
+        ));
+        let fanouts = {
+            let queue = Arc::clone(&queue);
+            Arc::new(FanOuts::new(
+                Judge {
+                    cache: Arc::clone(&cache),
+                    fan_out: fan_out.clone(),
+                    hmac_key: hmac_key.clone(),
+                    absent_is_filtered: reloader.resource_label_selector.is_some(),
+                },
+                Arc::clone(&state),
+                Recorder::new(client.clone()),
+                Box::new(move |key| queue.add(key)),
+            ))
+        };
         let settings = HashModeSettings {
             hmac_key,
             dry_run: config.dry_run,
@@ -124,6 +160,7 @@ impl Controller {
             Recorder::new(client.clone()),
             settings,
             Arc::clone(&debounce),
+            Arc::clone(&fanouts),
         ));
 
         let mut workload_resources = vec![
@@ -165,8 +202,14 @@ impl Controller {
             .into_iter()
             .filter(|k| !policy.ignores(*k))
             .collect();
+        // Namespaces are watched for --namespace-selector, and for their fan-out
+        // annotations whenever wavelet watches every namespace (the cluster-wide install).
+        let watch_namespaces = reloader.namespace_selector.is_some() || namespaces == [None];
+        // The watch of wavelet-state is not waited for: until it lists, the first read of
+        // the state GETs it (so a pause is known before the first rollout), and a missing
+        // grant for it costs only the prompt notice of `wavelet pause`, never readiness.
         let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
-            + usize::from(reloader.namespace_selector.is_some());
+            + usize::from(watch_namespaces);
         let listed = Arc::new(Latch::new(watchers));
         let fetcher = Arc::new(Fetcher::new(
             client.clone(),
@@ -244,16 +287,40 @@ impl Controller {
                 );
             }
         }
-        if let Some(selector) = &reloader.namespace_selector {
-            let mut sink = NamespaceSink::new(Arc::clone(&router), on_listed());
+        if watch_namespaces {
+            let selector = reloader.namespace_selector.as_ref();
+            let mut sink = NamespaceSink::new(Arc::clone(&router), on_listed(), selector.is_some());
             let source = ApiSource::new(client.clone(), Resource::namespaces(), None, Shape::Whole)
-                .filtered(Some(&selector.to_query_string()), None);
+                .filtered(selector.map(|s| s.to_query_string()).as_deref(), None);
             spawn_watch(
                 source,
                 &health,
                 watch_config.clone(),
                 Arc::clone(&stop),
                 move |e: Event<NamespaceItem>| sink.handle(e),
+            );
+        }
+        {
+            let mut sink = StateSink::new(Arc::clone(&state), Arc::clone(&router), Box::new(|| {}));
+            let source = ApiSource::new(
+                client.clone(),
+                Resource::configmaps(),
+                Some(state.namespace().to_string()),
+                Shape::Whole,
+            )
+            .filtered(
+                None,
+                Some(&format!(
+                    "metadata.name={}",
+                    crate::model::state::STATE_CONFIGMAP
+                )),
+            );
+            spawn_watch(
+                source,
+                &health,
+                watch_config.clone(),
+                Arc::clone(&stop),
+                move |e: Event<StateObject>| sink.handle(e),
             );
         }
 
@@ -274,16 +341,22 @@ impl Controller {
         // Synced: every first list is in, and the data of every Secret that matters read.
         let synced = Arc::new(Latch::new(1));
         {
-            let (listed, synced, fetcher, cache) = (
+            let (listed, synced, fetcher, cache, state) = (
                 Arc::clone(&listed),
                 Arc::clone(&synced),
                 Arc::clone(&fetcher),
                 Arc::clone(&cache),
+                Arc::clone(&state),
             );
             let started = std::time::Instant::now();
             std::thread::spawn(move || {
                 listed.wait();
                 fetcher.wait_idle();
+                // wavelet-state read before the first reconcile (unless its watch has),
+                // so a global pause holds from the start and no reconcile waits for it.
+                if let Err(err) = state.get(crate::model::state::PAUSE_KEY) {
+                    log::warn!("{err}");
+                }
                 synced.count_down();
                 let (configs, workloads) = cache.sizes();
                 log::info!(
@@ -340,6 +413,7 @@ impl Controller {
             gate,
             elector,
             health,
+            fanouts,
         })
     }
 
@@ -353,6 +427,7 @@ impl Controller {
         );
         let delete_mode = self.delete_mode.clone();
         let fetcher = Arc::clone(&self.fetcher);
+        let fanouts = Arc::clone(&self.fanouts);
         let client = client.clone();
         Endpoints {
             health: Arc::clone(&self.health),
@@ -369,6 +444,8 @@ impl Controller {
                     state_bytes: delete_mode.as_ref().map_or(0, |d| d.state_bytes()),
                     leader: gate.may_write(),
                     ready: synced.is_open(),
+                    pending_rollouts: fanouts.pending_counts(),
+                    fanouts_held: fanouts.held_count(),
                     // Read by the HTTP thread when /metrics is scraped.
                     resident_bytes: None,
                     cpu_seconds: None,
@@ -402,6 +479,7 @@ pub fn run(
     client: Client,
     config: &RunConfig,
     policy: Policy,
+    fan_out: &FanOut,
     stop: &AtomicBool,
 ) -> Result<(), Error> {
     let listener = TcpListener::bind(&config.listen_addr).map_err(|e| {
@@ -414,7 +492,7 @@ pub fn run(
         Ok(addr) => log::info!("listening on {addr} for /healthz, /readyz and /metrics"),
         Err(_) => log::info!("listening on {}", config.listen_addr),
     }
-    let controller = Controller::start(client.clone(), config, policy)?;
+    let controller = Controller::start(client.clone(), config, policy, fan_out)?;
     crate::ops::http::spawn(listener, controller.endpoints(&client));
     crate::stop::sleep_unless_stopped(stop, Duration::MAX);
     log::info!("stopping: finishing in-flight work");
@@ -499,6 +577,7 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
         Outcome::MissingConfig => Some(Counted::Skipped("missing_config")),
         Outcome::OutOfScope => Some(Counted::Skipped("out_of_scope")),
         Outcome::UpToDate
+        | Outcome::Pending(_)
         | Outcome::Forgotten
         | Outcome::OptOutCleaned
         | Outcome::AwaitingWatch

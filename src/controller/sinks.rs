@@ -13,7 +13,8 @@ use crate::deletemode::DeleteMode;
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::{Cache, ConfigChange, ConfigEntry};
 use crate::model::references::Reference;
-use crate::model::workload::WorkloadEntry;
+use crate::model::state::{StateConfigMap, StateObject, PAUSE_KEY};
+use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
     ConfigKey, ConfigKind, ConfigObject, NamespaceItem, Resource, WorkloadKey, WorkloadObject,
@@ -171,12 +172,13 @@ impl Router {
     }
 
     /// Reloader's `ignore` or `match` of `key` changed: who counts it may have changed, so
-    /// its dependents reconcile now (they record the new set without rolling).
+    /// its dependents reconcile now (they record the new set without rolling). So do they
+    /// when its fan-out annotations changed (a pause lifted, an urgent change).
     fn recount(&self, key: &ConfigKey, before: Option<&ConfigEntry>) {
         let (Some(before), Some(after)) = (before, self.cache.config(key)) else {
             return;
         };
-        if before.counting_differs(&after) {
+        if before.counting_differs(&after) || before.gates_differ(&after) {
             for workload in self.cache.dependents(key) {
                 self.queue.add(workload);
             }
@@ -537,18 +539,49 @@ fn counts_new_secret_patterns(before: Option<&WorkloadEntry>, after: &WorkloadEn
 pub struct NamespaceSink {
     router: Arc<Router>,
     relist: Relist<Box<str>>,
+    /// `--namespace-selector`: the watch (filtered by it) says which namespaces are in
+    /// scope. Without it the watch only reads the Namespaces' fan-out annotations.
+    scopes: bool,
 }
 
 impl NamespaceSink {
-    pub fn new(router: Arc<Router>, on_synced: OnSynced) -> NamespaceSink {
+    pub fn new(router: Arc<Router>, on_synced: OnSynced, scopes: bool) -> NamespaceSink {
         NamespaceSink {
             router,
             relist: Relist::new(on_synced),
+            scopes,
+        }
+    }
+
+    /// Stores a Namespace's pause and restart window; a change wakes its workloads.
+    fn gates(&self, ns: &NamespaceItem, gone: bool) {
+        let gates = (!gone).then(|| Gates::from_annotations(&ns.metadata.annotations));
+        if self
+            .router
+            .cache
+            .set_namespace_gates(&ns.metadata.name, gates)
+        {
+            for key in self.router.cache.workloads_in(&ns.metadata.name) {
+                self.router.queue.add(key);
+            }
         }
     }
 
     pub fn handle(&mut self, event: Event<NamespaceItem>) {
         let scope = self.router.cache.scope();
+        match &event {
+            Event::InitApply(ns) | Event::Apply(ns) => self.gates(ns, false),
+            Event::Delete(ns) => self.gates(ns, true),
+            Event::InitStart | Event::InitDone => {}
+        }
+        if !self.scopes {
+            if let Event::InitStart = event {
+                self.relist.start();
+            } else if let Event::InitDone = event {
+                self.relist.finish();
+            }
+            return;
+        }
         match event {
             Event::InitStart => self.relist.start(),
             Event::InitApply(ns) => self.relist.saw(ns.metadata.name.into()),
@@ -582,6 +615,81 @@ impl NamespaceSink {
         if let Some(delete_mode) = &self.router.delete_mode {
             for key in self.router.cache.delete_mode_configs_in(namespace) {
                 delete_mode.enqueue(key);
+            }
+        }
+    }
+}
+
+/// Keeps hash mode's copy of `wavelet-state` current (fan-outs, urgent grants, the global
+/// pause) and wakes what a change there concerns: every workload for the global pause, the
+/// users of a ConfigMap/Secret whose fan-out entry changed (`wavelet resume`).
+pub struct StateSink {
+    state: Arc<StateConfigMap>,
+    router: Arc<Router>,
+    relist: Relist<()>,
+    listed: bool,
+}
+
+impl StateSink {
+    pub fn new(state: Arc<StateConfigMap>, router: Arc<Router>, on_synced: OnSynced) -> StateSink {
+        StateSink {
+            state,
+            router,
+            relist: Relist::new(on_synced),
+            listed: false,
+        }
+    }
+
+    pub fn handle(&mut self, event: Event<StateObject>) {
+        let changed = match event {
+            Event::InitStart => {
+                self.relist.start();
+                self.listed = false;
+                return;
+            }
+            Event::InitApply(object) => {
+                self.listed = true;
+                self.state.observed(Some(object))
+            }
+            Event::Apply(object) => self.state.observed(Some(object)),
+            Event::Delete(_) => self.state.observed(None),
+            Event::InitDone => {
+                self.relist.finish();
+                if self.listed {
+                    return;
+                }
+                self.state.observed(None)
+            }
+        };
+        self.wake(&changed);
+    }
+
+    fn wake(&self, changed: &[String]) {
+        let cache = &self.router.cache;
+        if changed.iter().any(|k| k == PAUSE_KEY) {
+            log::info!("the global pause changed: every workload looks again");
+            for key in cache.workload_keys() {
+                self.router.queue.add(key);
+            }
+            return;
+        }
+        for key in changed {
+            let Some(rest) = key.strip_prefix("fanout.") else {
+                continue;
+            };
+            let mut parts = rest.splitn(3, '.');
+            let (Some(kind), Some(namespace), Some(name)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let kind = match kind {
+                "configmap" => ConfigKind::ConfigMap,
+                "secret" => ConfigKind::Secret,
+                _ => continue,
+            };
+            for workload in cache.dependents(&ConfigKey::new(kind, namespace, name)) {
+                self.router.queue.add(workload);
             }
         }
     }

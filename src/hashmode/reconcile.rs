@@ -11,7 +11,13 @@
 //!    rules say wait → come back later.
 //! 7. Only the set of counted objects changed, no data (a template edit, a reload list,
 //!    Reloader's `ignore`/`match`) → record on the metadata, no rollout.
-//! 8. Patch the template annotation (the workload's controller rolls) and emit an Event.
+//! 8. Paused (globally, its Namespace, itself, or a ConfigMap/Secret it uses), a shared
+//!    change rolling in waves that has not released it yet (or is held), or outside its
+//!    restart window → pending until that changes (`fanout/`).
+//! 9. Patch the template annotation (the workload's controller rolls) and emit an Event.
+//!
+//! An up-to-date workload of a fan-out's current wave reports its rollout to the fan-out
+//! (step 4), which releases the next wave or holds the rest.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +29,8 @@ use sha2::{Digest as _, Sha256};
 use crate::annotations::Flavor;
 use crate::client::{Client, PatchType};
 use crate::error::Error;
+use crate::hashmode::fanout::gates::Pending;
+use crate::hashmode::fanout::{FanOuts, Verdict};
 use crate::hashmode::rollout;
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
 use crate::model::cache::Cache;
@@ -69,6 +77,8 @@ pub enum Outcome {
     AwaitingData,
     /// Its namespace does not match `--namespace-selector`.
     OutOfScope,
+    /// Paused, outside its restart window, or waiting for (or held by) a fan-out.
+    Pending(Pending),
 }
 
 /// Settings of hash mode.
@@ -135,6 +145,7 @@ pub struct Reconciler {
     throttle: Mutex<RolloutThrottle<WorkloadKey>>,
     debounce: Arc<Debounce<WorkloadKey>>,
     memory: Mutex<HashMap<WorkloadKey, Box<Memory>>>,
+    fanouts: Arc<FanOuts>,
 }
 
 impl Reconciler {
@@ -144,6 +155,7 @@ impl Reconciler {
         recorder: Recorder,
         settings: HashModeSettings,
         debounce: Arc<Debounce<WorkloadKey>>,
+        fanouts: Arc<FanOuts>,
     ) -> Reconciler {
         let throttle = RolloutThrottle::new(
             settings.max_rollouts_per_second,
@@ -159,6 +171,7 @@ impl Reconciler {
             throttle: Mutex::new(throttle),
             debounce,
             memory: Mutex::new(HashMap::new()),
+            fanouts,
         }
     }
 
@@ -180,6 +193,7 @@ impl Reconciler {
         let Some(entry) = self.cache.workload(key) else {
             self.memory.lock().unwrap().remove(key);
             self.throttle.lock().unwrap().forget(key);
+            self.fanouts.settled(key);
             return Ok((Action::Done, Outcome::Forgotten));
         };
         if !self.cache.in_scope(&key.namespace) {
@@ -187,6 +201,7 @@ impl Reconciler {
             return Ok((Action::Done, Outcome::OutOfScope));
         }
         let Some(flavor) = entry.flavor else {
+            self.fanouts.settled(key);
             let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
             let result = self.clean_up_opt_out(key, &entry, &mut remembered);
             if remembered.cleaned {
@@ -295,7 +310,12 @@ impl Reconciler {
             Step::UpToDate => {
                 remembered.fingerprints = fingerprints;
                 remembered.written = None;
-                return Ok((Action::Done, Outcome::UpToDate));
+                // A workload of a fan-out's current wave: its rollout moves the fan-out.
+                let action = match self.fanouts.observe(key, entry, crate::time::unix_now())? {
+                    Some(recheck) => Action::RequeueAfter(recheck),
+                    None => Action::Done,
+                };
+                return Ok((action, Outcome::UpToDate));
             }
             // The watch showing the write wakes it (or, past the wait, the next relist).
             Step::AwaitingWatch => return Ok((Action::Done, Outcome::AwaitingWatch)),
@@ -337,6 +357,14 @@ impl Reconciler {
             Step::Roll => {}
         }
         let recorded = recorded.expect("a rollout has a recorded hash");
+        // 8.
+        let note = match self.fanouts.check(key, entry, crate::time::unix_now())? {
+            Verdict::Go { note } => note,
+            Verdict::Wait { pending, requeue } => {
+                let action = requeue.map_or(Action::Done, Action::RequeueAfter);
+                return Ok((action, Outcome::Pending(pending)));
+            }
+        };
         // The storm rules apply to rollouts only.
         if let Err(throttled) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
             if let Throttled::MinInterval(wait) = throttled {
@@ -358,13 +386,16 @@ impl Reconciler {
             ));
         }
 
-        // 8.
+        // 9.
         let changed = describe_changes(&remembered.fingerprints, &named);
-        let message = format!(
+        let mut message = format!(
             "{changed} Config hash {} → {}.",
             hash::short(&recorded),
             hash::short(&computed.hash)
         );
+        if let Some(note) = note {
+            message.push_str(&format!(" Released by {note}."));
+        }
         if self.settings.dry_run {
             log::info!("{key}: dry run: would roll: {message}");
             self.recorder.normal(

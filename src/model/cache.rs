@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::annotations;
 use crate::annotations::Annotations;
-use crate::model::workload::WorkloadEntry;
+use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
     ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
@@ -34,6 +34,35 @@ pub struct ConfigEntry {
     /// never counts) and `reloader.stakater.com/match: "true"` (it counts for `search`).
     pub reloader_ignore: bool,
     pub reloader_match: bool,
+    /// Its safe fan-out annotations; `None` for the many objects without any.
+    gates: Option<Box<ConfigGates>>,
+}
+
+/// The fan-out annotations of a ConfigMap or Secret (README: Rolling a shared change
+/// safely); values are validated where they are used, so a bad one is a Warning there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigGates {
+    /// `wavelet.dev/pause: "true"`.
+    pub pause: bool,
+    /// `wavelet.dev/fan-out`.
+    pub fan_out: Option<Box<str>>,
+    /// `wavelet.dev/wave-size`.
+    pub wave_size: Option<Box<str>>,
+    /// `wavelet.dev/urgent`.
+    pub urgent: Option<Box<str>>,
+}
+
+impl ConfigGates {
+    fn from(annotations: &Annotations) -> Option<Box<ConfigGates>> {
+        let text = |key| annotations.get(key).map(Box::from);
+        let gates = ConfigGates {
+            pause: annotations.get(annotations::WAVELET_PAUSE) == Some("true"),
+            fan_out: text(annotations::WAVELET_FAN_OUT),
+            wave_size: text(annotations::WAVELET_WAVE_SIZE),
+            urgent: text(annotations::WAVELET_URGENT),
+        };
+        (gates != ConfigGates::default()).then(|| Box::new(gates))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +104,24 @@ impl ConfigEntry {
             delete_mode: DeleteModeAnnotations::from(&metadata.annotations),
             reloader_ignore: metadata.annotations.get(annotations::RELOADER_IGNORE) == Some("true"),
             reloader_match: metadata.annotations.get(annotations::RELOADER_MATCH) == Some("true"),
+            gates: ConfigGates::from(&metadata.annotations),
         }
+    }
+
+    /// Its fan-out annotations (all unset when it has none).
+    pub fn gates(&self) -> &ConfigGates {
+        static NONE: ConfigGates = ConfigGates {
+            pause: false,
+            fan_out: None,
+            wave_size: None,
+            urgent: None,
+        };
+        self.gates.as_deref().unwrap_or(&NONE)
+    }
+
+    /// Its fan-out annotations differ (what is pending on it may roll now).
+    pub fn gates_differ(&self, other: &ConfigEntry) -> bool {
+        self.gates != other.gates
     }
 
     /// Reloader's `ignore`/`match` annotations differ (who counts it may change).
@@ -180,6 +226,8 @@ pub struct Cache {
     workloads: RwLock<Workloads>,
     /// The namespaces wavelet acts in (`--namespace-selector`); every one by default.
     scope: NamespaceScope,
+    /// The fan-out annotations of Namespaces that have any (pause, restart window).
+    namespace_gates: RwLock<HashMap<Arc<str>, Arc<Gates>>>,
 }
 
 impl Cache {
@@ -223,6 +271,43 @@ impl Cache {
             .entries
             .keys()
             .filter(|k| &*k.namespace == namespace)
+            .cloned()
+            .collect()
+    }
+
+    /// The fan-out annotations of `namespace` (none when it has none, or is not watched).
+    pub fn namespace_gates(&self, namespace: &str) -> Option<Arc<Gates>> {
+        self.namespace_gates.read().unwrap().get(namespace).cloned()
+    }
+
+    /// Stores a Namespace's fan-out annotations (`None`: gone); says whether they changed.
+    pub fn set_namespace_gates(&self, namespace: &str, gates: Option<Gates>) -> bool {
+        let gates = gates.filter(|g| !g.is_empty());
+        let mut all = self.namespace_gates.write().unwrap();
+        if all.get(namespace).map(|g| &**g) == gates.as_ref() {
+            return false;
+        }
+        match gates {
+            Some(gates) => {
+                all.insert(
+                    crate::objects::intern::namespace(namespace),
+                    Arc::new(gates),
+                );
+            }
+            None => {
+                all.remove(namespace);
+            }
+        }
+        true
+    }
+
+    /// Every opted-in workload (a global pause lifted wakes them all).
+    pub fn workload_keys(&self) -> Vec<WorkloadKey> {
+        self.workloads
+            .read()
+            .unwrap()
+            .entries
+            .keys()
             .cloned()
             .collect()
     }

@@ -3,10 +3,13 @@
 //! whether a workload opted in and what counts for it (`optin`), what a workload is to
 //! wavelet (`workload`), the canonical form and hash of configuration (`hash`), the cache
 //! of ConfigMaps/Secrets as digests and of opted-in workloads, with its reverse index
-//! (`cache`), and what counts for one workload now (`counted`).
+//! (`cache`), what counts for one workload now (`counted`), whether a workload's rollout
+//! finished (`rollout_status`), and wavelet's own state ConfigMap (`state`).
 pub mod cache;
 pub(crate) mod counted;
 pub mod hash;
 pub(crate) mod optin;
 pub mod references;
+pub mod rollout_status;
+pub mod state;
 pub(crate) mod workload;

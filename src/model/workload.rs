@@ -7,6 +7,7 @@ use crate::annotations::{self, Annotations, Flavor};
 use crate::config::Policy;
 use crate::model::optin::{self, Counting};
 use crate::model::references::{self, Reference};
+use crate::model::rollout_status::RolloutStatus;
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{ConfigKey, Resource, WorkloadObject};
 
@@ -28,6 +29,38 @@ pub struct WorkloadEntry {
     pub style: Style,
     /// What counts besides the references (reload lists, search, exclusions, pause).
     pub counting: Counting,
+    /// Whether its rollout finished, as `kubectl rollout status` judges it.
+    pub rollout: RolloutStatus,
+    /// Its own safe fan-out annotations.
+    pub gates: Gates,
+}
+
+/// The fan-out annotations of a workload or a Namespace (README: Rolling a shared change
+/// safely); the window text is parsed where it is used, so a bad one is a Warning there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gates {
+    /// `wavelet.dev/canary: "true"` (workloads only).
+    pub canary: bool,
+    /// `wavelet.dev/pause: "true"`.
+    pub pause: bool,
+    /// `wavelet.dev/restart-window`.
+    pub window: Option<Box<str>>,
+}
+
+impl Gates {
+    pub fn from_annotations(annotations: &Annotations) -> Gates {
+        Gates {
+            canary: annotations.get(annotations::WAVELET_CANARY) == Some("true"),
+            pause: annotations.get(annotations::WAVELET_PAUSE) == Some("true"),
+            window: annotations
+                .get(annotations::WAVELET_RESTART_WINDOW)
+                .map(Box::from),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Gates::default()
+    }
 }
 
 impl WorkloadEntry {
@@ -76,6 +109,8 @@ impl WorkloadEntry {
                     || annotations::opted_in_by_reloader(&meta.annotations),
             ),
             counting: opted.map(|(_, counting)| counting).unwrap_or_default(),
+            rollout: RolloutStatus::of(resource, obj),
+            gates: Gates::from_annotations(&meta.annotations),
         })
     }
 

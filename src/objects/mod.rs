@@ -272,6 +272,10 @@ pub struct ObjectMeta {
     pub uid: String,
     #[serde(default)]
     pub resource_version: String,
+    /// Bumped by the API server on every spec change; a workload's rollout is judged only
+    /// once its controller has observed it.
+    #[serde(default)]
+    pub generation: i64,
     #[serde(default)]
     pub annotations: Annotations,
     /// Read for one reason: older Wave versions left `wave.pusher.com/finalizer` on
@@ -490,6 +494,9 @@ pub struct WorkloadObject {
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: WorkloadSpec,
+    /// What its controller reports of the rollout (`kubectl rollout status` reads it).
+    #[serde(default)]
+    pub status: WorkloadStatus,
 }
 
 impl WorkloadObject {
@@ -513,6 +520,96 @@ pub struct WorkloadSpec {
     /// CronJobs: `spec.suspend`; a suspended CronJob starts no Job.
     #[serde(default, deserialize_with = "null_as_default")]
     pub suspend: bool,
+    /// Deployments, StatefulSets, Argo Rollouts.
+    #[serde(default)]
+    pub replicas: Option<i64>,
+    /// Deployments and Argo Rollouts: how long a rollout may make no progress.
+    #[serde(default)]
+    pub progress_deadline_seconds: Option<i64>,
+    /// Deployments and Argo Rollouts paused by their owner: nothing rolls until resumed.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub paused: bool,
+    /// StatefulSets and DaemonSets: `RollingUpdate` or `OnDelete`.
+    #[serde(default)]
+    pub update_strategy: Option<UpdateStrategy>,
+}
+
+/// `spec.updateStrategy` of a StatefulSet or DaemonSet.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateStrategy {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub rolling_update: Option<RollingUpdate>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RollingUpdate {
+    /// StatefulSets: Pods with an ordinal below it keep the old template.
+    #[serde(default)]
+    pub partition: Option<i64>,
+}
+
+/// The status fields of Deployments, StatefulSets, DaemonSets and Argo Rollouts that say
+/// whether a rollout finished (the union: each kind fills its own).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatus {
+    /// A number, or (Argo Rollouts) a string holding one.
+    #[serde(default, deserialize_with = "number_or_string")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub replicas: i64,
+    #[serde(default)]
+    pub updated_replicas: i64,
+    #[serde(default)]
+    pub available_replicas: i64,
+    #[serde(default)]
+    pub ready_replicas: i64,
+    #[serde(default)]
+    pub current_revision: String,
+    #[serde(default)]
+    pub update_revision: String,
+    #[serde(default)]
+    pub desired_number_scheduled: i64,
+    #[serde(default)]
+    pub updated_number_scheduled: i64,
+    #[serde(default)]
+    pub number_available: i64,
+    /// Argo Rollouts: `Healthy`, `Progressing`, `Paused`, `Degraded`.
+    #[serde(default)]
+    pub phase: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub conditions: Vec<WorkloadCondition>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WorkloadCondition {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+fn number_or_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Number(i64),
+        Text(String),
+    }
+    Ok(match Option::<Either>::deserialize(d)? {
+        Some(Either::Number(n)) => Some(n),
+        Some(Either::Text(t)) => t.parse().ok(),
+        None => None,
+    })
 }
 
 /// A CronJob's `spec.jobTemplate`.

@@ -41,8 +41,14 @@ impl CounterVec {
     }
 }
 
-/// A histogram of durations with [`BUCKETS`].
+/// Upper bounds (seconds) of the buckets of fan-out wave durations (rollouts take minutes).
+const WAVE_BUCKETS: &[f64] = &[
+    5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
+];
+
+/// A histogram of durations with [`BUCKETS`] (or other bounds).
 pub struct Histogram {
+    bounds: &'static [f64],
     inner: Mutex<HistogramData>,
 }
 
@@ -54,21 +60,26 @@ struct HistogramData {
 
 impl Default for Histogram {
     fn default() -> Histogram {
+        Histogram::with_bounds(BUCKETS)
+    }
+}
+
+impl Histogram {
+    pub fn with_bounds(bounds: &'static [f64]) -> Histogram {
         Histogram {
+            bounds,
             inner: Mutex::new(HistogramData {
-                counts: vec![0; BUCKETS.len()],
+                counts: vec![0; bounds.len()],
                 sum: 0.0,
                 count: 0,
             }),
         }
     }
-}
 
-impl Histogram {
     pub fn observe(&self, d: Duration) {
         let secs = d.as_secs_f64();
         let mut data = self.inner.lock().unwrap();
-        for (bound, count) in BUCKETS.iter().zip(data.counts.iter_mut()) {
+        for (bound, count) in self.bounds.iter().zip(data.counts.iter_mut()) {
             if secs <= *bound {
                 *count += 1;
             }
@@ -105,6 +116,25 @@ pub struct Metrics {
     pub change_to_patch: Histogram,
     /// Times this process became the leader.
     pub leader_transitions: AtomicU64,
+    /// Fan-outs held because a workload failed its rollout.
+    pub fanouts_halted: AtomicU64,
+    /// From the release of a fan-out's wave to its last workload finishing healthy.
+    pub fanout_wave_duration: WaveHistogram,
+}
+
+/// The histogram of fan-out wave durations, with buckets from 5 s to 1 h.
+pub struct WaveHistogram(pub Histogram);
+
+impl Default for WaveHistogram {
+    fn default() -> WaveHistogram {
+        WaveHistogram(Histogram::with_bounds(WAVE_BUCKETS))
+    }
+}
+
+impl WaveHistogram {
+    pub fn observe(&self, d: Duration) {
+        self.0.observe(d);
+    }
 }
 
 /// The process's metrics.
@@ -130,6 +160,10 @@ pub struct Gauges {
     pub state_bytes: u64,
     pub leader: bool,
     pub ready: bool,
+    /// Hash-mode rollouts waiting, by reason (`pause`, `window`, `wave`, `held`).
+    pub pending_rollouts: Vec<(&'static str, usize)>,
+    /// Fan-outs held now (from `wavelet-state`).
+    pub fanouts_held: usize,
     pub resident_bytes: Option<u64>,
     pub cpu_seconds: Option<f64>,
 }
@@ -242,6 +276,43 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         "wavelet_change_to_patch_seconds",
         "From a ConfigMap/Secret change arriving on the watch to the rollout patch.",
         &metrics.change_to_patch,
+    );
+    header(
+        &mut out,
+        "wavelet_rollouts_pending",
+        "Hash-mode rollouts waiting, by reason (pause, window: outside a restart window, wave: for the wave before to finish healthy, held: by a held fan-out).",
+        "gauge",
+    );
+    for reason in ["pause", "window", "wave", "held"] {
+        let n = gauges
+            .pending_rollouts
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n);
+        let _ = writeln!(out, "wavelet_rollouts_pending{{reason=\"{reason}\"}} {n}");
+    }
+    gauge(
+        &mut out,
+        "wavelet_fanouts_held",
+        "Fan-outs of a shared ConfigMap/Secret change held because a workload failed its rollout.",
+        gauges.fanouts_held as u64,
+    );
+    header(
+        &mut out,
+        "wavelet_fanouts_halted_total",
+        "Times a fan-out was held because a workload of a wave failed its rollout.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_fanouts_halted_total {}",
+        metrics.fanouts_halted.load(Ordering::Relaxed)
+    );
+    histogram(
+        &mut out,
+        "wavelet_fanout_wave_duration_seconds",
+        "From the release of a fan-out's wave to all its workloads finishing their rollouts healthy.",
+        &metrics.fanout_wave_duration.0,
     );
     header(
         &mut out,
@@ -360,7 +431,7 @@ fn counter_vec(out: &mut String, name: &str, help: &str, labels: &[&str], vec: &
 fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
     header(out, name, help, "histogram");
     let data = h.inner.lock().unwrap();
-    for (bound, count) in BUCKETS.iter().zip(&data.counts) {
+    for (bound, count) in h.bounds.iter().zip(&data.counts) {
         let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
     }
     let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", data.count);

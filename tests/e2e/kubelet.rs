@@ -4,6 +4,11 @@
 //! `deletionTimestamp` is removed with `gracePeriodSeconds: 0`, as a kubelet does once
 //! its containers stopped). Without it Deployments never become available and evictions
 //! against a PodDisruptionBudget cannot be tested.
+//!
+//! A Pod whose ConfigMap (a volume or `envFrom`) holds a value containing [`BAD_VALUE`]
+//! when it starts is reported Running but never Ready, as an application that cannot
+//! start on a bad configuration: its Deployment then really reports
+//! `ProgressDeadlineExceeded` (with a short `progressDeadlineSeconds`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +20,9 @@ use serde_json::{json, Value};
 use wavelet::client::{Client, PatchType};
 
 pub const NODE: &str = "e2e-node";
+
+/// A ConfigMap value containing this keeps the Pods that use it from becoming Ready.
+pub const BAD_VALUE: &str = "fail-readiness";
 
 /// The running loop; stops on drop.
 pub struct Kubelet {
@@ -100,6 +108,8 @@ fn tick(client: &Client, ips: &mut HashMap<String, u32>) -> Result<(), wavelet::
         .flatten()
         .filter_map(|n| n["metadata"]["name"].as_str())
         .collect();
+    // ConfigMaps read this tick: (namespace, name) → holds a bad value.
+    let mut bad: HashMap<(String, String), bool> = HashMap::new();
     for pod in pods["items"].as_array().into_iter().flatten() {
         let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
         if !ours.contains(&ns) {
@@ -122,6 +132,8 @@ fn tick(client: &Client, ips: &mut HashMap<String, u32>) -> Result<(), wavelet::
                 .post::<Value>(&format!("{path}/binding"), &binding)
                 .map(drop)
         } else if pod["status"]["phase"] != "Running" {
+            let ready = !uses_bad_configmap(client, ns, pod, &mut bad);
+            let ready_text = if ready { "True" } else { "False" };
             let n = ips.len() as u32 + 2;
             let ip = *ips.entry(format!("{ns}/{name}")).or_insert(n);
             let containers: Vec<Value> = pod["spec"]["containers"]
@@ -130,7 +142,7 @@ fn tick(client: &Client, ips: &mut HashMap<String, u32>) -> Result<(), wavelet::
                 .flatten()
                 .map(|c| {
                     json!({"name": c["name"], "image": c["image"], "imageID": "",
-                        "ready": true, "started": true, "restartCount": 0,
+                        "ready": ready, "started": true, "restartCount": 0,
                         "state": {"running": {"startedAt": now()}}})
                 })
                 .collect();
@@ -142,8 +154,8 @@ fn tick(client: &Client, ips: &mut HashMap<String, u32>) -> Result<(), wavelet::
                 "conditions": [
                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()},
                     {"type": "Initialized", "status": "True", "lastTransitionTime": now()},
-                    {"type": "ContainersReady", "status": "True", "lastTransitionTime": now()},
-                    {"type": "Ready", "status": "True", "lastTransitionTime": now()}],
+                    {"type": "ContainersReady", "status": ready_text, "lastTransitionTime": now()},
+                    {"type": "Ready", "status": ready_text, "lastTransitionTime": now()}],
                 "containerStatuses": containers,
             }});
             client
@@ -162,4 +174,33 @@ fn tick(client: &Client, ips: &mut HashMap<String, u32>) -> Result<(), wavelet::
         }
     }
     Ok(())
+}
+
+/// Whether a ConfigMap the Pod uses (a volume or `envFrom`) holds [`BAD_VALUE`] now.
+fn uses_bad_configmap(
+    client: &Client,
+    ns: &str,
+    pod: &Value,
+    bad: &mut HashMap<(String, String), bool>,
+) -> bool {
+    let spec = &pod["spec"];
+    let volumes = spec["volumes"].as_array().into_iter().flatten();
+    let from_volumes = volumes.filter_map(|v| v["configMap"]["name"].as_str());
+    let containers = spec["containers"].as_array().into_iter().flatten();
+    let from_env = containers
+        .flat_map(|c| c["envFrom"].as_array().into_iter().flatten())
+        .filter_map(|e| e["configMapRef"]["name"].as_str());
+    let names: Vec<&str> = from_volumes.chain(from_env).collect();
+    names.into_iter().any(|name| {
+        *bad.entry((ns.to_string(), name.to_string()))
+            .or_insert_with(|| {
+                let path = format!("/api/v1/namespaces/{ns}/configmaps/{name}");
+                client.get::<Value>(&path).is_ok_and(|cm| {
+                    cm["data"].as_object().is_some_and(|d| {
+                        d.values()
+                            .any(|v| v.as_str().is_some_and(|v| v.contains(BAD_VALUE)))
+                    })
+                })
+            })
+    })
 }

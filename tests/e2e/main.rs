@@ -15,6 +15,9 @@
 //!   kube-apiserver killed and restarted mid-watch.
 //! - `quickstart`: the README's quick start, command by command (`kubectl proxy`, `wavelet
 //!   run --server`, the examples applied and edited).
+//! - `fanout`: safe fan-out of a shared ConfigMap change to ten Deployments (waves behind
+//!   the health gate, a bad change held after the first wave, the fix), wavelet killed
+//!   mid-fan-out, a restart window and the global pause.
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
 //!   server with `kubectl apply --dry-run=server`.
 //!
@@ -23,6 +26,7 @@
 
 mod chart;
 mod cluster;
+mod fanout;
 mod forward;
 mod kube;
 mod kubelet;
@@ -68,6 +72,7 @@ fn main() {
     };
     let selected: Vec<&Scenario> = scenarios::ALL
         .iter()
+        .chain(fanout::ALL)
         .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
         .collect();
     let started = Instant::now();

@@ -1,5 +1,6 @@
 //! The simulated workload controllers: they count pod-template revisions of Deployments,
-//! StatefulSets, DaemonSets and custom resources, give every Deployment template a
+//! StatefulSets, DaemonSets and custom resources (Argo Rollouts report Healthy at once),
+//! give every Deployment template a
 //! ReplicaSet, keep each ReplicaSet's Pods (scheduled, Ready after `ready_delay`), collect
 //! garbage by ownerReferences, and write status back through the store like real ones.
 //!
@@ -266,6 +267,22 @@ fn sync_workload(state: &mut State, key: &str, namespace: &str, name: &str) {
                 }
             }
             status["observedGeneration"] = generation;
+            let mut updated = workload.clone();
+            updated["status"] = status;
+            state.update_status(&resource, &workload, updated);
+        }
+        // Argo Rollouts' controller: healthy at once, its observedGeneration a string.
+        "rollouts" if resource.group == "argoproj.io" => {
+            let generation = workload
+                .pointer("/metadata/generation")
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            let mut status = workload.get("status").cloned().unwrap_or(json!({}));
+            if status["observedGeneration"] == json!(generation.to_string()) {
+                return;
+            }
+            status["observedGeneration"] = generation.to_string().into();
+            status["phase"] = "Healthy".into();
             let mut updated = workload.clone();
             updated["status"] = status;
             state.update_status(&resource, &workload, updated);

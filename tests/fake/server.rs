@@ -241,7 +241,7 @@ fn api_group(types: &[super::resources::ResourceType], group: &str) -> Response 
 /// Handles one request; `Ok(false)` closes the connection.
 fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Result<bool> {
     let verb = request.fault_verb().to_string();
-    let plural = request.resource();
+    let plural = request.fault_resource();
     let mut state = shared.lock();
     state.requests.push(request.clone());
     super::access::record(&state.types, &request);
