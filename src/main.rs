@@ -30,7 +30,7 @@ fn main() {
 /// out of date).
 fn run(args: &[String]) -> Result<i32, Error> {
     let config = config::parse(args, &|name| std::env::var(name).ok())?;
-    wavelet::ops::logging::init(config.log_format);
+    wavelet::ops::logging::init(config.log_format, config.log_level.as_deref());
     match config.command {
         Command::Help(text) => {
             print!("{text}");
@@ -65,6 +65,9 @@ fn run(args: &[String]) -> Result<i32, Error> {
                 env!("CARGO_PKG_VERSION"),
                 client.base_url()
             );
+            for note in &config.notes {
+                log::info!("Reloader setting: {note}");
+            }
             let stop = stop_on_signals()?;
             wavelet::controller::run(client, &run, config.policy, &stop).map(|()| 0)
         }

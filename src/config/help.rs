@@ -23,6 +23,12 @@ Flags take `--flag VALUE` or `--flag=VALUE`; boolean ones `--flag` or `--flag=fa
 Every flag can also be set by the environment variable shown (an empty one counts as
 unset); a flag wins over the environment, which wins over the default.
 Durations are written like 500ms, 10s, 5m, 1h30m.
+
+Stakater Reloader's flags are taken by value: what wavelet already does is accepted and
+said once at start (--reload-strategy, --reload-on-create, --reload-on-delete,
+--sync-after-restart, --enable-pprof=false, --pprof-addr, the annotation flags set to
+Reloader's own keys, --leader-election-lease-duration, -renew-deadline, -retry-period);
+a value that would change behaviour unnoticed is refused, saying what to do instead.
 ",
         env!("CARGO_PKG_VERSION")
     );
@@ -54,6 +60,9 @@ Durations are written like 500ms, 10s, 5m, 1h30m.
                 "      [env {}] [default: {default}]\n",
                 flag.env_var()
             ));
+            if let Some(reloaders) = flag.reloader_env {
+                out.push_str(&format!("      [or Reloader's env {reloaders}]\n"));
+            }
         }
     }
     out

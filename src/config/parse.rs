@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use crate::config::args::{config_error, split_args};
 use crate::config::flags::{find_flag, FlagDefault, Scope};
 use crate::config::help::help_text;
+use crate::config::reloader::NOTED_ENV;
 use crate::config::values::*;
 use crate::config::*;
 use crate::error::Error;
@@ -14,6 +15,8 @@ use crate::error::Error;
 pub(super) enum Origin {
     Flag,
     Env,
+    /// Stakater Reloader's variable for the setting (`KUBERNETES_NAMESPACE`).
+    ReloaderEnv,
     Default,
 }
 
@@ -35,6 +38,11 @@ impl Lookup<'_> {
         if let Some(v) = (self.env)(&var).filter(|v| !v.is_empty()) {
             return Some((v, var, Origin::Env));
         }
+        if let Some(var) = flag.reloader_env {
+            if let Some(v) = (self.env)(var).filter(|v| !v.trim().is_empty()) {
+                return Some((v, var.to_string(), Origin::ReloaderEnv));
+            }
+        }
         match flag.default {
             FlagDefault::Value(d) => Some((
                 d.to_string(),
@@ -55,12 +63,20 @@ impl Lookup<'_> {
             return Ok(None);
         };
         let text = match origin {
-            Origin::Env => text.trim().to_string(),
+            Origin::Env | Origin::ReloaderEnv => text.trim().to_string(),
             Origin::Flag | Origin::Default => text,
         };
         convert(&text)
             .map(Some)
             .map_err(|why| config_error(format!("{source}: {why}")))
+    }
+
+    /// Reloader's variable, when it is where `name`'s value comes from: `(variable, value)`.
+    fn reloader_env_value(&self, name: &str) -> Option<(String, String)> {
+        match self.text(name)? {
+            (value, var, Origin::ReloaderEnv) => Some((var, value.trim().to_string())),
+            _ => None,
+        }
     }
 
     /// Like [`Lookup::get`] for flags that have a default value.
@@ -85,6 +101,8 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             connection: ConnectionFlags::default(),
             log_format: LogFormat::Text,
             policy: Policy::default(),
+            log_level: None,
+            notes: Vec::new(),
             command: Command::Help(help_text()),
         });
     }
@@ -141,6 +159,18 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         context: look.get("context", non_empty)?,
     };
     let log_format = look.required("log-format", parse_log_format)?;
+    let log_level = look.get("log-level", log_level)?;
+    let mut notes = raw.notes.clone();
+    for (judged, value) in &raw.judged {
+        notes.push(judged.judge(value).map_err(config_error)?);
+    }
+    if let Some(level) = &log_level {
+        let rust_log = env("RUST_LOG").filter(|v| !v.trim().is_empty());
+        notes.push(match rust_log {
+            Some(_) => "--log-level: RUST_LOG is set and wins".to_string(),
+            None => format!("--log-level: logging at {level} (RUST_LOG, when set, wins)"),
+        });
+    }
 
     let command = match raw.command {
         "run" => Command::Run(RunConfig {
@@ -155,7 +185,8 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             workload_kinds: look
                 .get("workload-kinds", workload_kinds)?
                 .unwrap_or_default(),
-            leader_elect: look.required("leader-elect", parse_bool)?,
+            leader_elect: look.required("leader-elect", parse_bool)?
+                || look.required("enable-ha", parse_bool)?,
             lease_name: look.required("lease-name", lease_name)?,
             lease_namespace: look.get("lease-namespace", namespace)?,
             lease_timings: lease_timings(
@@ -179,7 +210,12 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
                 ignore_cronjobs: look
                     .get("ignored-workload-types", ignored_workload_types)?
                     .unwrap_or(false),
+                argo_rollouts: look.get("is-Argo-Rollouts", parse_bool)?,
+                count_by_namespace: look
+                    .get("metrics-count-by-namespace", count_by_namespace)?
+                    .unwrap_or(false),
             },
+            alerts: alert_config(&look, &mut notes)?,
         }),
         "status" => Command::Status {
             namespace: look.get("namespace", namespace)?,
@@ -234,12 +270,76 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             "--ignore-configmaps and --ignore-secrets together leave nothing to watch; give one (as Reloader accepts only one)",
         ));
     }
+    if let Command::Run(run) = &command {
+        notes.extend(run_notes(&look, run, env));
+    }
     Ok(Config {
         connection,
         log_format,
+        log_level,
+        notes,
         policy,
         command,
     })
+}
+
+/// `--alert-*` (Reloader's `ALERT_*`): `None` unless `--alert-on-reload`.
+fn alert_config(look: &Lookup, notes: &mut Vec<String>) -> Result<Option<AlertConfig>, Error> {
+    let url = look.get("alert-webhook-url", http_url)?;
+    if !look.required("alert-on-reload", parse_bool)? {
+        if url.is_some() {
+            notes.push("alerts are off: --alert-webhook-url is set, but --alert-on-reload (ALERT_ON_RELOAD) is not true".into());
+        }
+        return Ok(None);
+    }
+    let Some(webhook_url) = url else {
+        return Err(config_error(
+            "--alert-on-reload (ALERT_ON_RELOAD) needs --alert-webhook-url (ALERT_WEBHOOK_URL): where to send the alerts",
+        ));
+    };
+    Ok(Some(AlertConfig {
+        sink: look.required("alert-sink", alert_sink)?,
+        webhook_url,
+        proxy: look.get("alert-webhook-proxy", http_url)?,
+        additional_info: look.get("alert-additional-info", non_empty)?,
+        ca_file: look.get("alert-ca-file", non_empty)?.map(PathBuf::from),
+        queue_size: look.required("alert-queue-size", at_least_one)?,
+    }))
+}
+
+/// What wavelet makes of Reloader's settings that only `run` reads.
+fn run_notes(look: &Lookup, run: &RunConfig, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some((var, value)) = look.reloader_env_value("namespaces") {
+        notes.push(format!(
+            "{var}={value} (Reloader's one-namespace mode): watching namespace {} only",
+            run.namespaces.join(", ")
+        ));
+    }
+    if look.flags.contains_key("enable-ha") || (look.env)("WAVELET_ENABLE_HA").is_some() {
+        notes.push(if run.leader_elect {
+            format!(
+                "--enable-ha: leader election (--leader-elect) with Lease {}",
+                run.lease_name
+            )
+        } else {
+            "--enable-ha=false: no leader election (--leader-elect turns it on)".into()
+        });
+    }
+    match run.reloader.argo_rollouts {
+        Some(true) => notes.push("--is-Argo-Rollouts=true: watching argoproj.io/v1alpha1 rollouts when the API serves them (checked at start)".into()),
+        Some(false) => notes.push("--is-Argo-Rollouts=false: not watching Argo Rollouts, as Reloader".into()),
+        None => {}
+    }
+    if run.reloader.count_by_namespace {
+        notes.push("metrics: reloader_reload_executed_total_by_namespace is exported too".into());
+    }
+    for (var, why) in NOTED_ENV {
+        if env(var).is_some_and(|v| !v.trim().is_empty()) {
+            notes.push(format!("{var}: {why}"));
+        }
+    }
+    notes
 }
 
 #[cfg(test)]
@@ -274,6 +374,7 @@ mod tests {
                 rolling_timeout: Duration::from_secs(300),
                 eviction_warning_after: Duration::from_secs(300),
                 reloader: ReloaderFlags::default(),
+                alerts: None,
             })
         );
         assert_eq!(parse(&args("run"), &no_env).unwrap(), config);

@@ -21,6 +21,7 @@ use crate::model::cache::Cache;
 use crate::objects::{
     ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
+use crate::ops::alerts::{self, Alerts};
 use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
 use crate::ops::leader::{Gate, LeaderElector};
@@ -86,6 +87,13 @@ impl Controller {
         };
         let health = Arc::new(Health::default());
         let reloader = &config.reloader;
+        metrics::global()
+            .count_by_namespace
+            .store(reloader.count_by_namespace, Ordering::Relaxed);
+        let alerts = match &config.alerts {
+            Some(settings) => Some(Arc::new(Alerts::start(settings, Arc::clone(&stop))?)),
+            None => None,
+        };
         let cache = Arc::new(Cache::with_scope(
             if reloader.namespace_selector.is_some() {
                 NamespaceScope::selected()
@@ -130,10 +138,15 @@ impl Controller {
         for kind in &config.workload_kinds {
             workload_resources.push(discover(&client, kind));
         }
-        if !workload_resources.iter().any(Resource::is_argo_rollouts) {
+        // --is-Argo-Rollouts=false: never, as Reloader; otherwise whenever served.
+        if !workload_resources.iter().any(Resource::is_argo_rollouts)
+            && reloader.argo_rollouts != Some(false)
+        {
             if serves_argo_rollouts(&client) {
                 log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts");
                 workload_resources.push(Resource::rollouts());
+            } else if reloader.argo_rollouts == Some(true) {
+                log::warn!("--is-Argo-Rollouts=true, but the API does not serve argoproj.io/v1alpha1 rollouts: none are watched (restart wavelet once Argo Rollouts is installed)");
             } else {
                 log::debug!("the API does not serve Argo Rollouts: not watching them");
             }
@@ -293,6 +306,7 @@ impl Controller {
                 gate: Arc::clone(&gate),
                 beat: health.register(format!("worker-{n}")),
                 dry_run,
+                alerts: alerts.clone(),
             };
             let synced = Arc::clone(&synced);
             std::thread::Builder::new()
@@ -421,6 +435,8 @@ struct Worker {
     gate: Arc<Gate>,
     beat: Beat,
     dry_run: bool,
+    /// `--alert-on-reload`: told of every rollout, off the rollout path.
+    alerts: Option<Arc<Alerts>>,
 }
 
 impl Work<WorkloadKey> for Worker {
@@ -439,9 +455,9 @@ impl Work<WorkloadKey> for Worker {
     }
 
     fn failed(&self, key: &WorkloadKey, err: &Error, delay: std::time::Duration) {
-        metrics::global()
-            .rollouts
-            .inc(&[&key.resource.kind, "error"]);
+        let m = metrics::global();
+        m.rollouts.inc(&[&key.resource.kind, "error"]);
+        m.reload_executed(false, &key.namespace);
         log::warn!("{key}: reconcile failed, retrying in {delay:?}: {err}");
     }
 }
@@ -452,6 +468,8 @@ impl Worker {
         run_worker(&self.queue, Some(&self.gate), self);
     }
 
+    /// Where every rollout is recorded: the metrics (wavelet's and Reloader's), and the
+    /// alert, handed to its queue.
     fn record(&self, key: &WorkloadKey, outcome: &Outcome) {
         let m = metrics::global();
         match counted_as(outcome, self.dry_run) {
@@ -459,12 +477,28 @@ impl Worker {
             Some(Counted::Skipped(reason)) => m.changes_skipped.inc(&[reason]),
             None => {}
         }
-        if let Outcome::Rolled {
-            changed_at: Some(since),
+        let Outcome::Rolled {
+            changed_at,
+            changed,
             ..
         } = outcome
-        {
+        else {
+            return;
+        };
+        if let Some(since) = changed_at {
             m.change_to_patch.observe(since.elapsed());
+        }
+        if !self.dry_run {
+            m.reload_executed(true, &key.namespace);
+        }
+        if let Some(alerts) = &self.alerts {
+            alerts.send(alerts::Rollout {
+                kind: key.resource.kind.to_string(),
+                namespace: key.namespace.to_string(),
+                name: key.name.to_string(),
+                changed: changed.clone(),
+                dry_run: self.dry_run,
+            });
         }
     }
 }
@@ -751,6 +785,7 @@ mod tests {
             from: "a".into(),
             to: "b".into(),
             changed_at: None,
+            changed: Vec::new(),
         };
         assert_eq!(counted_as(&rolled, false), Some(Counted::Rollout("rolled")));
         assert_eq!(counted_as(&rolled, true), Some(Counted::Rollout("dry_run")));

@@ -56,6 +56,10 @@ pub enum Outcome {
         /// opened), for the change-to-patch latency; `None` for a change made while
         /// wavelet was not running.
         changed_at: Option<Instant>,
+        /// The ConfigMaps and Secrets whose part of the hash changed or that are newly
+        /// referenced; empty when wavelet has no memory of the workload (the change was made
+        /// while it was not running).
+        changed: Vec<ConfigKey>,
     },
     MissingConfig,
     Throttled(Throttled),
@@ -360,6 +364,7 @@ impl Reconciler {
 
         // 8.
         let changed = describe_changes(&remembered.fingerprints, &named);
+        let changed_keys = changed_objects(&remembered.fingerprints, &named);
         let message = format!(
             "{changed} Config hash {} → {}.",
             hash::short(&recorded),
@@ -404,6 +409,7 @@ impl Reconciler {
                 from: recorded,
                 to: computed.hash,
                 changed_at: self.debounce.window_opened(key),
+                changed: changed_keys,
             },
         ))
     }
@@ -687,6 +693,19 @@ fn describe_changes(before: &[Fingerprint], after: &[(&ConfigKey, Fingerprint)])
     format!("{}.", clauses.join("; "))
 }
 
+/// The objects whose part of the hash changed or that are newly referenced, in the order
+/// of `after`; none when there is nothing before to compare with.
+fn changed_objects(before: &[Fingerprint], after: &[(&ConfigKey, Fingerprint)]) -> Vec<ConfigKey> {
+    if before.is_empty() {
+        return Vec::new();
+    }
+    after
+        .iter()
+        .filter(|(_, now)| !before.contains(now))
+        .map(|(key, _)| (*key).clone())
+        .collect()
+}
+
 /// "a", "a and b", "a, b and c".
 fn and_list(items: &[String]) -> String {
     match items {
@@ -719,6 +738,18 @@ mod tests {
         assert_eq!(
             describe_changes(&before, &after),
             "ConfigMap ns/a and ConfigMap ns/b changed."
+        );
+    }
+
+    #[test]
+    fn the_changed_objects_are_the_changed_and_the_newly_referenced_ones() {
+        let (a, b, c) = (key("a"), key("b"), key("c"));
+        let before = [fp("a", "1"), fp("b", "1")];
+        let after = [(&a, fp("a", "2")), (&b, fp("b", "1")), (&c, fp("c", "1"))];
+        assert_eq!(changed_objects(&before, &after), [key("a"), key("c")]);
+        assert!(
+            changed_objects(&[], &after).is_empty(),
+            "nothing to compare with"
         );
     }
 
