@@ -354,11 +354,13 @@ fn a_receiver_that_never_answers_delays_no_rollout_and_a_full_queue_drops_counte
         r#"result="dropped""#,
         |v| v >= 2.0,
     );
-    let logged = wavelet
-        .output()
-        .matches("alert dropped: the alert queue is full")
-        .count();
-    assert!(logged >= 2, "{}", wavelet.output());
+    wait_until("two drops logged", &wavelet, Duration::from_secs(5), || {
+        wavelet
+            .output()
+            .matches("alert dropped: the alert queue is full")
+            .count()
+            >= 2
+    });
     assert_eq!(
         receiver.requests().len(),
         1,
