@@ -424,7 +424,10 @@ fn the_alert_proxy_carries_every_alert() {
     wait_for_metric(&wavelet, "wavelet_alerts_total", r#"result="sent""#, |v| {
         v >= 1.0
     });
-    assert_eq!(*proxy.targets.lock().unwrap(), vec![receiver.address.clone()]);
+    assert_eq!(
+        *proxy.targets.lock().unwrap(),
+        vec![receiver.address.clone()]
+    );
     assert_eq!(receiver.requests().len(), 1);
 }
 

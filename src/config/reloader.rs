@@ -98,7 +98,7 @@ impl Judged {
         let flag = format!("--{}={value}", self.name);
         verdict
             .map(|note| format!("{flag}: {note}"))
-            .map_err(|why| format!("{flag} is a Stakater Reloader setting whose meaning wavelet does not share: {why} (README: Coming from Reloader)"))
+            .map_err(|why| format!("{flag} is a Stakater Reloader flag whose meaning wavelet does not share: {why} (README: Coming from Reloader)"))
     }
 }
 
@@ -193,9 +193,8 @@ mod tests {
         assert!(judge("auto-annotation", "reloader.stakater.com/auto").is_ok());
         let refused = judge("auto-annotation", "my.company.com/auto").unwrap_err();
         assert!(
-            refused.starts_with(
-                "--auto-annotation=my.company.com/auto is a Stakater Reloader setting"
-            ),
+            refused
+                .starts_with("--auto-annotation=my.company.com/auto is a Stakater Reloader flag"),
             "{refused}"
         );
         assert!(
