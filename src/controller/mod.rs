@@ -237,10 +237,17 @@ impl Controller {
                     Shape::Whole,
                 )
                 .filtered(None, namespace_filter.as_deref());
+                // A kind RBAC does not let wavelet list (Argo Rollouts served but not granted,
+                // as in Reloader's chart) is one none of whose objects is acted on; it
+                // does not hold the initial sync.
+                let config = WatchConfig {
+                    forbidden_list_is_empty: true,
+                    ..watch_config.clone()
+                };
                 spawn_watch(
                     source,
                     &health,
-                    watch_config.clone(),
+                    config,
                     Arc::clone(&stop),
                     move |e: Event<WorkloadObject>| sink.handle(e),
                 );

@@ -251,7 +251,14 @@ impl Reconciler {
 
         // 3.–7., decided from the facts alone (`next_step`).
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
-        let recorded = entry.recorded_hash().map(str::to_owned);
+        let recorded = recorded_hash(
+            entry.recorded_hash(),
+            remembered
+                .written
+                .as_ref()
+                .map(|(w, at)| (w.as_str(), at.elapsed())),
+            &computed.hash,
+        );
         // How long our own write may stay unseen before the cache is believed: past it, an
         // annotation someone else removed is written again.
         let written_unseen = remembered.written.as_ref().is_some_and(|(written, at)| {
@@ -610,6 +617,26 @@ pub(crate) fn next_step(f: &Facts, now: Instant) -> Step {
     Step::Roll
 }
 
+/// The hash the workload records: the cache's, unless our own last write (`written`, made
+/// that long ago) is not in the cache yet and the configuration has changed since (the
+/// same hash is [`Facts::written_unseen`]). A watch shows a write within milliseconds;
+/// when watching is forbidden and workloads are polled, within the poll period, and a
+/// change in between must roll rather than be taken for a first sight.
+fn recorded_hash(
+    cached: Option<&str>,
+    written: Option<(&str, Duration)>,
+    computed: &str,
+) -> Option<String> {
+    match written {
+        Some((written, ago))
+            if written != computed && cached != Some(written) && ago < OWN_WRITE_SEEN_WITHIN =>
+        {
+            Some(written.to_string())
+        }
+        _ => cached.map(str::to_owned),
+    }
+}
+
 /// Whether the change from `before` to `after` is only in which objects count: no object
 /// that counted before and still counts has a different part. With no memory (wavelet
 /// started after the change) it cannot tell, and the change rolls.
@@ -739,6 +766,31 @@ mod tests {
             describe_changes(&before, &after),
             "ConfigMap ns/a and ConfigMap ns/b changed."
         );
+    }
+
+    #[test]
+    fn our_own_write_the_cache_does_not_show_yet_is_what_the_workload_records() {
+        let second = Duration::from_secs(1);
+        // Adopted with "a", not in the cache yet, and the configuration changed to "b":
+        // a rollout from "a", not a second adoption.
+        assert_eq!(
+            recorded_hash(None, Some(("a", second)), "b").as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            recorded_hash(Some("x"), Some(("a", second)), "b").as_deref(),
+            Some("a")
+        );
+        // The cache shows it, or it is the hash computed now (awaiting the watch), or it is
+        // too old to trust: the cache's.
+        assert_eq!(
+            recorded_hash(Some("a"), Some(("a", second)), "b").as_deref(),
+            Some("a")
+        );
+        assert_eq!(recorded_hash(None, Some(("b", second)), "b"), None);
+        let long_ago = OWN_WRITE_SEEN_WITHIN + second;
+        assert_eq!(recorded_hash(None, Some(("a", long_ago)), "b"), None);
+        assert_eq!(recorded_hash(Some("x"), None, "b").as_deref(), Some("x"));
     }
 
     #[test]
