@@ -126,6 +126,17 @@ impl Wavelet {
         }
     }
 
+    /// Sends SIGTERM, as the kubelet stops a container (`kill(1)`).
+    pub fn signal_term(&self) {
+        if let Some(child) = &self.child {
+            let status = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("running kill");
+            assert!(status.success(), "kill -TERM failed");
+        }
+    }
+
     /// Stops it (SIGKILL) and returns its output.
     pub fn kill(&mut self) -> String {
         if let Some(child) = self.child.as_mut() {
