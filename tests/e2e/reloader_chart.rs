@@ -334,6 +334,7 @@ fn run_value_set(
     if let Some(group) = ctx.cluster.process_group() {
         std::os::unix::process::CommandExt::process_group(&mut command, group);
     }
+    let waited_for_port = started.elapsed();
     let mut wavelet = Wavelet::spawn(command);
     wavelet.wait_output("initial sync complete", LONG);
 
@@ -411,7 +412,12 @@ fn run_value_set(
         wavelet.output()
     );
     delete(ctx, &rendered);
-    println!("e2e reloader_chart_image_swapped: {} ... ok", set.name);
+    println!(
+        "e2e reloader_chart_image_swapped: {} ... ok ({:.1} s, {:.1} s of them before wavelet started)",
+        set.name,
+        started.elapsed().as_secs_f64(),
+        waited_for_port.as_secs_f64()
+    );
 }
 
 fn render(helm: &Path, release: &str, namespace: &str, set: &ValueSet) -> String {

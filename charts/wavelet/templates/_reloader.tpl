@@ -63,7 +63,7 @@ reloader.leaderElection: [leaseDuration, renewDeadline, retryPeriod]
 {{- if .Values.fullnameOverride -}}{{- include "wavelet.reloader.fail" (list "fullnameOverride" "wavelet's objects are named wavelet; remove it") -}}{{- end -}}
 {{- if .Values.namespace -}}{{- include "wavelet.reloader.fail" (list "namespace" "wavelet is installed in the release namespace: helm install --namespace NAMESPACE instead") -}}{{- end -}}
 {{- if dig "imageRegistry" "" (.Values.global | default dict) -}}{{- include "wavelet.reloader.fail" (list "global.imageRegistry" "it names the registry of Reloader's image; set image.repository to where wavelet's image is") -}}{{- end -}}
-{{- if or .Values.image.name (contains "stakater/reloader" .Values.image.repository) -}}{{- include "wavelet.reloader.fail" (list "image" "these are Reloader's image values; remove image.* from the Reloader values file (image.repository and image.tag are wavelet's image)") -}}{{- end -}}
+{{- if and (contains "stakater/reloader" .Values.image.repository) (ne .Values.image.repository "ghcr.io/stakater/reloader") -}}{{- include "wavelet.reloader.fail" (list "image.repository" "it names a copy of Reloader's image; remove image.* from the Reloader values file and set image.repository to where wavelet's image is") -}}{{- end -}}
 {{- /* Reloader's values wavelet cannot honour, when set. */ -}}
 {{- if $r.isOpenshift -}}{{- include "wavelet.reloader.fail" (list "reloader.isOpenshift" "wavelet does not watch OpenShift DeploymentConfigs; remove it") -}}{{- end -}}
 {{- if $r.enablePProf -}}{{- include "wavelet.reloader.fail" (list "reloader.enablePProf" "wavelet has no pprof server; /metrics exports its memory and CPU (process_resident_memory_bytes, process_cpu_seconds_total); remove it") -}}{{- end -}}
@@ -86,6 +86,10 @@ reloader.leaderElection: [leaseDuration, renewDeadline, retryPeriod]
 {{- $env := list -}}
 {{- /* What the pod gets from these values, beside wavelet's own values. */ -}}
 {{- $pod := dict -}}
+{{- /* Reloader's own image values (a whole copy of its values.yaml has them) count as
+       not given: wavelet's repository, and the chart's appVersion for Reloader's tag. */ -}}
+{{- if eq $v.image.repository "ghcr.io/stakater/reloader" }}{{ $_ := set $v.image "repository" "wavelet" }}{{ end -}}
+{{- if and $v.image.name (hasPrefix "v1." (toString $v.image.tag)) }}{{ $_ := set $v.image "tag" $root.Chart.AppVersion }}{{ end -}}
 {{- /* Opt-in and what is watched. */ -}}
 {{- if $r.autoReloadAll }}{{ $_ := set $v "autoReloadAll" true }}{{ end -}}
 {{- if $r.ignoreSecrets }}{{ $_ := set $v "ignoreSecrets" true }}{{ end -}}
