@@ -215,6 +215,7 @@ fn run_value_set(
     set: &ValueSet,
     receiver: &Receiver,
 ) {
+    let started = std::time::Instant::now();
     let kube = &ctx.kube;
     let release = format!("wr{n}");
     let release_ns = format!("e2e-rl{n}");
