@@ -16,6 +16,7 @@
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `reloader`: Reloader's annotations (auto, typed auto, reload lists, search/match, exclude, ignore, pause-period) and opt-in flags.
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
+//! - `reloader_chart`: a Reloader values file gives the same requests through Reloader's chart (image swapped) and wavelet's.
 //! - `reloader_switch`: Reloader's alerts (each sink's shape, retries, a dead receiver, TLS, proxy), its metric and probe paths.
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
@@ -52,6 +53,7 @@ mod rbac;
 mod readme;
 mod release;
 mod reloader;
+mod reloader_chart;
 mod reloader_kinds;
 mod reloader_switch;
 mod secret_reads;
