@@ -156,6 +156,9 @@ pub struct Watcher<T, S> {
     failures: u32,
     /// What RBAC forbids (`watching` or `listing`): said once, then polled.
     forbidden: Option<&'static str>,
+    /// When a poll (watching or listing forbidden) lists again; the wait is taken before
+    /// that list, after the events of the last one are delivered.
+    poll_at: Option<Instant>,
     relist_at: Instant,
     stop: Arc<AtomicBool>,
     on_restart: Box<dyn FnMut(Restart) + Send>,
@@ -184,6 +187,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             ready: VecDeque::new(),
             failures: 0,
             forbidden: None,
+            poll_at: None,
             stop,
             on_restart: Box::new(|_| {}),
             rng: seed | 1,
@@ -205,6 +209,9 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         let state = self.state.take().expect("state is always put back");
         let next = match state {
             State::Empty(reason) => {
+                if let Some(at) = self.poll_at.take() {
+                    self.sleep(at.saturating_duration_since(Instant::now()));
+                }
                 (self.on_restart)(reason);
                 log::debug!("{}: listing ({})", self.name, reason.as_str());
                 self.relist_at = Instant::now() + self.config.resync;
@@ -237,8 +244,9 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                     }
                     Err(err) if err.is_forbidden() && self.config.forbidden_list_is_empty => {
                         self.say_forbidden("listing", &err);
+                        // Delivered before the wait: it does not hold the initial sync.
                         self.ready.push_back(Event::InitDone);
-                        self.sleep(self.config.poll);
+                        self.poll_at = Some(Instant::now() + self.config.poll);
                         State::Empty(Restart::Poll)
                     }
                     Err(err) => {
@@ -327,7 +335,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             }
             Err(err) if err.is_forbidden() => {
                 self.say_forbidden("watching", &err);
-                self.sleep(self.config.poll);
+                self.poll_at = Some(Instant::now() + self.config.poll);
                 State::Empty(Restart::Poll)
             }
             Err(err) if err.is_expired() => {
@@ -834,6 +842,31 @@ mod tests {
             Answer::Page(vec!["a"], "4", None),
         ]);
         assert_eq!(events, ["init", "init", "initapply a", "done"]);
+    }
+
+    #[test]
+    fn a_forbidden_list_is_done_at_once_and_the_poll_waits_before_the_next_list() {
+        let script = Script::default();
+        script
+            .answers
+            .lock()
+            .unwrap()
+            .push_back(Answer::ListError(403, "Forbidden"));
+        let config = WatchConfig {
+            forbidden_list_is_empty: true,
+            poll: Duration::from_secs(30),
+            ..fast()
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut watcher = Watcher::new("test".into(), script, config, stop);
+        let started = Instant::now();
+        assert!(matches!(watcher.next(), Some(Event::InitStart)));
+        assert!(matches!(watcher.next(), Some(Event::InitDone)));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the initial sync waited for the poll: {:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
