@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::chart::reloader_chart;
 use crate::fake::FakeApi;

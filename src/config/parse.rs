@@ -59,6 +59,15 @@ impl Lookup<'_> {
         name: &str,
         convert: impl Fn(&str) -> Result<T, String>,
     ) -> Result<Option<T>, Error> {
+        // One body per value type, not per validator: the binary stays small.
+        self.get_dyn(name, &convert)
+    }
+
+    fn get_dyn<T>(
+        &self,
+        name: &str,
+        convert: &dyn Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, Error> {
         let Some((text, source, origin)) = self.text(name) else {
             return Ok(None);
         };

@@ -6,9 +6,9 @@
 //! names the workload, its kind and the ConfigMaps and Secrets that changed, never a value;
 //! the webhook URL (which often holds a token) is never logged.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::config::{AlertConfig, AlertSink};
@@ -79,17 +79,16 @@ pub fn message(rollout: &Rollout, additional_info: Option<&str>) -> String {
 /// The content type and body of `sink`'s request for `message`, as Reloader sends them.
 pub fn payload(sink: AlertSink, message: &str) -> (&'static str, Vec<u8>) {
     const JSON: &str = "application/json";
+    let text = serde_json::Value::from(message).to_string();
     let body = match sink {
-        AlertSink::Slack => serde_json::json!({"attachments": [{
-            "color": "good",
-            "author_name": "wavelet",
-            "text": message,
-        }]}),
-        AlertSink::Teams | AlertSink::GoogleChat => serde_json::json!({"text": message}),
+        AlertSink::Slack => format!(
+            r#"{{"attachments":[{{"color":"good","author_name":"wavelet","text":{text}}}]}}"#
+        ),
+        AlertSink::Teams | AlertSink::GoogleChat => format!(r#"{{"text":{text}}}"#),
         // Reloader's raw webhook: the text without Slack's bold markers.
         AlertSink::Webhook => return ("text/plain", message.replace('*', "").into_bytes()),
     };
-    (JSON, body.to_string().into_bytes())
+    (JSON, body.into_bytes())
 }
 
 /// What one attempt's answer means.
@@ -112,14 +111,49 @@ fn verdict(status: Option<u16>) -> Verdict {
 
 /// The sender of alerts; [`Alerts::send`] never blocks.
 pub struct Alerts {
-    queue: SyncSender<Rollout>,
+    queue: Arc<Queue>,
+}
+
+/// Alerts waiting for the sending thread, at most `capacity`.
+struct Queue {
+    waiting: Mutex<VecDeque<Rollout>>,
+    capacity: usize,
+    added: Condvar,
+}
+
+impl Queue {
+    /// Queues `rollout`, or hands it back when the queue is full.
+    fn push(&self, rollout: Rollout) -> Result<(), Rollout> {
+        let mut waiting = self.waiting.lock().unwrap();
+        if waiting.len() >= self.capacity {
+            return Err(rollout);
+        }
+        waiting.push_back(rollout);
+        self.added.notify_one();
+        Ok(())
+    }
+
+    /// The next alert; waits for one.
+    fn pop(&self) -> Rollout {
+        let mut waiting = self.waiting.lock().unwrap();
+        loop {
+            if let Some(rollout) = waiting.pop_front() {
+                return rollout;
+            }
+            waiting = self.added.wait(waiting).unwrap();
+        }
+    }
 }
 
 impl Alerts {
     /// Checks the settings (the CA file, the proxy) and starts the sending thread.
     pub fn start(config: &AlertConfig, stop: Arc<AtomicBool>) -> Result<Alerts, Error> {
         let sender = Sender::new(config, stop)?;
-        let (queue, receiver) = sync_channel(config.queue_size);
+        let queue = Arc::new(Queue {
+            waiting: Mutex::new(VecDeque::new()),
+            capacity: config.queue_size,
+            added: Condvar::new(),
+        });
         log::info!(
             "alerts on rollout: {} payloads to {} (the URL's path is not logged){}",
             sink_name(config.sink),
@@ -130,18 +164,19 @@ impl Alerts {
                 ""
             }
         );
+        let waiting = Arc::clone(&queue);
         std::thread::Builder::new()
             .name("alerts".into())
-            .spawn(move || sender.run(receiver))
+            .spawn(move || sender.run(&waiting))
             .map_err(|e| Error::Transport(format!("starting the alerts thread: {e}")))?;
         Ok(Alerts { queue })
     }
 
     /// Queues an alert for `rollout`; a full queue drops it (counted, logged).
     pub fn send(&self, rollout: Rollout) {
-        match self.queue.try_send(rollout) {
+        match self.queue.push(rollout) {
             Ok(()) => {}
-            Err(TrySendError::Full(rollout)) | Err(TrySendError::Disconnected(rollout)) => {
+            Err(rollout) => {
                 metrics::global().alerts.inc(&["dropped"]);
                 log::warn!(
                     "{} {}/{}: alert dropped: the alert queue is full (the receiver is slow or down; --alert-queue-size)",
@@ -225,7 +260,7 @@ impl Sender {
         }
         secrets.extend(config.proxy.clone());
         Ok(Sender {
-            agent: builder.build().into(),
+            agent: crate::client::agent(builder.build()),
             sink: config.sink,
             target: format!("{scheme}://{host}"),
             url,
@@ -236,8 +271,9 @@ impl Sender {
     }
 
     /// Sends the alerts one after the other until the process ends.
-    fn run(self, receiver: Receiver<Rollout>) {
-        for rollout in receiver {
+    fn run(self, queue: &Queue) {
+        loop {
+            let rollout = queue.pop();
             let about = format!(
                 "{} {}/{}",
                 rollout.kind.to_ascii_lowercase(),
@@ -289,7 +325,7 @@ impl Sender {
                 Verdict::Retry => {
                     log::debug!("alert to {}: {why}; retrying in {wait:?}", self.target);
                     crate::stop::sleep_unless_stopped(&self.stop, wait);
-                    if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if self.stop.load(Ordering::Relaxed) {
                         return Err(format!("{why} (stopping)"));
                     }
                     wait *= 2;
@@ -369,6 +405,23 @@ mod tests {
             payload(AlertSink::Webhook, "*a* b"),
             ("text/plain", b"a b".to_vec())
         );
+    }
+
+    #[test]
+    fn a_full_queue_hands_the_alert_back_and_takes_alerts_in_order() {
+        let queue = Queue {
+            waiting: Mutex::new(VecDeque::new()),
+            capacity: 2,
+            added: Condvar::new(),
+        };
+        let (a, b, c) = (rollout(&[]), rollout(&[]), rollout(&[]));
+        let mut b = b;
+        b.name = "b".into();
+        assert!(queue.push(a.clone()).is_ok());
+        assert!(queue.push(b.clone()).is_ok());
+        assert_eq!(queue.push(c.clone()), Err(c));
+        assert_eq!(queue.pop(), a);
+        assert_eq!(queue.pop(), b);
     }
 
     #[test]
