@@ -54,6 +54,20 @@ fn run(args: &[String]) -> Result<i32, Error> {
             };
             migrate_wave(&client, namespace.as_deref(), apply)
         }
+        Command::MigrateReloader { namespace } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let client = Client::from_flags(&config.connection)?;
+            let found = wavelet::migrate_reloader::find(&client, namespace.as_deref())?;
+            if found.is_empty() {
+                println!(
+                    "no Stakater Reloader Deployment found {}",
+                    namespace.map_or("in any namespace".into(), |ns| format!("in namespace {ns}"))
+                );
+                return Ok(1);
+            }
+            wavelet::migrate_reloader::report(&client, &found, &mut std::io::stdout())?;
+            Ok(0)
+        }
         Command::Version => {
             println!("wavelet {}", env!("CARGO_PKG_VERSION"));
             Ok(0)

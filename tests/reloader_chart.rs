@@ -335,3 +335,146 @@ fn a_reloader_values_file_gives_the_same_behaviour_through_reloaders_chart_and_w
         assert!(failed.is_empty(), "{}", failed.join("\n\n"));
     });
 }
+
+/// `wavelet migrate reloader` against Reloader's chart as installed (its Deployment, rendered
+/// with HA, ignored Secrets and the ALERT_* variables) and the workloads it manages: what
+/// wavelet makes of each setting, what it will do with each workload, the switch order;
+/// nothing written, no Secret read.
+#[test]
+fn migrate_reloader_finds_reloader_and_says_what_the_switch_will_do() {
+    let Some(helm) = k8s_tool("helm") else { return };
+    let objects = render(
+        &helm,
+        &reloader_chart(),
+        &[
+            "--set",
+            "image.repository=ghcr.io/stakater/reloader",
+            "--set",
+            "image.tag=v1.4.21",
+            "--set",
+            "reloader.enableHA=true",
+            "--set",
+            "reloader.ignoreSecrets=true",
+            "--set",
+            "reloader.watchGlobally=false",
+            "--set",
+            "reloader.namespaces=apps",
+            "--set-string",
+            "reloader.deployment.env.secret.ALERT_WEBHOOK_URL=https://hooks.example/T0KEN",
+        ],
+    );
+    let fake = FakeApi::start();
+    for ns in [RELEASE_NS, "apps", "other"] {
+        fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    }
+    for ((kind, _, _), object) in &objects {
+        if kind == "Deployment" {
+            fake.apply(object.clone());
+        }
+    }
+    // What Reloader left: a STAKATER_ variable, a paused Deployment, a CronJob.
+    let auto = json!({"reloader.stakater.com/auto": "true"});
+    let mut web = workload(
+        "Deployment",
+        "apps",
+        "web",
+        auto.clone(),
+        mounts_configmap("cfg"),
+    );
+    web["spec"]["template"]["spec"]["containers"][0]["env"] =
+        json!([{"name": "STAKATER_CFG_CONFIGMAP", "value": "1f2e"}]);
+    fake.apply(web);
+    let mut paused = workload(
+        "Deployment",
+        "apps",
+        "paused",
+        json!({"reloader.stakater.com/auto": "true", "deployment.reloader.stakater.com/pause-period": "5m"}),
+        mounts_configmap("cfg"),
+    );
+    paused["spec"]["paused"] = json!(true);
+    fake.apply(paused);
+    let mut nightly = workload(
+        "Deployment",
+        "apps",
+        "nightly",
+        auto.clone(),
+        mounts_configmap("cfg"),
+    );
+    let template = nightly["spec"]["template"].take();
+    nightly["apiVersion"] = json!("batch/v1");
+    nightly["kind"] = json!("CronJob");
+    nightly["spec"] =
+        json!({"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}});
+    fake.apply(nightly);
+    fake.apply(workload(
+        "Deployment",
+        "apps",
+        "untouched",
+        json!({}),
+        mounts_configmap("cfg"),
+    ));
+    // Outside Reloader's namespaces: not its.
+    fake.apply(workload(
+        "Deployment",
+        "other",
+        "elsewhere",
+        auto,
+        mounts_configmap("cfg"),
+    ));
+
+    let out = wavelet_command()
+        .args(["migrate", "reloader", "--server", &fake.url()])
+        .env_clear()
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if std::env::var_os("WAVELET_SHOW").is_some() {
+        println!("{stdout}");
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for said in [
+        "Reloader Deployment wavelet/wavelet-reloader: image ghcr.io/stakater/reloader:v1.4.21",
+        "--enable-ha=true",
+        "--leader-elect",
+        "--resources-to-ignore=secrets",
+        "--ignore-secrets",
+        "--namespaces=apps,wavelet",
+        "ALERT_WEBHOOK_URL from Secret wavelet-reloader, key ALERT_WEBHOOK_URL",
+        "With the image swapped, wavelet starts with these args and env as they are:",
+        "--log-level: logging at info",
+        "Deployment apps/web: adopts it without a rollout",
+        "leaves STAKATER_CFG_CONFIGMAP on its pod template (they roll nothing)",
+        "Deployment apps/paused: adopts it without a rollout",
+        "PAUSED",
+        "CronJob apps/nightly: adopts it without a rollout",
+        "kubectl -n wavelet scale deployment/wavelet-reloader --replicas=0",
+        "wavelet status",
+    ] {
+        assert!(stdout.contains(said), "{said:?} missing:\n{stdout}");
+    }
+    for absent in ["untouched", "elsewhere", "T0KEN"] {
+        assert!(!stdout.contains(absent), "{absent}:\n{stdout}");
+    }
+    let writes: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET" || r.path.contains("/secrets"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(writes.is_empty(), "read-only, no Secret read: {writes:?}");
+
+    // Without Reloader: says so, exit 1.
+    let empty = FakeApi::start();
+    let out = wavelet_command()
+        .args(["migrate", "reloader", "--server", &empty.url()])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no Stakater Reloader Deployment found"));
+}

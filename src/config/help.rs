@@ -16,6 +16,9 @@ Usage:
                                          remove what older Wave versions left (the
                                          finalizer, owner references); a dry run
                                          without --apply
+  wavelet migrate reloader [-n NAMESPACE]
+                                         read-only: what switching from Stakater
+                                         Reloader will do, and the order to switch in
   wavelet version                        print the version
   wavelet help, --help, -h               print this help
 
@@ -37,7 +40,10 @@ a value that would change behaviour unnoticed is refused, saying what to do inst
         (Scope::Run, "wavelet run"),
         (Scope::StatusAndHash, "wavelet status and wavelet hash"),
         (Scope::Hashing, "The hash (wavelet run, status and hash)"),
-        (Scope::Migrate, "wavelet migrate wave"),
+        (
+            Scope::Migrate,
+            "wavelet migrate wave (and -n for migrate reloader)",
+        ),
     ];
     for (scope, title) in sections {
         out.push_str(&format!("\n{title}:\n"));

@@ -99,6 +99,9 @@ pub enum Command {
         all_namespaces: bool,
         apply: bool,
     },
+    /// `wavelet migrate reloader [-n NS]`: read-only; what switching from Stakater Reloader
+    /// will do. `None`: look for Reloader in every namespace.
+    MigrateReloader { namespace: Option<String> },
     /// `wavelet version`.
     Version,
     /// `wavelet help`, `--help`, `-h`: the text to print (see [`help_text`]).

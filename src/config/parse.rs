@@ -245,10 +245,20 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
                 hash_key_file: look.get("hash-key-file", non_empty)?.map(PathBuf::from),
             }
         }
+        "migrate" if raw.positionals.first() == Some(&"reloader") => {
+            if look.required("apply", parse_bool)? {
+                return Err(config_error(
+                    "wavelet migrate reloader changes nothing: it has no --apply (it prints what to do)",
+                ));
+            }
+            Command::MigrateReloader {
+                namespace: look.get("namespace", namespace)?,
+            }
+        }
         "migrate" => {
             if raw.positionals.first() != Some(&"wave") {
                 return Err(config_error(
-                    "wavelet migrate takes what to migrate from: wavelet migrate wave [-n NAMESPACE | --all-namespaces] [--apply]",
+                    "wavelet migrate takes what to migrate from: wavelet migrate wave [-n NAMESPACE | --all-namespaces] [--apply], or wavelet migrate reloader [-n NAMESPACE]",
                 ));
             }
             let namespace = look.get("namespace", namespace)?;
@@ -610,7 +620,20 @@ mod tests {
         );
         assert!(error("migrate wave -n a --all-namespaces", &[]).contains("not both"));
         assert!(error("migrate -n a", &[]).contains("wavelet migrate wave"));
-        assert!(error("migrate reloader -n a", &[]).contains("wavelet migrate wave"));
+        assert_eq!(
+            parse_with("migrate reloader -n a", &[]).unwrap().command,
+            Command::MigrateReloader {
+                namespace: Some("a".into())
+            }
+        );
+        assert_eq!(
+            parse_with("migrate reloader --all-namespaces", &[])
+                .unwrap()
+                .command,
+            Command::MigrateReloader { namespace: None }
+        );
+        assert!(error("migrate reloader --apply", &[]).contains("changes nothing"));
+        assert!(error("migrate stakater", &[]).contains("wavelet migrate reloader"));
         assert!(error("status --apply", &[]).contains("is a flag of wavelet migrate wave"));
     }
 }
