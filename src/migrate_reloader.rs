@@ -300,14 +300,16 @@ pub fn report(client: &Client, found: &[Found], out: &mut dyn Write) -> Result<(
         for resource in kinds {
             let resource = Arc::new(resource);
             for ns in &scope {
-                let mut rows = Vec::new();
+                // Opt-in as `run` decides it; then, of those, what Reloader left on them
+                // (two lists: the second reads fields wavelet's own types drop).
+                let mut managed = Vec::new();
                 list_each(
                     client,
                     &resource,
                     *ns,
                     Shape::Whole,
-                    &mut |Any(object): Any| {
-                        let namespace = object["metadata"]["namespace"].as_str().unwrap_or("");
+                    &mut |w: WorkloadObject| {
+                        let namespace = &w.metadata.namespace;
                         if run
                             .reloader
                             .namespaces_to_ignore
@@ -316,19 +318,28 @@ pub fn report(client: &Client, found: &[Found], out: &mut dyn Write) -> Result<(
                         {
                             return;
                         }
-                        let Ok(workload) = serde_json::from_value::<WorkloadObject>(object.clone())
-                        else {
-                            return;
-                        };
-                        if let Some(entry) =
-                            WorkloadEntry::from_object(&resource, &workload, &policy)
-                                .filter(|e| e.flavor.is_some())
+                        if let Some(entry) = WorkloadEntry::from_object(&resource, &w, &policy)
+                            .filter(|e| e.flavor.is_some())
                         {
+                            managed.push((namespace.to_string(), w.metadata.name.clone(), entry));
+                        }
+                    },
+                )?;
+                let mut rows = Vec::new();
+                list_each(
+                    client,
+                    &resource,
+                    *ns,
+                    Shape::Whole,
+                    &mut |Any(object): Any| {
+                        let meta = &object["metadata"];
+                        if let Some((namespace, name, entry)) = managed.iter().find(|(n, m, _)| {
+                            meta["namespace"] == n.as_str() && meta["name"] == m.as_str()
+                        }) {
                             rows.push(format!(
-                                "    {} {namespace}/{}: {}",
+                                "    {} {namespace}/{name}: {}",
                                 resource.kind,
-                                workload.metadata.name,
-                                plan(&resource, &object, &entry)
+                                plan(&resource, &object, entry)
                             ));
                         }
                     },
