@@ -514,7 +514,7 @@ fn reloader_flags_whose_meaning_wavelet_does_not_share_exit_2_with_what_it_does_
         ("--enable-csi-integration", "SecretProviderClassPodStatus"),
         (
             "--webhook-url=http://x",
-            "--dry-run and ALERT_ON_RELOAD=true",
+            "--dry-run with ALERT_ON_RELOAD=true",
         ),
         ("--enable-pprof", "process_resident_memory_bytes"),
         (
@@ -568,7 +568,7 @@ fn reloader_flags_wavelet_already_honours_are_accepted_and_said_once_at_start() 
     for said in [
         "Reloader setting: --reload-strategy=env-vars: wavelet writes its hash annotation",
         "Reloader setting: --reload-on-create=true: a created ConfigMap or Secret rolls",
-        "Reloader setting: --reload-on-delete=true: deleting a ConfigMap or Secret",
+        "Reloader setting: --reload-on-delete=true: deleting an optional reference rolls",
         "Reloader setting: --sync-after-restart=true: changes made while wavelet was not running are rolled at start",
         "Reloader setting: --enable-ha: leader election (--leader-elect) with Lease wavelet",
         "Reloader setting: --enable-pprof=false",

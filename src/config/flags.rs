@@ -128,7 +128,7 @@ pub(super) static FLAGS: &[Flag] = &[
         Some("LEVEL"),
         FlagDefault::Unset("info"),
         Scope::Global,
-        "trace, debug, info, warn (or warning) or error; Reloader's fatal and panic log errors only. RUST_LOG, when set, wins (e.g. RUST_LOG=debug,ureq=info)",
+        "trace, debug, info, warn(ing) or error (Reloader's fatal, panic: error); RUST_LOG, when set, wins",
     ),
     // `wavelet run`.
     flag(
@@ -278,7 +278,7 @@ pub(super) static FLAGS: &[Flag] = &[
         None,
         FlagDefault::Value("false"),
         Scope::Run,
-        "send an alert to --alert-webhook-url for every rollout (and every rollout a --dry-run would make), naming the workload and the ConfigMaps/Secrets that changed, never a value",
+        "POST an alert to --alert-webhook-url for every rollout (and each a --dry-run would make), naming the workload and what changed, never a value",
     )
     .or_reloader_env("ALERT_ON_RELOAD"),
     flag(
@@ -286,7 +286,7 @@ pub(super) static FLAGS: &[Flag] = &[
         Some("slack|teams|gchat|webhook"),
         FlagDefault::Value("webhook"),
         Scope::Run,
-        "the payload, as Reloader sends it: a Slack attachment, a Teams or Google Chat text message, or the plain text (webhook; Reloader's raw)",
+        "the payload, as Reloader sends it (webhook: plain text, Reloader's raw)",
     )
     .or_reloader_env("ALERT_SINK"),
     flag(
@@ -294,7 +294,7 @@ pub(super) static FLAGS: &[Flag] = &[
         Some("URL"),
         FlagDefault::Unset("none"),
         Scope::Run,
-        "where alerts are POSTed (http or https; TLS verified); never logged, as it often holds a token",
+        "where alerts go (TLS verified); never logged: it often holds a token",
     )
     .or_reloader_env("ALERT_WEBHOOK_URL"),
     flag(
@@ -310,7 +310,7 @@ pub(super) static FLAGS: &[Flag] = &[
         Some("TEXT"),
         FlagDefault::Unset("none"),
         Scope::Run,
-        "text put before every alert as `TEXT : message`, e.g. the cluster's name",
+        "put before every alert as `TEXT : message`, e.g. the cluster's name",
     )
     .or_reloader_env("ALERT_ADDITIONAL_INFO"),
     flag(
@@ -318,14 +318,14 @@ pub(super) static FLAGS: &[Flag] = &[
         Some("PATH"),
         FlagDefault::Unset("the public web roots built in"),
         Scope::Run,
-        "PEM certificates that an https --alert-webhook-url must chain to, instead of the public roots",
+        "PEM roots for an https --alert-webhook-url instead of the public ones",
     ),
     flag(
         "alert-queue-size",
         Some("N"),
         FlagDefault::Value("100"),
         Scope::Run,
-        "alerts waiting to be sent at most; one more is dropped, counted and logged (a slow receiver never delays a rollout)",
+        "alerts waiting at most; one more is dropped, counted and logged (rollouts never wait)",
     ),
     // Stakater Reloader's flags, where wavelet shares their meaning.
     flag(
@@ -340,14 +340,14 @@ pub(super) static FLAGS: &[Flag] = &[
         Some("true|false"),
         FlagDefault::Unset("watched whenever the API serves them"),
         Scope::Run,
-        "Reloader's flag: true watches Argo Rollouts (and says so when the API does not serve them); false never watches them, as Reloader",
+        "Reloader's flag: true watches Argo Rollouts (and says when they are not served); false never",
     ),
     flag(
         "metrics-count-by-namespace",
         Some("enabled"),
         FlagDefault::Unset("off"),
         Scope::Run,
-        "Reloader's METRICS_COUNT_BY_NAMESPACE: enabled also exports reloader_reload_executed_total_by_namespace",
+        "enabled also exports reloader_reload_executed_total_by_namespace",
     )
     .or_reloader_env("METRICS_COUNT_BY_NAMESPACE"),
     flag(

@@ -75,7 +75,10 @@ pub(super) static JUDGED: &[Judged] = &[
         "deployment.reloader.stakater.com/pause-period",
     ),
     judged("pause-deployment-time-annotation", true, |_| {
-        Ok("no effect: wavelet never pauses a Deployment (a pause period is a per-workload debounce window), so it writes no paused-at annotation".into())
+        Ok(
+            "no effect: wavelet never pauses a Deployment (a pause period is a debounce window)"
+                .into(),
+        )
     }),
 ];
 
@@ -113,41 +116,41 @@ fn truthy(value: &str) -> Result<bool, String> {
 
 fn reload_strategy(value: &str) -> Result<String, String> {
     match value {
-        "env-vars" => Ok("wavelet writes its hash annotation (wavelet.dev/config-hash) on the pod template, not STAKATER_* variables; variables Reloader left on pod templates stay as they are, and adopting a workload rolls nothing".into()),
-        "annotations" => Ok("wavelet writes its hash annotation (wavelet.dev/config-hash) on the pod template, where Reloader wrote reloader.stakater.com/last-reloaded-from; adopting a workload rolls nothing".into()),
+        "env-vars" => Ok("wavelet writes its hash annotation (wavelet.dev/config-hash) on the pod template, not STAKATER_* variables (those Reloader left stay); adoption rolls nothing".into()),
+        "annotations" => Ok("wavelet writes its hash annotation (wavelet.dev/config-hash) on the pod template; adoption rolls nothing".into()),
         _ => Err(format!("expected env-vars or annotations (as Reloader), got {value:?}")),
     }
 }
 
 fn reload_on_create(value: &str) -> Result<String, String> {
     Ok(if truthy(value)? {
-        "a created ConfigMap or Secret rolls the workloads whose configuration it changes (one that was missing appears, one deleted comes back with other data); one re-created with the same data, or that nothing references, rolls nothing"
+        "a created ConfigMap or Secret rolls the workloads whose configuration it changes (a missing one appears, a deleted one is back with other data)"
     } else {
-        "creating a ConfigMap or Secret rolls only the workloads whose configuration it changes (one they reference that was missing)"
+        "a created ConfigMap or Secret rolls only workloads that referenced it while it was missing"
     }
     .into())
 }
 
 fn reload_on_delete(value: &str) -> Result<String, String> {
     truthy(value)?;
-    Ok("deleting a ConfigMap or Secret that a workload references optionally rolls it; deleting a required one holds the rollout with a ConfigMissing Warning Event (new Pods would not start) until it is back".into())
+    Ok("deleting an optional reference rolls; deleting a required one holds the rollout (ConfigMissing Warning) until it is back".into())
 }
 
 fn sync_after_restart(value: &str) -> Result<String, String> {
     truthy(value)?;
-    Ok("changes made while wavelet was not running are rolled at start, whatever the value: the hash is kept on each workload".into())
+    Ok("changes made while wavelet was not running are rolled at start, whatever the value".into())
 }
 
 fn webhook_url(value: &str) -> Result<String, String> {
     if value.is_empty() {
         return Ok("no webhook".into());
     }
-    Err("Reloader's --webhook-url stops every rollout and instead POSTs {\"webhook\":\"update successful\"} for any change of any ConfigMap or Secret, naming neither the object nor a workload (what its requests stakater/Reloader#497 and #524 asked for, a reload endpoint per workload, it is not); wavelet does not stop rolling on a flag. To be told instead of rolling, run with --dry-run and ALERT_ON_RELOAD=true, ALERT_SINK=webhook, ALERT_WEBHOOK_URL=<url>: one POST per workload that would roll, naming it and what changed. To roll and be told, keep the ALERT_* variables and remove --webhook-url".into())
+    Err("it stops every rollout and POSTs {\"webhook\":\"update successful\"} for any ConfigMap or Secret change, naming nothing (not the per-workload reload endpoint stakater/Reloader#497 and #524 asked for). To be told instead of rolling: --dry-run with ALERT_ON_RELOAD=true, ALERT_SINK=webhook, ALERT_WEBHOOK_URL=<url> (a POST per workload that would roll, naming it and what changed); to roll and be told: the ALERT_* variables alone".into())
 }
 
 fn enable_pprof(value: &str) -> Result<String, String> {
     if truthy(value)? {
-        Err("wavelet has no pprof server; /metrics exports its memory and CPU (process_resident_memory_bytes, process_cpu_seconds_total): remove --enable-pprof".into())
+        Err("wavelet has no pprof; /metrics has its memory and CPU (process_resident_memory_bytes, process_cpu_seconds_total)".into())
     } else {
         Ok("no pprof server (wavelet has none)".into())
     }
@@ -156,10 +159,16 @@ fn enable_pprof(value: &str) -> Result<String, String> {
 /// Reloader's environment variables that set nothing in wavelet, with why; noted at start
 /// when present.
 pub(super) static NOTED_ENV: &[(&str, &str)] = &[
-    ("RELOADER_NAMESPACE", "Reloader's reloader-meta-info ConfigMap is not written by wavelet (its Lease and wavelet-state live in the Pod's own namespace)"),
-    ("RELOADER_DEPLOYMENT_NAME", "Reloader's reloader-meta-info ConfigMap is not written by wavelet"),
-    ("GOMAXPROCS", "a Go runtime setting: no effect on wavelet (--workers sets its reconcile threads)"),
-    ("GOMEMLIMIT", "a Go runtime setting: no effect on wavelet (its memory grows with the number of objects, not their size)"),
+    (
+        "RELOADER_NAMESPACE",
+        "no effect (wavelet writes no reloader-meta-info ConfigMap)",
+    ),
+    (
+        "RELOADER_DEPLOYMENT_NAME",
+        "no effect (wavelet writes no reloader-meta-info ConfigMap)",
+    ),
+    ("GOMAXPROCS", "a Go runtime setting: no effect"),
+    ("GOMEMLIMIT", "a Go runtime setting: no effect"),
 ];
 
 #[cfg(test)]
@@ -211,7 +220,7 @@ mod tests {
         assert!(judge("webhook-url", "").is_ok());
         let refused = judge("webhook-url", "https://hooks.example/x").unwrap_err();
         assert!(
-            refused.contains("--dry-run and ALERT_ON_RELOAD=true"),
+            refused.contains("--dry-run with ALERT_ON_RELOAD=true"),
             "{refused}"
         );
         assert!(refused.contains("stakater/Reloader#497"), "{refused}");
@@ -235,7 +244,7 @@ mod tests {
         }
         assert!(judge("reload-on-create", "true")
             .unwrap()
-            .contains("same data"));
+            .contains("other data"));
         assert!(judge("reload-on-delete", "true")
             .unwrap()
             .contains("ConfigMissing"));

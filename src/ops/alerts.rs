@@ -301,11 +301,14 @@ impl Sender {
         let mut wait = FIRST_RETRY;
         let mut attempt = 1;
         loop {
-            let answer = self
-                .agent
-                .post(&self.url)
-                .header("Content-Type", content_type)
-                .send(body);
+            // Built as the API client builds its requests: the same code in the binary.
+            let answer = ureq::http::Request::builder()
+                .method(ureq::http::Method::POST)
+                .uri(self.url.as_str())
+                .header(ureq::http::header::CONTENT_TYPE, content_type)
+                .body(body)
+                .map_err(|e| e.to_string())
+                .and_then(|request| self.agent.run(request).map_err(|e| e.to_string()));
             let (status, why) = match answer {
                 Ok(response) => {
                     let status = response.status();
@@ -314,7 +317,7 @@ impl Sender {
                         format!("the receiver answered {status}"),
                     )
                 }
-                Err(e) => (None, self.redact(&e.to_string())),
+                Err(why) => (None, self.redact(&why)),
             };
             match verdict(status) {
                 Verdict::Sent => return Ok(()),
