@@ -199,7 +199,9 @@ pub fn reloader_chart_runs_wavelet(ctx: &Ctx) {
     for (n, set) in value_sets(&receiver.address).iter().enumerate() {
         run_value_set(ctx, &helm, port, n, set, &receiver);
     }
-    if created_crd {
+    // A borrowed cluster is left as found; the suite's own goes with it (a CRD being
+    // deleted under a later scenario's watch would only disturb it).
+    if created_crd && !ctx.cluster.is_own() {
         let _ = ctx.kube.client.delete::<Value>(
             "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rollouts.argoproj.io",
             None,
