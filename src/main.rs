@@ -30,7 +30,7 @@ fn main() {
 /// out of date).
 fn run(args: &[String]) -> Result<i32, Error> {
     let config = config::parse(args, &|name| std::env::var(name).ok())?;
-    wavelet::ops::logging::init(config.log_format);
+    wavelet::ops::logging::init(config.log_format, config.log_level.as_deref());
     match config.command {
         Command::Help(text) => {
             print!("{text}");
@@ -71,6 +71,20 @@ fn run(args: &[String]) -> Result<i32, Error> {
                 wavelet::commands::resume(&client, &ns, target.as_ref(), &mut std::io::stdout())?;
             Ok(if resumed { 0 } else { 1 })
         }
+        Command::MigrateReloader { namespace } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let client = Client::from_flags(&config.connection)?;
+            let found = wavelet::migrate_reloader::find(&client, namespace.as_deref())?;
+            if found.is_empty() {
+                println!(
+                    "no Stakater Reloader Deployment found {}",
+                    namespace.map_or("in any namespace".into(), |ns| format!("in namespace {ns}"))
+                );
+                return Ok(1);
+            }
+            wavelet::migrate_reloader::report(&client, &found, &mut std::io::stdout())?;
+            Ok(0)
+        }
         Command::Version => {
             println!("wavelet {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
@@ -82,6 +96,9 @@ fn run(args: &[String]) -> Result<i32, Error> {
                 env!("CARGO_PKG_VERSION"),
                 client.base_url()
             );
+            for note in &config.notes {
+                log::info!("Reloader setting: {note}");
+            }
             let stop = stop_on_signals()?;
             wavelet::controller::run(client, &run, config.policy, &config.fan_out, &stop)
                 .map(|()| 0)

@@ -26,7 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("watch", &["watch"]),
     ("model", &["model"]),
     ("modes", &["hashmode", "deletemode"]),
-    ("migrate", &["migrate"]),
+    ("migrate", &["migrate", "migrate_reloader"]),
     ("wiring", &["controller", "commands"]),
     ("entry", &["lib", "main"]),
 ];

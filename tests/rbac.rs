@@ -26,7 +26,7 @@ const NOT_YET_EXERCISED: &[(&str, &str)] = &[];
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Grant {
     group: String,
-    resource: String,
+    pub resource: String,
     verb: String,
     names: Vec<String>,
     /// `None`: every namespace (a ClusterRole bound cluster-wide).
@@ -286,6 +286,11 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
         object["kind"] = json!(kind);
         fake.apply(object);
     }
+    // `--ignored-workload-types=cronjobs` (Reloader's ignoreCronJobs): none is watched.
+    let cronjobs = !run
+        .args
+        .iter()
+        .any(|a| a == "--ignored-workload-types=cronjobs");
     let mut nightly = workload(
         "Deployment",
         "apps",
@@ -364,7 +369,7 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
                 && custom_kinds
                     .iter()
                     .all(|(_, _, resource)| template_patches(f, resource, "apps", "custom") > 0)
-                && !f.list("jobs", Some("apps")).is_empty()
+                && (!cronjobs || !f.list("jobs", Some("apps")).is_empty())
                 && pods(f, "worker").is_disjoint(&workers)
                 && pods(f, "web").iter().any(|uid| !webs.contains(uid))
                 && !f.events_for("apps", "worker-config").is_empty()
@@ -382,6 +387,7 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
     ]
     .iter()
     .zip(["web", "db", "db", "canary", "nightly"])
+    .filter(|(kind, _)| cronjobs || **kind != "cronjob")
     .map(|(kind, name)| format!("{kind} apps/{name}"))
     .collect();
     for (_, _, resource) in &custom_kinds {

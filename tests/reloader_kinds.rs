@@ -512,20 +512,22 @@ fn resource_label_selector_is_sent_to_the_server_and_an_unlabelled_object_does_n
 #[test]
 fn reloader_flags_whose_meaning_wavelet_does_not_share_exit_2_with_what_it_does_instead() {
     for (flag, says) in [
-        (
-            "--reload-strategy=env-vars",
-            "hash annotation on the pod template",
-        ),
-        ("--reload-on-create=true", "data changes only"),
-        (
-            "--reload-on-delete=true",
-            "holds the rollout with a Warning Event",
-        ),
-        ("--sync-after-restart", "always rolled at start"),
         ("--enable-csi-integration", "SecretProviderClassPodStatus"),
-        ("--webhook-url=http://x", "does not call webhooks"),
+        (
+            "--webhook-url=http://x",
+            "--dry-run with ALERT_ON_RELOAD=true",
+        ),
+        ("--enable-pprof", "process_resident_memory_bytes"),
+        (
+            "--auto-annotation=my.company/auto",
+            "rename the annotations",
+        ),
+        (
+            "--reload-strategy=restart",
+            "expected env-vars or annotations",
+        ),
     ] {
-        let mut wavelet = Wavelet::launch(&["run", flag], &[]);
+        let mut wavelet = Wavelet::launch(&[flag], &[]);
         let status = wavelet.wait_exit(std::time::Duration::from_secs(10));
         // The exit can be seen before the output pipe is drained.
         wavelet.wait_for_output("Stakater Reloader flag", std::time::Duration::from_secs(5));
@@ -661,4 +663,57 @@ fn resource_label_selector_an_unlabelled_referenced_secret_rolls_nothing_over_re
             request.path
         );
     }
+}
+
+/// What Reloader's chart renders by default and in its common settings starts wavelet,
+/// which says once at start (info) what it makes of each.
+#[test]
+fn reloader_flags_wavelet_already_honours_are_accepted_and_said_once_at_start() {
+    let fake = fake_with_web();
+    let args = [
+        "--log-level=info",
+        "--reload-strategy=env-vars",
+        "--reload-on-create=true",
+        "--reload-on-delete=true",
+        "--sync-after-restart=true",
+        "--enable-ha=true",
+        "--lease-namespace=default",
+        "--enable-pprof=false",
+        "--auto-annotation",
+        "reloader.stakater.com/auto",
+        "--leader-election-lease-duration=20s",
+        "--is-Argo-Rollouts=true",
+    ];
+    let wavelet = Wavelet::start_with_env(
+        &fake,
+        &args,
+        &[("GOMAXPROCS", "2"), ("RELOADER_NAMESPACE", "default")],
+    );
+    let output = wavelet.output();
+    for said in [
+        "Reloader setting: --reload-strategy=env-vars: wavelet writes its hash annotation",
+        "Reloader setting: --reload-on-create=true: a created ConfigMap or Secret rolls",
+        "Reloader setting: --reload-on-delete=true: deleting an optional reference rolls",
+        "Reloader setting: --sync-after-restart=true: changes made while wavelet was not running are rolled at start",
+        "Reloader setting: --enable-ha: leader election (--leader-elect) with Lease wavelet",
+        "Reloader setting: --enable-pprof=false",
+        "Reloader setting: --auto-annotation=reloader.stakater.com/auto: the key wavelet reads",
+        "Reloader setting: --leader-election-lease-duration: Reloader's spelling of --lease-duration",
+        "Reloader setting: --log-level: logging at info",
+        "Reloader setting: GOMAXPROCS: a Go runtime setting",
+        "Reloader setting: RELOADER_NAMESPACE:",
+        "--is-Argo-Rollouts=true, but the API does not serve argoproj.io/v1alpha1 rollouts",
+    ] {
+        assert_eq!(output.matches(said).count(), 1, "{said}:\n{output}");
+    }
+    // And it leads and rolls as ever.
+    fake.merge_patch(
+        "configmaps",
+        "default",
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "a rollout", |f| {
+        template_patches(f, "deployments", "default", "web") == 1
+    });
 }

@@ -16,6 +16,8 @@
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `reloader`: Reloader's annotations (auto, typed auto, reload lists, search/match, exclude, ignore, pause-period) and opt-in flags.
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
+//! - `reloader_chart`: a Reloader values file gives the same requests through Reloader's chart (image swapped) and wavelet's.
+//! - `reloader_switch`: Reloader's alerts (each sink's shape, retries, a dead receiver, TLS, proxy), its metric and probe paths.
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
 //! - `fanout`: safe fan-out: waves behind the health gate, at-once, a restart mid-fan-out, a hold and `wavelet resume`, pauses, restart windows and urgent changes.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
@@ -54,7 +56,9 @@ mod rbac;
 mod readme;
 mod release;
 mod reloader;
+mod reloader_chart;
 mod reloader_kinds;
+mod reloader_switch;
 mod secret_reads;
 mod secrets;
 mod soak;

@@ -146,6 +146,17 @@ struct Inner {
 }
 
 /// Everything needed to build a [`Client`], gathered from flags, kubeconfig or the pod.
+/// A ureq agent with `config` that looks names up as the API client does (in the calling
+/// thread, remembered a few seconds: `resolve.rs`), for other HTTP clients of the process
+/// (alerts on rollout).
+pub(crate) fn agent(config: ureq::config::Config) -> ureq::Agent {
+    ureq::Agent::with_parts(
+        config,
+        ureq::unversioned::transport::DefaultConnector::new(),
+        resolve::CachingResolver::default(),
+    )
+}
+
 /// The User-Agent of every client of this process, fixed by [`set_user_agent`] before the
 /// first client is built.
 static USER_AGENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();

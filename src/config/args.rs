@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::flags::{find_flag, find_short, refused, Flag, FlagDefault};
+use crate::config::reloader::{self, Judged};
 use crate::error::Error;
 
 /// The subcommands, as typed.
@@ -19,6 +20,10 @@ pub(super) struct Raw<'a> {
     pub(super) flags: BTreeMap<&'static str, String>,
     /// Arguments after the subcommand that are not flags.
     pub(super) positionals: Vec<&'a str>,
+    /// Reloader's flags that are only judged by value (`reloader.rs`), with their values.
+    pub(super) judged: Vec<(&'static Judged, String)>,
+    /// Reloader's spellings used (`--leader-election-lease-duration`), for the start-up notes.
+    pub(super) notes: Vec<String>,
     pub(super) help: bool,
 }
 
@@ -31,6 +36,8 @@ pub(super) fn split_args(args: &[String]) -> Result<Raw<'_>, Error> {
         command: "",
         flags: BTreeMap::new(),
         positionals: Vec::new(),
+        judged: Vec::new(),
+        notes: Vec::new(),
         help: false,
     };
     let mut rest = args.iter();
@@ -65,11 +72,25 @@ pub(super) fn split_args(args: &[String]) -> Result<Raw<'_>, Error> {
                 if let Some(err) = refused(name) {
                     return Err(err);
                 }
+                if let Some(judged) = reloader::find(name) {
+                    let spelled = format!("--{name}");
+                    let value = match (judged.takes_value, inline) {
+                        (_, Some(value)) => value.to_string(),
+                        (false, None) => "true".to_string(),
+                        (true, None) => take_value(&mut rest, &spelled, "a value")?,
+                    };
+                    raw.judged.push((judged, value));
+                    continue;
+                }
                 let flag = find_flag(name).ok_or_else(|| {
                     config_error(format!(
                         "unknown flag --{name}; see wavelet --help for the flags"
                     ))
                 })?;
+                if flag.name != name {
+                    raw.notes
+                        .push(format!("--{name}: Reloader's spelling of --{}", flag.name));
+                }
                 (flag, inline, format!("--{name}"))
             } else {
                 // `-n NS`, `-n=NS` or `-nNS`.
@@ -94,15 +115,7 @@ pub(super) fn split_args(args: &[String]) -> Result<Raw<'_>, Error> {
         } else if let Some(value) = inline {
             value.to_string()
         } else {
-            match rest.next() {
-                Some(next) if !(next.starts_with('-') && next.len() > 1) => next.clone(),
-                _ => {
-                    return Err(config_error(format!(
-                        "{spelled} needs a value: {} (write {spelled}=VALUE for a value that starts with '-')",
-                        expected(flag)
-                    )))
-                }
-            }
+            take_value(&mut rest, &spelled, &expected(flag))?
         };
         if raw.flags.insert(flag.name, value).is_some() {
             return Err(config_error(format!(
@@ -114,6 +127,20 @@ pub(super) fn split_args(args: &[String]) -> Result<Raw<'_>, Error> {
         raw.command = "run";
     }
     Ok(raw)
+}
+
+/// The argument after a flag that needs a value, unless it is another flag.
+fn take_value<'a>(
+    rest: &mut impl Iterator<Item = &'a String>,
+    spelled: &str,
+    expected: &str,
+) -> Result<String, Error> {
+    match rest.next() {
+        Some(next) if !(next.starts_with('-') && next.len() > 1) => Ok(next.clone()),
+        _ => Err(config_error(format!(
+            "{spelled} needs a value: {expected} (write {spelled}=VALUE for a value that starts with '-')"
+        ))),
+    }
 }
 
 /// What a flag's value should look like, for error messages.

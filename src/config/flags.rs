@@ -1,6 +1,8 @@
 //! The flag table: every flag wavelet has, its value, default, scope and help text, in
-//! the order `--help` lists them; and the Reloader flags wavelet refuses, with what it
-//! does instead. Parsing and `--help` both read this table.
+//! the order `--help` lists them, with the Stakater Reloader variable that also sets it;
+//! Reloader's other spellings of wavelet's flags; and the Reloader flags wavelet refuses
+//! whatever their value, with what it does instead. Parsing and `--help` both read these
+//! tables; the Reloader flags judged by value are in `reloader.rs`.
 
 use crate::config::args::config_error;
 use crate::error::Error;
@@ -43,6 +45,9 @@ pub(super) struct Flag {
     pub(super) default: FlagDefault,
     pub(super) scope: Scope,
     pub(super) help: &'static str,
+    /// Stakater Reloader's environment variable for the same setting (`ALERT_SINK`), read
+    /// after `WAVELET_*`, so a Reloader Deployment's environment keeps working.
+    pub(super) reloader_env: Option<&'static str>,
 }
 
 impl Flag {
@@ -52,6 +57,12 @@ impl Flag {
 
     pub(super) fn is_bool(&self) -> bool {
         self.value.is_none()
+    }
+
+    /// The same row, also set by Reloader's variable `name`.
+    const fn or_reloader_env(mut self, name: &'static str) -> Flag {
+        self.reloader_env = Some(name);
+        self
     }
 }
 
@@ -74,6 +85,7 @@ pub(super) const fn flag(
         default,
         scope,
         help,
+        reloader_env: None,
     }
 }
 
@@ -113,7 +125,14 @@ pub(super) static FLAGS: &[Flag] = &[
         Some("text|json"),
         FlagDefault::Value("text"),
         Scope::Global,
-        "log line format; the level filter is RUST_LOG (e.g. RUST_LOG=debug)",
+        "log line format (Reloader's empty value is text)",
+    ),
+    flag(
+        "log-level",
+        Some("LEVEL"),
+        FlagDefault::Unset("info"),
+        Scope::Global,
+        "trace, debug, info, warn(ing) or error (Reloader's fatal, panic: error); RUST_LOG, when set, wins",
     ),
     // `wavelet run`.
     flag(
@@ -121,8 +140,9 @@ pub(super) static FLAGS: &[Flag] = &[
         Some("NS,NS..."),
         FlagDefault::Unset("all namespaces"),
         Scope::Run,
-        "comma-separated namespaces to watch",
-    ),
+        "comma-separated namespaces to watch (KUBERNETES_NAMESPACE is Reloader's one-namespace spelling)",
+    )
+    .or_reloader_env("KUBERNETES_NAMESPACE"),
     flag(
         "resync",
         Some("DURATION"),
@@ -292,7 +312,84 @@ pub(super) static FLAGS: &[Flag] = &[
         Scope::Gating,
         "roll only inside these windows, e.g. \"Mon-Fri 02:00-05:00 Europe/Berlin\" (several separated by ;); changes outside wait and roll once when one opens; wavelet.dev/restart-window on a workload or Namespace overrides it",
     ),
+    // Alerts on rollout, set by Reloader's ALERT_* variables too.
+    flag(
+        "alert-on-reload",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Run,
+        "POST an alert to --alert-webhook-url for every rollout (and each a --dry-run would make), naming the workload and what changed, never a value",
+    )
+    .or_reloader_env("ALERT_ON_RELOAD"),
+    flag(
+        "alert-sink",
+        Some("slack|teams|gchat|webhook"),
+        FlagDefault::Value("webhook"),
+        Scope::Run,
+        "the payload, as Reloader sends it (webhook: plain text, Reloader's raw)",
+    )
+    .or_reloader_env("ALERT_SINK"),
+    flag(
+        "alert-webhook-url",
+        Some("URL"),
+        FlagDefault::Unset("none"),
+        Scope::Run,
+        "where alerts go (TLS verified); never logged: it often holds a token",
+    )
+    .or_reloader_env("ALERT_WEBHOOK_URL"),
+    flag(
+        "alert-webhook-proxy",
+        Some("URL"),
+        FlagDefault::Unset("none (not HTTPS_PROXY)"),
+        Scope::Run,
+        "HTTP proxy for alerts (CONNECT), e.g. http://proxy:3128",
+    )
+    .or_reloader_env("ALERT_WEBHOOK_PROXY"),
+    flag(
+        "alert-additional-info",
+        Some("TEXT"),
+        FlagDefault::Unset("none"),
+        Scope::Run,
+        "put before every alert as `TEXT : message`, e.g. the cluster's name",
+    )
+    .or_reloader_env("ALERT_ADDITIONAL_INFO"),
+    flag(
+        "alert-ca-file",
+        Some("PATH"),
+        FlagDefault::Unset("the public web roots built in"),
+        Scope::Run,
+        "PEM roots for an https --alert-webhook-url instead of the public ones",
+    ),
+    flag(
+        "alert-queue-size",
+        Some("N"),
+        FlagDefault::Value("100"),
+        Scope::Run,
+        "alerts waiting at most; one more is dropped, counted and logged (rollouts never wait)",
+    ),
     // Stakater Reloader's flags, where wavelet shares their meaning.
+    flag(
+        "enable-ha",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Run,
+        "Reloader's flag: true is --leader-elect",
+    ),
+    flag(
+        "is-Argo-Rollouts",
+        Some("true|false"),
+        FlagDefault::Unset("watched whenever the API serves them"),
+        Scope::Run,
+        "Reloader's flag: true watches Argo Rollouts (and says when they are not served); false never",
+    ),
+    flag(
+        "metrics-count-by-namespace",
+        Some("enabled"),
+        FlagDefault::Unset("off"),
+        Scope::Run,
+        "enabled also exports reloader_reload_executed_total_by_namespace",
+    )
+    .or_reloader_env("METRICS_COUNT_BY_NAMESPACE"),
     flag(
         "auto-reload-all",
         None,
@@ -372,33 +469,24 @@ pub(super) static FLAGS: &[Flag] = &[
         default: FlagDefault::Unset("all namespaces for status; required for hash"),
         scope: Scope::StatusAndHash,
         help: "namespace to show (status) or of the workload (hash)",
+        reloader_env: None,
     },
 ];
 
-/// Stakater Reloader's flags whose meaning wavelet does not share, with what it does
-/// instead: refused, never silently ignored, so a switched Deployment says what changed.
-pub(super) static REFUSED: &[(&str, &str)] = &[
-    ("reload-strategy", "wavelet always writes a hash annotation on the pod template (Reloader's `annotations` strategy); there is no env-var strategy"),
-    ("reload-on-create", "wavelet rolls on data changes only; a ConfigMap or Secret created later counts once a workload references it, and one that was missing holds the rollout with a Warning Event until it exists"),
-    ("reload-on-delete", "a deleted required ConfigMap or Secret holds the rollout with a Warning Event (new Pods would not start) and rolls once it is back; optional ones roll on deletion"),
-    ("sync-after-restart", "changes made while wavelet was down are always rolled at start, because the hash lives on the workload"),
-    ("webhook-url", "wavelet does not call webhooks; watch its ConfigChanged Events or its /metrics instead"),
-    ("enable-csi-integration", "wavelet does not watch SecretProviderClassPodStatus objects"),
-    ("enable-ha", "use --leader-elect (with --lease-name and --lease-namespace)"),
-    ("is-Argo-Rollouts", "wavelet watches Argo Rollouts whenever the API serves argoproj.io/v1alpha1 rollouts"),
-    ("log-level", "set RUST_LOG, e.g. RUST_LOG=debug"),
-    ("enable-pprof", "wavelet has no pprof; /metrics exports its memory and CPU"),
-    ("pprof-addr", "wavelet has no pprof; /metrics exports its memory and CPU"),
-    ("auto-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
-    ("configmap-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
-    ("secret-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
-    ("configmap-auto-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
-    ("secret-auto-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
-    ("auto-search-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
-    ("search-match-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
-    ("ignore-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
-    ("pause-deployment-annotation", "wavelet reads Reloader's annotation keys as they are; renaming them is not supported"),
-    ("pause-deployment-time-annotation", "wavelet never pauses a Deployment: the pause period is a per-workload debounce window"),
+/// Stakater Reloader's flags whose meaning wavelet does not share whatever their value,
+/// with what it does instead: refused, never silently ignored, so a switched Deployment
+/// says what changed. (Reloader's other flags are judged by value: `reloader.rs`.)
+pub(super) static REFUSED: &[(&str, &str)] = &[(
+    "enable-csi-integration",
+    "wavelet does not watch SecretProviderClassPodStatus objects",
+)];
+
+/// Reloader's spellings of wavelet's flags (v1.4.22's leader-election timings): the same
+/// flag, so giving both is giving it twice.
+pub(super) static ALIASES: &[(&str, &str)] = &[
+    ("leader-election-lease-duration", "lease-duration"),
+    ("leader-election-renew-deadline", "renew-deadline"),
+    ("leader-election-retry-period", "retry-period"),
 ];
 
 /// The error for a flag of [`REFUSED`], or `None`.
@@ -411,6 +499,10 @@ pub(super) fn refused(name: &str) -> Option<Error> {
 }
 
 pub(super) fn find_flag(name: &str) -> Option<&'static Flag> {
+    let name = ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, flag)| *flag);
     FLAGS.iter().find(|f| f.name == name)
 }
 
@@ -456,6 +548,7 @@ mod tests {
                 ("run", "true", |c| c.connection.insecure_skip_tls_verify)
             }
             "log-format" => ("run", "json", |c| c.log_format == LogFormat::Json),
+            "log-level" => ("run", "warning", |c| c.log_level.as_deref() == Some("warn")),
             "namespaces" => ("run", "a,b", |c| run(c).namespaces == ["a", "b"]),
             "resync" => ("run", "1h", |c| run(c).resync == Duration::from_secs(3600)),
             "debounce" => ("run", "250ms", |c| {
@@ -526,6 +619,22 @@ mod tests {
                     == Some(Selector::parse("reload=yes").unwrap())
             }),
             "ignored-workload-types" => ("run", "cronjobs", |c| run(c).reloader.ignore_cronjobs),
+            "enable-ha" => ("run", "true", |c| run(c).leader_elect),
+            "is-Argo-Rollouts" => ("run", "false", |c| {
+                run(c).reloader.argo_rollouts == Some(false)
+            }),
+            "metrics-count-by-namespace" => {
+                ("run", "enabled", |c| run(c).reloader.count_by_namespace)
+            }
+            // The alert settings need --alert-on-reload and a URL (alerts.rs's tests); each
+            // sample here sets it with them through its own variable.
+            "alert-on-reload"
+            | "alert-sink"
+            | "alert-webhook-url"
+            | "alert-webhook-proxy"
+            | "alert-additional-info"
+            | "alert-ca-file"
+            | "alert-queue-size" => alert_sample(name),
             "all-namespaces" => ("migrate wave", "true", |c| {
                 matches!(
                     c.command,
@@ -547,6 +656,41 @@ mod tests {
                     }
             }),
             other => panic!("no sample for --{other}: add one"),
+        }
+    }
+
+    /// The alert flags' samples: `run` with alerts on and a URL, plus the flag's value.
+    fn alert_sample(name: &str) -> (&'static str, &'static str, fn(&Config) -> bool) {
+        fn alerts(c: &Config) -> Option<&AlertConfig> {
+            match &c.command {
+                Command::Run(r) => r.alerts.as_ref(),
+                _ => None,
+            }
+        }
+        const ON: &str = "run --alert-on-reload --alert-webhook-url https://hooks.example/T0";
+        match name {
+            "alert-on-reload" => (
+                "run --alert-webhook-url https://hooks.example/T0",
+                "true",
+                |c| alerts(c).is_some(),
+            ),
+            "alert-sink" => (ON, "slack", |c| {
+                alerts(c).is_some_and(|a| a.sink == AlertSink::Slack)
+            }),
+            // Without --alert-on-reload a URL turns nothing on, and says so.
+            "alert-webhook-url" => ("run", "http://127.0.0.1:1/x", |c| {
+                c.notes.iter().any(|n| n.starts_with("alerts are off"))
+            }),
+            "alert-webhook-proxy" => (ON, "http://proxy:3128", |c| {
+                alerts(c).is_some_and(|a| a.proxy.as_deref() == Some("http://proxy:3128"))
+            }),
+            "alert-additional-info" => (ON, "prod-eu", |c| {
+                alerts(c).is_some_and(|a| a.additional_info.as_deref() == Some("prod-eu"))
+            }),
+            "alert-ca-file" => (ON, "/ca.pem", |c| {
+                alerts(c).is_some_and(|a| a.ca_file == Some(PathBuf::from("/ca.pem")))
+            }),
+            _ => (ON, "7", |c| alerts(c).is_some_and(|a| a.queue_size == 7)),
         }
     }
 
@@ -604,8 +748,60 @@ mod tests {
                 "{message}"
             );
         }
-        assert!(error("--reload-on-create true", &[]).contains("data changes only"));
-        // Refused before anything else is looked at, with or without a value.
-        assert!(error("--sync-after-restart", &[]).contains("always rolled at start"));
+    }
+
+    #[test]
+    fn reloaders_variables_set_the_flag_after_wavelets_own_variable() {
+        let config = parse_with(
+            "run",
+            &[
+                ("ALERT_ON_RELOAD", "true"),
+                ("ALERT_WEBHOOK_URL", " https://hooks.example/T0\n"),
+                ("ALERT_SINK", "teams"),
+            ],
+        )
+        .unwrap();
+        let Command::Run(run_config) = config.command else {
+            panic!()
+        };
+        let alerts = run_config.alerts.unwrap();
+        assert_eq!(alerts.sink, AlertSink::Teams);
+        assert_eq!(
+            alerts.webhook_url, "https://hooks.example/T0",
+            "trimmed, as Reloader does"
+        );
+        // A flag, then WAVELET_*, win over Reloader's variable.
+        let wins = |line: &str, env: &[(&str, &str)]| run(line, env).namespaces;
+        let reloaders = ("KUBERNETES_NAMESPACE", "from-reloader");
+        assert_eq!(wins("run", &[reloaders]), ["from-reloader"]);
+        assert_eq!(
+            wins("run", &[reloaders, ("WAVELET_NAMESPACES", "w")]),
+            ["w"]
+        );
+        assert_eq!(
+            wins(
+                "run --namespaces f",
+                &[reloaders, ("WAVELET_NAMESPACES", "w")]
+            ),
+            ["f"]
+        );
+    }
+
+    #[test]
+    fn reloaders_leader_election_spellings_are_wavelets_lease_timings() {
+        let run = run(
+            "--leader-election-lease-duration=30s --leader-election-renew-deadline 20s --leader-election-retry-period=5s",
+            &[],
+        );
+        assert_eq!(run.lease_timings.lease_duration, Duration::from_secs(30));
+        assert_eq!(run.lease_timings.renew_deadline, Duration::from_secs(20));
+        assert_eq!(run.lease_timings.retry_period, Duration::from_secs(5));
+        assert_eq!(
+            error(
+                "--lease-duration=30s --leader-election-lease-duration=30s",
+                &[]
+            ),
+            "--leader-election-lease-duration is given more than once; give it once"
+        );
     }
 }

@@ -20,6 +20,9 @@ Usage:
   wavelet resume                         lift the global pause: pending changes roll once
   wavelet resume -n NS configmap/NAME    go on with a held fan-out of that ConfigMap (or
                                          secret/NAME) past the workload that failed
+  wavelet migrate reloader [-n NAMESPACE]
+                                         read-only: what switching from Stakater
+                                         Reloader will do, and the order to switch in
   wavelet version                        print the version
   wavelet help, --help, -h               print this help
 
@@ -27,6 +30,12 @@ Flags take `--flag VALUE` or `--flag=VALUE`; boolean ones `--flag` or `--flag=fa
 Every flag can also be set by the environment variable shown (an empty one counts as
 unset); a flag wins over the environment, which wins over the default.
 Durations are written like 500ms, 10s, 5m, 1h30m.
+
+Stakater Reloader's flags are taken by value: what wavelet already does is accepted and
+said once at start (--reload-strategy, --reload-on-create, --reload-on-delete,
+--sync-after-restart, --enable-pprof=false, --pprof-addr, the annotation flags set to
+Reloader's own keys, --leader-election-lease-duration, -renew-deadline, -retry-period);
+a value that would change behaviour unnoticed is refused, saying what to do instead.
 ",
         env!("CARGO_PKG_VERSION")
     );
@@ -35,7 +44,10 @@ Durations are written like 500ms, 10s, 5m, 1h30m.
         (Scope::Run, "wavelet run"),
         (Scope::StatusAndHash, "wavelet status and wavelet hash"),
         (Scope::Hashing, "The hash (wavelet run, status and hash)"),
-        (Scope::Migrate, "wavelet migrate wave"),
+        (
+            Scope::Migrate,
+            "wavelet migrate wave (and -n for migrate reloader)",
+        ),
         (
             Scope::Gating,
             "Rolling a shared change safely (wavelet run and status)",
@@ -66,6 +78,9 @@ Durations are written like 500ms, 10s, 5m, 1h30m.
                 "      [env {}] [default: {default}]\n",
                 flag.env_var()
             ));
+            if let Some(reloaders) = flag.reloader_env {
+                out.push_str(&format!("      [or Reloader's env {reloaders}]\n"));
+            }
         }
     }
     out

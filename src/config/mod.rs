@@ -17,6 +17,7 @@ pub(crate) mod duration;
 mod flags;
 mod help;
 mod parse;
+mod reloader;
 #[cfg(test)]
 mod test_support;
 mod values;
@@ -56,6 +57,11 @@ pub struct ConnectionFlags {
 pub struct Config {
     pub connection: ConnectionFlags,
     pub log_format: LogFormat,
+    /// `--log-level`, as an `env_logger` filter (`debug`); `None`: info. `RUST_LOG` wins.
+    pub log_level: Option<String>,
+    /// What wavelet made of Stakater Reloader's flags and variables it was given, one line
+    /// each, logged once at start (at info).
+    pub notes: Vec<String>,
     /// What decides opt-in and counting, shared by `run`, `status` and `hash`:
     /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`.
     pub policy: Policy,
@@ -198,6 +204,9 @@ pub enum Command {
         all_namespaces: bool,
         apply: bool,
     },
+    /// `wavelet migrate reloader [-n NS]`: read-only; what switching from Stakater Reloader
+    /// will do. `None`: look for Reloader in every namespace.
+    MigrateReloader { namespace: Option<String> },
     /// `wavelet version`.
     Version,
     /// `wavelet help`, `--help`, `-h`: the text to print (see [`help_text`]).
@@ -255,6 +264,37 @@ pub struct RunConfig {
     pub eviction_warning_after: Duration,
     /// Reloader's flags with the same meaning (README, Coming from Reloader).
     pub reloader: ReloaderFlags,
+    /// `--alert-*` (Reloader's `ALERT_*`); `None`: no alerts.
+    pub alerts: Option<AlertConfig>,
+}
+
+/// Where and how alerts on rollout are sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertConfig {
+    pub sink: AlertSink,
+    /// `--alert-webhook-url`: http or https. Often holds a token: never logged.
+    pub webhook_url: String,
+    /// `--alert-webhook-proxy`.
+    pub proxy: Option<String>,
+    /// `--alert-additional-info`: put before each message as `TEXT : message`.
+    pub additional_info: Option<String>,
+    /// `--alert-ca-file`: roots instead of the built-in public ones.
+    pub ca_file: Option<PathBuf>,
+    /// `--alert-queue-size` (>= 1).
+    pub queue_size: usize,
+}
+
+/// `--alert-sink`: the payload, as Reloader sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlertSink {
+    /// `{"attachments":[{"color":"good","author_name":...,"text":...}]}`.
+    Slack,
+    /// `{"text":...}` (an incoming webhook of Microsoft Teams).
+    Teams,
+    /// `{"text":...}` (Google Chat).
+    GoogleChat,
+    /// The message as `text/plain`, without Slack's `*` markup (Reloader's `raw`).
+    Webhook,
 }
 
 /// Flags named like Stakater Reloader's, for teams that switch without editing manifests.
@@ -269,6 +309,11 @@ pub struct ReloaderFlags {
     /// `--ignored-workload-types`: `cronjobs` stops watching CronJobs; `jobs` changes
     /// nothing (wavelet never re-creates Jobs).
     pub ignore_cronjobs: bool,
+    /// `--is-Argo-Rollouts`: `Some(true)` watches Rollouts and says so when the API does
+    /// not serve them, `Some(false)` never watches them; `None`: whenever served.
+    pub argo_rollouts: Option<bool>,
+    /// `--metrics-count-by-namespace` (`METRICS_COUNT_BY_NAMESPACE=enabled`).
+    pub count_by_namespace: bool,
 }
 
 /// A kind of workload wavelet patches, named as the API names its resource.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use crate::config::args::{config_error, split_args};
 use crate::config::flags::{find_flag, FlagDefault, Scope};
 use crate::config::help::help_text;
+use crate::config::reloader::NOTED_ENV;
 use crate::config::values::*;
 use crate::config::*;
 use crate::error::Error;
@@ -15,6 +16,8 @@ use crate::window::Windows;
 pub(super) enum Origin {
     Flag,
     Env,
+    /// Stakater Reloader's variable for the setting (`KUBERNETES_NAMESPACE`).
+    ReloaderEnv,
     Default,
 }
 
@@ -36,6 +39,11 @@ impl Lookup<'_> {
         if let Some(v) = (self.env)(&var).filter(|v| !v.is_empty()) {
             return Some((v, var, Origin::Env));
         }
+        if let Some(var) = flag.reloader_env {
+            if let Some(v) = (self.env)(var).filter(|v| !v.trim().is_empty()) {
+                return Some((v, var.to_string(), Origin::ReloaderEnv));
+            }
+        }
         match flag.default {
             FlagDefault::Value(d) => Some((
                 d.to_string(),
@@ -52,16 +60,33 @@ impl Lookup<'_> {
         name: &str,
         convert: impl Fn(&str) -> Result<T, String>,
     ) -> Result<Option<T>, Error> {
+        // One body per value type, not per validator: the binary stays small.
+        self.get_dyn(name, &convert)
+    }
+
+    fn get_dyn<T>(
+        &self,
+        name: &str,
+        convert: &dyn Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, Error> {
         let Some((text, source, origin)) = self.text(name) else {
             return Ok(None);
         };
         let text = match origin {
-            Origin::Env => text.trim().to_string(),
+            Origin::Env | Origin::ReloaderEnv => text.trim().to_string(),
             Origin::Flag | Origin::Default => text,
         };
         convert(&text)
             .map(Some)
             .map_err(|why| config_error(format!("{source}: {why}")))
+    }
+
+    /// Reloader's variable, when it is where `name`'s value comes from: `(variable, value)`.
+    fn reloader_env_value(&self, name: &str) -> Option<(String, String)> {
+        match self.text(name)? {
+            (value, var, Origin::ReloaderEnv) => Some((var, value.trim().to_string())),
+            _ => None,
+        }
     }
 
     /// Like [`Lookup::get`] for flags that have a default value.
@@ -87,6 +112,8 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             log_format: LogFormat::Text,
             policy: Policy::default(),
             fan_out: FanOut::default(),
+            log_level: None,
+            notes: Vec::new(),
             command: Command::Help(help_text()),
         });
     }
@@ -148,6 +175,18 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         context: look.get("context", non_empty)?,
     };
     let log_format = look.required("log-format", parse_log_format)?;
+    let log_level = look.get("log-level", log_level)?;
+    let mut notes = raw.notes.clone();
+    for (judged, value) in &raw.judged {
+        notes.push(judged.judge(value).map_err(config_error)?);
+    }
+    if let Some(level) = &log_level {
+        let rust_log = env("RUST_LOG").filter(|v| !v.trim().is_empty());
+        notes.push(match rust_log {
+            Some(_) => "--log-level: RUST_LOG is set and wins".to_string(),
+            None => format!("--log-level: logging at {level} (RUST_LOG, when set, wins)"),
+        });
+    }
 
     let command = match raw.command {
         "run" => Command::Run(RunConfig {
@@ -162,7 +201,8 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             workload_kinds: look
                 .get("workload-kinds", workload_kinds)?
                 .unwrap_or_default(),
-            leader_elect: look.required("leader-elect", parse_bool)?,
+            leader_elect: look.required("leader-elect", parse_bool)?
+                || look.required("enable-ha", parse_bool)?,
             lease_name: look.required("lease-name", lease_name)?,
             lease_namespace: look.get("lease-namespace", namespace)?,
             lease_timings: lease_timings(
@@ -186,7 +226,12 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
                 ignore_cronjobs: look
                     .get("ignored-workload-types", ignored_workload_types)?
                     .unwrap_or(false),
+                argo_rollouts: look.get("is-Argo-Rollouts", parse_bool)?,
+                count_by_namespace: look
+                    .get("metrics-count-by-namespace", count_by_namespace)?
+                    .unwrap_or(false),
             },
+            alerts: alert_config(&look, &mut notes)?,
         }),
         "status" => Command::Status {
             namespace: look.get("namespace", namespace)?,
@@ -218,10 +263,20 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
                 hash_key_file: look.get("hash-key-file", non_empty)?.map(PathBuf::from),
             }
         }
+        "migrate" if raw.positionals.first() == Some(&"reloader") => {
+            if look.required("apply", parse_bool)? {
+                return Err(config_error(
+                    "wavelet migrate reloader changes nothing: it has no --apply (it prints what to do)",
+                ));
+            }
+            Command::MigrateReloader {
+                namespace: look.get("namespace", namespace)?,
+            }
+        }
         "migrate" => {
             if raw.positionals.first() != Some(&"wave") {
                 return Err(config_error(
-                    "wavelet migrate takes what to migrate from: wavelet migrate wave [-n NAMESPACE | --all-namespaces] [--apply]",
+                    "wavelet migrate takes what to migrate from: wavelet migrate wave [-n NAMESPACE | --all-namespaces] [--apply], or wavelet migrate reloader [-n NAMESPACE]",
                 ));
             }
             let namespace = look.get("namespace", namespace)?;
@@ -259,9 +314,14 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         rollout_timeout: look.required("rollout-timeout", positive_duration)?,
         restart_window: look.get("restart-window", Windows::parse)?,
     };
+    if let Command::Run(run) = &command {
+        notes.extend(run_notes(&look, run, env));
+    }
     Ok(Config {
         connection,
         log_format,
+        log_level,
+        notes,
         policy,
         fan_out,
         command,
@@ -289,6 +349,65 @@ fn config_target(text: &str, namespace: Option<String>) -> Result<ConfigTarget, 
         kind,
         name: name.to_string(),
     })
+}
+
+/// `--alert-*` (Reloader's `ALERT_*`): `None` unless `--alert-on-reload`.
+fn alert_config(look: &Lookup, notes: &mut Vec<String>) -> Result<Option<AlertConfig>, Error> {
+    let url = look.get("alert-webhook-url", http_url)?;
+    if !look.required("alert-on-reload", parse_bool)? {
+        if url.is_some() {
+            notes.push("alerts are off: --alert-webhook-url is set, but --alert-on-reload (ALERT_ON_RELOAD) is not true".into());
+        }
+        return Ok(None);
+    }
+    let Some(webhook_url) = url else {
+        return Err(config_error(
+            "--alert-on-reload (ALERT_ON_RELOAD) needs --alert-webhook-url (ALERT_WEBHOOK_URL): where to send the alerts",
+        ));
+    };
+    Ok(Some(AlertConfig {
+        sink: look.required("alert-sink", alert_sink)?,
+        webhook_url,
+        proxy: look.get("alert-webhook-proxy", http_url)?,
+        additional_info: look.get("alert-additional-info", non_empty)?,
+        ca_file: look.get("alert-ca-file", non_empty)?.map(PathBuf::from),
+        queue_size: look.required("alert-queue-size", at_least_one)?,
+    }))
+}
+
+/// What wavelet makes of Reloader's settings that only `run` reads.
+fn run_notes(look: &Lookup, run: &RunConfig, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some((var, value)) = look.reloader_env_value("namespaces") {
+        notes.push(format!(
+            "{var}={value} (Reloader's one-namespace mode): watching namespace {} only",
+            run.namespaces.join(", ")
+        ));
+    }
+    if look.flags.contains_key("enable-ha") || (look.env)("WAVELET_ENABLE_HA").is_some() {
+        notes.push(if run.leader_elect {
+            format!(
+                "--enable-ha: leader election (--leader-elect) with Lease {}",
+                run.lease_name
+            )
+        } else {
+            "--enable-ha=false: no leader election (--leader-elect turns it on)".into()
+        });
+    }
+    match run.reloader.argo_rollouts {
+        Some(true) => notes.push("--is-Argo-Rollouts=true: watching argoproj.io/v1alpha1 rollouts when the API serves them (checked at start)".into()),
+        Some(false) => notes.push("--is-Argo-Rollouts=false: not watching Argo Rollouts, as Reloader".into()),
+        None => {}
+    }
+    if run.reloader.count_by_namespace {
+        notes.push("metrics: reloader_reload_executed_total_by_namespace is exported too".into());
+    }
+    for (var, why) in NOTED_ENV {
+        if env(var).is_some_and(|v| !v.trim().is_empty()) {
+            notes.push(format!("{var}: {why}"));
+        }
+    }
+    notes
 }
 
 #[cfg(test)]
@@ -323,6 +442,7 @@ mod tests {
                 rolling_timeout: Duration::from_secs(300),
                 eviction_warning_after: Duration::from_secs(300),
                 reloader: ReloaderFlags::default(),
+                alerts: None,
             })
         );
         assert_eq!(parse(&args("run"), &no_env).unwrap(), config);
@@ -552,7 +672,20 @@ mod tests {
         );
         assert!(error("migrate wave -n a --all-namespaces", &[]).contains("not both"));
         assert!(error("migrate -n a", &[]).contains("wavelet migrate wave"));
-        assert!(error("migrate reloader -n a", &[]).contains("wavelet migrate wave"));
+        assert_eq!(
+            parse_with("migrate reloader -n a", &[]).unwrap().command,
+            Command::MigrateReloader {
+                namespace: Some("a".into())
+            }
+        );
+        assert_eq!(
+            parse_with("migrate reloader --all-namespaces", &[])
+                .unwrap()
+                .command,
+            Command::MigrateReloader { namespace: None }
+        );
+        assert!(error("migrate reloader --apply", &[]).contains("changes nothing"));
+        assert!(error("migrate stakater", &[]).contains("wavelet migrate reloader"));
         assert!(error("status --apply", &[]).contains("is a flag of wavelet migrate wave"));
     }
 }

@@ -5,7 +5,7 @@ use std::net::Ipv6Addr;
 use std::time::Duration;
 
 use crate::config::args::config_error;
-use crate::config::{duration, LeaseTimings, LogFormat, WorkloadKind};
+use crate::config::{duration, AlertSink, LeaseTimings, LogFormat, WorkloadKind};
 use crate::error::Error;
 use crate::selector::Selector;
 
@@ -73,9 +73,60 @@ pub(super) fn at_least_one<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
 
 pub(super) fn parse_log_format(s: &str) -> Result<LogFormat, String> {
     match s {
-        "text" => Ok(LogFormat::Text),
+        // Reloader's default is the empty value.
+        "text" | "" => Ok(LogFormat::Text),
         "json" => Ok(LogFormat::Json),
         _ => Err(format!("expected text or json, got {s:?}")),
+    }
+}
+
+/// `--log-level`: logrus's levels (Reloader's) as an `env_logger` filter.
+pub(super) fn log_level(s: &str) -> Result<String, String> {
+    match s.to_ascii_lowercase().as_str() {
+        level @ ("trace" | "debug" | "info" | "warn" | "error") => Ok(level.to_string()),
+        "warning" => Ok("warn".into()),
+        "fatal" | "panic" => Ok("error".into()),
+        _ => Err(format!(
+            "expected trace, debug, info, warn, warning, error, fatal or panic, got {s:?}"
+        )),
+    }
+}
+
+/// `--metrics-count-by-namespace`: Reloader's `enabled`, or true/false.
+pub(super) fn count_by_namespace(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "enabled" => Ok(true),
+        "disabled" => Ok(false),
+        _ => parse_bool(s)
+            .map_err(|_| format!("expected enabled (Reloader's value), true or false, got {s:?}")),
+    }
+}
+
+/// An http or https URL with a host. The value is not echoed: a webhook URL often holds a
+/// token, and a proxy URL a password.
+pub(super) fn http_url(s: &str) -> Result<String, String> {
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"))
+        .ok_or(
+            "expected an http:// or https:// URL (the value is not shown: it may hold a token)",
+        )?;
+    if rest.split(['/', '?', '#']).next().unwrap_or("").is_empty() {
+        return Err("the URL has no host (the value is not shown: it may hold a token)".into());
+    }
+    Ok(s.to_string())
+}
+
+/// `--alert-sink`: Reloader's sinks; `raw` is Reloader's name for the plain webhook.
+pub(super) fn alert_sink(s: &str) -> Result<AlertSink, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "slack" => Ok(AlertSink::Slack),
+        "teams" => Ok(AlertSink::Teams),
+        "gchat" => Ok(AlertSink::GoogleChat),
+        "webhook" | "raw" => Ok(AlertSink::Webhook),
+        _ => Err(format!(
+            "expected slack, teams, gchat or webhook, got {s:?}"
+        )),
     }
 }
 
@@ -145,7 +196,14 @@ pub(super) fn listen_addr(s: &str) -> Result<String, String> {
 /// `key:*` / `key=*` (the key exists) are accepted too. A comma list of them is one
 /// selector (all must match), as in Reloader.
 pub(super) fn reloader_selector(s: &str) -> Result<Selector, String> {
-    let converted: Vec<String> = s
+    // Reloader's chart quotes the value inside the argument (`--namespace-selector="a=b"`),
+    // and Reloader reads its flag as CSV, which drops the quotes.
+    let unquoted = s
+        .trim()
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(s);
+    let converted: Vec<String> = unquoted
         .split(',')
         .map(|term| {
             let term = term.trim();

@@ -25,6 +25,7 @@ use crate::model::state::{StateConfigMap, StateObject};
 use crate::objects::{
     ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
 };
+use crate::ops::alerts::{self, Alerts};
 use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
 use crate::ops::leader::{Gate, LeaderElector};
@@ -96,6 +97,13 @@ impl Controller {
         };
         let health = Arc::new(Health::default());
         let reloader = &config.reloader;
+        metrics::global()
+            .count_by_namespace
+            .store(reloader.count_by_namespace, Ordering::Relaxed);
+        let alerts = match &config.alerts {
+            Some(settings) => Some(Arc::new(Alerts::start(settings, Arc::clone(&stop))?)),
+            None => None,
+        };
         let cache = Arc::new(Cache::with_scope(
             if reloader.namespace_selector.is_some() {
                 NamespaceScope::selected()
@@ -174,10 +182,15 @@ impl Controller {
         for kind in &config.workload_kinds {
             workload_resources.push(discover(&client, kind));
         }
-        if !workload_resources.iter().any(Resource::is_argo_rollouts) {
+        // --is-Argo-Rollouts=false: never, as Reloader; otherwise whenever served.
+        if !workload_resources.iter().any(Resource::is_argo_rollouts)
+            && reloader.argo_rollouts != Some(false)
+        {
             if serves_argo_rollouts(&client) {
                 log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts");
                 workload_resources.push(Resource::rollouts());
+            } else if reloader.argo_rollouts == Some(true) {
+                log::warn!("--is-Argo-Rollouts=true, but the API does not serve argoproj.io/v1alpha1 rollouts: none are watched (restart wavelet once Argo Rollouts is installed)");
             } else {
                 log::debug!("the API does not serve Argo Rollouts: not watching them");
             }
@@ -278,10 +291,17 @@ impl Controller {
                     Shape::Whole,
                 )
                 .filtered(None, namespace_filter.as_deref());
+                // A kind RBAC does not let wavelet list (Argo Rollouts served but not granted,
+                // as in Reloader's chart) is one none of whose objects is acted on; it
+                // does not hold the initial sync.
+                let config = WatchConfig {
+                    forbidden_list_is_empty: true,
+                    ..watch_config.clone()
+                };
                 spawn_watch(
                     source,
                     &health,
-                    watch_config.clone(),
+                    config,
                     Arc::clone(&stop),
                     move |e: Event<WorkloadObject>| sink.handle(e),
                 );
@@ -292,10 +312,18 @@ impl Controller {
             let mut sink = NamespaceSink::new(Arc::clone(&router), on_listed(), selector.is_some());
             let source = ApiSource::new(client.clone(), Resource::namespaces(), None, Shape::Whole)
                 .filtered(selector.map(|s| s.to_query_string()).as_deref(), None);
+            // Without --namespace-selector, Namespaces are read for their wavelet.dev/pause
+            // and restart-window annotations only: an RBAC that does not grant them (Reloader's
+            // chart) leaves those unread, with a warning, and holds nothing up. With a
+            // selector they decide what is in scope, and a refusal is an error.
+            let config = WatchConfig {
+                forbidden_list_is_empty: selector.is_none(),
+                ..watch_config.clone()
+            };
             spawn_watch(
                 source,
                 &health,
-                watch_config.clone(),
+                config,
                 Arc::clone(&stop),
                 move |e: Event<NamespaceItem>| sink.handle(e),
             );
@@ -377,6 +405,7 @@ impl Controller {
                 gate: Arc::clone(&gate),
                 beat: health.register(format!("worker-{n}")),
                 dry_run,
+                alerts: alerts.clone(),
             };
             let synced = Arc::clone(&synced);
             std::thread::Builder::new()
@@ -508,6 +537,8 @@ struct Worker {
     gate: Arc<Gate>,
     beat: Beat,
     dry_run: bool,
+    /// `--alert-on-reload`: told of every rollout, off the rollout path.
+    alerts: Option<Arc<Alerts>>,
 }
 
 impl Work<WorkloadKey> for Worker {
@@ -526,9 +557,9 @@ impl Work<WorkloadKey> for Worker {
     }
 
     fn failed(&self, key: &WorkloadKey, err: &Error, delay: std::time::Duration) {
-        metrics::global()
-            .rollouts
-            .inc(&[&key.resource.kind, "error"]);
+        let m = metrics::global();
+        m.rollouts.inc(&[&key.resource.kind, "error"]);
+        m.reload_executed(false, &key.namespace);
         log::warn!("{key}: reconcile failed, retrying in {delay:?}: {err}");
     }
 }
@@ -539,6 +570,8 @@ impl Worker {
         run_worker(&self.queue, Some(&self.gate), self);
     }
 
+    /// Where every rollout is recorded: the metrics (wavelet's and Reloader's), and the
+    /// alert, handed to its queue.
     fn record(&self, key: &WorkloadKey, outcome: &Outcome) {
         let m = metrics::global();
         match counted_as(outcome, self.dry_run) {
@@ -546,12 +579,28 @@ impl Worker {
             Some(Counted::Skipped(reason)) => m.changes_skipped.inc(&[reason]),
             None => {}
         }
-        if let Outcome::Rolled {
-            changed_at: Some(since),
+        let Outcome::Rolled {
+            changed_at,
+            changed,
             ..
         } = outcome
-        {
+        else {
+            return;
+        };
+        if let Some(since) = changed_at {
             m.change_to_patch.observe(since.elapsed());
+        }
+        if !self.dry_run {
+            m.reload_executed(true, &key.namespace);
+        }
+        if let Some(alerts) = &self.alerts {
+            alerts.send(alerts::Rollout {
+                kind: key.resource.kind.to_string(),
+                namespace: key.namespace.to_string(),
+                name: key.name.to_string(),
+                changed: changed.clone(),
+                dry_run: self.dry_run,
+            });
         }
     }
 }
@@ -869,6 +918,7 @@ mod tests {
             from: "a".into(),
             to: "b".into(),
             changed_at: None,
+            changed: Vec::new(),
         };
         assert_eq!(counted_as(&rolled, false), Some(Counted::Rollout("rolled")));
         assert_eq!(counted_as(&rolled, true), Some(Counted::Rollout("dry_run")));

@@ -64,6 +64,10 @@ pub enum Outcome {
         /// opened), for the change-to-patch latency; `None` for a change made while
         /// wavelet was not running.
         changed_at: Option<Instant>,
+        /// The ConfigMaps and Secrets whose part of the hash changed or that are newly
+        /// referenced; empty when wavelet has no memory of the workload (the change was made
+        /// while it was not running).
+        changed: Vec<ConfigKey>,
     },
     MissingConfig,
     Throttled(Throttled),
@@ -262,7 +266,14 @@ impl Reconciler {
 
         // 3.–7., decided from the facts alone (`next_step`).
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
-        let recorded = entry.recorded_hash().map(str::to_owned);
+        let recorded = recorded_hash(
+            entry.recorded_hash(),
+            remembered
+                .written
+                .as_ref()
+                .map(|(w, at)| (w.as_str(), at.elapsed())),
+            &computed.hash,
+        );
         // How long our own write may stay unseen before the cache is believed: past it, an
         // annotation someone else removed is written again.
         let written_unseen = remembered.written.as_ref().is_some_and(|(written, at)| {
@@ -388,6 +399,7 @@ impl Reconciler {
 
         // 9.
         let changed = describe_changes(&remembered.fingerprints, &named);
+        let changed_keys = changed_objects(&remembered.fingerprints, &named);
         let mut message = format!(
             "{changed} Config hash {} → {}.",
             hash::short(&recorded),
@@ -435,6 +447,7 @@ impl Reconciler {
                 from: recorded,
                 to: computed.hash,
                 changed_at: self.debounce.window_opened(key),
+                changed: changed_keys,
             },
         ))
     }
@@ -635,6 +648,26 @@ pub(crate) fn next_step(f: &Facts, now: Instant) -> Step {
     Step::Roll
 }
 
+/// The hash the workload records: the cache's, unless our own last write (`written`, made
+/// that long ago) is not in the cache yet and the configuration has changed since (the
+/// same hash is [`Facts::written_unseen`]). A watch shows a write within milliseconds;
+/// when watching is forbidden and workloads are polled, within the poll period, and a
+/// change in between must roll rather than be taken for a first sight.
+fn recorded_hash(
+    cached: Option<&str>,
+    written: Option<(&str, Duration)>,
+    computed: &str,
+) -> Option<String> {
+    match written {
+        Some((written, ago))
+            if written != computed && cached != Some(written) && ago < OWN_WRITE_SEEN_WITHIN =>
+        {
+            Some(written.to_string())
+        }
+        _ => cached.map(str::to_owned),
+    }
+}
+
 /// Whether the change from `before` to `after` is only in which objects count: no object
 /// that counted before and still counts has a different part. With no memory (wavelet
 /// started after the change) it cannot tell, and the change rolls.
@@ -718,6 +751,19 @@ fn describe_changes(before: &[Fingerprint], after: &[(&ConfigKey, Fingerprint)])
     format!("{}.", clauses.join("; "))
 }
 
+/// The objects whose part of the hash changed or that are newly referenced, in the order
+/// of `after`; none when there is nothing before to compare with.
+fn changed_objects(before: &[Fingerprint], after: &[(&ConfigKey, Fingerprint)]) -> Vec<ConfigKey> {
+    if before.is_empty() {
+        return Vec::new();
+    }
+    after
+        .iter()
+        .filter(|(_, now)| !before.contains(now))
+        .map(|(key, _)| (*key).clone())
+        .collect()
+}
+
 /// "a", "a and b", "a, b and c".
 fn and_list(items: &[String]) -> String {
     match items {
@@ -750,6 +796,43 @@ mod tests {
         assert_eq!(
             describe_changes(&before, &after),
             "ConfigMap ns/a and ConfigMap ns/b changed."
+        );
+    }
+
+    #[test]
+    fn our_own_write_the_cache_does_not_show_yet_is_what_the_workload_records() {
+        let second = Duration::from_secs(1);
+        // Adopted with "a", not in the cache yet, and the configuration changed to "b":
+        // a rollout from "a", not a second adoption.
+        assert_eq!(
+            recorded_hash(None, Some(("a", second)), "b").as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            recorded_hash(Some("x"), Some(("a", second)), "b").as_deref(),
+            Some("a")
+        );
+        // The cache shows it, or it is the hash computed now (awaiting the watch), or it is
+        // too old to trust: the cache's.
+        assert_eq!(
+            recorded_hash(Some("a"), Some(("a", second)), "b").as_deref(),
+            Some("a")
+        );
+        assert_eq!(recorded_hash(None, Some(("b", second)), "b"), None);
+        let long_ago = OWN_WRITE_SEEN_WITHIN + second;
+        assert_eq!(recorded_hash(None, Some(("a", long_ago)), "b"), None);
+        assert_eq!(recorded_hash(Some("x"), None, "b").as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn the_changed_objects_are_the_changed_and_the_newly_referenced_ones() {
+        let (a, b, c) = (key("a"), key("b"), key("c"));
+        let before = [fp("a", "1"), fp("b", "1")];
+        let after = [(&a, fp("a", "2")), (&b, fp("b", "1")), (&c, fp("c", "1"))];
+        assert_eq!(changed_objects(&before, &after), [key("a"), key("c")]);
+        assert!(
+            changed_objects(&[], &after).is_empty(),
+            "nothing to compare with"
         );
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -120,6 +120,27 @@ pub struct Metrics {
     pub fanouts_halted: AtomicU64,
     /// From the release of a fan-out's wave to its last workload finishing healthy.
     pub fanout_wave_duration: WaveHistogram,
+    /// Stakater Reloader's `reloader_reload_executed_total`, by `success`: rollouts (`true`)
+    /// and failed reconciles, whose write is retried (`false`).
+    pub reloads: CounterVec,
+    /// The same by (`success`, `namespace`), exported only with [`Metrics::count_by_namespace`].
+    pub reloads_by_namespace: CounterVec,
+    /// `METRICS_COUNT_BY_NAMESPACE=enabled`: export `reloader_reload_executed_total_by_namespace`.
+    pub count_by_namespace: AtomicBool,
+    /// Alerts on rollout by result: `sent`, `failed` (given up after retries), `dropped`
+    /// (the queue was full).
+    pub alerts: CounterVec,
+}
+
+impl Metrics {
+    /// One of Reloader's reloads: a rollout of a workload in `namespace`, or a failed one.
+    pub fn reload_executed(&self, success: bool, namespace: &str) {
+        let success = if success { "true" } else { "false" };
+        self.reloads.inc(&[success]);
+        if self.count_by_namespace.load(Ordering::Relaxed) {
+            self.reloads_by_namespace.inc(&[success, namespace]);
+        }
+    }
 }
 
 /// The histogram of fan-out wave durations, with buckets from 5 s to 1 h.
@@ -386,6 +407,37 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         "1 once every initial list is in.",
         u64::from(gauges.ready),
     );
+    // Reloader's metric, under its own name, so its dashboards and alerts keep working; both
+    // values are always there, as Reloader initializes them.
+    header(
+        &mut out,
+        "reloader_reload_executed_total",
+        "Rollouts (success=true) and failed reconciles (success=false), as Reloader counts its reloads.",
+        "counter",
+    );
+    for success in ["false", "true"] {
+        let n = metrics.reloads.get(&[success]);
+        let _ = writeln!(
+            out,
+            "reloader_reload_executed_total{{success=\"{success}\"}} {n}"
+        );
+    }
+    if metrics.count_by_namespace.load(Ordering::Relaxed) {
+        counter_vec(
+            &mut out,
+            "reloader_reload_executed_total_by_namespace",
+            "reloader_reload_executed_total by namespace (METRICS_COUNT_BY_NAMESPACE=enabled).",
+            &["success", "namespace"],
+            &metrics.reloads_by_namespace,
+        );
+    }
+    counter_vec(
+        &mut out,
+        "wavelet_alerts_total",
+        "Alerts on rollout, by result (sent, failed after retries, dropped: the queue was full).",
+        &["result"],
+        &metrics.alerts,
+    );
     if let Some(bytes) = gauges.resident_bytes {
         gauge(
             &mut out,
@@ -500,6 +552,28 @@ mod tests {
         assert!(text.contains("wavelet_pod_replacement_retries_total{reason=\"blocked\"} 1\n"));
         assert!(text.contains(
             "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 0.37\n"
+        ));
+    }
+
+    #[test]
+    fn reloaders_counter_has_both_values_from_the_start_and_its_namespace_variant_only_when_enabled(
+    ) {
+        let m = Metrics::default();
+        let text = render(&m, &Gauges::default());
+        assert!(text.contains("reloader_reload_executed_total{success=\"false\"} 0\n"));
+        assert!(text.contains("reloader_reload_executed_total{success=\"true\"} 0\n"));
+        m.reload_executed(true, "apps");
+        assert!(!render(&m, &Gauges::default()).contains("_by_namespace"));
+        m.count_by_namespace.store(true, Ordering::Relaxed);
+        m.reload_executed(true, "apps");
+        m.reload_executed(false, "web");
+        let text = render(&m, &Gauges::default());
+        assert!(text.contains("reloader_reload_executed_total{success=\"true\"} 2\n"));
+        assert!(text.contains(
+            "reloader_reload_executed_total_by_namespace{success=\"true\",namespace=\"apps\"} 1\n"
+        ));
+        assert!(text.contains(
+            "reloader_reload_executed_total_by_namespace{success=\"false\",namespace=\"web\"} 1\n"
         ));
     }
 

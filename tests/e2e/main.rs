@@ -20,6 +20,8 @@
 //!   mid-fan-out, a restart window and the global pause.
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
 //!   server with `kubectl apply --dry-run=server`.
+//! - `reloader_chart`: Reloader's own chart with the image swapped, for its defaults and
+//!   common value sets, run as the kubelet would with the RBAC it renders.
 //!
 //! With neither variable set it prints that it did not run (and fails under `CI`).
 //! `cargo test --test e2e -- NAME...` runs the scenarios whose names contain a NAME.
@@ -32,6 +34,7 @@ mod kube;
 mod kubelet;
 mod process;
 mod quickstart;
+mod reloader_chart;
 mod scenarios;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

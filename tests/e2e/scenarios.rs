@@ -97,6 +97,11 @@ pub const ALL: &[Scenario] = &[
         serial: true,
     },
     Scenario {
+        name: "reloader_chart_image_swapped",
+        run: crate::reloader_chart::reloader_chart_runs_wavelet,
+        serial: true,
+    },
+    Scenario {
         name: "apiserver_restarted_mid_watch",
         run: apiserver_restart,
         serial: true,
@@ -851,7 +856,7 @@ fn in_cluster(ctx: &Ctx) {
     }
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
