@@ -221,8 +221,11 @@ impl Controller {
         // The watch of wavelet-state is not waited for: until it lists, the first read of
         // the state GETs it (so a pause is known before the first rollout), and a missing
         // grant for it costs only the prompt notice of `wavelet pause`, never readiness.
+        // One more: the watch of wavelet-state, so its copy is the listed one before the
+        // first reconcile (never a GET racing the watch).
         let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
-            + usize::from(watch_namespaces);
+            + usize::from(watch_namespaces)
+            + 1;
         let listed = Arc::new(Latch::new(watchers));
         let fetcher = Arc::new(Fetcher::new(
             client.clone(),
@@ -329,7 +332,7 @@ impl Controller {
             );
         }
         {
-            let mut sink = StateSink::new(Arc::clone(&state), Arc::clone(&router), Box::new(|| {}));
+            let mut sink = StateSink::new(Arc::clone(&state), Arc::clone(&router), on_listed());
             let source = ApiSource::new(
                 client.clone(),
                 Resource::configmaps(),

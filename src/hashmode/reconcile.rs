@@ -103,16 +103,34 @@ pub struct HashModeSettings {
 /// that still lacks it (a watch delivers within milliseconds; a relist within minutes).
 const OWN_WRITE_SEEN_WITHIN: Duration = Duration::from_secs(60);
 
+/// One write of wavelet's on a workload's hash annotations.
+struct Written {
+    hash: String,
+    /// The hash the workload recorded when the write was decided.
+    before: Option<String>,
+    at: Instant,
+}
+
+impl Written {
+    fn new(hash: &str, before: Option<&str>) -> Option<Written> {
+        Some(Written {
+            hash: hash.to_string(),
+            before: before.map(str::to_owned),
+            at: Instant::now(),
+        })
+    }
+}
+
 /// What the reconciler remembers per workload between reconciles (lost on restart, which
 /// is fine: the API server holds the hash that matters).
 #[derive(Default)]
 struct Memory {
     /// Per referenced object, a digest of its part of the canonical form.
     fingerprints: Vec<Fingerprint>,
-    /// The hash last patched, and when: until the watch shows it (every write puts it on
-    /// the metadata, so a cached object recording it has seen the write), the cache is
-    /// older than the write, whatever other updates it has shown meanwhile.
-    written: Option<(String, Instant)>,
+    /// The hash last patched, what the workload recorded before, and when: while the
+    /// cache still records what it recorded before the write, the cache is older than the
+    /// write (see [`own_write_unseen`]).
+    written: Option<Written>,
     /// The Warnings emitted, so each is emitted once; `None` for the many workloads that
     /// never had one (a thousand workloads' memory stays a few pointers each).
     warned: Option<Box<Warned>>,
@@ -266,19 +284,16 @@ impl Reconciler {
 
         // 3.–7., decided from the facts alone (`next_step`).
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
-        let recorded = recorded_hash(
+        let unseen = own_write_unseen(
             entry.recorded_hash(),
             remembered
                 .written
                 .as_ref()
-                .map(|(w, at)| (w.as_str(), at.elapsed())),
-            &computed.hash,
+                .map(|w| (w.hash.as_str(), w.before.as_deref(), w.at.elapsed())),
         );
-        // How long our own write may stay unseen before the cache is believed: past it, an
-        // annotation someone else removed is written again.
-        let written_unseen = remembered.written.as_ref().is_some_and(|(written, at)| {
-            *written == computed.hash && at.elapsed() < OWN_WRITE_SEEN_WITHIN
-        });
+        let recorded = recorded_hash(entry.recorded_hash(), unseen, &computed.hash);
+        // Our own write of this very hash is not in the cache yet: wait for the watch.
+        let written_unseen = unseen == Some(computed.hash.as_str());
         let window = entry
             .counting
             .pause_period
@@ -356,7 +371,7 @@ impl Reconciler {
                     log::info!("{key}: {line}");
                 }
                 remembered.fingerprints = fingerprints;
-                remembered.written = Some((computed.hash.clone(), Instant::now()));
+                remembered.written = Written::new(&computed.hash, entry.recorded_hash());
                 let hash = computed.hash;
                 let outcome = if step == Step::Adopt {
                     Outcome::Adopted { hash }
@@ -437,7 +452,7 @@ impl Reconciler {
             self.recorder.normal(&about, "ConfigChanged", &message);
         }
         remembered.fingerprints = fingerprints;
-        remembered.written = Some((computed.hash.clone(), Instant::now()));
+        remembered.written = Written::new(&computed.hash, entry.recorded_hash());
         if let Some(warned) = &mut remembered.warned {
             warned.throttle = false;
         }
@@ -648,22 +663,34 @@ pub(crate) fn next_step(f: &Facts, now: Instant) -> Step {
     Step::Roll
 }
 
-/// The hash the workload records: the cache's, unless our own last write (`written`, made
-/// that long ago) is not in the cache yet and the configuration has changed since (the
-/// same hash is [`Facts::written_unseen`]). A watch shows a write within milliseconds;
-/// when watching is forbidden and workloads are polled, within the poll period, and a
-/// change in between must roll rather than be taken for a first sight.
-fn recorded_hash(
+/// Our own last write (`written`: its hash, what the workload recorded before it, how long
+/// ago) while the cache does not show it yet: the cache still records what it recorded
+/// before the write, and the write is recent (a watch shows a write within milliseconds;
+/// when watching is forbidden and workloads are polled, within the poll period). A cache
+/// that records anything else has seen the write or a later one (two writes reordered in
+/// flight, someone else's), and is believed: at worst wavelet writes the same hash again,
+/// which changes nothing on the workload.
+fn own_write_unseen<'a>(
     cached: Option<&str>,
-    written: Option<(&str, Duration)>,
-    computed: &str,
-) -> Option<String> {
+    written: Option<(&'a str, Option<&str>, Duration)>,
+) -> Option<&'a str> {
     match written {
-        Some((written, ago))
-            if written != computed && cached != Some(written) && ago < OWN_WRITE_SEEN_WITHIN =>
+        Some((hash, before, ago))
+            if cached == before && cached != Some(hash) && ago < OWN_WRITE_SEEN_WITHIN =>
         {
-            Some(written.to_string())
+            Some(hash)
         }
+        _ => None,
+    }
+}
+
+/// The hash the workload records: the cache's, unless our own write is not in the cache
+/// yet (`unseen`, see [`own_write_unseen`]) and the configuration has changed since (the
+/// same hash is [`Facts::written_unseen`]): a change in between must roll rather than be
+/// taken for a first sight.
+fn recorded_hash(cached: Option<&str>, unseen: Option<&str>, computed: &str) -> Option<String> {
+    match unseen {
+        Some(written) if written != computed => Some(written.to_string()),
         _ => cached.map(str::to_owned),
     }
 }
@@ -802,26 +829,38 @@ mod tests {
     #[test]
     fn our_own_write_the_cache_does_not_show_yet_is_what_the_workload_records() {
         let second = Duration::from_secs(1);
-        // Adopted with "a", not in the cache yet, and the configuration changed to "b":
-        // a rollout from "a", not a second adoption.
-        assert_eq!(
-            recorded_hash(None, Some(("a", second)), "b").as_deref(),
-            Some("a")
-        );
-        assert_eq!(
-            recorded_hash(Some("x"), Some(("a", second)), "b").as_deref(),
-            Some("a")
-        );
-        // The cache shows it, or it is the hash computed now (awaiting the watch), or it is
-        // too old to trust: the cache's.
-        assert_eq!(
-            recorded_hash(Some("a"), Some(("a", second)), "b").as_deref(),
-            Some("a")
-        );
-        assert_eq!(recorded_hash(None, Some(("b", second)), "b"), None);
+        // Adopted with "a", not in the cache yet (it records nothing, as before the write),
+        // and the configuration changed to "b": a rollout from "a", not a second adoption.
+        let unseen = own_write_unseen(None, Some(("a", None, second)));
+        assert_eq!(unseen, Some("a"));
+        assert_eq!(recorded_hash(None, unseen, "b").as_deref(), Some("a"));
+        // Rolled from "x" to "a", the cache still at "x": "a".
+        let unseen = own_write_unseen(Some("x"), Some(("a", Some("x"), second)));
+        assert_eq!(recorded_hash(Some("x"), unseen, "b").as_deref(), Some("a"));
+        // The hash computed now is the one written and unseen: awaiting the watch.
+        assert_eq!(recorded_hash(None, Some("b"), "b"), None);
+        // The cache shows the write, or it is too old to trust: the cache's.
+        assert_eq!(own_write_unseen(Some("a"), Some(("a", None, second))), None);
         let long_ago = OWN_WRITE_SEEN_WITHIN + second;
-        assert_eq!(recorded_hash(None, Some(("a", long_ago)), "b"), None);
+        assert_eq!(own_write_unseen(None, Some(("a", None, long_ago))), None);
         assert_eq!(recorded_hash(Some("x"), None, "b").as_deref(), Some("x"));
+    }
+
+    /// Regression (found by the soak, seed 1795690460422969795): a PATCH whose connection
+    /// dropped was applied after the retry's, so the workload recorded the older hash
+    /// "old" after wavelet's "new". The cache then showed neither what the workload
+    /// recorded before ("before") nor the write, and wavelet waited 60 s for its write to
+    /// show (the soak's bound is 7 s). A cache past the state before the write is believed.
+    #[test]
+    fn a_cache_that_shows_a_third_hash_has_seen_the_write_and_is_believed() {
+        let second = Duration::from_secs(1);
+        let written = Some(("new", Some("before"), second));
+        assert_eq!(own_write_unseen(Some("before"), written), Some("new"));
+        assert_eq!(own_write_unseen(Some("old"), written), None);
+        assert_eq!(
+            recorded_hash(Some("old"), own_write_unseen(Some("old"), written), "new").as_deref(),
+            Some("old")
+        );
     }
 
     #[test]
