@@ -18,6 +18,7 @@
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
+//! - `politeness`: at scale: the client-side budget and 429 pauses, aggregated Events, throttle accounting and its alert, many namespaces.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 //! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
@@ -47,6 +48,7 @@ mod manifests;
 mod monitoring;
 mod operations;
 mod plugin;
+mod politeness;
 mod rbac;
 mod readme;
 mod release;

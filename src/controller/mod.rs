@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, Shape};
+use crate::client::{Client, Limits, Shape};
 use crate::config::Policy;
 use crate::config::{RunConfig, WorkloadKind};
 use crate::controller::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
@@ -50,12 +50,18 @@ pub(crate) struct Controller {
     /// `None` without `--leader-elect`.
     elector: Option<Arc<LeaderElector>>,
     health: Arc<Health>,
+    /// Its budget's waits end at shutdown.
+    client: Client,
 }
 
 impl Controller {
     /// Starts watching and reconciling; returns at once.
     pub fn start(client: Client, config: &RunConfig, policy: Policy) -> Result<Controller, Error> {
         let stop = Arc::new(AtomicBool::new(false));
+        client.limit(Limits {
+            qps: config.api_qps,
+            burst: config.api_burst,
+        });
         if config.leader_elect && config.dry_run {
             // Holding the Lease would keep the real controller from leading.
             log::warn!("--dry-run: not taking part in leader election (nothing is written, the Lease included); deciding as if leader");
@@ -71,7 +77,9 @@ impl Controller {
                 ));
             };
             Some(Arc::new(LeaderElector::new(
-                client.clone(),
+                // Its own budget, as kube-controller-manager's leader election has its own
+                // client: a renewal never waits behind writes.
+                client.without_budget(),
                 namespace,
                 config.lease_name.clone(),
                 config.lease_timings,
@@ -333,6 +341,7 @@ impl Controller {
             gate,
             elector,
             health,
+            client,
         })
     }
 
@@ -363,6 +372,7 @@ impl Controller {
                     // Read by the HTTP thread when /metrics is scraped.
                     resident_bytes: None,
                     cpu_seconds: None,
+                    budget_wait_seconds: client.budget_waited().as_secs_f64(),
                 }
             }),
         }
@@ -371,6 +381,7 @@ impl Controller {
     /// Stops watching, lets in-flight reconciles finish, releases the Lease, and returns.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.client.stop_waiting();
         self.synced.open();
         self.gate.shut_down();
         self.queue.shut_down();
@@ -439,6 +450,13 @@ impl Work<WorkloadKey> for Worker {
     }
 
     fn failed(&self, key: &WorkloadKey, err: &Error, delay: std::time::Duration) {
+        if err.status().is_some_and(|s| s.is_too_many_requests()) {
+            // The API server sheds load: the whole client waits out its Retry-After
+            // (client/budget.rs) and this key comes back after it. Not a failed rollout;
+            // `wavelet_api_requests_total{code="429"}` counts it.
+            log::debug!("{key}: the API server answered 429; retrying in {delay:?}");
+            return;
+        }
         metrics::global()
             .rollouts
             .inc(&[&key.resource.kind, "error"]);

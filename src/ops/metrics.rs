@@ -128,6 +128,8 @@ pub struct Gauges {
     pub ready: bool,
     pub resident_bytes: Option<u64>,
     pub cpu_seconds: Option<f64>,
+    /// Issue 27: seconds requests waited for the client-side budget (and 429 pauses).
+    pub budget_wait_seconds: f64,
 }
 
 /// Resident set size from `/proc/self/status` (`VmRSS`), in bytes.
@@ -227,6 +229,18 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
             "wavelet_api_requests_total{{verb=\"{verb}\",code=\"{code}\"}} {n}"
         );
     }
+    // Issue 27: the client-side budget.
+    header(
+        &mut out,
+        "wavelet_api_budget_wait_seconds_total",
+        "Seconds requests waited for the client-side budget (--api-qps, --api-burst) or a 429's Retry-After, all together.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_api_budget_wait_seconds_total {:.3}",
+        gauges.budget_wait_seconds
+    );
     histogram(
         &mut out,
         "wavelet_reconcile_duration_seconds",
