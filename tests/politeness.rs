@@ -21,7 +21,7 @@ const WORKLOADS: &str = "statefulsets";
 /// Deployment a ReplicaSet and Pods, which thousands of them make slow to load.
 fn fan_out(fake: &FakeApi, count: usize, adopted: bool) {
     fake.apply(configmap(NS, "shared", &[("color", "blue")]));
-    let objects = (0..count).map(|n| {
+    let object = |n: usize| {
         workload(
             "StatefulSet",
             NS,
@@ -29,22 +29,17 @@ fn fan_out(fake: &FakeApi, count: usize, adopted: bool) {
             opted_in(),
             mounts_configmap("shared"),
         )
-    });
-    fake.apply_all(objects);
-    if adopted {
-        let hash = expected_hash(fake, WORKLOADS, NS, "web-0");
-        let objects: Vec<Value> = (0..count)
-            .map(|n| {
-                let mut object = fake
-                    .get(WORKLOADS, NS, &format!("web-{n}"))
-                    .expect("created");
-                object["metadata"]["annotations"][HASH] = json!(hash);
-                object["spec"]["template"]["metadata"]["annotations"] = json!({ HASH: hash });
-                object
-            })
-            .collect();
-        fake.apply_all(objects);
-    }
+    };
+    fake.apply(object(0));
+    let hash = expected_hash(fake, WORKLOADS, NS, "web-0");
+    fake.apply_all((0..count).map(|n| {
+        let mut object = object(n);
+        if adopted {
+            object["metadata"]["annotations"][HASH] = json!(hash);
+            object["spec"]["template"]["metadata"]["annotations"] = json!({ HASH: hash });
+        }
+        object
+    }));
 }
 
 /// When each request matching `pick` reached the fake, in order.
@@ -173,5 +168,395 @@ fn a_429_with_retry_after_slows_every_writer_and_writes_stay_within_the_budget()
     assert!(
         metric(&wavelet, "wavelet_api_budget_wait_seconds_total", "") > 1.0,
         "the waits are counted"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The throttle counter and the WaveletRolloutsThrottled expression
+
+/// One scrape of `/metrics`: when, and each sample as `name{labels}` → value.
+struct Scrape {
+    at: Instant,
+    samples: std::collections::BTreeMap<String, f64>,
+}
+
+fn scrape(wavelet: &Wavelet) -> Scrape {
+    let (code, body) = wavelet.http_get("/metrics");
+    assert_eq!(code, 200, "{body}");
+    let samples = body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_string(), value.parse().ok()?))
+        })
+        .collect();
+    Scrape {
+        at: Instant::now(),
+        samples,
+    }
+}
+
+/// A tiny PromQL evaluator for exactly the constructs the shipped WaveletRolloutsThrottled
+/// expression uses: `or`, `and`, parentheses, `sum|min|max by (...) (...)`, instant
+/// selectors, `rate`, `delta`, `increase`, `min_over_time` and `max_over_time` of a
+/// selector over a range, and `>` / `>=` against a number or another expression. wavelet is one target, so every vector holds at most one series and a
+/// value is `None` (empty) or `Some`. Labels Prometheus adds (`job`) are not matched;
+/// ranges are divided by `scale` (a test cannot wait 15 minutes). As in Prometheus,
+/// `rate` and `delta` need two samples in the range, and a missing series is empty.
+struct Eval<'a> {
+    tokens: Vec<String>,
+    at: usize,
+    scrapes: &'a [Scrape],
+    now: Instant,
+    scale: f64,
+}
+
+fn tokenize(expr: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let chars: Vec<char> = expr.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '{' || c == '[' {
+            let close = if c == '{' { '}' } else { ']' };
+            let end = i + chars[i..].iter().position(|&x| x == close).expect("closed");
+            tokens.push(chars[i..=end].iter().collect());
+            i = end + 1;
+        } else if ">=".contains(c) && chars.get(i + 1) == Some(&'=') {
+            tokens.push(chars[i..i + 2].iter().collect());
+            i += 2;
+        } else if "(),>".contains(c) {
+            tokens.push(c.to_string());
+            i += 1;
+        } else {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || "_:.".contains(chars[i])) {
+                i += 1;
+            }
+            assert!(i > start, "unexpected {c:?} in {expr}");
+            tokens.push(chars[start..i].iter().collect());
+        }
+    }
+    tokens
+}
+
+impl Eval<'_> {
+    fn next(&mut self) -> String {
+        self.at += 1;
+        self.tokens[self.at - 1].clone()
+    }
+
+    fn peek(&self) -> Option<&str> {
+        self.tokens.get(self.at).map(String::as_str)
+    }
+
+    fn expect(&mut self, token: &str) {
+        let got = self.next();
+        assert_eq!(got, token, "in {:?}", self.tokens);
+    }
+
+    fn or(&mut self) -> Option<f64> {
+        let mut left = self.and();
+        while self.peek() == Some("or") {
+            self.next();
+            let right = self.and();
+            left = left.or(right);
+        }
+        left
+    }
+
+    fn and(&mut self) -> Option<f64> {
+        let mut left = self.compared();
+        while self.peek() == Some("and") {
+            self.next();
+            let right = self.compared();
+            left = left.filter(|_| right.is_some());
+        }
+        left
+    }
+
+    fn compared(&mut self) -> Option<f64> {
+        let value = self.operand();
+        match self.peek() {
+            Some(op @ (">" | ">=")) => {
+                let op = op.to_string();
+                self.next();
+                let bound = match self.peek().map(str::parse::<f64>) {
+                    Some(Ok(number)) => {
+                        self.next();
+                        Some(number)
+                    }
+                    _ => self.operand(),
+                };
+                let bound = bound?;
+                value.filter(|v| if op == ">" { *v > bound } else { *v >= bound })
+            }
+            _ => value,
+        }
+    }
+
+    fn operand(&mut self) -> Option<f64> {
+        let word = self.next();
+        match word.as_str() {
+            "(" => {
+                let value = self.or();
+                self.expect(")");
+                value
+            }
+            "sum" | "min" | "max" => {
+                self.expect("by");
+                self.expect("(");
+                while self.next() != ")" {}
+                self.expect("(");
+                let value = self.or();
+                self.expect(")");
+                value
+            }
+            name if self.peek() != Some("(") => {
+                // An instant selector: its latest sample (within the scaled 5-minute
+                // lookback).
+                let mut selector = name.to_string();
+                if self.peek().is_some_and(|t| t.starts_with('{')) {
+                    selector.push_str(&self.next());
+                }
+                let lookback = Duration::from_secs_f64(300.0 / self.scale);
+                let series = series_key(&selector);
+                self.scrapes
+                    .iter()
+                    .rev()
+                    .filter(|s| s.at <= self.now && self.now - s.at <= lookback)
+                    .find_map(|s| s.samples.get(&series).copied())
+            }
+            function => {
+                self.expect("(");
+                let mut selector = self.next();
+                if self.peek().is_some_and(|t| t.starts_with('{')) {
+                    selector.push_str(&self.next());
+                }
+                let range = self.next();
+                self.expect(")");
+                self.range_function(function, &selector, &range)
+            }
+        }
+    }
+
+    /// `function(selector[range])` over the scrapes within the (scaled) range.
+    fn range_function(&self, function: &str, selector: &str, range: &str) -> Option<f64> {
+        let seconds: f64 = {
+            let text = range.trim_matches(['[', ']']);
+            let (n, unit) = text.split_at(text.len() - 1);
+            let n: f64 = n.parse().expect("a range");
+            n * match unit {
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                other => panic!("range unit {other}"),
+            }
+        };
+        let window = Duration::from_secs_f64(seconds / self.scale);
+        let series = series_key(selector);
+        let points: Vec<(Instant, f64)> = self
+            .scrapes
+            .iter()
+            .filter(|s| s.at <= self.now && self.now - s.at <= window)
+            .filter_map(|s| Some((s.at, *s.samples.get(&series)?)))
+            .collect();
+        let (first, last) = (points.first()?, points.last()?);
+        match function {
+            "min_over_time" => points.iter().map(|p| p.1).reduce(f64::min),
+            "max_over_time" => points.iter().map(|p| p.1).reduce(f64::max),
+            "delta" | "increase" => (points.len() >= 2).then(|| last.1 - first.1),
+            "rate" => {
+                (points.len() >= 2).then(|| (last.1 - first.1) / (last.0 - first.0).as_secs_f64())
+            }
+            other => panic!("the evaluator does not know {other}()"),
+        }
+    }
+}
+
+/// `metric{job="wavelet", reason="x"}` → `metric{reason="x"}` as /metrics exposes it.
+fn series_key(selector: &str) -> String {
+    let (name, matchers) = match selector.split_once('{') {
+        Some((name, rest)) => (name, rest.trim_end_matches('}')),
+        None => (selector, ""),
+    };
+    let own: Vec<String> = matchers
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty() && !m.starts_with("job="))
+        .map(|m| m.replace(' ', ""))
+        .collect();
+    if own.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}{{{}}}", own.join(","))
+    }
+}
+
+/// The shipped expression of an alert (monitoring/prometheusrule.yaml).
+fn alert_expr(alert: &str) -> String {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("monitoring/prometheusrule.yaml"),
+    )
+    .unwrap();
+    let rules = wavelet::client::yaml::parse(&text).unwrap();
+    rules["spec"]["groups"][0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["alert"] == alert)
+        .and_then(|r| r["expr"].as_str())
+        .unwrap_or_else(|| panic!("no alert {alert}"))
+        .to_string()
+}
+
+/// Evaluates `expr` at the time of each scrape (over the scrapes up to it); whether it
+/// held at any of them, and when.
+fn held_at(expr: &str, scrapes: &[Scrape], scale: f64) -> Vec<usize> {
+    (0..scrapes.len())
+        .filter(|&i| {
+            let mut eval = Eval {
+                tokens: tokenize(expr),
+                at: 0,
+                scrapes,
+                now: scrapes[i].at,
+                scale,
+            };
+            let value = eval.or();
+            assert_eq!(eval.at, eval.tokens.len(), "all of {expr} read");
+            value.is_some()
+        })
+        .collect()
+}
+
+#[test]
+fn the_promql_evaluator_reads_the_throttle_alert_as_prometheus_would() {
+    let t0 = Instant::now();
+    let at = |ms: u64, waiting: f64, throttled: Option<f64>| {
+        let mut samples = std::collections::BTreeMap::new();
+        samples.insert("wavelet_rollouts_waiting".to_string(), waiting);
+        if let Some(n) = throttled {
+            samples.insert(
+                r#"wavelet_changes_skipped_total{reason="throttled"}"#.to_string(),
+                n,
+            );
+        }
+        Scrape {
+            at: t0 + Duration::from_millis(ms),
+            samples,
+        }
+    };
+    let expr = alert_expr("WaveletRolloutsThrottled");
+    // 1:100, so [15m] is 9 s and [10m] 6 s.
+    // Scraped every second, as Prometheus scrapes every 30 s or so into a 15-minute range.
+    let draining: Vec<Scrape> = std::iter::once(at(0, 0.0, None))
+        .chain((1..30).map(|s| at(s * 1000, 100.0 - s as f64, None)))
+        .collect();
+    assert_eq!(held_at(&expr, &draining, 100.0), Vec::<usize>::new());
+    let stuck = [
+        at(0, 100.0, None),
+        at(5000, 100.0, None),
+        at(10_000, 100.0, None),
+    ];
+    assert_eq!(held_at(&expr, &stuck, 100.0), [0, 1, 2], "not going down");
+    let rising = [
+        at(0, 0.0, None),
+        at(1000, 50.0, None),
+        at(2000, 100.0, None),
+        at(10_500, 99.0, None),
+        at(11_500, 120.0, None),
+    ];
+    assert_eq!(
+        held_at(&expr, &rising, 100.0),
+        [4],
+        "a backlog that grows again once the fan-out rose: more than it drains"
+    );
+    let looping = [
+        at(0, 0.0, Some(1.0)),
+        at(1000, 0.0, Some(2.0)),
+        at(2000, 0.0, Some(2.0)),
+    ];
+    assert_eq!(
+        held_at(&expr, &looping, 100.0),
+        [1, 2],
+        "a change within --min-rollout-interval in the last 6 s"
+    );
+}
+
+/// One change to 4,000 workloads at the default storm limits (2 rollouts a second, a
+/// burst of 10): each waiting workload counts once, `wavelet_rollouts_waiting` drains at
+/// the rate, and the shipped WaveletRolloutsThrottled expression is false at every scrape
+/// (its ranges divided by 200: [15m] is 4.5 s, longer than the fan-out takes to queue). Before issue 27 every look at a waiting workload counted
+/// (37,830 for 951 workloads in 20 s), and the expression was `rate(throttled) > 0`.
+#[test]
+fn one_change_to_4000_workloads_counts_each_once_and_does_not_fire_the_throttle_alert() {
+    const COUNT: usize = 4_000;
+    let fake = FakeApi::start();
+    fan_out(&fake, COUNT, true);
+    let wavelet = Wavelet::start(&fake, &["--debounce", "200ms"]);
+    let mut scrapes = vec![scrape(&wavelet)];
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "shared",
+        json!({"data": {"color": "green"}}),
+    );
+    let changed = Instant::now();
+    let rolled = r#"kind="StatefulSet",result="rolled""#;
+    while changed.elapsed() < Duration::from_secs(7)
+        || metric(&wavelet, "wavelet_rollouts_total", rolled) < 20.0
+    {
+        assert!(
+            changed.elapsed() < Duration::from_secs(25),
+            "too slow:\n{}",
+            wavelet.output()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+        scrapes.push(scrape(&wavelet));
+    }
+    let value = |s: &Scrape, series: &str| s.samples.get(series).copied().unwrap_or(0.0);
+    let counted = |s: &Scrape| {
+        value(s, r#"wavelet_changes_skipped_total{reason="throttled"}"#)
+            + value(s, r#"wavelet_changes_skipped_total{reason="rate_limited"}"#)
+    };
+    let last = scrapes.last().unwrap();
+    let peak = scrapes
+        .iter()
+        .map(|s| value(s, "wavelet_rollouts_waiting"))
+        .fold(0.0, f64::max);
+    assert!(
+        peak >= (COUNT - 10 - 30) as f64,
+        "the fan-out waits for tokens (peak {peak})"
+    );
+    assert!(
+        counted(last) <= COUNT as f64,
+        "{} throttled changes counted for one change to {COUNT} workloads",
+        counted(last)
+    );
+    assert!(counted(last) >= peak, "each waiting workload counted");
+    assert!(
+        value(last, "wavelet_rollouts_waiting") < peak - 10.0,
+        "the backlog drains"
+    );
+    let expr = alert_expr("WaveletRolloutsThrottled");
+    let fired = held_at(&expr, &scrapes, 200.0);
+    let series: Vec<String> = scrapes
+        .iter()
+        .map(|s| {
+            format!(
+                "{:.1}s: waiting {}, counted {}",
+                s.at.saturating_duration_since(changed).as_secs_f64(),
+                value(s, "wavelet_rollouts_waiting"),
+                counted(s)
+            )
+        })
+        .collect();
+    assert!(
+        fired.is_empty(),
+        "{expr} held at scrapes {fired:?}:\n{}",
+        series.join("\n")
     );
 }

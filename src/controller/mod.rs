@@ -16,7 +16,7 @@ use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
-use crate::hashmode::throttle::Debounce;
+use crate::hashmode::throttle::{Debounce, Throttled};
 use crate::model::cache::Cache;
 use crate::objects::{
     ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
@@ -52,6 +52,8 @@ pub(crate) struct Controller {
     health: Arc<Health>,
     /// Its budget's waits end at shutdown.
     client: Client,
+    /// For the gauge of rollouts waiting for a token.
+    reconciler: Arc<Reconciler>,
 }
 
 impl Controller {
@@ -342,6 +344,7 @@ impl Controller {
             elector,
             health,
             client,
+            reconciler,
         })
     }
 
@@ -356,6 +359,7 @@ impl Controller {
         let delete_mode = self.delete_mode.clone();
         let fetcher = Arc::clone(&self.fetcher);
         let client = client.clone();
+        let reconciler = Arc::clone(&self.reconciler);
         Endpoints {
             health: Arc::clone(&self.health),
             gauges: Box::new(move || {
@@ -373,6 +377,7 @@ impl Controller {
                     resident_bytes: None,
                     cpu_seconds: None,
                     budget_wait_seconds: client.budget_waited().as_secs_f64(),
+                    rollouts_waiting: reconciler.rollouts_waiting(),
                 }
             }),
         }
@@ -504,7 +509,18 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
         Outcome::Rolled { .. } => Some(Counted::Rollout("rolled")),
         Outcome::Adopted { .. } => Some(Counted::Rollout("adopted")),
         Outcome::Recorded { .. } => Some(Counted::Rollout("recorded")),
-        Outcome::Throttled(_) => Some(Counted::Skipped("throttled")),
+        // Each change of a workload once, when it starts to wait: `throttled` for
+        // --min-rollout-interval (its configuration changes faster), `rate_limited` for a
+        // token of --max-rollouts-per-second (a fan-out larger than --rollout-burst).
+        Outcome::Throttled {
+            rule: Throttled::MinInterval(_),
+            first: true,
+        } => Some(Counted::Skipped("throttled")),
+        Outcome::Throttled {
+            rule: Throttled::RateLimit(_),
+            first: true,
+        } => Some(Counted::Skipped("rate_limited")),
+        Outcome::Throttled { first: false, .. } => None,
         Outcome::MissingConfig => Some(Counted::Skipped("missing_config")),
         Outcome::OutOfScope => Some(Counted::Skipped("out_of_scope")),
         Outcome::UpToDate
@@ -718,7 +734,6 @@ impl Latch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashmode::throttle::Throttled;
 
     #[test]
     fn no_namespaces_flag_means_one_set_of_watches_over_all_namespaces() {
@@ -786,11 +801,23 @@ mod tests {
 
     #[test]
     fn changes_not_acted_on_count_as_skipped_by_reason() {
-        let throttled = Outcome::Throttled(Throttled::RateLimit(Duration::from_secs(1)));
+        let second = Duration::from_secs(1);
+        let waiting = |rule, first| Outcome::Throttled { rule, first };
         assert_eq!(
-            counted_as(&throttled, false),
+            counted_as(&waiting(Throttled::MinInterval(second), true), false),
             Some(Counted::Skipped("throttled"))
         );
+        assert_eq!(
+            counted_as(&waiting(Throttled::RateLimit(second), true), false),
+            Some(Counted::Skipped("rate_limited"))
+        );
+        for rule in [Throttled::MinInterval(second), Throttled::RateLimit(second)] {
+            assert_eq!(
+                counted_as(&waiting(rule, false), false),
+                None,
+                "a change still waiting was counted when it started to"
+            );
+        }
         assert_eq!(
             counted_as(&Outcome::MissingConfig, false),
             Some(Counted::Skipped("missing_config"))

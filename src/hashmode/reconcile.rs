@@ -58,7 +58,13 @@ pub enum Outcome {
         changed_at: Option<Instant>,
     },
     MissingConfig,
-    Throttled(Throttled),
+    /// The storm rules hold the rollout back; `first` the first time for this change of
+    /// this workload (what `/metrics` counts: one change waiting is one, however often it
+    /// is looked at).
+    Throttled {
+        rule: Throttled,
+        first: bool,
+    },
     /// A referenced object changed less than `--debounce` ago: more may follow.
     Debouncing,
     OptOutCleaned,
@@ -105,6 +111,8 @@ struct Memory {
     /// Opted out: wavelet's metadata annotations were removed, and the watch has not shown
     /// the removal yet.
     cleaned: bool,
+    /// The hash of the change the storm rules hold back (counted once), while they do.
+    throttled: Option<Box<str>>,
 }
 
 #[derive(Default)]
@@ -162,6 +170,11 @@ impl Reconciler {
         }
     }
 
+    /// Workloads whose rollout waits for a token of `--max-rollouts-per-second` now.
+    pub fn rollouts_waiting(&self) -> usize {
+        self.throttle.lock().unwrap().waiting()
+    }
+
     /// Reconciles one workload. The work queue never hands the same key to two workers, so
     /// the workload's memory is taken out of the map for the duration (no lock held over I/O).
     pub fn reconcile(&self, key: &WorkloadKey) -> Result<(Action, Outcome), Error> {
@@ -188,6 +201,9 @@ impl Reconciler {
         }
         let Some(flavor) = entry.flavor else {
             let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
+            if remembered.throttled.take().is_some() {
+                self.throttle.lock().unwrap().cancel(key);
+            }
             let result = self.clean_up_opt_out(key, &entry, &mut remembered);
             if remembered.cleaned {
                 self.memory.lock().unwrap().insert(key.clone(), remembered);
@@ -269,6 +285,11 @@ impl Reconciler {
             membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints),
         };
         let step = next_step(&facts, Instant::now());
+        if step != Step::Roll && remembered.throttled.take().is_some() {
+            // Nothing to roll any more (reverted, missing, recorded): the reserved token
+            // goes back.
+            self.throttle.lock().unwrap().cancel(key);
+        }
         if step != Step::Hold {
             if let Some(warned) = &mut remembered.warned {
                 warned.missing = None;
@@ -338,8 +359,8 @@ impl Reconciler {
         }
         let recorded = recorded.expect("a rollout has a recorded hash");
         // The storm rules apply to rollouts only.
-        if let Err(throttled) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
-            if let Throttled::MinInterval(wait) = throttled {
+        if let Err(rule) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
+            if let Throttled::MinInterval(wait) = rule {
                 if !remembered.warned.as_ref().is_some_and(|w| w.throttle) {
                     let message = format!(
                         "The configuration keeps changing: rolling at most every {:?} (--min-rollout-interval). The next rollout, with the latest configuration, is in {:?}.",
@@ -350,13 +371,18 @@ impl Reconciler {
                     remembered.warned().throttle = true;
                 }
             } else {
-                log::debug!("{key}: rollout rate limited for {:?}", throttled.wait());
+                log::debug!("{key}: rollout waits {:?} for its token", rule.wait());
+            }
+            let first = remembered.throttled.as_deref() != Some(computed.hash.as_str());
+            if first {
+                remembered.throttled = Some(computed.hash.as_str().into());
             }
             return Ok((
-                Action::RequeueAfter(throttled.wait()),
-                Outcome::Throttled(throttled),
+                Action::RequeueAfter(rule.wait()),
+                Outcome::Throttled { rule, first },
             ));
         }
+        remembered.throttled = None;
 
         // 8.
         let changed = describe_changes(&remembered.fingerprints, &named);

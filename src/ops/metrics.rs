@@ -94,7 +94,8 @@ pub struct Metrics {
     /// PodDisruptionBudget), `error` (a replacement step failed). Without it a replacement
     /// that never finishes shows only in Events and logs.
     pub pod_replacement_retries: CounterVec,
-    /// Changes not acted on, by reason: `throttled`, `missing_config`, `not_leader`.
+    /// Changes not acted on, by reason: `throttled`, `rate_limited` (each change of a
+    /// workload once), `missing_config`, `out_of_scope`, `not_leader`.
     pub changes_skipped: CounterVec,
     /// Relists by (resource, reason): `initial`, `resync`, `expired`, `error`.
     pub watch_relists: CounterVec,
@@ -130,6 +131,8 @@ pub struct Gauges {
     pub cpu_seconds: Option<f64>,
     /// Issue 27: seconds requests waited for the client-side budget (and 429 pauses).
     pub budget_wait_seconds: f64,
+    /// Issue 27: workloads whose rollout waits for a token of --max-rollouts-per-second.
+    pub rollouts_waiting: usize,
 }
 
 /// Resident set size from `/proc/self/status` (`VmRSS`), in bytes.
@@ -284,6 +287,13 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         out,
         "wavelet_work_queue_depth{{mode=\"delete\"}} {}",
         gauges.delete_queue
+    );
+    // Issue 27: the rollout backlog.
+    gauge(
+        &mut out,
+        "wavelet_rollouts_waiting",
+        "Workloads whose rollout waits for a token of --max-rollouts-per-second (a fan-out larger than --rollout-burst drains at the rate).",
+        gauges.rollouts_waiting as u64,
     );
     gauge(
         &mut out,
