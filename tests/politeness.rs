@@ -368,7 +368,7 @@ impl Eval<'_> {
         match function {
             "min_over_time" => points.iter().map(|p| p.1).reduce(f64::min),
             "max_over_time" => points.iter().map(|p| p.1).reduce(f64::max),
-            "delta" | "increase" => (points.len() >= 2).then(|| last.1 - first.1),
+            "delta" | "increase" => (points.len() >= 2).then_some(last.1 - first.1),
             "rate" => {
                 (points.len() >= 2).then(|| (last.1 - first.1) / (last.0 - first.0).as_secs_f64())
             }
@@ -559,4 +559,162 @@ fn one_change_to_4000_workloads_counts_each_once_and_does_not_fire_the_throttle_
         "{expr} held at scrapes {fired:?}:\n{}",
         series.join("\n")
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Events
+
+fn is_event_request(r: &Request, method: &str) -> bool {
+    r.method == method
+        && r.path
+            .starts_with(&format!("/api/v1/namespaces/{NS}/events"))
+}
+
+/// The Event about ConfigMap `shared` (there must be at most one).
+fn summary(fake: &FakeApi) -> Option<Value> {
+    let events = fake.events_for(NS, "shared");
+    assert!(events.len() <= 1, "one Event on the ConfigMap: {events:#?}");
+    events.into_iter().next()
+}
+
+/// 2,000 workloads lose their ConfigMap: 10 of them get a ConfigMissing Event of their
+/// own and one Event on the ConfigMap names all 2,000, with no more than the writer's
+/// 5 a second (25 at once) sent; and a restart, which says it all again, finds those
+/// Events and adds to their counts instead of posting them anew. Before issue 27: 2,000
+/// POSTs in a burst, and 2,000 more after a restart.
+#[test]
+fn two_thousand_workloads_missing_a_configmap_are_one_event_on_it_and_a_restart_posts_no_second_burst(
+) {
+    const COUNT: usize = 2_000;
+    let fake = FakeApi::start();
+    fan_out(&fake, COUNT, true);
+    let wavelet = Wavelet::start(&fake, FAST);
+    fake.delete("configmaps", NS, "shared");
+    let names_all = |f: &FakeApi| {
+        summary(f).is_some_and(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(&format!("ConfigMissing for {COUNT} objects")))
+        })
+    };
+    let own = |f: &FakeApi| {
+        (0..COUNT)
+            .filter(|n| !f.events_for(NS, &format!("web-{n}")).is_empty())
+            .count()
+    };
+    eventually(
+        &fake,
+        &wavelet,
+        "one Event naming all 2,000 workloads, and 10 of their own",
+        |f| names_all(f) && own(f) >= 10,
+    );
+    let posts = arrivals(&fake, |r| is_event_request(r, "POST"));
+    assert!(posts.len() <= 11, "{} Events posted", posts.len());
+    assert_eq!(
+        own(&fake),
+        10,
+        "the first 10 workloads have an Event of their own"
+    );
+    let requests = arrivals(&fake, |r| r.path.contains("/events"));
+    let peak = most_in_window(&requests, Duration::from_secs(1));
+    assert!(peak <= 25 + 5, "{peak} Event requests in one second");
+    let warned = wavelet
+        .output()
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("Not rolling"))
+        .count();
+    assert!(warned <= 10 + 1, "{warned} warn lines");
+
+    let count_before = summary(&fake).unwrap()["count"].as_u64().unwrap();
+    eprintln!(
+        "2,000 ConfigMissing: {} Event POSTs, {} Event requests in all, at most {peak} in a second, {warned} warn lines; the summary's count {count_before}",
+        posts.len(),
+        requests.len()
+    );
+    drop(wavelet.kill());
+    let mark = fake.request_count();
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(
+        &fake,
+        &wavelet,
+        "the Event on the ConfigMap counted again",
+        |f| summary(f).is_some_and(|e| e["count"].as_u64().unwrap() > count_before) && names_all(f),
+    );
+    let after: Vec<Request> = fake
+        .requests_since(mark)
+        .into_iter()
+        .filter(|r| is_event_request(r, "POST"))
+        .collect();
+    assert_eq!(after.len(), 0, "Events posted after the restart");
+    let patches = fake
+        .requests_since(mark)
+        .into_iter()
+        .filter(|r| is_event_request(r, "PATCH"))
+        .count();
+    eprintln!(
+        "after the restart: {} Event POSTs, {patches} PATCHes",
+        after.len()
+    );
+    assert!(patches > 0);
+}
+
+/// Events are written by a thread of their own: while the API server takes 5 s to answer
+/// one POST of an Event, the workers roll the next workload at once.
+#[test]
+fn a_slow_events_endpoint_never_holds_a_rollout() {
+    let fake = fake_with_web();
+    fake.apply(configmap("default", "other-config", &[("v", "1")]));
+    fake.apply(workload(
+        "Deployment",
+        "default",
+        "other",
+        opted_in(),
+        mounts_configmap("other-config"),
+    ));
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(&fake, &wavelet, "both adopted", |f| {
+        hashes(f, "deployments", "default", "web", HASH).1.is_some()
+            && hashes(f, "deployments", "default", "other", HASH)
+                .1
+                .is_some()
+    });
+    fake.inject(Fault::Slow {
+        method: "POST".into(),
+        resource: "events".into(),
+        delay: Duration::from_secs(5),
+    });
+    fake.merge_patch(
+        "configmaps",
+        "default",
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(
+        &fake,
+        &wavelet,
+        "the first ConfigChanged Event on its way",
+        |f| {
+            f.requests()
+                .iter()
+                .any(|r| r.method == "POST" && r.path.ends_with("/events"))
+        },
+    );
+    let started = Instant::now();
+    fake.merge_patch(
+        "configmaps",
+        "default",
+        "other-config",
+        json!({"data": {"v": "2"}}),
+    );
+    eventually(&fake, &wavelet, "the second rollout", |f| {
+        template_patches(f, "deployments", "default", "other") == 1
+    });
+    assert!(
+        fake.events_for("default", "web").is_empty(),
+        "rolled {:?} after its change, while the first Event was still being written",
+        started.elapsed()
+    );
+    eventually(&fake, &wavelet, "both Events written in the end", |f| {
+        !f.events_for("default", "web").is_empty() && !f.events_for("default", "other").is_empty()
+    });
 }

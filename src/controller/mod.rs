@@ -54,6 +54,8 @@ pub(crate) struct Controller {
     client: Client,
     /// For the gauge of rollouts waiting for a token.
     reconciler: Arc<Reconciler>,
+    /// Writes what is queued at shutdown.
+    recorder: Recorder,
 }
 
 impl Controller {
@@ -110,7 +112,9 @@ impl Controller {
             .as_deref()
             .map(crate::model::hash::read_key_file)
             .transpose()?;
-        let delete_mode = start_delete_mode(&client, config, &cache, hmac_key.clone());
+        // One recorder: one correlator and one writer thread for both modes' Events.
+        let recorder = Recorder::new(client.clone());
+        let delete_mode = start_delete_mode(&client, config, &cache, hmac_key.clone(), &recorder);
         let settings = HashModeSettings {
             hmac_key,
             dry_run: config.dry_run,
@@ -124,7 +128,7 @@ impl Controller {
         let reconciler = Arc::new(Reconciler::new(
             client.clone(),
             Arc::clone(&cache),
-            Recorder::new(client.clone()),
+            recorder.clone(),
             settings,
             Arc::clone(&debounce),
         ));
@@ -345,6 +349,7 @@ impl Controller {
             health,
             client,
             reconciler,
+            recorder,
         })
     }
 
@@ -397,6 +402,7 @@ impl Controller {
         for worker in self.workers {
             let _ = worker.join();
         }
+        self.recorder.stop(Duration::from_secs(1));
         if let Some(elector) = &self.elector {
             elector.release();
         }
@@ -541,6 +547,7 @@ fn start_delete_mode(
     config: &RunConfig,
     cache: &Arc<Cache>,
     hmac_key: Option<Vec<u8>>,
+    recorder: &Recorder,
 ) -> Option<Arc<DeleteMode>> {
     let Some(namespace) = config
         .state_namespace
@@ -563,7 +570,7 @@ fn start_delete_mode(
     Some(Arc::new(DeleteMode::new(
         client.clone(),
         Arc::clone(cache),
-        Recorder::new(client.clone()),
+        recorder.clone(),
         state,
         settings,
     )))

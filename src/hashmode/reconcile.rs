@@ -307,8 +307,29 @@ impl Reconciler {
                         .join("; ")
                 );
                 if remembered.warned_missing() != Some(message.as_str()) {
-                    log::warn!("{key}: {message}");
-                    self.recorder.warning(&about, "ConfigMissing", &message);
+                    // The first thing missing is the cause: a burst of workloads missing one
+                    // ConfigMap is one Event on it, beside the first few workloads' own.
+                    let cause = computed.missing.first().map(|m| {
+                        let config = m.config();
+                        ObjectRef::new(&config.kind.resource(), &config.namespace, &config.name, "")
+                    });
+                    let own = match &cause {
+                        Some(cause) => self.recorder.warning_caused_by(
+                            &about,
+                            "ConfigMissing",
+                            &message,
+                            cause,
+                        ),
+                        None => {
+                            self.recorder.warning(&about, "ConfigMissing", &message);
+                            true
+                        }
+                    };
+                    if own {
+                        log::warn!("{key}: {message}");
+                    } else {
+                        log::debug!("{key}: {message}");
+                    }
                     remembered.warned().missing = Some(message);
                 }
                 return Ok((Action::Done, Outcome::MissingConfig));

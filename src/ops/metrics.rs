@@ -106,6 +106,8 @@ pub struct Metrics {
     pub change_to_patch: Histogram,
     /// Times this process became the leader.
     pub leader_transitions: AtomicU64,
+    /// Issue 27: Events not written, by reason (`queue_full`, `spam`, `error`, `stopping`).
+    pub events_dropped: CounterVec,
 }
 
 /// The process's metrics.
@@ -203,6 +205,14 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         "Changes not acted on (yet), by reason.",
         &["reason"],
         &metrics.changes_skipped,
+    );
+    // Issue 27: Events not written.
+    counter_vec(
+        &mut out,
+        "wavelet_events_dropped_total",
+        "Events not written, by reason (queue_full, spam, error, stopping).",
+        &["reason"],
+        &metrics.events_dropped,
     );
     counter_vec(
         &mut out,

@@ -34,9 +34,11 @@ Exactly manifests/cluster-wide/clusterrole.yaml, plus list/watch/patch for each 
 - apiGroups: [""]
   resources: [pods/eviction]
   verbs: [create]
+# Events: a Warning is looked up before it is written (the same one after a restart
+# adds to its count), and a repeated one counts up with a patch.
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, get, patch]
 {{- range $resource := include "wavelet.customResources" . | fromJsonArray }}
 # --workload-kinds: watched and patched like the built-in kinds.
 - apiGroups: [{{ index $resource 0 | quote }}]
