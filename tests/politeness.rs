@@ -718,3 +718,96 @@ fn a_slow_events_endpoint_never_holds_a_rollout() {
         !f.events_for("default", "web").is_empty() && !f.events_for("default", "other").is_empty()
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Many namespaces
+
+/// `Threads:` of `/proc/PID/status`.
+fn threads(wavelet: &Wavelet) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", wavelet.pid())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("a Threads line")
+}
+
+/// `--namespaces` with 200 names: one watch per resource over all namespaces, its events
+/// kept to those 200 (a workload in another namespace is not even cached), so the threads
+/// and connections do not grow with the namespaces; before issue 27, 1,200 watch threads
+/// and connections. `--per-namespace-watches` with 200 names is refused, saying what it
+/// would cost.
+#[test]
+fn two_hundred_namespaces_are_watched_once_per_resource_with_few_threads() {
+    let fake = FakeApi::start();
+    add_web(&fake, "ns-150");
+    add_web(&fake, "outside");
+    let names: Vec<String> = (0..200).map(|n| format!("ns-{n}")).collect();
+    let list = names.join(",");
+    let mut args = FAST.to_vec();
+    args.extend(["--namespaces", &list]);
+    let wavelet = Wavelet::start(&fake, &args);
+    eventually(&fake, &wavelet, "web in ns-150 adopted", |f| {
+        hashes(f, "deployments", "ns-150", "web", HASH).1.is_some()
+    });
+    assert!(
+        wavelet
+            .output()
+            .contains("ConfigMaps/Secrets, 1 opted-in workloads"),
+        "only the workload in a listed namespace is cached:\n{}",
+        wavelet.output()
+    );
+    for resource in [
+        "configmaps",
+        "secrets",
+        "deployments",
+        "statefulsets",
+        "daemonsets",
+        "cronjobs",
+    ] {
+        assert_eq!(fake.open_watches(resource), 1, "{resource}");
+    }
+    let threads = threads(&wavelet);
+    assert!(threads <= 32, "{threads} threads for 200 namespaces");
+    fake.merge_patch(
+        "configmaps",
+        "ns-150",
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "web in ns-150 rolled", |f| {
+        template_patches(f, "deployments", "ns-150", "web") == 1
+    });
+    assert_eq!(
+        hashes(&fake, "deployments", "outside", "web", HASH),
+        (None, None),
+        "a namespace not listed is left alone"
+    );
+    eprintln!("200 namespaces: {threads} threads, 1 watch per resource");
+
+    let mut refused = Wavelet::launch(
+        &[
+            "--server",
+            &fake.url(),
+            "--namespaces",
+            &list,
+            "--per-namespace-watches",
+        ],
+        &[],
+    );
+    let status = refused.wait_exit(Duration::from_secs(10));
+    refused.wait_for_output("at most 100", Duration::from_secs(5));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(2),
+        "{}",
+        refused.output()
+    );
+    assert!(
+        refused
+            .output()
+            .contains("200 namespaces would open 1200 watches"),
+        "{}",
+        refused.output()
+    );
+}

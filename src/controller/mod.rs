@@ -27,7 +27,7 @@ use crate::ops::leader::{Gate, LeaderElector};
 use crate::ops::metrics::{self, Gauges};
 use crate::watch::fetch::Fetcher;
 use crate::watch::queue::{Backoff, WorkQueue};
-use crate::watch::scope::NamespaceScope;
+use crate::watch::scope::{NamespaceFilter, NamespaceScope};
 use crate::watch::source::ApiSource;
 use crate::watch::watcher::{self, Event, Restart, WatchConfig, Watcher};
 use crate::watch::worker::{run_worker, Action, Work};
@@ -152,9 +152,32 @@ impl Controller {
                 log::debug!("the API does not serve Argo Rollouts: not watching them");
             }
         }
-        let namespaces = namespaces_to_watch(&config.namespaces, &reloader.namespaces_to_ignore)?;
+        // --ignore-configmaps / --ignore-secrets: that kind is not watched at all.
+        let config_kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
+            .into_iter()
+            .filter(|k| !policy.ignores(*k))
+            .collect();
+        let plan = watch_plan(
+            &config.namespaces,
+            &reloader.namespaces_to_ignore,
+            config.per_namespace_watches,
+            config_kinds.len() + workload_resources.len(),
+        )?;
+        if let WatchPlan::Filtered(names) = &plan {
+            log::info!(
+                "--namespaces names {} namespaces: watching each resource once in all namespaces and keeping those (needs list and watch in a ClusterRole; --per-namespace-watches watches each namespace on its own instead)",
+                names.len()
+            );
+        }
+        let namespaces = plan.namespaces();
+        let keep: Option<Arc<NamespaceFilter>> = match &plan {
+            WatchPlan::Filtered(names) => Some(Arc::new(NamespaceFilter::new(
+                names.iter().map(String::as_str),
+            ))),
+            _ => None,
+        };
         // Watching all namespaces: the ignored ones are filtered out by the API server.
-        let namespace_filter = if namespaces == [None] {
+        let namespace_filter = if plan == WatchPlan::Everywhere {
             ignored_namespaces_field_selector(&reloader.namespaces_to_ignore)
         } else {
             None
@@ -167,11 +190,6 @@ impl Controller {
             resync: config.resync,
             ..WatchConfig::default()
         };
-        // --ignore-configmaps / --ignore-secrets: that kind is not watched at all.
-        let config_kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
-            .into_iter()
-            .filter(|k| !policy.ignores(*k))
-            .collect();
         let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
             + usize::from(reloader.namespace_selector.is_some());
         let listed = Arc::new(Latch::new(watchers));
@@ -206,20 +224,29 @@ impl Controller {
                             namespace_filter.as_deref(),
                         );
                 let stop = Arc::clone(&stop);
+                let keep = keep.clone();
                 match kind {
                     ConfigKind::ConfigMap => spawn_watch(
                         source,
                         &health,
                         watch_config.clone(),
                         stop,
-                        move |e: Event<ConfigMapItem>| sink.handle(e),
+                        move |e: Event<ConfigMapItem>| {
+                            if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+                                sink.handle(e)
+                            }
+                        },
                     ),
                     ConfigKind::Secret => spawn_watch(
                         source,
                         &health,
                         watch_config.clone(),
                         stop,
-                        move |e: Event<SecretItem>| sink.handle(e),
+                        move |e: Event<SecretItem>| {
+                            if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+                                sink.handle(e)
+                            }
+                        },
                     ),
                 }
             }
@@ -238,12 +265,17 @@ impl Controller {
                     Shape::Whole,
                 )
                 .filtered(None, namespace_filter.as_deref());
+                let keep = keep.clone();
                 spawn_watch(
                     source,
                     &health,
                     watch_config.clone(),
                     Arc::clone(&stop),
-                    move |e: Event<WorkloadObject>| sink.handle(e),
+                    move |e: Event<WorkloadObject>| {
+                        if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+                            sink.handle(e)
+                        }
+                    },
                 );
             }
         }
@@ -576,28 +608,72 @@ fn start_delete_mode(
     )))
 }
 
-/// The namespaces to run one set of watches in: `[None]` for all namespaces, else
-/// `--namespaces` less `--namespaces-to-ignore`.
-fn namespaces_to_watch(
+/// Up to this many `--namespaces`, each is watched on its own: a few threads and
+/// connections each, and the API server sends only their objects.
+const PER_NAMESPACE_UP_TO: usize = 10;
+/// `--per-namespace-watches` takes at most this many namespaces: 100 namespaces are 700
+/// watch threads and connections and 700 LISTs per resync.
+const PER_NAMESPACE_AT_MOST: usize = 100;
+
+/// Where the watches of `run` look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum WatchPlan {
+    /// One watch per resource over every namespace (no `--namespaces`).
+    Everywhere,
+    /// One watch per resource and namespace.
+    Each(Vec<String>),
+    /// One watch per resource over every namespace, its events kept to these (many
+    /// `--namespaces`): what client-go's informers do for `NamespaceAll`, filtered here.
+    Filtered(Vec<String>),
+}
+
+impl WatchPlan {
+    /// The namespace of each set of watches: `None` for all namespaces.
+    fn namespaces(&self) -> Vec<Option<String>> {
+        match self {
+            WatchPlan::Everywhere | WatchPlan::Filtered(_) => vec![None],
+            WatchPlan::Each(names) => names.iter().cloned().map(Some).collect(),
+        }
+    }
+}
+
+/// How to watch `--namespaces` less `--namespaces-to-ignore` with `resources` watched
+/// resources: each namespace on its own up to [`PER_NAMESPACE_UP_TO`] of them (or with
+/// `--per-namespace-watches`, up to [`PER_NAMESPACE_AT_MOST`]), else once cluster-wide.
+fn watch_plan(
     namespaces: &[String],
     ignored: &[String],
-) -> Result<Vec<Option<String>>, Error> {
+    per_namespace: bool,
+    resources: usize,
+) -> Result<WatchPlan, Error> {
     if namespaces.is_empty() {
-        return Ok(vec![None]);
+        return Ok(WatchPlan::Everywhere);
     }
-    let kept: Vec<Option<String>> = namespaces
-        .iter()
-        .filter(|ns| !ignored.contains(ns))
-        .cloned()
-        .map(Some)
-        .collect();
+    let mut kept: Vec<String> = Vec::new();
+    for ns in namespaces.iter().filter(|ns| !ignored.contains(ns)) {
+        if !kept.contains(ns) {
+            kept.push(ns.clone());
+        }
+    }
     if kept.is_empty() {
         return Err(Error::Config(
             "every namespace of --namespaces is also in --namespaces-to-ignore: nothing to watch"
                 .into(),
         ));
     }
-    Ok(kept)
+    let n = kept.len();
+    if per_namespace && n > PER_NAMESPACE_AT_MOST {
+        return Err(Error::Config(format!(
+            "--per-namespace-watches with {n} namespaces would open {} watches (a thread and a long-lived connection each) and send {} LISTs at start and every --resync; it takes at most {PER_NAMESPACE_AT_MOST} namespaces. Leave it off to watch each resource once in all namespaces and keep those of --namespaces (needs list and watch in a ClusterRole), or split the namespaces between installations",
+            n * resources,
+            n * resources
+        )));
+    }
+    if per_namespace || n <= PER_NAMESPACE_UP_TO {
+        Ok(WatchPlan::Each(kept))
+    } else {
+        Ok(WatchPlan::Filtered(kept))
+    }
 }
 
 /// `metadata.namespace!=a,metadata.namespace!=b` for `--namespaces-to-ignore` when all
@@ -742,30 +818,70 @@ impl Latch {
 mod tests {
     use super::*;
 
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("ns-{i}")).collect()
+    }
+
     #[test]
     fn no_namespaces_flag_means_one_set_of_watches_over_all_namespaces() {
-        assert_eq!(namespaces_to_watch(&[], &[]).unwrap(), vec![None]);
         assert_eq!(
-            namespaces_to_watch(&[], &["kube-system".into()]).unwrap(),
-            vec![None],
+            watch_plan(&[], &[], false, 7).unwrap(),
+            WatchPlan::Everywhere
+        );
+        assert_eq!(
+            watch_plan(&[], &["kube-system".into()], false, 7).unwrap(),
+            WatchPlan::Everywhere,
             "ignored namespaces are filtered by the API server then, not by the watch list"
         );
+        assert_eq!(WatchPlan::Everywhere.namespaces(), vec![None]);
     }
 
     #[test]
     fn namespaces_to_ignore_are_subtracted_from_namespaces_in_order() {
-        let watched = namespaces_to_watch(
-            &["b".into(), "a".into(), "c".into()],
+        let watched = watch_plan(
+            &["b".into(), "a".into(), "c".into(), "b".into()],
             &["a".into(), "z".into()],
+            false,
+            7,
         )
         .unwrap();
-        assert_eq!(watched, vec![Some("b".into()), Some("c".into())]);
+        assert_eq!(watched, WatchPlan::Each(vec!["b".into(), "c".into()]));
+        assert_eq!(
+            watched.namespaces(),
+            vec![Some("b".into()), Some("c".into())]
+        );
     }
 
     #[test]
     fn ignoring_every_listed_namespace_is_a_configuration_error() {
-        let err = namespaces_to_watch(&["a".into()], &["a".into()]).unwrap_err();
+        let err = watch_plan(&["a".into()], &["a".into()], false, 7).unwrap_err();
         assert!(err.to_string().contains("nothing to watch"), "{err}");
+    }
+
+    #[test]
+    fn up_to_ten_namespaces_are_watched_each_and_more_once_cluster_wide() {
+        assert_eq!(
+            watch_plan(&names(10), &[], false, 7).unwrap(),
+            WatchPlan::Each(names(10))
+        );
+        let many = watch_plan(&names(200), &[], false, 7).unwrap();
+        assert_eq!(many, WatchPlan::Filtered(names(200)));
+        assert_eq!(many.namespaces(), vec![None], "one set of watches");
+    }
+
+    #[test]
+    fn per_namespace_watches_are_capped_with_an_error_that_says_what_they_cost() {
+        assert_eq!(
+            watch_plan(&names(100), &[], true, 7).unwrap(),
+            WatchPlan::Each(names(100))
+        );
+        let err = watch_plan(&names(200), &[], true, 7)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("200 namespaces would open 1400 watches") && err.contains("at most 100"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -48,6 +48,18 @@ Exactly manifests/cluster-wide/clusterrole.yaml, plus list/watch/patch for each 
 {{- end }}
 
 {{/*
+"true" when wavelet watches every namespace with a ClusterRole: no `namespaces`, or more
+than 10 of them without `perNamespaceWatches` (then it watches each resource once over all
+namespaces and keeps those listed; the binary decides the same way). Otherwise one Role
+per namespace.
+*/}}
+{{- define "wavelet.clusterWide" -}}
+{{- if or (not .Values.namespaces) (and (gt (len .Values.namespaces) 10) (not .Values.perNamespaceWatches)) -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
 The [group, resource] pairs of `workloadKinds` that the rules above do not grant yet, in
 order and without duplicates (two versions of one resource are one grant), as JSON.
 */}}
