@@ -17,11 +17,16 @@
 //! one Deployment per 10 objects: memory per tracked object above an empty cluster, and
 //! per additional object from one count to the next (it should not depend on the size).
 //!
-//! Run: `cargo bench --bench footprint` (a few minutes on 2 cores). To measure the static
+//! Then (issue 27) how long adopting 10,000 workloads takes under the default client-side
+//! budget, and the threads, connections, watches and memory of `--namespaces` with 10 and
+//! 500 namespaces, and `--per-namespace-watches` with 10 and 100 (`polite.rs`).
+//!
+//! Run: `cargo bench --bench footprint` (a few minutes on 2 cores, plus about nine for the
+//! adoption under the default budget). To measure the static
 //! binary that ships, build it and point `WAVELET_BENCH_BINARY` at it:
 //! `CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --target x86_64-unknown-linux-musl --bin wavelet`.
 //!
-//! Environment: `WAVELET_BENCH_ONLY=default|scaling`, `WAVELET_BENCH_SCALE` (object counts
+//! Environment: `WAVELET_BENCH_ONLY=default|scaling|polite`, `WAVELET_BENCH_SCALE` (object counts
 //! ×, default 1), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
 //! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024).
@@ -44,6 +49,7 @@ mod cluster;
 
 mod calls;
 mod measure;
+mod polite;
 mod process;
 mod real;
 mod report;
@@ -87,9 +93,9 @@ impl Options {
         let only = std::env::var("WAVELET_BENCH_ONLY").ok();
         if let Some(part) = only
             .as_deref()
-            .filter(|p| !["default", "scaling"].contains(p))
+            .filter(|p| !["default", "scaling", "polite"].contains(p))
         {
-            panic!("WAVELET_BENCH_ONLY={part:?}: use default or scaling");
+            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling or polite");
         }
         Options {
             only,
@@ -187,7 +193,7 @@ fn scaling_cell(options: &Options, objects: usize, size: usize) -> Cell {
     Cell { cluster, outcome }
 }
 
-fn progress(message: &str) {
+pub fn progress(message: &str) {
     eprintln!("footprint: {message}");
 }
 
@@ -213,5 +219,9 @@ fn main() {
     }
     if options.runs("scaling") {
         scaling::print(&run_scaling(&options));
+    }
+    if options.runs("polite") {
+        let workloads = ((10_000.0 * options.scale).round() as usize).max(10);
+        polite::print(&polite::run(workloads, options.scale, options.debounce));
     }
 }

@@ -285,9 +285,13 @@ impl Reconciler {
             membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints),
         };
         let step = next_step(&facts, Instant::now());
-        if step != Step::Roll && remembered.throttled.take().is_some() {
-            // Nothing to roll any more (reverted, missing, recorded): the reserved token
-            // goes back.
+        let nothing_to_roll = matches!(
+            step,
+            Step::Hold | Step::UpToDate | Step::Adopt | Step::Record
+        );
+        if nothing_to_roll && remembered.throttled.take().is_some() {
+            // Reverted, missing, recorded: the reserved token goes back. (A workload that
+            // debounces a newer change keeps its place in line.)
             self.throttle.lock().unwrap().cancel(key);
         }
         if step != Step::Hold {
