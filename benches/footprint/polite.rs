@@ -125,7 +125,10 @@ fn adoption_under_default_budget(workloads: usize, debounce: Duration) -> Adopti
         if done >= workloads {
             break;
         }
-        assert!(synced.at.elapsed() < patience, "{done} of {workloads} adopted");
+        assert!(
+            synced.at.elapsed() < patience,
+            "{done} of {workloads} adopted"
+        );
         if last_report.elapsed() > Duration::from_secs(60) {
             crate::progress(&format!("politeness: {done} of {workloads} adopted"));
             last_report = Instant::now();
