@@ -119,6 +119,16 @@ fn every_object_the_chart_renders_for_a_matrix_of_values_matches_the_openapi_sch
             "namespaces={apps,web}",
             "--set",
             "leaderElection=false",
+            "--set",
+            "perNamespaceWatches=true",
+            "--set",
+            "apiQps=0.5",
+            "--set",
+            "apiBurst=1",
+        ],
+        &[
+            "--set",
+            "namespaces={a,b,c,d,e,f,g,h,i,j,k}",
         ],
         &[
             "--set",
@@ -205,6 +215,8 @@ fn a_wrong_value_fails_at_helm_template_naming_the_value() {
         ("debounce=5", "/debounce"),
         ("resync=0s", "/resync"),
         ("maxRolloutsPerSecond=0", "/maxRolloutsPerSecond"),
+        ("apiQps=0", "/apiQps"),
+        ("apiBurst=0", "/apiBurst"),
         ("workloadKinds={widgets}", "/workloadKinds/0"),
         ("hashKey.existingSecret=Key", "/hashKey/existingSecret"),
         ("fanOut=canary", "/fanOut"),
@@ -608,9 +620,10 @@ fn chart_run(objects: &Objects, key_dir: &TempDir) -> Run {
 
 /// The RBAC the chart renders for each set of values is exactly what wavelet sends when it
 /// runs with the flags the chart renders for them: every request allowed, every grant
-/// used (tests/rbac.rs's scenario and check). `namespaces` is at most `apps` here, the
-/// one namespace the scenario has workloads in: a Role in an empty namespace would be
-/// (rightly) reported as unused.
+/// used (tests/rbac.rs's scenario and check). With Roles, `namespaces` is at most `apps`
+/// here, the one namespace the scenario has workloads in: a Role in an empty namespace
+/// would be (rightly) reported as unused; above 10 namespaces the chart grants the
+/// ClusterRole, and wavelet's LISTs and watches are over all namespaces.
 #[test]
 fn the_charts_rbac_is_exactly_what_wavelet_sends_with_the_flags_it_renders() {
     let Some(helm) = helm() else { return };
@@ -662,6 +675,12 @@ fn the_charts_rbac_is_exactly_what_wavelet_sends_with_the_flags_it_renders() {
             "namespaces={apps}",
             "--set",
             "leaderElection=false",
+            "--set",
+            "perNamespaceWatches=true",
+            "--set",
+            "apiQps=50",
+            "--set",
+            "apiBurst=60",
         ],
         // A Reloader values file: its RBAC follows the keys mapped.
         vec![
@@ -678,6 +697,9 @@ fn the_charts_rbac_is_exactly_what_wavelet_sends_with_the_flags_it_renders() {
             "--set",
             "reloader.logLevel=debug",
         ],
+        // More than 10 namespaces: wavelet watches all namespaces once and keeps these, and
+        // the chart grants the ClusterRole.
+        vec!["--set", "namespaces={apps,n1,n2,n3,n4,n5,n6,n7,n8,n9,n10}"],
     ];
     // Each scenario has its own fake API server: run them side by side.
     std::thread::scope(|scope| {
@@ -692,6 +714,24 @@ fn the_charts_rbac_is_exactly_what_wavelet_sends_with_the_flags_it_renders() {
                     let key_dir = TempDir::new("chart-hash-key");
                     let accesses = rbac::both_modes_scenario(&chart_run(&objects, &key_dir));
                     rbac::assert_exactly(&what, &grants, &accesses);
+                    // The chart and wavelet agree on when the watches go cluster-wide.
+                    let cluster_role = objects.iter().any(|((kind, _, _), role)| {
+                        kind == "ClusterRole"
+                            && role["rules"].as_array().unwrap().iter().any(|r| {
+                                r["resources"]
+                                    .as_array()
+                                    .unwrap()
+                                    .iter()
+                                    .any(|x| x == "configmaps")
+                            })
+                    });
+                    let namespaced_watch = accesses.iter().any(|a| {
+                        a.verb == "watch" && a.resource == "configmaps" && !a.namespace.is_empty()
+                    });
+                    assert_eq!(
+                        namespaced_watch, !cluster_role,
+                        "{what}: watches per namespace: {namespaced_watch}"
+                    );
                 })
             })
             .collect();

@@ -305,6 +305,15 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
         json!({"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}});
     nightly["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
     fake.apply(nightly);
+    // A workload whose ConfigMap is missing: a ConfigMissing Warning, looked up before it
+    // is posted (`get`), and said again once the ConfigMap came and went (`patch`).
+    fake.apply(workload(
+        "Deployment",
+        "apps",
+        "held",
+        opted_in(),
+        mounts_configmap("later-config"),
+    ));
     let mut cache = configmap("apps", "cache-config", &[("size", "1")]);
     cache["metadata"]["annotations"] = json!({
         "wavelet.dev/pod-delete-match": "app=web",
@@ -339,6 +348,34 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
             .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
             .collect()
     };
+    let missing_count = |f: &FakeApi| {
+        f.events_for("apps", "held")
+            .iter()
+            .find(|e| e["reason"] == "ConfigMissing")
+            .and_then(|e| e["count"].as_u64())
+    };
+    eventually(&fake, &wavelet, "ConfigMissing on held", |f| {
+        missing_count(f) == Some(1)
+    });
+    fake.apply(configmap("apps", "later-config", &[("k", "v")]));
+    eventually(
+        &fake,
+        &wavelet,
+        "held adopted once its ConfigMap exists",
+        |f| {
+            hashes(f, "deployments", "apps", "held", "wavelet.dev/config-hash")
+                .1
+                .is_some()
+        },
+    );
+    fake.delete("configmaps", "apps", "later-config");
+    eventually(
+        &fake,
+        &wavelet,
+        "ConfigMissing on held counted twice",
+        |f| missing_count(f) == Some(2),
+    );
+
     let (workers, webs) = (pods(&fake, "worker"), pods(&fake, "web"));
     assert!(!workers.is_empty() && !webs.is_empty());
     fake.merge_patch(

@@ -21,6 +21,7 @@
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
 //! - `fanout`: safe fan-out: waves behind the health gate, at-once, a restart mid-fan-out, a hold and `wavelet resume`, pauses, restart windows and urgent changes.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
+//! - `politeness`: at scale: the client-side budget and 429 pauses, aggregated Events, throttle accounting and its alert, many namespaces.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 //! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
@@ -52,6 +53,7 @@ mod manifests;
 mod monitoring;
 mod operations;
 mod plugin;
+mod politeness;
 mod rbac;
 mod readme;
 mod release;

@@ -20,12 +20,17 @@
 //! created and deleted (50 at a time), each with an opted-in Deployment and the Secret it
 //! references: resident memory after each round against the steady value before.
 //!
-//! Run: `cargo bench --bench footprint` (a few minutes on 2 cores). To measure the static
+//! Then (issue 27) how long adopting 10,000 workloads takes under the default client-side
+//! budget, and the threads, connections, watches and memory of `--namespaces` with 10 and
+//! 500 namespaces, and `--per-namespace-watches` with 10 and 100 (`polite.rs`).
+//!
+//! Run: `cargo bench --bench footprint` (a few minutes on 2 cores, plus about nine for the
+//! adoption under the default budget). To measure the static
 //! binary that ships, build it and point `WAVELET_BENCH_BINARY` at it:
 //! `CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --target x86_64-unknown-linux-musl --bin wavelet`.
 //!
-//! Environment: `WAVELET_BENCH_ONLY=default|scaling|churn` (`churn`: only the churn step of
-//! the scaling run), `WAVELET_BENCH_SCALE` (object counts ×, default 1),
+//! Environment: `WAVELET_BENCH_ONLY=default|scaling|churn|polite` (`churn`: only the churn
+//! step of the scaling run), `WAVELET_BENCH_SCALE` (object counts ×, default 1),
 //! `WAVELET_BENCH_CHURN_NAMESPACES` (per round, default 1000), `WAVELET_BENCH_CHURN_ROUNDS`
 //! (default 10), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
@@ -49,6 +54,7 @@ mod cluster;
 
 mod calls;
 mod measure;
+mod polite;
 mod process;
 mod real;
 mod report;
@@ -98,9 +104,9 @@ impl Options {
         let only = std::env::var("WAVELET_BENCH_ONLY").ok();
         if let Some(part) = only
             .as_deref()
-            .filter(|p| !["default", "scaling", "churn"].contains(p))
+            .filter(|p| !["default", "scaling", "churn", "polite"].contains(p))
         {
-            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling or churn");
+            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn or polite");
         }
         Options {
             only,
@@ -245,7 +251,7 @@ fn run_churn(options: &Options) -> ChurnFigures {
     }
 }
 
-fn progress(message: &str) {
+pub fn progress(message: &str) {
     eprintln!("footprint: {message}");
 }
 
@@ -274,5 +280,9 @@ fn main() {
     }
     if options.runs_churn() {
         scaling::print_churn(&run_churn(&options));
+    }
+    if options.runs("polite") {
+        let workloads = ((10_000.0 * options.scale).round() as usize).max(10);
+        polite::print(&polite::run(workloads, options.scale, options.debounce));
     }
 }

@@ -125,7 +125,8 @@ pub struct Wavelet {
 }
 
 /// The flags every run uses: the fake's URL, a free port for the HTTP endpoint, the given
-/// debounce window, and throttles too wide to ever apply.
+/// debounce window, and throttles and a request budget too wide to ever apply (memory and
+/// CPU are measured here; `polite.rs` measures the default budget).
 fn run_args(server: &str, debounce: Duration) -> Vec<String> {
     let debounce = format!("{}ms", debounce.as_millis());
     [
@@ -142,6 +143,10 @@ fn run_args(server: &str, debounce: Duration) -> Vec<String> {
         "100000",
         "--rollout-burst",
         "100000",
+        "--api-qps",
+        "1000000",
+        "--api-burst",
+        "1000000",
     ]
     .map(String::from)
     .to_vec()
@@ -161,6 +166,50 @@ impl Wavelet {
         args[at] = "--kubeconfig".into();
         args[at + 1] = kubeconfig.display().to_string();
         Wavelet::start_with(args)
+    }
+
+    /// As [`Wavelet::start_tls`], with `flags` (`--flag value` pairs or boolean `--flag`s)
+    /// replacing the same flags of [`run_args`] or added to them.
+    pub fn start_tls_with(server: &str, debounce: Duration, flags: &[String]) -> Wavelet {
+        let mut args = run_args("-", debounce);
+        let at = args.iter().position(|a| a == "--server").expect("--server");
+        args[at] = "--kubeconfig".into();
+        args[at + 1] = tls_kubeconfig(server).display().to_string();
+        let mut i = 0;
+        while i < flags.len() {
+            let value = flags.get(i + 1).filter(|v| !v.starts_with("--"));
+            match (args.iter().position(|a| *a == flags[i]), value) {
+                (Some(at), Some(value)) => args[at + 1] = value.clone(),
+                (None, Some(value)) => args.extend([flags[i].clone(), value.clone()]),
+                (_, None) => args.push(flags[i].clone()),
+            }
+            i += if value.is_some() { 2 } else { 1 };
+        }
+        Wavelet::start_with(args)
+    }
+
+    /// `Threads:` of `/proc/PID/status`.
+    pub fn threads(&self) -> usize {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Open sockets (`/proc/PID/fd` links to `socket:`): connections and the listener.
+    pub fn sockets(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .map(|dir| {
+                dir.filter_map(Result::ok)
+                    .filter(|e| {
+                        std::fs::read_link(e.path())
+                            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
     }
 
     fn start_with(args: Vec<String>) -> Wavelet {

@@ -3,10 +3,12 @@
 //! `Status` errors and body decoding `status.rs`; watch streams `stream.rs`; name lookups
 //! `resolve.rs`.
 //!
-//! Every request goes through `Client::send` (`send.rs`), the one place that
-//! authenticates, counts, logs and turns a non-2xx answer into [`Error::Api`]; it makes one
-//! attempt, and the callers' work queue decides whether and when to try again.
+//! Every request goes through `Client::send` (`send.rs`), the one place that waits for the
+//! client-side budget (`budget.rs`), authenticates, counts, logs and turns a non-2xx answer
+//! into [`Error::Api`]; it makes one attempt, and the callers' work queue decides whether
+//! and when to try again.
 
+mod budget;
 mod connect;
 pub(crate) mod exec;
 pub mod kubeconfig;
@@ -22,6 +24,7 @@ mod token;
 pub mod yaml;
 
 use crate::error::{Error, Status};
+pub use budget::Limits;
 use kubeconfig::{Credentials, Pem};
 use list_body::SplitError;
 use rustls::pki_types::pem::PemObject;
@@ -129,6 +132,8 @@ pub struct Client {
     /// Set by [`Client::bounded`]: the most each request may take, from connecting to the
     /// last byte of its answer.
     bound: Option<Duration>,
+    /// Whether requests wait for the shared budget (`false`: [`Client::without_budget`]).
+    budgeted: bool,
 }
 
 struct Inner {
@@ -143,6 +148,8 @@ struct Inner {
     counts: Mutex<BTreeMap<(&'static str, u16), u64>>,
     /// `Impersonate-User`, `-Group`, `-Uid` headers (kubeconfig `as`, `as-groups`, `as-uid`).
     impersonate: Vec<(&'static str, String)>,
+    /// The client-side request budget of every clone of this client.
+    budget: budget::Budget,
 }
 
 /// Everything needed to build a [`Client`], gathered from flags, kubeconfig or the pod.
@@ -251,8 +258,10 @@ impl Client {
                 namespace: setup.namespace,
                 counts: Mutex::new(BTreeMap::new()),
                 impersonate: setup.impersonate,
+                budget: budget::Budget::default(),
             }),
             bound: None,
+            budgeted: true,
         })
     }
 
@@ -261,8 +270,8 @@ impl Client {
     /// such as a Lease renewal after the renew deadline.
     pub fn bounded(&self, bound: Duration) -> Client {
         Client {
-            inner: Arc::clone(&self.inner),
             bound: Some(bound),
+            ..self.clone()
         }
     }
 
@@ -396,6 +405,34 @@ impl Client {
             Box::new(response.into_body().into_reader()),
             path_and_query,
         ))
+    }
+
+    /// Limits the requests of this client and all its clones to `limits` (`wavelet run`'s
+    /// `--api-qps`/`--api-burst`); without it the budget is unlimited, and only a 429's
+    /// pause holds requests back.
+    pub fn limit(&self, limits: Limits) {
+        self.inner.budget.limit(limits);
+    }
+
+    /// The same connection, whose requests do not wait for the shared budget (nor for a
+    /// 429's pause): for leader election, whose few requests must not lose the Lease while
+    /// writes wait (see `budget.rs`).
+    pub fn without_budget(&self) -> Client {
+        Client {
+            budgeted: false,
+            ..self.clone()
+        }
+    }
+
+    /// Ends every wait for the budget, now and later: at shutdown, the reconciles still
+    /// running send their last request at once.
+    pub fn stop_waiting(&self) {
+        self.inner.budget.close();
+    }
+
+    /// How long requests have waited for the budget (and 429 pauses), all together.
+    pub fn budget_waited(&self) -> Duration {
+        self.inner.budget.waited()
     }
 
     /// Requests sent so far by (verb, HTTP code); code 0 counts transport errors.

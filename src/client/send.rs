@@ -63,6 +63,10 @@ impl Client {
         }
         let url = format!("{}{}", inner.request_base, path_and_query);
         let log_path = path_and_query.split('?').next().unwrap_or(path_and_query);
+        // Watches do not wait (budget.rs says why); everything else takes its turn.
+        if self.budgeted && verb != "watch" {
+            inner.budget.wait(&format!("{method} {log_path}"));
+        }
         let mut reread_token = false;
         loop {
             let token = inner.token.bearer(Instant::now())?;
@@ -89,6 +93,13 @@ impl Client {
                 return Ok(response);
             }
             let status = status_from_response(response, method);
+            if status.is_too_many_requests() && !is_refused_eviction(log_path) {
+                // The server sheds load: every request of this client waits, not just
+                // this key's retry.
+                inner
+                    .budget
+                    .pause(status.retry_after, &format!("{method} {log_path}"));
+            }
             if code == 401 && inner.token.is_refreshable() {
                 inner.token.invalidate();
                 if !reread_token {
@@ -170,6 +181,12 @@ impl Client {
     fn count(&self, verb: &'static str, code: u16) {
         *lock(&self.inner.counts).entry((verb, code)).or_insert(0) += 1;
     }
+}
+
+/// An eviction's 429 is a PodDisruptionBudget refusing it (wire 075, 077), not the server
+/// shedding load: it slows only that replacement.
+fn is_refused_eviction(path: &str) -> bool {
+    path.ends_with("/eviction")
 }
 
 pub(super) fn transport_error(method: &Method, url: &str, error: ureq::Error) -> Error {
@@ -351,6 +368,101 @@ mod tests {
             (429, Some(Duration::from_secs(10)))
         );
         assert_eq!(client.request_counts(), vec![(("list", 429), 1)]);
+    }
+
+    #[test]
+    fn a_429_holds_the_next_request_of_every_caller_for_its_retry_after() {
+        let ok = || json_response("200 OK", &json!({"ok": true}));
+        let server = FakeServer::http(vec![
+            response(
+                "429 Too Many Requests",
+                &[("Content-Type", "text/plain"), ("Retry-After", "1")],
+                "Too many requests, please try again later.\n",
+            ),
+            ok(),
+            ok(),
+        ]);
+        let client = proxy_client(&server);
+        let other = client.clone();
+        let started = Instant::now();
+        assert!(api_status(client.patch::<Value>(
+            "/apis/apps/v1/namespaces/ns/deployments/a",
+            PatchType::Strategic,
+            &json!({})
+        ))
+        .is_too_many_requests());
+        // Another key, another thread's clone: it waits out the pause too.
+        let _: Value = other
+            .get("/api/v1/namespaces/ns/configmaps/b")
+            .expect("sent after the pause");
+        assert!(
+            started.elapsed() >= Duration::from_millis(950),
+            "sent after {:?}",
+            started.elapsed()
+        );
+        // The leader election's client does not wait.
+        let unbudgeted = client.without_budget();
+        let _: Value = unbudgeted
+            .get("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l")
+            .expect("lease");
+        assert!(client.budget_waited() >= Duration::from_millis(900));
+    }
+
+    #[test]
+    fn an_evictions_429_from_a_budget_does_not_pause_the_client() {
+        let server = FakeServer::http(vec![
+            response(
+                "429 Too Many Requests",
+                &[("Retry-After", "30")],
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            ),
+            json_response("200 OK", &json!({"ok": true})),
+        ]);
+        let client = proxy_client(&server);
+        let started = Instant::now();
+        assert!(api_status(
+            client.post::<Value>("/api/v1/namespaces/ns/pods/p/eviction", &json!({}))
+        )
+        .is_too_many_requests());
+        let _: Value = client.get("/api/v1/namespaces/ns/pods/q").expect("at once");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn requests_beyond_the_burst_wait_for_the_rate_but_a_watch_does_not() {
+        let ok = || json_response("200 OK", &json!({"ok": true}));
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n";
+        let server = FakeServer::http(vec![ok(), ok(), vec![head.as_bytes().to_vec()], ok()]);
+        let client = proxy_client(&server);
+        client.limit(Limits { qps: 2.0, burst: 1 });
+        let started = Instant::now();
+        let _: Value = client
+            .get("/api/v1/namespaces/ns/configmaps/a")
+            .expect("first");
+        let _: Value = client
+            .get("/api/v1/namespaces/ns/configmaps/b")
+            .expect("second");
+        let second = started.elapsed();
+        assert!(second >= Duration::from_millis(450), "{second:?}");
+        client
+            .watch(
+                "/api/v1/configmaps?watch=true",
+                Duration::from_secs(5),
+                Shape::Whole,
+            )
+            .expect("a watch goes at once");
+        assert!(
+            started.elapsed() - second < Duration::from_millis(300),
+            "the watch waited"
+        );
+        let _: Value = client
+            .get("/api/v1/namespaces/ns/configmaps/c")
+            .expect("third");
+        assert!(started.elapsed() >= Duration::from_millis(950));
     }
 
     #[test]

@@ -179,6 +179,27 @@ pub(super) static FLAGS: &[Flag] = &[
         "shortest time between two rollouts of the same workload",
     ),
     flag(
+        "api-qps",
+        Some("RATE"),
+        FlagDefault::Value("20"),
+        Scope::Run,
+        "client-side budget: requests per second to the API server, all requests together except watches and the Lease's (kube-controller-manager's --kube-api-qps default; > 0)",
+    ),
+    flag(
+        "api-burst",
+        Some("N"),
+        FlagDefault::Value("30"),
+        Scope::Run,
+        "client-side budget: requests allowed at once before --api-qps applies (kube-controller-manager's --kube-api-burst default; >= 1)",
+    ),
+    flag(
+        "per-namespace-watches",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Run,
+        "with --namespaces, watch each namespace on its own even above 10 of them (needs only Roles in those namespaces; costs a thread, a connection and a LIST per resync per resource and namespace; at most 100 namespaces) instead of one cluster-wide watch per resource filtered to them (needs list and watch in a ClusterRole)",
+    ),
+    flag(
         "workload-kinds",
         Some("G/V/R,..."),
         FlagDefault::Unset("none"),
@@ -559,6 +580,9 @@ mod tests {
             "min-rollout-interval" => ("run", "1m", |c| {
                 run(c).min_rollout_interval == Duration::from_secs(60)
             }),
+            "api-qps" => ("run", "50", |c| run(c).api_qps == 50.0),
+            "api-burst" => ("run", "100", |c| run(c).api_burst == 100),
+            "per-namespace-watches" => ("run", "true", |c| run(c).per_namespace_watches),
             "workload-kinds" => ("run", "argoproj.io/v1alpha1/rollouts", |c| {
                 run(c).workload_kinds
                     == [WorkloadKind::parse("argoproj.io/v1alpha1/rollouts").unwrap()]

@@ -235,6 +235,14 @@ pub struct RunConfig {
     pub rollout_burst: u32,
     /// `--min-rollout-interval`.
     pub min_rollout_interval: Duration,
+    /// `--api-qps` (finite, > 0): the client-side budget's requests per second.
+    pub api_qps: f64,
+    /// `--api-burst` (>= 1): the client-side budget's burst.
+    pub api_burst: u32,
+    /// `--per-namespace-watches`: with `--namespaces`, one watch per namespace and resource
+    /// whatever their number (at most 100), instead of one cluster-wide watch per resource
+    /// above 10 namespaces.
+    pub per_namespace_watches: bool,
     /// `--workload-kinds`: extra kinds only, without the built-in ones
     /// ([`WorkloadKind::built_in`]) and without duplicates.
     pub workload_kinds: Vec<WorkloadKind>,

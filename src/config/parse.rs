@@ -198,6 +198,9 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             max_rollouts_per_second: look.required("max-rollouts-per-second", parse_rate)?,
             rollout_burst: look.required("rollout-burst", at_least_one)?,
             min_rollout_interval: look.required("min-rollout-interval", parse_duration)?,
+            api_qps: look.required("api-qps", parse_rate)?,
+            api_burst: look.required("api-burst", at_least_one)?,
+            per_namespace_watches: look.required("per-namespace-watches", parse_bool)?,
             workload_kinds: look
                 .get("workload-kinds", workload_kinds)?
                 .unwrap_or_default(),
@@ -429,6 +432,9 @@ mod tests {
                 max_rollouts_per_second: 2.0,
                 rollout_burst: 10,
                 min_rollout_interval: Duration::from_secs(10),
+                api_qps: 20.0,
+                api_burst: 30,
+                per_namespace_watches: false,
                 workload_kinds: vec![],
                 leader_elect: false,
                 lease_name: "wavelet".into(),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, Shape};
+use crate::client::{Client, Limits, Shape};
 use crate::config::Policy;
 use crate::config::{FanOut, RunConfig, WorkloadKind};
 use crate::controller::sinks::{
@@ -19,7 +19,7 @@ use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::hashmode::fanout::{FanOuts, Judge};
 use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
-use crate::hashmode::throttle::Debounce;
+use crate::hashmode::throttle::{Debounce, Throttled};
 use crate::model::cache::Cache;
 use crate::model::state::{StateConfigMap, StateObject};
 use crate::objects::{
@@ -32,7 +32,7 @@ use crate::ops::leader::{Gate, LeaderElector};
 use crate::ops::metrics::{self, Gauges};
 use crate::watch::fetch::Fetcher;
 use crate::watch::queue::{Backoff, WorkQueue};
-use crate::watch::scope::NamespaceScope;
+use crate::watch::scope::{NamespaceFilter, NamespaceScope};
 use crate::watch::source::ApiSource;
 use crate::watch::watcher::{self, Event, Restart, WatchConfig, Watcher};
 use crate::watch::worker::{run_worker, Action, Work};
@@ -56,6 +56,12 @@ pub(crate) struct Controller {
     elector: Option<Arc<LeaderElector>>,
     health: Arc<Health>,
     fanouts: Arc<FanOuts>,
+    /// Its budget's waits end at shutdown.
+    client: Client,
+    /// For the gauge of rollouts waiting for a token.
+    reconciler: Arc<Reconciler>,
+    /// Writes what is queued at shutdown.
+    recorder: Recorder,
 }
 
 impl Controller {
@@ -67,6 +73,10 @@ impl Controller {
         fan_out: &FanOut,
     ) -> Result<Controller, Error> {
         let stop = Arc::new(AtomicBool::new(false));
+        client.limit(Limits {
+            qps: config.api_qps,
+            burst: config.api_burst,
+        });
         if config.leader_elect && config.dry_run {
             // Holding the Lease would keep the real controller from leading.
             log::warn!("--dry-run: not taking part in leader election (nothing is written, the Lease included); deciding as if leader");
@@ -82,7 +92,9 @@ impl Controller {
                 config.lease_name
             );
             Some(Arc::new(LeaderElector::new(
-                client.clone(),
+                // Its own budget, as kube-controller-manager's leader election has its own
+                // client: a renewal never waits behind writes.
+                client.without_budget(),
                 namespace,
                 config.lease_name.clone(),
                 config.lease_timings,
@@ -118,6 +130,8 @@ impl Controller {
             .as_deref()
             .map(crate::model::hash::read_key_file)
             .transpose()?;
+        // One recorder: one correlator and one writer thread for both modes' Events.
+        let recorder = Recorder::new(client.clone());
         let delete_mode = Some(start_delete_mode(
             &client,
             config,
@@ -125,6 +139,7 @@ impl Controller {
             &cache,
             &gate,
             hmac_key.clone(),
+            &recorder,
         ));
         // Hash mode's own entries (fan-outs, urgent grants, the global pause) live in the
         // same ConfigMap as delete mode's, watched so `wavelet pause` is seen at once.
@@ -148,7 +163,7 @@ impl Controller {
                     absent_is_filtered: reloader.resource_label_selector.is_some(),
                 },
                 Arc::clone(&state),
-                Recorder::new(client.clone()),
+                recorder.clone(),
                 Box::new(move |key| queue.add(key)),
             ))
         };
@@ -165,7 +180,7 @@ impl Controller {
         let reconciler = Arc::new(Reconciler::new(
             client.clone(),
             Arc::clone(&cache),
-            Recorder::new(client.clone()),
+            recorder.clone(),
             settings,
             Arc::clone(&debounce),
             Arc::clone(&fanouts),
@@ -195,9 +210,32 @@ impl Controller {
                 log::debug!("the API does not serve Argo Rollouts: not watching them");
             }
         }
-        let namespaces = namespaces_to_watch(&config.namespaces, &reloader.namespaces_to_ignore)?;
+        // --ignore-configmaps / --ignore-secrets: that kind is not watched at all.
+        let config_kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
+            .into_iter()
+            .filter(|k| !policy.ignores(*k))
+            .collect();
+        let plan = watch_plan(
+            &config.namespaces,
+            &reloader.namespaces_to_ignore,
+            config.per_namespace_watches,
+            config_kinds.len() + workload_resources.len(),
+        )?;
+        if let WatchPlan::Filtered(names) = &plan {
+            log::info!(
+                "--namespaces names {} namespaces: watching each resource once in all namespaces and keeping those (needs list and watch in a ClusterRole; --per-namespace-watches watches each namespace on its own instead)",
+                names.len()
+            );
+        }
+        let namespaces = plan.namespaces();
+        let keep: Option<Arc<NamespaceFilter>> = match &plan {
+            WatchPlan::Filtered(names) => Some(Arc::new(NamespaceFilter::new(
+                names.iter().map(String::as_str),
+            ))),
+            _ => None,
+        };
         // Watching all namespaces: the ignored ones are filtered out by the API server.
-        let namespace_filter = if namespaces == [None] {
+        let namespace_filter = if plan == WatchPlan::Everywhere {
             ignored_namespaces_field_selector(&reloader.namespaces_to_ignore)
         } else {
             None
@@ -210,17 +248,9 @@ impl Controller {
             resync: config.resync,
             ..WatchConfig::default()
         };
-        // --ignore-configmaps / --ignore-secrets: that kind is not watched at all.
-        let config_kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
-            .into_iter()
-            .filter(|k| !policy.ignores(*k))
-            .collect();
         // Namespaces are watched for --namespace-selector, and for their fan-out
         // annotations whenever wavelet watches every namespace (the cluster-wide install).
         let watch_namespaces = reloader.namespace_selector.is_some() || namespaces == [None];
-        // The watch of wavelet-state is not waited for: until it lists, the first read of
-        // the state GETs it (so a pause is known before the first rollout), and a missing
-        // grant for it costs only the prompt notice of `wavelet pause`, never readiness.
         // One more: the watch of wavelet-state, so its copy is the listed one before the
         // first reconcile (never a GET racing the watch).
         let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
@@ -262,20 +292,29 @@ impl Controller {
                             namespace_filter.as_deref(),
                         );
                 let stop = Arc::clone(&stop);
+                let keep = keep.clone();
                 match kind {
                     ConfigKind::ConfigMap => spawn_watch(
                         source,
                         &health,
                         watch_config.clone(),
                         stop,
-                        move |e: Event<ConfigMapItem>| sink.handle(e),
+                        move |e: Event<ConfigMapItem>| {
+                            if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+                                sink.handle(e)
+                            }
+                        },
                     ),
                     ConfigKind::Secret => spawn_watch(
                         source,
                         &health,
                         watch_config.clone(),
                         stop,
-                        move |e: Event<SecretItem>| sink.handle(e),
+                        move |e: Event<SecretItem>| {
+                            if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+                                sink.handle(e)
+                            }
+                        },
                     ),
                 }
             }
@@ -301,12 +340,17 @@ impl Controller {
                     forbidden_list_is_empty: true,
                     ..watch_config.clone()
                 };
+                let keep = keep.clone();
                 spawn_watch(
                     source,
                     &health,
                     config,
                     Arc::clone(&stop),
-                    move |e: Event<WorkloadObject>| sink.handle(e),
+                    move |e: Event<WorkloadObject>| {
+                        if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+                            sink.handle(e)
+                        }
+                    },
                 );
             }
         }
@@ -446,6 +490,9 @@ impl Controller {
             elector,
             health,
             fanouts,
+            client,
+            reconciler,
+            recorder,
         })
     }
 
@@ -461,6 +508,7 @@ impl Controller {
         let fetcher = Arc::clone(&self.fetcher);
         let fanouts = Arc::clone(&self.fanouts);
         let client = client.clone();
+        let reconciler = Arc::clone(&self.reconciler);
         Endpoints {
             health: Arc::clone(&self.health),
             gauges: Box::new(move || {
@@ -481,6 +529,8 @@ impl Controller {
                     // Read by the HTTP thread when /metrics is scraped.
                     resident_bytes: None,
                     cpu_seconds: None,
+                    budget_wait_seconds: client.budget_waited().as_secs_f64(),
+                    rollouts_waiting: reconciler.rollouts_waiting(),
                 }
             }),
         }
@@ -489,6 +539,7 @@ impl Controller {
     /// Stops watching, lets in-flight reconciles finish, releases the Lease, and returns.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.client.stop_waiting();
         self.synced.open();
         self.gate.shut_down();
         self.queue.shut_down();
@@ -499,6 +550,7 @@ impl Controller {
         for worker in self.workers {
             let _ = worker.join();
         }
+        self.recorder.stop(Duration::from_secs(1));
         if let Some(elector) = &self.elector {
             elector.release();
         }
@@ -560,6 +612,13 @@ impl Work<WorkloadKey> for Worker {
     }
 
     fn failed(&self, key: &WorkloadKey, err: &Error, delay: std::time::Duration) {
+        if err.status().is_some_and(|s| s.is_too_many_requests()) {
+            // The API server sheds load: the whole client waits out its Retry-After
+            // (client/budget.rs) and this key comes back after it. Not a failed rollout;
+            // `wavelet_api_requests_total{code="429"}` counts it.
+            log::debug!("{key}: the API server answered 429; retrying in {delay:?}");
+            return;
+        }
         let m = metrics::global();
         m.rollouts.inc(&[&key.resource.kind, "error"]);
         m.reload_executed(false, &key.namespace);
@@ -625,7 +684,18 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
         Outcome::Rolled { .. } => Some(Counted::Rollout("rolled")),
         Outcome::Adopted { .. } => Some(Counted::Rollout("adopted")),
         Outcome::Recorded { .. } => Some(Counted::Rollout("recorded")),
-        Outcome::Throttled(_) => Some(Counted::Skipped("throttled")),
+        // Each change of a workload once, when it starts to wait: `throttled` for
+        // --min-rollout-interval (its configuration changes faster), `rate_limited` for a
+        // token of --max-rollouts-per-second (a fan-out larger than --rollout-burst).
+        Outcome::Throttled {
+            rule: Throttled::MinInterval(_),
+            first: true,
+        } => Some(Counted::Skipped("throttled")),
+        Outcome::Throttled {
+            rule: Throttled::RateLimit(_),
+            first: true,
+        } => Some(Counted::Skipped("rate_limited")),
+        Outcome::Throttled { first: false, .. } => None,
         Outcome::MissingConfig => Some(Counted::Skipped("missing_config")),
         Outcome::OutOfScope => Some(Counted::Skipped("out_of_scope")),
         Outcome::UpToDate
@@ -646,6 +716,7 @@ fn start_delete_mode(
     cache: &Arc<Cache>,
     gate: &Arc<Gate>,
     hmac_key: Option<Vec<u8>>,
+    recorder: &Recorder,
 ) -> Arc<DeleteMode> {
     let (namespace, why) = own_namespace(
         config.state_namespace.as_deref(),
@@ -681,7 +752,7 @@ fn start_delete_mode(
         client.clone(),
         Arc::clone(gate),
         Arc::clone(cache),
-        Recorder::new(client.clone()),
+        recorder.clone(),
         state,
         settings,
     ))
@@ -705,28 +776,72 @@ fn own_namespace(flag: Option<&str>, flag_name: &str, client: &Client) -> (Strin
     }
 }
 
-/// The namespaces to run one set of watches in: `[None]` for all namespaces, else
-/// `--namespaces` less `--namespaces-to-ignore`.
-fn namespaces_to_watch(
+/// Up to this many `--namespaces`, each is watched on its own: a few threads and
+/// connections each, and the API server sends only their objects.
+const PER_NAMESPACE_UP_TO: usize = 10;
+/// `--per-namespace-watches` takes at most this many namespaces: 100 namespaces are 700
+/// watch threads and connections and 700 LISTs per resync.
+const PER_NAMESPACE_AT_MOST: usize = 100;
+
+/// Where the watches of `run` look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum WatchPlan {
+    /// One watch per resource over every namespace (no `--namespaces`).
+    Everywhere,
+    /// One watch per resource and namespace.
+    Each(Vec<String>),
+    /// One watch per resource over every namespace, its events kept to these (many
+    /// `--namespaces`): what client-go's informers do for `NamespaceAll`, filtered here.
+    Filtered(Vec<String>),
+}
+
+impl WatchPlan {
+    /// The namespace of each set of watches: `None` for all namespaces.
+    fn namespaces(&self) -> Vec<Option<String>> {
+        match self {
+            WatchPlan::Everywhere | WatchPlan::Filtered(_) => vec![None],
+            WatchPlan::Each(names) => names.iter().cloned().map(Some).collect(),
+        }
+    }
+}
+
+/// How to watch `--namespaces` less `--namespaces-to-ignore` with `resources` watched
+/// resources: each namespace on its own up to [`PER_NAMESPACE_UP_TO`] of them (or with
+/// `--per-namespace-watches`, up to [`PER_NAMESPACE_AT_MOST`]), else once cluster-wide.
+fn watch_plan(
     namespaces: &[String],
     ignored: &[String],
-) -> Result<Vec<Option<String>>, Error> {
+    per_namespace: bool,
+    resources: usize,
+) -> Result<WatchPlan, Error> {
     if namespaces.is_empty() {
-        return Ok(vec![None]);
+        return Ok(WatchPlan::Everywhere);
     }
-    let kept: Vec<Option<String>> = namespaces
-        .iter()
-        .filter(|ns| !ignored.contains(ns))
-        .cloned()
-        .map(Some)
-        .collect();
+    let mut kept: Vec<String> = Vec::new();
+    for ns in namespaces.iter().filter(|ns| !ignored.contains(ns)) {
+        if !kept.contains(ns) {
+            kept.push(ns.clone());
+        }
+    }
     if kept.is_empty() {
         return Err(Error::Config(
             "every namespace of --namespaces is also in --namespaces-to-ignore: nothing to watch"
                 .into(),
         ));
     }
-    Ok(kept)
+    let n = kept.len();
+    if per_namespace && n > PER_NAMESPACE_AT_MOST {
+        return Err(Error::Config(format!(
+            "--per-namespace-watches with {n} namespaces would open {} watches (a thread and a long-lived connection each) and send {} LISTs at start and every --resync; it takes at most {PER_NAMESPACE_AT_MOST} namespaces. Leave it off to watch each resource once in all namespaces and keep those of --namespaces (needs list and watch in a ClusterRole), or split the namespaces between installations",
+            n * resources,
+            n * resources
+        )));
+    }
+    if per_namespace || n <= PER_NAMESPACE_UP_TO {
+        Ok(WatchPlan::Each(kept))
+    } else {
+        Ok(WatchPlan::Filtered(kept))
+    }
 }
 
 /// `metadata.namespace!=a,metadata.namespace!=b` for `--namespaces-to-ignore` when all
@@ -870,32 +985,71 @@ impl Latch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashmode::throttle::Throttled;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("ns-{i}")).collect()
+    }
 
     #[test]
     fn no_namespaces_flag_means_one_set_of_watches_over_all_namespaces() {
-        assert_eq!(namespaces_to_watch(&[], &[]).unwrap(), vec![None]);
         assert_eq!(
-            namespaces_to_watch(&[], &["kube-system".into()]).unwrap(),
-            vec![None],
+            watch_plan(&[], &[], false, 7).unwrap(),
+            WatchPlan::Everywhere
+        );
+        assert_eq!(
+            watch_plan(&[], &["kube-system".into()], false, 7).unwrap(),
+            WatchPlan::Everywhere,
             "ignored namespaces are filtered by the API server then, not by the watch list"
         );
+        assert_eq!(WatchPlan::Everywhere.namespaces(), vec![None]);
     }
 
     #[test]
     fn namespaces_to_ignore_are_subtracted_from_namespaces_in_order() {
-        let watched = namespaces_to_watch(
-            &["b".into(), "a".into(), "c".into()],
+        let watched = watch_plan(
+            &["b".into(), "a".into(), "c".into(), "b".into()],
             &["a".into(), "z".into()],
+            false,
+            7,
         )
         .unwrap();
-        assert_eq!(watched, vec![Some("b".into()), Some("c".into())]);
+        assert_eq!(watched, WatchPlan::Each(vec!["b".into(), "c".into()]));
+        assert_eq!(
+            watched.namespaces(),
+            vec![Some("b".into()), Some("c".into())]
+        );
     }
 
     #[test]
     fn ignoring_every_listed_namespace_is_a_configuration_error() {
-        let err = namespaces_to_watch(&["a".into()], &["a".into()]).unwrap_err();
+        let err = watch_plan(&["a".into()], &["a".into()], false, 7).unwrap_err();
         assert!(err.to_string().contains("nothing to watch"), "{err}");
+    }
+
+    #[test]
+    fn up_to_ten_namespaces_are_watched_each_and_more_once_cluster_wide() {
+        assert_eq!(
+            watch_plan(&names(10), &[], false, 7).unwrap(),
+            WatchPlan::Each(names(10))
+        );
+        let many = watch_plan(&names(200), &[], false, 7).unwrap();
+        assert_eq!(many, WatchPlan::Filtered(names(200)));
+        assert_eq!(many.namespaces(), vec![None], "one set of watches");
+    }
+
+    #[test]
+    fn per_namespace_watches_are_capped_with_an_error_that_says_what_they_cost() {
+        assert_eq!(
+            watch_plan(&names(100), &[], true, 7).unwrap(),
+            WatchPlan::Each(names(100))
+        );
+        let err = watch_plan(&names(200), &[], true, 7)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("200 namespaces would open 1400 watches") && err.contains("at most 100"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -939,11 +1093,23 @@ mod tests {
 
     #[test]
     fn changes_not_acted_on_count_as_skipped_by_reason() {
-        let throttled = Outcome::Throttled(Throttled::RateLimit(Duration::from_secs(1)));
+        let second = Duration::from_secs(1);
+        let waiting = |rule, first| Outcome::Throttled { rule, first };
         assert_eq!(
-            counted_as(&throttled, false),
+            counted_as(&waiting(Throttled::MinInterval(second), true), false),
             Some(Counted::Skipped("throttled"))
         );
+        assert_eq!(
+            counted_as(&waiting(Throttled::RateLimit(second), true), false),
+            Some(Counted::Skipped("rate_limited"))
+        );
+        for rule in [Throttled::MinInterval(second), Throttled::RateLimit(second)] {
+            assert_eq!(
+                counted_as(&waiting(rule, false), false),
+                None,
+                "a change still waiting was counted when it started to"
+            );
+        }
         assert_eq!(
             counted_as(&Outcome::MissingConfig, false),
             Some(Counted::Skipped("missing_config"))

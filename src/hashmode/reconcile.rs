@@ -70,7 +70,13 @@ pub enum Outcome {
         changed: Vec<ConfigKey>,
     },
     MissingConfig,
-    Throttled(Throttled),
+    /// The storm rules hold the rollout back; `first` the first time for this change of
+    /// this workload (what `/metrics` counts: one change waiting is one, however often it
+    /// is looked at).
+    Throttled {
+        rule: Throttled,
+        first: bool,
+    },
     /// A referenced object changed less than `--debounce` ago: more may follow.
     Debouncing,
     OptOutCleaned,
@@ -137,6 +143,8 @@ struct Memory {
     /// Opted out: wavelet's metadata annotations were removed, and the watch has not shown
     /// the removal yet.
     cleaned: bool,
+    /// The hash of the change the storm rules hold back (counted once), while they do.
+    throttled: Option<Box<str>>,
 }
 
 #[derive(Default)]
@@ -197,6 +205,11 @@ impl Reconciler {
         }
     }
 
+    /// Workloads whose rollout waits for a token of `--max-rollouts-per-second` now.
+    pub fn rollouts_waiting(&self) -> usize {
+        self.throttle.lock().unwrap().waiting()
+    }
+
     /// Reconciles one workload. The work queue never hands the same key to two workers, so
     /// the workload's memory is taken out of the map for the duration (no lock held over I/O).
     pub fn reconcile(&self, key: &WorkloadKey) -> Result<(Action, Outcome), Error> {
@@ -225,6 +238,9 @@ impl Reconciler {
         let Some(flavor) = entry.flavor else {
             self.fanouts.settled(key);
             let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
+            if remembered.throttled.take().is_some() {
+                self.throttle.lock().unwrap().cancel(key);
+            }
             let result = self.clean_up_opt_out(key, &entry, &mut remembered);
             if remembered.cleaned {
                 self.memory.lock().unwrap().insert(key.clone(), remembered);
@@ -310,6 +326,15 @@ impl Reconciler {
             membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints),
         };
         let step = next_step(&facts, Instant::now());
+        let nothing_to_roll = matches!(
+            step,
+            Step::Hold | Step::UpToDate | Step::Adopt | Step::Record
+        );
+        if nothing_to_roll && remembered.throttled.take().is_some() {
+            // Reverted, missing, recorded: the reserved token goes back. (A workload that
+            // debounces a newer change keeps its place in line.)
+            self.throttle.lock().unwrap().cancel(key);
+        }
         if step != Step::Hold {
             if let Some(warned) = &mut remembered.warned {
                 warned.missing = None;
@@ -327,8 +352,29 @@ impl Reconciler {
                         .join("; ")
                 );
                 if remembered.warned_missing() != Some(message.as_str()) {
-                    log::warn!("{key}: {message}");
-                    self.recorder.warning(&about, "ConfigMissing", &message);
+                    // The first thing missing is the cause: a burst of workloads missing one
+                    // ConfigMap is one Event on it, beside the first few workloads' own.
+                    let cause = computed.missing.first().map(|m| {
+                        let config = m.config();
+                        ObjectRef::new(&config.kind.resource(), &config.namespace, &config.name, "")
+                    });
+                    let own = match &cause {
+                        Some(cause) => self.recorder.warning_caused_by(
+                            &about,
+                            "ConfigMissing",
+                            &message,
+                            cause,
+                        ),
+                        None => {
+                            self.recorder.warning(&about, "ConfigMissing", &message);
+                            true
+                        }
+                    };
+                    if own {
+                        log::warn!("{key}: {message}");
+                    } else {
+                        log::debug!("{key}: {message}");
+                    }
                     remembered.warned().missing = Some(message);
                 }
                 return Ok((Action::Done, Outcome::MissingConfig));
@@ -392,8 +438,8 @@ impl Reconciler {
             }
         };
         // The storm rules apply to rollouts only.
-        if let Err(throttled) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
-            if let Throttled::MinInterval(wait) = throttled {
+        if let Err(rule) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
+            if let Throttled::MinInterval(wait) = rule {
                 if !remembered.warned.as_ref().is_some_and(|w| w.throttle) {
                     let message = format!(
                         "The configuration keeps changing: rolling at most every {:?} (--min-rollout-interval). The next rollout, with the latest configuration, is in {:?}.",
@@ -404,13 +450,18 @@ impl Reconciler {
                     remembered.warned().throttle = true;
                 }
             } else {
-                log::debug!("{key}: rollout rate limited for {:?}", throttled.wait());
+                log::debug!("{key}: rollout waits {:?} for its token", rule.wait());
+            }
+            let first = remembered.throttled.as_deref() != Some(computed.hash.as_str());
+            if first {
+                remembered.throttled = Some(computed.hash.as_str().into());
             }
             return Ok((
-                Action::RequeueAfter(throttled.wait()),
-                Outcome::Throttled(throttled),
+                Action::RequeueAfter(rule.wait()),
+                Outcome::Throttled { rule, first },
             ));
         }
+        remembered.throttled = None;
 
         // 9.
         let changed = describe_changes(&remembered.fingerprints, &named);

@@ -31,6 +31,15 @@ pub enum Missing {
     Key(ConfigKey, String),
 }
 
+impl Missing {
+    /// The object missing, or missing a key.
+    pub fn config(&self) -> &ConfigKey {
+        match self {
+            Missing::Object(config) | Missing::Key(config, _) => config,
+        }
+    }
+}
+
 impl std::fmt::Display for Missing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

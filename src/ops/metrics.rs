@@ -105,7 +105,8 @@ pub struct Metrics {
     /// PodDisruptionBudget), `error` (a replacement step failed). Without it a replacement
     /// that never finishes shows only in Events and logs.
     pub pod_replacement_retries: CounterVec,
-    /// Changes not acted on, by reason: `throttled`, `missing_config`, `not_leader`.
+    /// Changes not acted on, by reason: `throttled`, `rate_limited` (each change of a
+    /// workload once), `missing_config`, `out_of_scope`, `not_leader`.
     pub changes_skipped: CounterVec,
     /// Relists by (resource, reason): `initial`, `resync`, `expired`, `error`.
     pub watch_relists: CounterVec,
@@ -130,6 +131,8 @@ pub struct Metrics {
     /// Alerts on rollout by result: `sent`, `failed` (given up after retries), `dropped`
     /// (the queue was full).
     pub alerts: CounterVec,
+    /// Issue 27: Events not written, by reason (`queue_full`, `spam`, `error`, `stopping`).
+    pub events_dropped: CounterVec,
 }
 
 impl Metrics {
@@ -187,6 +190,10 @@ pub struct Gauges {
     pub fanouts_held: usize,
     pub resident_bytes: Option<u64>,
     pub cpu_seconds: Option<f64>,
+    /// Issue 27: seconds requests waited for the client-side budget (and 429 pauses).
+    pub budget_wait_seconds: f64,
+    /// Issue 27: workloads whose rollout waits for a token of --max-rollouts-per-second.
+    pub rollouts_waiting: usize,
 }
 
 /// Resident set size from `/proc/self/status` (`VmRSS`), in bytes.
@@ -258,6 +265,14 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         &["reason"],
         &metrics.changes_skipped,
     );
+    // Issue 27: Events not written.
+    counter_vec(
+        &mut out,
+        "wavelet_events_dropped_total",
+        "Events not written, by reason (queue_full, spam, error, stopping).",
+        &["reason"],
+        &metrics.events_dropped,
+    );
     counter_vec(
         &mut out,
         "wavelet_watch_relists_total",
@@ -286,6 +301,18 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
             "wavelet_api_requests_total{{verb=\"{verb}\",code=\"{code}\"}} {n}"
         );
     }
+    // Issue 27: the client-side budget.
+    header(
+        &mut out,
+        "wavelet_api_budget_wait_seconds_total",
+        "Seconds requests waited for the client-side budget (--api-qps, --api-burst) or a 429's Retry-After, all together.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_api_budget_wait_seconds_total {:.3}",
+        gauges.budget_wait_seconds
+    );
     histogram(
         &mut out,
         "wavelet_reconcile_duration_seconds",
@@ -371,6 +398,13 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         out,
         "wavelet_work_queue_depth{{mode=\"delete\"}} {}",
         gauges.delete_queue
+    );
+    // Issue 27: the rollout backlog.
+    gauge(
+        &mut out,
+        "wavelet_rollouts_waiting",
+        "Workloads whose rollout waits for a token of --max-rollouts-per-second (a fan-out larger than --rollout-burst drains at the rate).",
+        gauges.rollouts_waiting as u64,
     );
     gauge(
         &mut out,

@@ -1,7 +1,9 @@
-//! The objects the engine watches: how each gives its resourceVersion to the watcher, and
-//! a ConfigMap or Secret as its watcher decodes it (text values vs base64 values).
+//! The objects the engine watches: how each gives its resourceVersion (and its namespace)
+//! to the watcher, and a ConfigMap or Secret as its watcher decodes it (text values vs
+//! base64 values).
 
 use crate::objects::{ConfigMapItem, ConfigObject, NamespaceItem, SecretItem, WorkloadObject};
+use crate::watch::scope::Namespaced;
 use crate::watch::watcher;
 
 impl watcher::Object for NamespaceItem {
@@ -42,5 +44,23 @@ impl ConfigItem for SecretItem {
 impl watcher::Object for WorkloadObject {
     fn resource_version(&self) -> &str {
         &self.metadata.resource_version
+    }
+}
+
+impl Namespaced for ConfigMapItem {
+    fn namespace(&self) -> &str {
+        &self.0.metadata.namespace
+    }
+}
+
+impl Namespaced for SecretItem {
+    fn namespace(&self) -> &str {
+        &self.0.metadata.namespace
+    }
+}
+
+impl Namespaced for WorkloadObject {
+    fn namespace(&self) -> &str {
+        &self.metadata.namespace
     }
 }

@@ -304,7 +304,7 @@ fn sync_deployment(
     let name = name_of(&deployment).to_string();
     let replicas = replicas_of(&deployment);
     let replica_sets = type_named(state, "replicasets");
-    let owned = state.list_where(&replica_sets, &namespace, |rs| {
+    let owned = state.list_owned(&replica_sets, &namespace, &name, |rs| {
         owned_by(rs, uid_of(&deployment))
     });
     let revision_of = |rs: &Value| {
@@ -387,14 +387,14 @@ fn write_deployment_status(
     };
     let replica_sets = type_named(state, "replicasets");
     let pods = type_named(state, "pods");
-    let owned = state.list_where(&replica_sets, namespace, |rs| {
+    let owned = state.list_owned(&replica_sets, namespace, name, |rs| {
         owned_by(rs, uid_of(&deployment))
     });
     let hash = deployment
         .pointer("/spec/template")
         .map(template_hash)
         .unwrap_or_default();
-    let all_pods = state.list_where(&pods, namespace, |p| {
+    let all_pods = state.list_owned(&pods, namespace, name, |p| {
         owned.iter().any(|rs| owned_by(p, uid_of(rs)))
     });
     let updated_pods = all_pods
@@ -505,7 +505,7 @@ fn sync_replica_set(state: &mut State, namespace: &str, name: &str) {
         return;
     };
     let want = replicas_of(&rs) as usize;
-    let mut live = state.list_where(&pods, namespace, |p| {
+    let mut live = state.list_owned(&pods, namespace, name, |p| {
         owned_by(p, uid_of(&rs)) && p.pointer("/metadata/deletionTimestamp").is_none()
     });
     while live.len() < want {

@@ -32,6 +32,18 @@ pub enum Fault {
         times: u32,
         plain_text: bool,
     },
+    /// Every `n`-th request with this method on `resource` (the `n`-th, the `2n`-th, ...)
+    /// gets `code` with `Retry-After: retry_after_secs` and the APF text body (429) or a
+    /// JSON Status, until `FakeApi::heal`: an API server under API Priority and Fairness
+    /// that sheds a share of the load. `seen` counts the matching requests so far (0).
+    EveryNth {
+        method: String,
+        resource: String,
+        n: u32,
+        code: u16,
+        retry_after_secs: u64,
+        seen: u32,
+    },
     /// Delay the next matching response by `delay`, before the request is applied.
     Slow {
         method: String,
@@ -128,8 +140,12 @@ impl Faults {
         }
     }
 
-    /// An error response for this request, if a `Status` fault matches (counts down `times`).
+    /// An error response for this request, if a `Status` fault matches (counts down `times`)
+    /// or an `EveryNth` fault's turn has come.
     pub fn take_status(&mut self, verb: &str, resource: &str) -> Option<Response> {
+        if let Some(response) = self.take_every_nth(verb, resource) {
+            return Some(response);
+        }
         let index = self.queue.iter().position(
             |f| matches!(f, Fault::Status { method, resource: r, .. } if method == verb && r == resource),
         )?;
@@ -149,6 +165,28 @@ impl Faults {
             self.queue.remove(index);
         }
         Some(response)
+    }
+
+    fn take_every_nth(&mut self, verb: &str, resource: &str) -> Option<Response> {
+        for fault in &mut self.queue {
+            if let Fault::EveryNth {
+                method,
+                resource: r,
+                n,
+                code,
+                retry_after_secs,
+                seen,
+            } = fault
+            {
+                if method == verb && r == resource {
+                    *seen += 1;
+                    return (*seen % (*n).max(1) == 0).then(|| {
+                        status_fault_response(*code, Some(*retry_after_secs), *code == 429)
+                    });
+                }
+            }
+        }
+        None
     }
 
     pub fn take_watch_http_gone(&mut self, resource: &str) -> bool {

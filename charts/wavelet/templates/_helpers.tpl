@@ -40,15 +40,29 @@ Exactly manifests/cluster-wide/clusterrole.yaml, plus list/watch/patch for each 
 - apiGroups: [""]
   resources: [pods/eviction]
   verbs: [create]
+# Events: a Warning is looked up before it is written (the same one after a restart
+# adds to its count), and a repeated one counts up with a patch.
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, get, patch]
 {{- range $resource := include "wavelet.customResources" . | fromJsonArray }}
 # --workload-kinds: watched and patched like the built-in kinds.
 - apiGroups: [{{ index $resource 0 | quote }}]
   resources: [{{ index $resource 1 }}]
   verbs: [list, watch, patch]
 {{- end }}
+{{- end }}
+
+{{/*
+"true" when wavelet watches every namespace with a ClusterRole: no `namespaces`, or more
+than 10 of them without `perNamespaceWatches` (then it watches each resource once over all
+namespaces and keeps those listed; the binary decides the same way). Otherwise one Role
+per namespace.
+*/}}
+{{- define "wavelet.clusterWide" -}}
+{{- if or (not .Values.namespaces) (and (gt (len .Values.namespaces) 10) (not .Values.perNamespaceWatches)) -}}
+true
+{{- end -}}
 {{- end }}
 
 {{/*
