@@ -112,18 +112,41 @@ const OWN_WRITE_SEEN_WITHIN: Duration = Duration::from_secs(60);
 /// One write of wavelet's on a workload's hash annotations.
 struct Written {
     hash: String,
-    /// The hash the workload recorded when the write was decided.
-    before: Option<String>,
+    /// What the cache may still show of the workload while it has not shown this write:
+    /// the hash it recorded when the write was decided, and, when an earlier write of ours
+    /// was not shown yet either, what that one's cache might still show and its hash.
+    before: Vec<Option<String>>,
     at: Instant,
 }
 
+/// Writes of ours in a row that the cache has not shown, at most (older states beyond it
+/// are taken as the cache having moved on).
+const UNSEEN_CHAIN: usize = 4;
+
 impl Written {
-    fn new(hash: &str, before: Option<&str>) -> Option<Written> {
+    /// Our write of `hash`, decided while the cache recorded `cached`; `previous`, our
+    /// write before it.
+    fn new(hash: &str, cached: Option<&str>, previous: Option<&Written>) -> Option<Written> {
+        let mut before = match previous {
+            Some(p) if own_write_unseen(cached, Some(p.view())).is_some() => {
+                let mut chain = p.before.clone();
+                chain.push(Some(p.hash.clone()));
+                chain
+            }
+            _ => vec![cached.map(str::to_owned)],
+        };
+        if before.len() > UNSEEN_CHAIN {
+            before.drain(..before.len() - UNSEEN_CHAIN);
+        }
         Some(Written {
             hash: hash.to_string(),
-            before: before.map(str::to_owned),
+            before,
             at: Instant::now(),
         })
+    }
+
+    fn view(&self) -> (&str, &[Option<String>], Duration) {
+        (&self.hash, &self.before, self.at.elapsed())
     }
 }
 
@@ -302,10 +325,7 @@ impl Reconciler {
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
         let unseen = own_write_unseen(
             entry.recorded_hash(),
-            remembered
-                .written
-                .as_ref()
-                .map(|w| (w.hash.as_str(), w.before.as_deref(), w.at.elapsed())),
+            remembered.written.as_ref().map(Written::view),
         );
         let recorded = recorded_hash(entry.recorded_hash(), unseen, &computed.hash);
         // Our own write of this very hash is not in the cache yet: wait for the watch.
@@ -417,7 +437,11 @@ impl Reconciler {
                     log::info!("{key}: {line}");
                 }
                 remembered.fingerprints = fingerprints;
-                remembered.written = Written::new(&computed.hash, entry.recorded_hash());
+                remembered.written = Written::new(
+                    &computed.hash,
+                    entry.recorded_hash(),
+                    remembered.written.as_ref(),
+                );
                 let hash = computed.hash;
                 let outcome = if step == Step::Adopt {
                     Outcome::Adopted { hash }
@@ -503,7 +527,11 @@ impl Reconciler {
             self.recorder.normal(&about, "ConfigChanged", &message);
         }
         remembered.fingerprints = fingerprints;
-        remembered.written = Written::new(&computed.hash, entry.recorded_hash());
+        remembered.written = Written::new(
+            &computed.hash,
+            entry.recorded_hash(),
+            remembered.written.as_ref(),
+        );
         if let Some(warned) = &mut remembered.warned {
             warned.throttle = false;
         }
@@ -714,20 +742,22 @@ pub(crate) fn next_step(f: &Facts, now: Instant) -> Step {
     Step::Roll
 }
 
-/// Our own last write (`written`: its hash, what the workload recorded before it, how long
-/// ago) while the cache does not show it yet: the cache still records what it recorded
-/// before the write, and the write is recent (a watch shows a write within milliseconds;
-/// when watching is forbidden and workloads are polled, within the poll period). A cache
-/// that records anything else has seen the write or a later one (two writes reordered in
-/// flight, someone else's), and is believed: at worst wavelet writes the same hash again,
-/// which changes nothing on the workload.
+/// Our own last write (`written`: its hash, what the cache may show of the workload before
+/// it, how long ago) while the cache does not show it yet: the cache still shows one of the
+/// states before the write (see [`Written::new`]), and the write is recent (a watch shows a
+/// write within milliseconds; when watching is forbidden and workloads are polled, within
+/// the poll period). A cache that records anything else has seen the write or a later one
+/// (two writes reordered in flight, someone else's), and is believed: at worst wavelet
+/// writes the same hash again, which changes nothing on the workload.
 fn own_write_unseen<'a>(
     cached: Option<&str>,
-    written: Option<(&'a str, Option<&str>, Duration)>,
+    written: Option<(&'a str, &[Option<String>], Duration)>,
 ) -> Option<&'a str> {
     match written {
         Some((hash, before, ago))
-            if cached == before && cached != Some(hash) && ago < OWN_WRITE_SEEN_WITHIN =>
+            if before.iter().any(|b| b.as_deref() == cached)
+                && cached != Some(hash)
+                && ago < OWN_WRITE_SEEN_WITHIN =>
         {
             Some(hash)
         }
@@ -882,18 +912,20 @@ mod tests {
         let second = Duration::from_secs(1);
         // Adopted with "a", not in the cache yet (it records nothing, as before the write),
         // and the configuration changed to "b": a rollout from "a", not a second adoption.
-        let unseen = own_write_unseen(None, Some(("a", None, second)));
+        let none: &[Option<String>] = &[None];
+        let x: &[Option<String>] = &[Some("x".into())];
+        let unseen = own_write_unseen(None, Some(("a", none, second)));
         assert_eq!(unseen, Some("a"));
         assert_eq!(recorded_hash(None, unseen, "b").as_deref(), Some("a"));
         // Rolled from "x" to "a", the cache still at "x": "a".
-        let unseen = own_write_unseen(Some("x"), Some(("a", Some("x"), second)));
+        let unseen = own_write_unseen(Some("x"), Some(("a", x, second)));
         assert_eq!(recorded_hash(Some("x"), unseen, "b").as_deref(), Some("a"));
         // The hash computed now is the one written and unseen: awaiting the watch.
         assert_eq!(recorded_hash(None, Some("b"), "b"), None);
         // The cache shows the write, or it is too old to trust: the cache's.
-        assert_eq!(own_write_unseen(Some("a"), Some(("a", None, second))), None);
+        assert_eq!(own_write_unseen(Some("a"), Some(("a", none, second))), None);
         let long_ago = OWN_WRITE_SEEN_WITHIN + second;
-        assert_eq!(own_write_unseen(None, Some(("a", None, long_ago))), None);
+        assert_eq!(own_write_unseen(None, Some(("a", none, long_ago))), None);
         assert_eq!(recorded_hash(Some("x"), None, "b").as_deref(), Some("x"));
     }
 
@@ -905,13 +937,35 @@ mod tests {
     #[test]
     fn a_cache_that_shows_a_third_hash_has_seen_the_write_and_is_believed() {
         let second = Duration::from_secs(1);
-        let written = Some(("new", Some("before"), second));
+        let before: &[Option<String>] = &[Some("before".into())];
+        let written = Some(("new", before, second));
         assert_eq!(own_write_unseen(Some("before"), written), Some("new"));
         assert_eq!(own_write_unseen(Some("old"), written), None);
         assert_eq!(
             recorded_hash(Some("old"), own_write_unseen(Some("old"), written), "new").as_deref(),
             Some("old")
         );
+    }
+
+    /// Adopted (our write "h0", the cache still without it), then rolled (our write "h1",
+    /// decided from "h0" as recorded): until the cache shows "h1", it may show the state
+    /// before the adoption or the adoption itself, and neither is believed over "h1". Seen
+    /// as a second rollout when a template edit's late event carried the pre-adoption state.
+    #[test]
+    fn writes_in_a_row_that_the_cache_has_not_shown_chain_their_states_before() {
+        let adopted = Written::new("h0", None, None).unwrap();
+        let rolled = Written::new("h1", None, Some(&adopted)).unwrap();
+        assert_eq!(rolled.before, [None, Some("h0".to_string())]);
+        assert_eq!(own_write_unseen(None, Some(rolled.view())), Some("h1"));
+        assert_eq!(
+            own_write_unseen(Some("h0"), Some(rolled.view())),
+            Some("h1")
+        );
+        assert_eq!(own_write_unseen(Some("h1"), Some(rolled.view())), None);
+        assert_eq!(own_write_unseen(Some("other"), Some(rolled.view())), None);
+        // Once the cache showed the adoption, the next write starts a chain of its own.
+        let again = Written::new("h2", Some("h1"), Some(&rolled)).unwrap();
+        assert_eq!(again.before, [Some("h1".to_string())]);
     }
 
     #[test]
