@@ -276,7 +276,6 @@ mod tests {
 
     use crate::testing::TempDir;
 
-
     #[test]
     fn tokens_go_over_plain_http_only_to_loopback_addresses() {
         assert!(is_loopback_url("http://127.0.0.1:8001"));

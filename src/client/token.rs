@@ -123,7 +123,6 @@ mod tests {
 
     use crate::testing::TempDir;
 
-
     #[test]
     fn a_token_file_is_re_read_after_a_minute_and_after_a_401() {
         let dir = TempDir::new("client");

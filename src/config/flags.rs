@@ -275,6 +275,13 @@ pub(super) static FLAGS: &[Flag] = &[
         "Secrets are not watched and count for no workload (not missing either); delete mode on Secrets is off; no RBAC on secrets is needed",
     ),
     flag(
+        "enable-csi-integration",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Hashing,
+        "Reloader's flag: follow the Secrets Store CSI driver: a SecretProviderClass a workload mounts counts with the version of each object its Pods mounted (SecretProviderClassPodStatus), so a rotation in Vault or a cloud secret store rolls it; needs list/watch on secretproviderclasspodstatuses and secretproviderclasses",
+    ),
+    flag(
         "resources-to-ignore",
         Some("configmaps|secrets"),
         FlagDefault::Unset("none"),
@@ -343,7 +350,6 @@ pub(super) static REFUSED: &[(&str, &str)] = &[
     ("reload-on-delete", "a deleted required ConfigMap or Secret holds the rollout with a Warning Event (new Pods would not start) and rolls once it is back; optional ones roll on deletion"),
     ("sync-after-restart", "changes made while wavelet was down are always rolled at start, because the hash lives on the workload"),
     ("webhook-url", "wavelet does not call webhooks; watch its ConfigChanged Events or its /metrics instead"),
-    ("enable-csi-integration", "wavelet does not watch SecretProviderClassPodStatus objects"),
     ("enable-ha", "use --leader-elect (with --lease-name and --lease-namespace)"),
     ("is-Argo-Rollouts", "wavelet watches Argo Rollouts whenever the API serves argoproj.io/v1alpha1 rollouts"),
     ("log-level", "set RUST_LOG, e.g. RUST_LOG=debug"),
@@ -464,6 +470,7 @@ mod tests {
             "auto-reload-all" => ("run", "true", |c| c.policy.auto_reload_all),
             "ignore-configmaps" => ("status", "true", |c| c.policy.ignore_configmaps),
             "ignore-secrets" => ("run", "true", |c| c.policy.ignore_secrets),
+            "enable-csi-integration" => ("run", "true", |c| c.policy.csi_integration),
             "resources-to-ignore" => ("run", "secrets", |c| c.policy.ignore_secrets),
             "namespaces-to-ignore" => ("run", "kube-system,b", |c| {
                 run(c).reloader.namespaces_to_ignore == ["kube-system", "b"]

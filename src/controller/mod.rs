@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use crate::client::{Client, Shape};
 use crate::config::Policy;
 use crate::config::{RunConfig, WorkloadKind};
-use crate::controller::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
+use crate::controller::sinks::{
+    ConfigSink, NamespaceSink, OnSynced, PodStatusSink, Router, WorkloadSink,
+};
 use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
@@ -19,7 +21,8 @@ use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::Cache;
 use crate::objects::{
-    ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
+    ClassItem, ConfigKind, ConfigMapItem, NamespaceItem, PodStatusItem, Resource, SecretItem,
+    WorkloadKey, WorkloadObject,
 };
 use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
@@ -158,7 +161,10 @@ impl Controller {
             .into_iter()
             .filter(|k| !policy.ignores(*k))
             .collect();
-        let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
+        // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
+        let csi = policy.csi_integration && serves_csi_driver(&client);
+        let watchers = namespaces.len()
+            * (config_kinds.len() + workload_resources.len() + if csi { 2 } else { 0 })
             + usize::from(reloader.namespace_selector.is_some());
         let listed = Arc::new(Latch::new(watchers));
         let fetcher = Arc::new(Fetcher::new(client.clone(), config.resync));
@@ -183,7 +189,7 @@ impl Controller {
                 // Secrets as metadata only; the fetcher reads those that matter.
                 let shape = match kind {
                     ConfigKind::ConfigMap => Shape::Whole,
-                    ConfigKind::Secret => Shape::Metadata,
+                    ConfigKind::Secret | ConfigKind::SecretProviderClass => Shape::Metadata,
                 };
                 let source =
                     ApiSource::new(client.clone(), kind.resource(), namespace.clone(), shape)
@@ -207,7 +213,54 @@ impl Controller {
                         stop,
                         move |e: Event<SecretItem>| sink.handle(e),
                     ),
+                    ConfigKind::SecretProviderClass => spawn_watch(
+                        source,
+                        &health,
+                        watch_config.clone(),
+                        stop,
+                        move |e: Event<ClassItem>| sink.handle(e),
+                    ),
                 }
+            }
+            if csi {
+                let mut classes = ConfigSink::new(
+                    ConfigKind::SecretProviderClass,
+                    namespace.clone(),
+                    Arc::clone(&router),
+                    on_listed(),
+                );
+                let source = ApiSource::new(
+                    client.clone(),
+                    Resource::secret_provider_classes(),
+                    namespace.clone(),
+                    Shape::Metadata,
+                )
+                .filtered(None, namespace_filter.as_deref());
+                spawn_watch(
+                    source,
+                    &health,
+                    watch_config.clone(),
+                    Arc::clone(&stop),
+                    move |e: Event<ClassItem>| classes.handle(e),
+                );
+                // Whole objects (a CRD's status is not in its metadata), of which only the
+                // Pod, the class and a digest of each object's version are kept.
+                let mut statuses =
+                    PodStatusSink::new(namespace.clone(), Arc::clone(&router), on_listed());
+                let source = ApiSource::new(
+                    client.clone(),
+                    Resource::secret_provider_class_pod_statuses(),
+                    namespace.clone(),
+                    Shape::Whole,
+                )
+                .filtered(None, namespace_filter.as_deref());
+                spawn_watch(
+                    source,
+                    &health,
+                    watch_config.clone(),
+                    Arc::clone(&stop),
+                    move |e: Event<PodStatusItem>| statuses.handle(e),
+                );
             }
             for resource in &workload_resources {
                 let resource = Arc::new(resource.clone());
@@ -275,8 +328,14 @@ impl Controller {
                 fetcher.wait_idle();
                 synced.count_down();
                 let (configs, workloads) = cache.sizes();
+                let statuses = cache.pod_statuses();
+                let mounts = if statuses > 0 {
+                    format!(", {statuses} SecretProviderClass pod statuses")
+                } else {
+                    String::new()
+                };
                 log::info!(
-                    "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads",
+                    "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads{mounts}",
                     started.elapsed()
                 );
             });
@@ -569,6 +628,24 @@ fn ignored_namespaces_field_selector(ignored: &[String]) -> Option<String> {
             .collect::<Vec<_>>()
             .join(",")
     })
+}
+
+/// Whether the API serves the Secrets Store CSI driver's `secretproviderclasses` and
+/// `secretproviderclasspodstatuses` (`secrets-store.csi.x-k8s.io/v1`); says so either way.
+/// Asked once at start, like Argo Rollouts: a driver installed later needs a restart.
+fn serves_csi_driver(client: &Client) -> bool {
+    let served = [
+        Resource::secret_provider_classes(),
+        Resource::secret_provider_class_pod_statuses(),
+    ]
+    .iter()
+    .all(|r| discovered_kind(client, r).is_some());
+    if served {
+        log::info!("--enable-csi-integration: watching secrets-store.csi.x-k8s.io/v1 secretproviderclasses and secretproviderclasspodstatuses");
+    } else {
+        log::warn!("--enable-csi-integration: the API does not serve secrets-store.csi.x-k8s.io/v1 secretproviderclasspodstatuses (is the Secrets Store CSI driver installed?); SecretProviderClasses count for no workload until wavelet is restarted after it is");
+    }
+    served
 }
 
 /// Whether the API serves `argoproj.io/v1alpha1` `rollouts` (Argo Rollouts installed).

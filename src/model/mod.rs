@@ -1,12 +1,16 @@
 //! wavelet's model of the cluster, between the generic watch engine below and the two
-//! modes above: which ConfigMaps and Secrets a pod template references (`references`),
-//! whether a workload opted in and what counts for it (`optin`), what a workload is to
-//! wavelet (`workload`), the canonical form and hash of configuration (`hash`), the cache
-//! of ConfigMaps/Secrets as digests and of opted-in workloads, with its reverse index
-//! (`cache`), and what counts for one workload now (`counted`).
+//! modes above: which ConfigMaps, Secrets and SecretProviderClasses a pod template
+//! references (`references`), whether a workload opted in and what counts for it
+//! (`optin`), what a workload is to wavelet (`workload`), the canonical form and hash of
+//! configuration (`hash`), the cache of ConfigMaps/Secrets as digests and of opted-in
+//! workloads, with its reverse index (`cache`), what the Secrets Store CSI driver reports
+//! mounted (`mounts`) and which Pods are a workload's (`pods`), and what counts for one
+//! workload now (`counted`).
 pub mod cache;
 pub(crate) mod counted;
 pub mod hash;
+pub mod mounts;
 pub(crate) mod optin;
+pub mod pods;
 pub mod references;
 pub(crate) mod workload;

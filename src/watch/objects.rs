@@ -1,7 +1,11 @@
 //! The objects the engine watches: how each gives its resourceVersion to the watcher, and
-//! a ConfigMap or Secret as its watcher decodes it (text values vs base64 values).
+//! a ConfigMap, Secret or SecretProviderClass as its watcher decodes it (text values,
+//! base64 values, metadata only).
 
-use crate::objects::{ConfigMapItem, ConfigObject, NamespaceItem, SecretItem, WorkloadObject};
+use crate::objects::{
+    ClassItem, ConfigMapItem, ConfigObject, NamespaceItem, PodStatusItem, SecretItem,
+    WorkloadObject,
+};
 use crate::watch::watcher;
 
 impl watcher::Object for NamespaceItem {
@@ -40,6 +44,24 @@ impl ConfigItem for SecretItem {
 }
 
 impl watcher::Object for WorkloadObject {
+    fn resource_version(&self) -> &str {
+        &self.metadata.resource_version
+    }
+}
+
+impl watcher::Object for ClassItem {
+    fn resource_version(&self) -> &str {
+        &self.0.metadata.resource_version
+    }
+}
+
+impl ConfigItem for ClassItem {
+    fn into_object(self) -> ConfigObject {
+        self.0
+    }
+}
+
+impl watcher::Object for PodStatusItem {
     fn resource_version(&self) -> &str {
         &self.metadata.resource_version
     }
