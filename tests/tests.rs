@@ -15,6 +15,7 @@
 //! - `malformed`: oversized, non-UTF-8 and deeply nested answers are rejected; memory stays bounded.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `reloader`: Reloader's annotations (auto, typed auto, reload lists, search/match, exclude, ignore, pause-period) and opt-in flags.
+//! - `csi`: the Secrets Store CSI driver (`--enable-csi-integration`): a rotation rolls each workload that mounts the class once; unrelated classes, adoption and first mounts roll nothing; Reloader's class annotations; delete mode on a class; `status`/`hash`.
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
@@ -35,6 +36,7 @@ mod chart;
 mod chroot;
 mod commands;
 mod connecting;
+mod csi;
 mod delete_mode;
 mod fake;
 mod faults;
