@@ -521,7 +521,6 @@ fn reloader_flags_whose_meaning_wavelet_does_not_share_exit_2_with_what_it_does_
             "holds the rollout with a Warning Event",
         ),
         ("--sync-after-restart", "always rolled at start"),
-        ("--enable-csi-integration", "SecretProviderClassPodStatus"),
         ("--webhook-url=http://x", "does not call webhooks"),
     ] {
         let mut wavelet = Wavelet::launch(&["run", flag], &[]);

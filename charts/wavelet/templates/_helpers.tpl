@@ -62,3 +62,13 @@ order and without duplicates (two versions of one resource are one grant), as JS
 {{- end -}}
 {{- toJson $out -}}
 {{- end }}
+
+{{/*
+--enable-csi-integration: the Secrets Store CSI driver's resources, read-only (exactly
+manifests/csi/clusterrole.yaml).
+*/}}
+{{- define "wavelet.csiRules" -}}
+- apiGroups: [secrets-store.csi.x-k8s.io]
+  resources: [secretproviderclasses, secretproviderclasspodstatuses]
+  verbs: [list, watch]
+{{- end }}
