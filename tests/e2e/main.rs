@@ -11,6 +11,8 @@
 //!   PodDisruptionBudget, delete, rolling), leader election with the leader killed,
 //!   in-cluster credentials with the shipped RBAC, `status` and `hash`, and
 //!   kube-apiserver killed and restarted mid-watch.
+//! - `csi`: the Secrets Store CSI driver's CRDs installed, pod statuses written as the
+//!   driver writes them: a rotation rolls each Deployment mounting the class once.
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
 //!   server with `kubectl apply --dry-run=server`.
 //!
@@ -19,6 +21,7 @@
 
 mod chart;
 mod cluster;
+mod csi;
 mod kube;
 mod kubelet;
 mod process;
