@@ -280,7 +280,13 @@ fn load_mounts(client: &Client, namespace: Option<&str>, cache: &Cache) -> Resul
                 &status.metadata.namespace,
                 &mounted.secret_provider_class_name,
             );
-            cache.set_mount(&class, &mounted.pod_name, Some(&mounted.objects), |_| {});
+            cache.set_mount(
+                &class,
+                &mounted.pod_name,
+                Some(&mounted.objects),
+                None,
+                |_| {},
+            );
         },
     );
     match listed {

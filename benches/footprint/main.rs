@@ -17,14 +17,19 @@
 //! one Deployment per 10 objects: memory per tracked object above an empty cluster, and
 //! per additional object from one count to the next (it should not depend on the size).
 //!
+//! Then the Secrets Store CSI driver (`csi.rs`): the same cluster with a
+//! SecretProviderClass per Deployment, and 0, 2,000 and 20,000 pod statuses: memory per
+//! pod status (target under 200 bytes).
+//!
 //! Run: `cargo bench --bench footprint` (a few minutes on 2 cores). To measure the static
 //! binary that ships, build it and point `WAVELET_BENCH_BINARY` at it:
 //! `CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --target x86_64-unknown-linux-musl --bin wavelet`.
 //!
-//! Environment: `WAVELET_BENCH_ONLY=default|scaling`, `WAVELET_BENCH_SCALE` (object counts
+//! Environment: `WAVELET_BENCH_ONLY=default|scaling|csi`, `WAVELET_BENCH_SCALE` (object counts
 //! ×, default 1), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
-//! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024).
+//! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024),
+//! `WAVELET_BENCH_CSI_RUNS` (runs of each CSI configuration, default 3).
 //! `WAVELET_BENCH_HOLD=<file>` keeps the API server (the fake of the default scenario and of
 //! each scaling cell, or the real control plane) up after its run for profiling: the file
 //! names its kubeconfig; removing the file goes on.
@@ -43,6 +48,7 @@ mod fake;
 mod cluster;
 
 mod calls;
+mod csi;
 mod measure;
 mod process;
 mod real;
@@ -71,6 +77,7 @@ struct Options {
     secret_changes: usize,
     debounce: Duration,
     max_data_mib: usize,
+    csi_runs: usize,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -87,9 +94,9 @@ impl Options {
         let only = std::env::var("WAVELET_BENCH_ONLY").ok();
         if let Some(part) = only
             .as_deref()
-            .filter(|p| !["default", "scaling"].contains(p))
+            .filter(|p| !["default", "scaling", "csi"].contains(p))
         {
-            panic!("WAVELET_BENCH_ONLY={part:?}: use default or scaling");
+            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling or csi");
         }
         Options {
             only,
@@ -98,6 +105,7 @@ impl Options {
             secret_changes: env_or("WAVELET_BENCH_SECRET_CHANGES", 50),
             debounce: Duration::from_millis(env_or("WAVELET_BENCH_DEBOUNCE_MS", 200)),
             max_data_mib: env_or("WAVELET_BENCH_MAX_DATA_MIB", 1024),
+            csi_runs: env_or("WAVELET_BENCH_CSI_RUNS", 3),
         }
     }
 
@@ -213,5 +221,13 @@ fn main() {
     }
     if options.runs("scaling") {
         scaling::print(&run_scaling(&options));
+    }
+    if options.runs("csi") {
+        csi::print(&csi::run(
+            options.scale,
+            options.debounce,
+            options.csi_runs,
+            progress,
+        ));
     }
 }

@@ -151,6 +151,16 @@ impl Wavelet {
         Wavelet::start_with_kubeconfig(&tls_kubeconfig(server), debounce)
     }
 
+    /// [`Wavelet::start_tls`] with more flags.
+    pub fn start_tls_with(server: &str, debounce: Duration, extra: &[&str]) -> Wavelet {
+        let mut args = run_args("-", debounce);
+        let at = args.iter().position(|a| a == "--server").expect("--server");
+        args[at] = "--kubeconfig".into();
+        args[at + 1] = tls_kubeconfig(server).display().to_string();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Wavelet::start_with(args)
+    }
+
     pub fn start_with_kubeconfig(kubeconfig: &std::path::Path, debounce: Duration) -> Wavelet {
         let mut args = run_args("-", debounce);
         let at = args.iter().position(|a| a == "--server").expect("--server");

@@ -16,7 +16,7 @@ use crate::model::cache::{Cache, ConfigChange, ConfigEntry};
 use crate::model::references::Reference;
 use crate::model::workload::WorkloadEntry;
 use crate::objects::compact::{ResourceVersion, Uid};
-use crate::objects::KeyDigest;
+use crate::objects::MountedObject;
 use crate::objects::{
     ConfigKey, ConfigKind, ConfigObject, NamespaceItem, PodStatusItem, Resource, WorkloadKey,
     WorkloadObject,
@@ -160,13 +160,21 @@ impl Router {
     /// is gone, with its Pod). The workloads whose versions of the class moved reconcile
     /// once their debounce window closes; delete mode looks at the class when every Pod's
     /// versions moved.
-    pub fn set_mount(&self, class: &ConfigKey, pod: &str, objects: Option<&[KeyDigest]>) {
-        let change = self.cache.set_mount(class, pod, objects, |workloads| {
-            let now = Instant::now();
-            for workload in workloads {
-                self.windows.note_change(workload.clone(), now);
-            }
-        });
+    pub fn set_mount(
+        &self,
+        class: &ConfigKey,
+        pod: &str,
+        objects: Option<&[MountedObject]>,
+        listed: Option<u32>,
+    ) {
+        let change = self
+            .cache
+            .set_mount(class, pod, objects, listed, |workloads| {
+                let now = Instant::now();
+                for workload in workloads {
+                    self.windows.note_change(workload.clone(), now);
+                }
+            });
         for workload in change.workloads {
             log::debug!(
                 "{class}: the versions Pod {pod} reports moved {workload}'s; due in {:?}",
@@ -472,7 +480,11 @@ impl ConfigSink {
 pub struct PodStatusSink {
     namespace: Option<String>,
     router: Arc<Router>,
-    relist: Relist<(ConfigKey, Box<str>)>,
+    /// Counts the first list as the sync; what a list returned is marked in the cache
+    /// itself (a copy of every key would cost more than the statuses).
+    relist: Relist<()>,
+    /// The list under way, from [`Cache::begin_mount_relist`].
+    listing: Option<u32>,
     /// This watch, for the cache's record of lists under way (a workload is not adopted
     /// from versions a failing list keeps out of date).
     id: u64,
@@ -489,6 +501,7 @@ impl PodStatusSink {
             namespace,
             router,
             relist: Relist::new(on_synced),
+            listing: None,
             // Apart from the ConfigSinks' ids: counted down from the top.
             id: u64::MAX - NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
@@ -499,36 +512,30 @@ impl PodStatusSink {
             Event::InitStart => {
                 self.router.cache.config_relisting(self.id, true);
                 self.relist.start();
+                self.listing = Some(self.router.cache.begin_mount_relist());
             }
-            Event::InitApply(status) => {
-                if let Some(key) = self.apply(&status, true) {
-                    self.relist.saw(key);
-                }
-            }
-            Event::Apply(status) => {
-                self.apply(&status, true);
-            }
-            Event::Delete(status) => {
-                self.apply(&status, false);
-            }
+            Event::InitApply(status) => self.apply(&status, true, self.listing),
+            Event::Apply(status) => self.apply(&status, true, None),
+            Event::Delete(status) => self.apply(&status, false, None),
             Event::InitDone => {
-                let seen = self.relist.finish();
-                let gone = self
-                    .router
-                    .cache
-                    .mounts_not_listed(self.namespace.as_deref(), &seen);
-                for (class, pod) in gone {
-                    log::debug!("{class}: the pod status of Pod {pod} is gone after relist");
-                    self.router.set_mount(&class, &pod, None);
+                self.relist.finish();
+                if let Some(listed) = self.listing.take() {
+                    let gone = self
+                        .router
+                        .cache
+                        .mounts_not_listed(self.namespace.as_deref(), listed);
+                    for (class, pod) in gone {
+                        log::debug!("{class}: the pod status of Pod {pod} is gone after relist");
+                        self.router.set_mount(&class, &pod, None, None);
+                    }
                 }
                 self.router.cache.config_relisting(self.id, false);
             }
         }
     }
 
-    /// Records (`exists`) or forgets a pod status; returns its (class, Pod), `None` for
-    /// one that names no class or Pod.
-    fn apply(&self, status: &PodStatusItem, exists: bool) -> Option<(ConfigKey, Box<str>)> {
+    /// Records (`exists`) or forgets a pod status; `listed`: the relist it came with.
+    fn apply(&self, status: &PodStatusItem, exists: bool, listed: Option<u32>) {
         let mounted = &status.status;
         if mounted.pod_name.is_empty() || mounted.secret_provider_class_name.is_empty() {
             log::debug!(
@@ -536,7 +543,7 @@ impl PodStatusSink {
                 status.metadata.namespace,
                 status.metadata.name
             );
-            return None;
+            return;
         }
         let class = ConfigKey::new(
             ConfigKind::SecretProviderClass,
@@ -544,8 +551,8 @@ impl PodStatusSink {
             &mounted.secret_provider_class_name,
         );
         let objects = exists.then_some(&mounted.objects[..]);
-        self.router.set_mount(&class, &mounted.pod_name, objects);
-        Some((class, mounted.pod_name.as_str().into()))
+        self.router
+            .set_mount(&class, &mounted.pod_name, objects, listed);
     }
 }
 

@@ -19,7 +19,8 @@ use crate::model::pods::is_pod_of;
 use crate::model::workload::WorkloadEntry;
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
+    ConfigKey, ConfigKind, ConfigObject, KeyDigest, MountedObject, ObjectMeta, Resource,
+    WorkloadKey,
 };
 use crate::watch::scope::NamespaceScope;
 
@@ -400,8 +401,11 @@ impl Cache {
         }
     }
 
-    /// Stores a SecretProviderClass's metadata, with the versions its Pods mounted as its
-    /// data (none while no Pod has a pod status for it). Returns the entry before and after.
+    /// Stores a SecretProviderClass's metadata; for one with a delete-mode selector, with
+    /// the versions all its Pods mounted as its data (none while no Pod has a pod status
+    /// for it): delete mode reads them. (Other classes' versions are asked for when
+    /// needed, [`Cache::class_view`]: one copy per class less.) Returns the entry before
+    /// and after.
     pub fn upsert_class(
         &self,
         metadata: &ObjectMeta,
@@ -412,7 +416,9 @@ impl Cache {
             &metadata.name,
         );
         let mounts = self.mounts.read().unwrap();
-        let objects = mounts.view(&key, |_| true).map(|v| v.objects);
+        let objects = annotations::pod_delete_match(&metadata.annotations)
+            .and_then(|_| mounts.view(&key, |_| true))
+            .map(|v| v.objects);
         let entry = ConfigEntry::new(metadata, objects);
         let mut configs = self.configs.write().unwrap();
         let before = configs.get(&key).cloned();
@@ -426,17 +432,19 @@ impl Cache {
         (key, before, after)
     }
 
-    /// Records what `pod` mounted of `class` (`None`: its pod status is gone), and says
-    /// what that moved: the workloads whose versions of the class changed (those that
-    /// mount it, when `pod` is one of their Pods; those that count it by name, when the
-    /// class's versions changed), and the class's own versions, which its cached entry
-    /// then holds. `before_visible` gets the workloads while no reader can see the change
-    /// yet (their debounce windows open before the new versions can be hashed).
+    /// Records what `pod` mounted of `class` (`None`: its pod status is gone; `listed`: the
+    /// relist it came with), and says what that moved: the workloads whose versions of the
+    /// class changed (those that mount it, when `pod` is one of their Pods; those that
+    /// count it by name, when the class's versions changed), and the class's own versions
+    /// (every Pod's), which its cached entry then holds if it is a delete-mode object.
+    /// `before_visible` gets the workloads while no reader can see the change yet (their
+    /// debounce windows open before the new versions can be hashed).
     pub fn set_mount(
         &self,
         class: &ConfigKey,
         pod: &str,
-        objects: Option<&[KeyDigest]>,
+        objects: Option<&[MountedObject]>,
+        listed: Option<u32>,
         before_visible: impl FnOnce(&[WorkloadKey]),
     ) -> MountChange {
         let mut mounts = self.mounts.write().unwrap();
@@ -468,7 +476,16 @@ impl Cache {
             (every_pod, each)
         };
         let (class_before, before) = views(&mounts);
-        if !mounts.set(class, pod, objects) {
+        // A class's key shares its strings with the reverse index when a workload
+        // references it (one copy of the name less per class).
+        let shared = self
+            .workloads
+            .read()
+            .unwrap()
+            .dependents
+            .get_key_value(class)
+            .map(|(key, _)| key.clone());
+        if !mounts.set(shared.as_ref().unwrap_or(class), pod, objects, listed) {
             return MountChange::default();
         }
         let (class_after, after) = views(&mounts);
@@ -482,7 +499,10 @@ impl Cache {
         let class_changed = class_before != class_after;
         if class_changed {
             let mut configs = self.configs.write().unwrap();
-            if let Some(old) = configs.get(class) {
+            if let Some(old) = configs
+                .get(class)
+                .filter(|e| e.pod_delete_match().is_some())
+            {
                 let mut entry = (**old).clone();
                 entry.data = class_after.map(|digests| ConfigData {
                     resource_version: entry.resource_version.clone(),
@@ -503,11 +523,17 @@ impl Cache {
         self.mounts.read().unwrap().view(class, selects)
     }
 
-    /// The pod statuses recorded in one namespace or all that a relist did not return.
+    /// A relist of pod statuses begins; its number goes with what it returns.
+    pub fn begin_mount_relist(&self) -> u32 {
+        self.mounts.write().unwrap().begin_relist()
+    }
+
+    /// The pod statuses recorded in one namespace or all that relist `listed` did not
+    /// return.
     pub fn mounts_not_listed(
         &self,
         namespace: Option<&str>,
-        listed: &HashSet<(ConfigKey, Box<str>)>,
+        listed: u32,
     ) -> Vec<(ConfigKey, Box<str>)> {
         self.mounts.read().unwrap().not_listed(namespace, listed)
     }
@@ -946,9 +972,16 @@ mod tests {
         )
     }
 
-    fn version(v: &str) -> Vec<KeyDigest> {
+    fn version(v: &str) -> Vec<MountedObject> {
         use sha2::Digest as _;
-        vec![(Box::from("db"), sha2::Sha256::digest(v.as_bytes()).into())]
+        vec![(
+            crate::objects::object_id("db"),
+            sha2::Sha256::digest(v.as_bytes()).into(),
+        )]
+    }
+
+    fn shown(v: &str) -> Vec<KeyDigest> {
+        crate::model::mounts::majority(&[&version(v)]).into_vec()
     }
 
     const CSI: Policy = Policy {
@@ -979,7 +1012,7 @@ mod tests {
         let (_, _, entry) = cache.upsert_class(&meta);
         assert!(!entry.is_current(), "no pod status yet: not read");
         let mut seen = Vec::new();
-        let change = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), |w| {
+        let change = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |w| {
             seen.extend(w.to_vec())
         });
         assert_eq!(change.workloads, [key("web")]);
@@ -990,16 +1023,16 @@ mod tests {
             "the class holds every Pod's versions"
         );
         // The same again moves nothing; a second Pod of web with the same versions neither.
-        let again = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), |_| {});
+        let again = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |_| {});
         assert!(again.workloads.is_empty() && !again.class_changed);
-        let same = cache.set_mount(&class, "web-5d8f7-b7z2q", Some(&version("1")), |_| {});
+        let same = cache.set_mount(&class, "web-5d8f7-b7z2q", Some(&version("1")), None, |_| {});
         assert!(same.workloads.is_empty() && !same.class_changed);
         // api's first Pod: api's versions are read now; the class's stay.
-        let api = cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("2")), |_| {});
+        let api = cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("2")), None, |_| {});
         assert_eq!(api.workloads, [key("api")]);
         assert!(!api.class_changed, "two Pods of three report version 1");
         let web = cache.class_view(&class, |p| p.starts_with("web-")).unwrap();
-        assert_eq!(&*web.objects, &version("1")[..]);
+        assert_eq!(&*web.objects, &shown("1")[..]);
         assert_eq!(web.pods, 2);
     }
 
@@ -1013,13 +1046,13 @@ mod tests {
         assert!(crate::model::counted::counted(&cache, &key("web"), &web).is_empty());
         let class = ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault");
         // Another workload's Pod mounted it: still nothing of web's.
-        cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("1")), |_| {});
+        cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("1")), None, |_| {});
         assert!(crate::model::counted::counted(&cache, &key("web"), &web).is_empty());
-        cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), |_| {});
+        cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |_| {});
         let counted = crate::model::counted::counted(&cache, &key("web"), &web);
         assert_eq!(counted.len(), 1);
         let digests = counted[0].1.as_ref().unwrap().digests().unwrap();
-        assert_eq!(digests, &version("1")[..]);
+        assert_eq!(digests, &shown("1")[..]);
         // Without --enable-csi-integration the class is not even a reference.
         let off = WorkloadEntry::from_object(
             &Resource::deployments(),

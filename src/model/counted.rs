@@ -62,8 +62,21 @@ pub fn counted(cache: &Cache, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<C
         if object.reloader_ignore {
             continue;
         }
-        // A class no Pod has a pod status for yet is not read yet.
-        if key.kind == ConfigKind::SecretProviderClass && !object.is_current() {
+        // A class counted by name counts with every Pod's versions; with no pod status
+        // yet, it is not read yet.
+        if key.kind == ConfigKind::SecretProviderClass {
+            let Some(view) = cache.class_view(&key, |_| true) else {
+                continue;
+            };
+            out.push((
+                Reference {
+                    config: key,
+                    all_keys: true,
+                    keys: Default::default(),
+                    required: false,
+                },
+                Some(Arc::new(ConfigEntry::mounted(Some(&object), view.objects))),
+            ));
             continue;
         }
         out.push((

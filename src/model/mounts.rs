@@ -1,6 +1,7 @@
 //! What the Secrets Store CSI driver reports mounted: for each SecretProviderClass, the
 //! objects each Pod mounted and a digest of each one's version (from the Pods'
-//! SecretProviderClassPodStatuses; never the version text), and the versions that count.
+//! SecretProviderClassPodStatuses; never an id's or a version's text), and the versions
+//! that count.
 //!
 //! Pods of one class disagree while a rotation is under way (each remounts on its own
 //! schedule), and a Pod that stopped running keeps reporting what it mounted last. What
@@ -11,42 +12,64 @@
 //! Pods have remounted, and the Pods started by the rollout it causes only add to that
 //! majority.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::HashMap;
 
-use crate::objects::{ConfigKey, KeyDigest};
-
-/// What one Pod mounted of a class: (object id, SHA-256 of its version), sorted by id.
-/// Pods that mounted the same versions share one copy.
-pub type Mounted = Arc<[KeyDigest]>;
+use crate::model::hash::hex;
+use crate::objects::{ConfigKey, KeyDigest, MountedObject};
 
 /// The pod statuses of every class, by class.
 #[derive(Debug, Default)]
 pub struct Mounts {
     classes: HashMap<ConfigKey, ClassMounts>,
     statuses: usize,
+    /// The last relist begun ([`Mounts::begin_relist`]).
+    relists: u32,
 }
 
-/// The Pods that mounted one class, sorted by Pod name.
+/// The Pods that mounted one class. Kept small, as there is one per Pod of the cluster
+/// that mounts a class: 24 bytes and the Pod's name each, the versions shared.
 #[derive(Debug, Default)]
 struct ClassMounts {
-    pods: Vec<(Box<str>, Mounted)>,
+    /// Sorted by Pod name.
+    pods: Vec<PodMount>,
+    /// The distinct sets of versions its Pods report, each with how many Pods report it
+    /// (a slot no Pod uses any more is reused): the first here, as most often there is
+    /// one, the others (during a rotation) in `more`.
+    first: (Box<[MountedObject]>, u32),
+    more: Vec<(Box<[MountedObject]>, u32)>,
+}
+
+#[derive(Debug)]
+struct PodMount {
+    pod: Box<str>,
+    /// Which of the class's sets of versions it mounted ([`ClassMounts::set`]).
+    set: u32,
+    /// The relist that last returned this pod status (0: none, only a watch event).
+    listed: u32,
 }
 
 /// The objects of a class as a set of Pods mounted them: the versions that count, and how
 /// many of the Pods reported them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
-    /// Per object id, the version digest that counts; sorted by id.
+    /// Per object, the version digest that counts, sorted: the object's key is the hex
+    /// of its [`MountedObject`] id.
     pub objects: Box<[KeyDigest]>,
     /// The Pods whose statuses were read.
     pub pods: usize,
 }
 
 impl Mounts {
-    /// Records what `pod` mounted of `class` (`None`: its pod status is gone). Returns
-    /// whether anything changed.
-    pub fn set(&mut self, class: &ConfigKey, pod: &str, objects: Option<&[KeyDigest]>) -> bool {
+    /// Records what `pod` mounted of `class` (`None`: its pod status is gone); `listed`:
+    /// the relist that returned it ([`Mounts::begin_relist`]). Returns whether what is
+    /// mounted changed.
+    pub fn set(
+        &mut self,
+        class: &ConfigKey,
+        pod: &str,
+        objects: Option<&[MountedObject]>,
+        listed: Option<u32>,
+    ) -> bool {
         let Some(objects) = objects else {
             let Some(mounts) = self.classes.get_mut(class) else {
                 return false;
@@ -54,7 +77,8 @@ impl Mounts {
             let Ok(at) = mounts.find(pod) else {
                 return false;
             };
-            mounts.pods.remove(at);
+            let gone = mounts.pods.remove(at);
+            mounts.release(gone.set);
             self.statuses -= 1;
             if mounts.pods.is_empty() {
                 self.classes.remove(class);
@@ -62,23 +86,31 @@ impl Mounts {
             return true;
         };
         let mounts = self.classes.entry(class.clone()).or_default();
-        let at = mounts.find(pod);
-        if let Ok(i) = at {
-            if *mounts.pods[i].1 == *objects {
-                return false;
+        match mounts.find(pod) {
+            Ok(i) => {
+                if let Some(listed) = listed {
+                    mounts.pods[i].listed = listed;
+                }
+                let old = mounts.pods[i].set;
+                if *mounts.set(old) == *objects {
+                    return false;
+                }
+                let set = mounts.share(objects);
+                mounts.release(old);
+                mounts.pods[i].set = set;
             }
-        }
-        // Shared with a Pod that mounted the same versions, most often all of them.
-        let shared = mounts
-            .pods
-            .iter()
-            .find(|(_, m)| **m == *objects)
-            .map(|(_, m)| Arc::clone(m))
-            .unwrap_or_else(|| Arc::from(objects));
-        match at {
-            Ok(i) => mounts.pods[i].1 = shared,
             Err(i) => {
-                mounts.pods.insert(i, (pod.into(), shared));
+                let set = mounts.share(objects);
+                let mount = PodMount {
+                    pod: pod.into(),
+                    set,
+                    listed: listed.unwrap_or(0),
+                };
+                // Grown by an eighth, not doubled: a class's Pods are many small entries.
+                if mounts.pods.len() == mounts.pods.capacity() {
+                    mounts.pods.reserve_exact((mounts.pods.len() / 8).max(1));
+                }
+                mounts.pods.insert(i, mount);
                 self.statuses += 1;
             }
         }
@@ -90,11 +122,11 @@ impl Mounts {
     /// mounted yet, or no Pod runs).
     pub fn view(&self, class: &ConfigKey, selects: impl Fn(&str) -> bool) -> Option<View> {
         let mounts = self.classes.get(class)?;
-        let picked: Vec<&[KeyDigest]> = mounts
+        let picked: Vec<&[MountedObject]> = mounts
             .pods
             .iter()
-            .filter(|(pod, _)| selects(pod))
-            .map(|(_, m)| &**m)
+            .filter(|m| selects(&m.pod))
+            .map(|m| mounts.set(m.set))
             .collect();
         if picked.is_empty() {
             return None;
@@ -114,23 +146,23 @@ impl Mounts {
         self.statuses == 0
     }
 
-    /// The (class, Pod) pairs recorded in one namespace or all that a relist did not
-    /// return (`listed`): the pod statuses gone.
-    pub fn not_listed(
-        &self,
-        namespace: Option<&str>,
-        listed: &HashSet<(ConfigKey, Box<str>)>,
-    ) -> Vec<(ConfigKey, Box<str>)> {
+    /// A relist begins: what it returns is recorded with the number this returns, so that
+    /// [`Mounts::not_listed`] finds what it did not return without a copy of every key.
+    pub fn begin_relist(&mut self) -> u32 {
+        self.relists = self.relists.wrapping_add(1).max(1);
+        self.relists
+    }
+
+    /// The (class, Pod) pairs recorded in one namespace or all that relist `listed` did
+    /// not return: the pod statuses gone.
+    pub fn not_listed(&self, namespace: Option<&str>, listed: u32) -> Vec<(ConfigKey, Box<str>)> {
         let mut gone = Vec::new();
         for (class, mounts) in &self.classes {
             if namespace.is_some_and(|ns| *class.namespace != *ns) {
                 continue;
             }
-            for (pod, _) in &mounts.pods {
-                let key = (class.clone(), pod.clone());
-                if !listed.contains(&key) {
-                    gone.push(key);
-                }
+            for mount in mounts.pods.iter().filter(|m| m.listed != listed) {
+                gone.push((class.clone(), mount.pod.clone()));
             }
         }
         gone
@@ -139,61 +171,116 @@ impl Mounts {
 
 impl ClassMounts {
     fn find(&self, pod: &str) -> Result<usize, usize> {
-        self.pods.binary_search_by(|(p, _)| (**p).cmp(pod))
+        self.pods.binary_search_by(|m| (*m.pod).cmp(pod))
+    }
+
+    /// The objects of set `i`.
+    fn set(&self, i: u32) -> &[MountedObject] {
+        match i {
+            0 => &self.first.0,
+            i => &self.more[i as usize - 1].0,
+        }
+    }
+
+    fn slot(&mut self, i: u32) -> &mut (Box<[MountedObject]>, u32) {
+        match i {
+            0 => &mut self.first,
+            i => &mut self.more[i as usize - 1],
+        }
+    }
+
+    /// The index of a set equal to `objects`, one more Pod using it.
+    fn share(&mut self, objects: &[MountedObject]) -> u32 {
+        let slots = 1 + self.more.len() as u32;
+        if let Some(i) = (0..slots).find(|&i| self.slot(i).1 > 0 && *self.set(i) == *objects) {
+            self.slot(i).1 += 1;
+            return i;
+        }
+        let entry = (Box::from(objects), 1);
+        match (0..slots).find(|&i| self.slot(i).1 == 0) {
+            Some(free) => {
+                *self.slot(free) = entry;
+                free
+            }
+            None => {
+                self.more.push(entry);
+                slots
+            }
+        }
+    }
+
+    /// One Pod less uses set `i`.
+    fn release(&mut self, i: u32) {
+        let (objects, used) = self.slot(i);
+        *used -= 1;
+        if *used == 0 {
+            *objects = Box::default();
+        }
+        if self.more.last().is_some_and(|(_, used)| *used == 0) {
+            self.more.pop();
+        }
     }
 }
 
-/// Per object id, the version digest most of `mounted` report; a tie goes to the greater
-/// digest. An object counts when any of them reports it.
-pub fn majority(mounted: &[&[KeyDigest]]) -> Box<[KeyDigest]> {
+/// Per object, the version most of `mounted` report; a tie goes to the greater digest. An
+/// object counts when any of them reports it. Keys are the hex of the objects' ids.
+pub fn majority(mounted: &[&[MountedObject]]) -> Box<[KeyDigest]> {
     // Most classes have a handful of objects and their Pods agree: small vectors.
-    let mut tally: Vec<(&str, Vec<(&crate::objects::Digest, usize)>)> = Vec::new();
+    let mut tally: Vec<(u64, Vec<(&crate::objects::Digest, usize)>)> = Vec::new();
     for objects in mounted {
         for (id, digest) in objects.iter() {
-            let versions = match tally.iter_mut().find(|(i, _)| *i == &**id) {
-                Some((_, versions)) => versions,
+            let at = match tally.iter().position(|(i, _)| i == id) {
+                Some(at) => at,
                 None => {
-                    tally.push((id, Vec::new()));
-                    &mut tally.last_mut().expect("just pushed").1
+                    tally.push((*id, Vec::new()));
+                    tally.len() - 1
                 }
             };
+            let versions = &mut tally[at].1;
             match versions.iter_mut().find(|(d, _)| *d == digest) {
                 Some((_, count)) => *count += 1,
                 None => versions.push((digest, 1)),
             }
         }
     }
-    let mut out: Vec<KeyDigest> = tally
+    tally.sort_unstable_by_key(|(id, _)| *id);
+    tally
         .into_iter()
         .map(|(id, versions)| {
             let (digest, _) = versions
                 .into_iter()
                 .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)))
                 .expect("an object is counted once it is seen");
-            (Box::from(id), *digest)
+            (hex(&id.to_be_bytes()).into_boxed_str(), *digest)
         })
-        .collect();
-    out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    out.into_boxed_slice()
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::objects::ConfigKind;
+    use crate::objects::{object_id, ConfigKind};
     use sha2::{Digest as _, Sha256};
 
     fn v(version: &str) -> crate::objects::Digest {
         Sha256::digest(version.as_bytes()).into()
     }
 
-    fn objects(pairs: &[(&str, &str)]) -> Vec<KeyDigest> {
-        let mut out: Vec<KeyDigest> = pairs
+    fn objects(pairs: &[(&str, &str)]) -> Vec<MountedObject> {
+        let mut out: Vec<MountedObject> = pairs
             .iter()
-            .map(|(id, ver)| (Box::from(*id), v(ver)))
+            .map(|(id, ver)| (object_id(id), v(ver)))
             .collect();
         out.sort();
         out
+    }
+
+    /// What a view shows of `objects`.
+    fn shown(pairs: &[(&str, &str)]) -> Vec<KeyDigest> {
+        objects(pairs)
+            .into_iter()
+            .map(|(id, d)| (hex(&id.to_be_bytes()).into_boxed_str(), d))
+            .collect()
     }
 
     fn class(name: &str) -> ConfigKey {
@@ -210,13 +297,13 @@ mod tests {
         let mut forward = Mounts::default();
         let mut backward = Mounts::default();
         for (pod, o) in [("p1", &a), ("p2", &b), ("p3", &b)] {
-            forward.set(&class("vault"), pod, Some(o));
+            forward.set(&class("vault"), pod, Some(o), None);
         }
         for (pod, o) in [("p3", &b), ("p2", &b), ("p1", &a)] {
-            backward.set(&class("vault"), pod, Some(o));
+            backward.set(&class("vault"), pod, Some(o), None);
         }
         let view = forward.view(&class("vault"), all).unwrap();
-        assert_eq!(&*view.objects, &objects(&[("db", "2")])[..]);
+        assert_eq!(&*view.objects, &shown(&[("db", "2")])[..]);
         assert_eq!(view.pods, 3);
         assert_eq!(backward.view(&class("vault"), all), Some(view));
     }
@@ -226,18 +313,18 @@ mod tests {
         let mut mounts = Mounts::default();
         let c = class("vault");
         for pod in ["p1", "p2", "p3", "p4"] {
-            mounts.set(&c, pod, Some(&objects(&[("db", "old")])));
+            mounts.set(&c, pod, Some(&objects(&[("db", "old")])), None);
         }
         let seen = |m: &Mounts| m.view(&c, all).unwrap().objects;
         let old = seen(&mounts);
         let mut versions = vec![old.clone()];
         for pod in ["p1", "p2", "p3", "p4"] {
-            mounts.set(&c, pod, Some(&objects(&[("db", "new")])));
+            mounts.set(&c, pod, Some(&objects(&[("db", "new")])), None);
             versions.push(seen(&mounts));
         }
         versions.dedup();
         assert_eq!(versions.len(), 2, "one move, from old to new: {versions:?}");
-        assert_eq!(*versions[1], *objects(&[("db", "new")]));
+        assert_eq!(*versions[1], *shown(&[("db", "new")]));
     }
 
     #[test]
@@ -248,17 +335,17 @@ mod tests {
             &objects(&[("db", "1"), ("api", "a")]),
             &objects(&[("db", "2")]),
         ]);
-        assert_eq!(&*got, &objects(&[("api", "a"), ("db", greater)])[..]);
+        assert_eq!(&*got, &shown(&[("api", "a"), ("db", greater)])[..]);
     }
 
     #[test]
     fn only_the_selected_pods_count_and_none_selected_is_not_read_yet() {
         let mut mounts = Mounts::default();
         let c = class("vault");
-        mounts.set(&c, "web-1", Some(&objects(&[("db", "1")])));
-        mounts.set(&c, "api-1", Some(&objects(&[("db", "2")])));
+        mounts.set(&c, "web-1", Some(&objects(&[("db", "1")])), None);
+        mounts.set(&c, "api-1", Some(&objects(&[("db", "2")])), None);
         let web = mounts.view(&c, |p| p.starts_with("web-")).unwrap();
-        assert_eq!(&*web.objects, &objects(&[("db", "1")])[..]);
+        assert_eq!(&*web.objects, &shown(&[("db", "1")])[..]);
         assert_eq!(mounts.view(&c, |p| p.starts_with("db-")), None);
         assert_eq!(mounts.view(&class("other"), all), None);
     }
@@ -267,16 +354,26 @@ mod tests {
     fn the_same_status_again_changes_nothing_and_pods_with_the_same_versions_share_them() {
         let mut mounts = Mounts::default();
         let c = class("vault");
-        let o = objects(&[("db", "1")]);
-        assert!(mounts.set(&c, "p1", Some(&o)));
-        assert!(!mounts.set(&c, "p1", Some(&o)));
-        assert!(mounts.set(&c, "p2", Some(&o)));
-        let pods = &mounts.classes[&c].pods;
-        assert!(Arc::ptr_eq(&pods[0].1, &pods[1].1));
+        let (one, two) = (objects(&[("db", "1")]), objects(&[("db", "2")]));
+        assert!(mounts.set(&c, "p1", Some(&one), None));
+        assert!(!mounts.set(&c, "p1", Some(&one), None));
+        assert!(mounts.set(&c, "p2", Some(&one), None));
+        assert!(
+            mounts.classes[&c].more.is_empty(),
+            "one copy of the versions"
+        );
         assert_eq!(mounts.len(), 2);
-        assert!(mounts.set(&c, "p1", None));
-        assert!(!mounts.set(&c, "p1", None));
-        assert!(mounts.set(&c, "p2", None));
+        // p1 moves on: two sets; p2 follows: the old one's slot is free, then reused.
+        assert!(mounts.set(&c, "p1", Some(&two), None));
+        assert!(mounts.set(&c, "p2", Some(&two), None));
+        let class_mounts = &mounts.classes[&c];
+        assert_eq!((class_mounts.first.1, class_mounts.more.len()), (0, 1));
+        assert!(mounts.set(&c, "p3", Some(&one), None));
+        assert_eq!(mounts.classes[&c].first.1, 1, "the free slot reused");
+        for pod in ["p1", "p2", "p3"] {
+            assert!(mounts.set(&c, pod, None, None));
+        }
+        assert!(!mounts.set(&c, "p1", None, None));
         assert!(mounts.is_empty() && mounts.classes.is_empty());
     }
 
@@ -286,14 +383,19 @@ mod tests {
         let c = class("vault");
         let elsewhere = ConfigKey::new(ConfigKind::SecretProviderClass, "other", "vault");
         let o = objects(&[("db", "1")]);
-        mounts.set(&c, "p1", Some(&o));
-        mounts.set(&c, "p2", Some(&o));
-        mounts.set(&elsewhere, "p9", Some(&o));
-        let listed = HashSet::from([(c.clone(), Box::from("p1"))]);
+        mounts.set(&c, "p1", Some(&o), None);
+        mounts.set(&c, "p2", Some(&o), None);
+        mounts.set(&elsewhere, "p9", Some(&o), None);
+        let relist = mounts.begin_relist();
+        assert!(
+            !mounts.set(&c, "p1", Some(&o), Some(relist)),
+            "unchanged, but seen"
+        );
         assert_eq!(
-            mounts.not_listed(Some("ns"), &listed),
+            mounts.not_listed(Some("ns"), relist),
             [(c.clone(), Box::from("p2"))]
         );
-        assert_eq!(mounts.not_listed(None, &listed).len(), 2);
+        assert_eq!(mounts.not_listed(None, relist).len(), 2);
+        assert_ne!(mounts.begin_relist(), relist);
     }
 }
