@@ -703,3 +703,48 @@ fn status_and_hash_count_the_classes_a_workload_mounts() {
         "{stdout}"
     );
 }
+
+#[test]
+fn pod_statuses_deleted_while_the_watch_was_down_are_dropped_at_the_relist() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    let mut web = deployment("web", opted_in(), mounts_class("vault", None));
+    web["spec"]["replicas"] = json!(3);
+    fake.apply(web);
+    // One Pod has remounted version 2, two still report version 1: web counts version 1.
+    let pods = fake.pods(NS);
+    let web_pods: Vec<&Value> = pods
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "web")
+        .collect();
+    assert_eq!(web_pods.len(), 3);
+    driver.write(web_pods[0], "vault", &[("db-password", "2")]);
+    for pod in &web_pods[1..] {
+        driver.write(pod, "vault", &[("db-password", "1")]);
+    }
+    let wavelet = start(&fake, &[CSI], &["web"]);
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 0);
+
+    // The watch is down while the two stale statuses go; history is compacted past it,
+    // so wavelet relists: what the relist does not return is gone, and web now counts
+    // version 2.
+    fake.inject(crate::fake::Fault::Slow {
+        method: "WATCH".into(),
+        resource: STATUSES.into(),
+        delay: std::time::Duration::from_millis(300),
+    });
+    fake.close_watches();
+    for pod in &web_pods[1..] {
+        let name = format!("{}-{NS}-vault", pod["metadata"]["name"].as_str().unwrap());
+        assert!(fake.delete(STATUSES, NS, &name));
+    }
+    fake.compact();
+    eventually(&fake, &wavelet, "web rolled for version 2", |f| {
+        rollouts(f, "web") == 1
+    });
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 1, "{}", wavelet.output());
+}

@@ -17,21 +17,27 @@ const PER_STATUS_TARGET_BYTES: f64 = 200.0;
 /// Pod statuses per Deployment of each configuration.
 pub const PODS_PER_DEPLOYMENT: [usize; 3] = [0, 2, 20];
 
+/// What one run measured: RSS after the sync and after the adoption, the peak (KiB), and
+/// the CPU seconds of the sync.
+pub type RunSample = (u64, u64, u64, f64);
+
 /// One configuration's runs.
 pub struct Runs {
     pub cluster: Cluster,
-    /// (RSS after sync, RSS after adoption, peak, sync CPU seconds) of each run, KiB.
-    pub samples: Vec<(u64, u64, u64, f64)>,
+    pub samples: Vec<RunSample>,
 }
 
+/// Which reading of a run.
+type Reading = dyn Fn(&RunSample) -> u64;
+
 impl Runs {
-    fn median(&self, pick: impl Fn(&(u64, u64, u64, f64)) -> u64) -> u64 {
+    fn median(&self, pick: impl Fn(&RunSample) -> u64) -> u64 {
         let mut values: Vec<u64> = self.samples.iter().map(pick).collect();
         values.sort_unstable();
         values[values.len() / 2]
     }
 
-    fn spread(&self, pick: impl Fn(&(u64, u64, u64, f64)) -> u64) -> u64 {
+    fn spread(&self, pick: impl Fn(&RunSample) -> u64) -> u64 {
         let values: Vec<u64> = self.samples.iter().map(pick).collect();
         values.iter().max().unwrap_or(&0) - values.iter().min().unwrap_or(&0)
     }
@@ -80,9 +86,9 @@ pub fn print(all: &[Runs]) {
         "per pod status after sync",
         "per pod status after adoption",
     ]);
-    let after_sync = |s: &(u64, u64, u64, f64)| s.0;
-    let after_adoption = |s: &(u64, u64, u64, f64)| s.1;
-    let per_status = |runs: &Runs, kib: &dyn Fn(&(u64, u64, u64, f64)) -> u64| -> Option<f64> {
+    let after_sync = |s: &RunSample| s.0;
+    let after_adoption = |s: &RunSample| s.1;
+    let per_status = |runs: &Runs, kib: &Reading| -> Option<f64> {
         let added = runs.cluster.pod_statuses();
         (added > 0)
             .then(|| (runs.median(kib) as f64 - base.median(kib) as f64) * 1024.0 / added as f64)

@@ -155,11 +155,8 @@ pub enum ConfigChange {
     Unchanged,
 }
 
-/// The versions of a class that count for some Pods; `None` while none reported any.
-type Versions = Option<Box<[KeyDigest]>>;
-
-/// What a pod status changed: the workloads whose versions of the class moved, and whether
-/// the class's own (every Pod's) versions did.
+/// What a pod status changed: the workloads whose versions of the class may have moved, and
+/// whether a delete-mode class's own (every Pod's) versions did.
 #[derive(Debug, Default)]
 pub struct MountChange {
     pub workloads: Vec<WorkloadKey>,
@@ -433,12 +430,17 @@ impl Cache {
     }
 
     /// Records what `pod` mounted of `class` (`None`: its pod status is gone; `listed`: the
-    /// relist it came with), and says what that moved: the workloads whose versions of the
-    /// class changed (those that mount it, when `pod` is one of their Pods; those that
-    /// count it by name, when the class's versions changed), and the class's own versions
-    /// (every Pod's), which its cached entry then holds if it is a delete-mode object.
-    /// `before_visible` gets the workloads while no reader can see the change yet (their
-    /// debounce windows open before the new versions can be hashed).
+    /// relist it came with), and says what that may have moved: the workloads that mount
+    /// the class, when `pod` is one of their Pods, and those that count it by name (all
+    /// Pods count for them), each then reconciled to find out (see below); and, for a
+    /// delete-mode class, whether the versions all its Pods mounted moved, which its cached
+    /// entry then holds. `before_visible` gets the workloads while no reader can see the
+    /// change yet (their debounce windows open before the new versions can be hashed).
+    ///
+    /// A workload's versions are not compared before and after here: that would cost a
+    /// pass over every Pod of the class for each pod status (25 million name matches for
+    /// the initial list of a DaemonSet of 5,000 Pods), where a reconcile makes one pass per
+    /// debounce window, and finds the hash unchanged when the majority did not move.
     pub fn set_mount(
         &self,
         class: &ConfigKey,
@@ -448,34 +450,6 @@ impl Cache {
         before_visible: impl FnOnce(&[WorkloadKey]),
     ) -> MountChange {
         let mut mounts = self.mounts.write().unwrap();
-        // Who may see a change: a workload mounting the class sees its own Pods' statuses,
-        // one counting it by name sees every Pod's.
-        let watchers: Vec<(WorkloadKey, bool)> = self
-            .dependents(class)
-            .into_iter()
-            .filter_map(|key| {
-                let entry = self.workload(&key)?;
-                if entry.references.iter().any(|r| r.config == *class) {
-                    is_pod_of(&key.resource, &key.name, pod).then_some((key, true))
-                } else {
-                    Some((key, false))
-                }
-            })
-            .collect();
-        let views = |mounts: &Mounts| -> (Versions, Vec<Versions>) {
-            let every_pod = mounts.view(class, |_| true).map(|v| v.objects);
-            let each = watchers
-                .iter()
-                .map(|(key, own_pods)| match own_pods {
-                    true => mounts
-                        .view(class, |p| is_pod_of(&key.resource, &key.name, p))
-                        .map(|v| v.objects),
-                    false => every_pod.clone(),
-                })
-                .collect();
-            (every_pod, each)
-        };
-        let (class_before, before) = views(&mounts);
         // A class's key shares its strings with the reverse index when a workload
         // references it (one copy of the name less per class).
         let shared = self
@@ -488,29 +462,39 @@ impl Cache {
         if !mounts.set(shared.as_ref().unwrap_or(class), pod, objects, listed) {
             return MountChange::default();
         }
-        let (class_after, after) = views(&mounts);
-        let workloads: Vec<WorkloadKey> = watchers
+        // Who may see a change: a workload mounting the class sees its own Pods' statuses,
+        // one counting it by name sees every Pod's.
+        let workloads: Vec<WorkloadKey> = self
+            .dependents(class)
             .into_iter()
-            .zip(before.iter().zip(&after))
-            .filter(|(_, (b, a))| b != a)
-            .map(|((key, _), _)| key)
+            .filter(|key| {
+                self.workload(key).is_some_and(|entry| {
+                    !entry.references.iter().any(|r| r.config == *class)
+                        || is_pod_of(&key.resource, &key.name, pod)
+                })
+            })
             .collect();
         before_visible(&workloads);
-        let class_changed = class_before != class_after;
-        if class_changed {
-            let mut configs = self.configs.write().unwrap();
-            if let Some(old) = configs
-                .get(class)
-                .filter(|e| e.pod_delete_match().is_some())
-            {
-                let mut entry = (**old).clone();
-                entry.data = class_after.map(|digests| ConfigData {
-                    resource_version: entry.resource_version.clone(),
-                    digests,
-                });
-                configs.insert(class.clone(), Arc::new(entry));
+        let mut configs = self.configs.write().unwrap();
+        let class_changed = match configs
+            .get(class)
+            .filter(|e| e.pod_delete_match().is_some())
+        {
+            Some(old) => {
+                let now = mounts.view(class, |_| true).map(|v| v.objects);
+                let changed = old.data.as_ref().map(|d| &d.digests) != now.as_ref();
+                if changed {
+                    let mut entry = (**old).clone();
+                    entry.data = now.map(|digests| ConfigData {
+                        resource_version: entry.resource_version.clone(),
+                        digests,
+                    });
+                    configs.insert(class.clone(), Arc::new(entry));
+                }
+                changed
             }
-        }
+            None => false,
+        };
         MountChange {
             workloads,
             class_changed,
@@ -992,7 +976,7 @@ mod tests {
     };
 
     #[test]
-    fn a_pod_status_moves_only_the_workload_whose_pod_it_is_and_the_class() {
+    fn a_pod_status_wakes_only_the_workload_whose_pod_it_is_and_moves_the_class() {
         let cache = Cache::new();
         for name in ["web", "api"] {
             cache.upsert_workload(
@@ -1020,14 +1004,17 @@ mod tests {
         assert!(change.class_changed);
         assert!(
             cache.config(&class).unwrap().is_current(),
-            "the class holds every Pod's versions"
+            "a delete-mode class holds every Pod's versions"
         );
-        // The same again moves nothing; a second Pod of web with the same versions neither.
+        // The same again moves nothing.
         let again = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |_| {});
         assert!(again.workloads.is_empty() && !again.class_changed);
+        // A second Pod of web with the same versions: web looks (its reconcile finds the
+        // hash unchanged); the class's versions did not move.
         let same = cache.set_mount(&class, "web-5d8f7-b7z2q", Some(&version("1")), None, |_| {});
-        assert!(same.workloads.is_empty() && !same.class_changed);
-        // api's first Pod: api's versions are read now; the class's stay.
+        assert_eq!(same.workloads, [key("web")]);
+        assert!(!same.class_changed);
+        // api's first Pod: api looks; the class's versions stay.
         let api = cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("2")), None, |_| {});
         assert_eq!(api.workloads, [key("api")]);
         assert!(!api.class_changed, "two Pods of three report version 1");
