@@ -11,8 +11,8 @@ use crate::model::counted::counted;
 use crate::model::hash;
 use crate::model::workload::WorkloadEntry;
 use crate::objects::{
-    ClassItem, ConfigKey, ConfigKind, ConfigMapItem, PodStatusItem, Resource, SecretItem,
-    WorkloadKey, WorkloadObject,
+    ConfigKey, ConfigKind, ConfigMapItem, PodStatusItem, Resource, SecretItem, WorkloadKey,
+    WorkloadObject,
 };
 use crate::watch::source::list_each;
 
@@ -301,7 +301,7 @@ fn load_mounts(client: &Client, namespace: Option<&str>, cache: &Cache) -> Resul
         &Resource::secret_provider_classes(),
         namespace,
         Shape::Metadata,
-        &mut |class: ClassItem| {
+        &mut |class: SecretItem| {
             cache.upsert_class(&class.0.metadata);
         },
     )

@@ -64,6 +64,13 @@ pub fn run(scale: f64, debounce: Duration, repeats: usize, progress: impl Fn(&st
                 measured.adoption.settled.peak_kib,
                 measured.sync.at_end.cpu_seconds,
             ));
+            // The benchmark's wavelet stops first: a profiled one then starts on its own.
+            let fake = measured.fake;
+            drop(measured.wavelet);
+            crate::process::hold_for_profiling(
+                "fake",
+                &crate::process::tls_kubeconfig(&fake.url()),
+            );
         }
     }
     all

@@ -21,8 +21,8 @@ use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::Cache;
 use crate::objects::{
-    ClassItem, ConfigKind, ConfigMapItem, NamespaceItem, PodStatusItem, Resource, SecretItem,
-    WorkloadKey, WorkloadObject,
+    ConfigKind, ConfigMapItem, NamespaceItem, PodStatusItem, Resource, SecretItem, WorkloadKey,
+    WorkloadObject,
 };
 use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
@@ -206,19 +206,14 @@ impl Controller {
                         stop,
                         move |e: Event<ConfigMapItem>| sink.handle(e),
                     ),
-                    ConfigKind::Secret => spawn_watch(
+                    // Classes as metadata too (decoded like Secrets: one watcher less in
+                    // the binary).
+                    ConfigKind::Secret | ConfigKind::SecretProviderClass => spawn_watch(
                         source,
                         &health,
                         watch_config.clone(),
                         stop,
                         move |e: Event<SecretItem>| sink.handle(e),
-                    ),
-                    ConfigKind::SecretProviderClass => spawn_watch(
-                        source,
-                        &health,
-                        watch_config.clone(),
-                        stop,
-                        move |e: Event<ClassItem>| sink.handle(e),
                     ),
                 }
             }
@@ -241,7 +236,7 @@ impl Controller {
                     &health,
                     watch_config.clone(),
                     Arc::clone(&stop),
-                    move |e: Event<ClassItem>| classes.handle(e),
+                    move |e: Event<SecretItem>| classes.handle(e),
                 );
                 // Whole objects (a CRD's status is not in its metadata), of which only the
                 // Pod, the class and a digest of each object's version are kept.

@@ -467,7 +467,8 @@ impl ConfigSink {
     }
 
     fn apply(&self, obj: ConfigObject) -> Applied {
-        if obj.data.is_some() {
+        // A class's data is what its Pods mounted, never in the object.
+        if obj.data.is_some() && self.kind != ConfigKind::SecretProviderClass {
             Applied::Kept(self.router.apply_whole(self.kind, obj))
         } else {
             self.router.apply_metadata(self.kind, obj)

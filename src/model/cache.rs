@@ -957,11 +957,8 @@ mod tests {
     }
 
     fn version(v: &str) -> Vec<MountedObject> {
-        use sha2::Digest as _;
-        vec![(
-            crate::objects::object_id("db"),
-            sha2::Sha256::digest(v.as_bytes()).into(),
-        )]
+        use crate::objects::short_digest;
+        vec![(short_digest("db"), short_digest(v))]
     }
 
     fn shown(v: &str) -> Vec<KeyDigest> {

@@ -498,7 +498,9 @@ fn digest_base64_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<KeyDigest
 /// A ConfigMap as a list or watch decodes it.
 pub struct ConfigMapItem(pub ConfigObject);
 
-/// A Secret as a list, watch or GET decodes it: whole (digested) or metadata only.
+/// A Secret as a list, watch or GET decodes it: whole (digested) or metadata only. A
+/// SecretProviderClass, watched as metadata, is decoded the same way (its sink reads only
+/// the metadata, whatever the server sent).
 pub struct SecretItem(pub ConfigObject);
 
 impl<'de> Deserialize<'de> for ConfigMapItem {
@@ -733,14 +735,16 @@ pub struct MountStatus {
     pub objects: Vec<MountedObject>,
 }
 
-/// One object a Pod mounted: the first 8 bytes of the SHA-256 of its id (which tells the
-/// objects of one class apart), and the SHA-256 of its version. Ids are paths or ARNs of
-/// 20 to 100 characters, kept for every class: 8 bytes say which one is which.
-pub type MountedObject = (u64, Digest);
+/// One object a Pod mounted: [`short_digest`]s of its id (which tells the objects of one
+/// class apart) and of its version. Ids are paths or ARNs of 20 to 100 characters, and
+/// versions UUIDs or paths, kept for every Pod that mounts a class: 8 bytes say which one
+/// is which (two versions of one object that agree on 64 bits of SHA-256 would make a
+/// rotation go unseen: one in 2^64).
+pub type MountedObject = (u64, u64);
 
-/// The identity of an object id: the first 8 bytes of its SHA-256, big-endian.
-pub fn object_id(id: &str) -> u64 {
-    let digest: Digest = Sha256::digest(id.as_bytes()).into();
+/// The first 8 bytes of the SHA-256 of `text`, big-endian.
+pub fn short_digest(text: &str) -> u64 {
+    let digest: Digest = Sha256::digest(text.as_bytes()).into();
     u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
@@ -751,43 +755,20 @@ fn digest_object_versions<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Mounted
     struct Object<'a> {
         #[serde(default, borrow)]
         id: std::borrow::Cow<'a, str>,
-        #[serde(default, deserialize_with = "digest_text_value")]
-        version: Digest,
+        #[serde(default, borrow)]
+        version: std::borrow::Cow<'a, str>,
     }
     let objects = Option::<Vec<Object<'de>>>::deserialize(d)?.unwrap_or_default();
     let mut out: Vec<MountedObject> = Vec::with_capacity(objects.len());
     for object in objects {
-        let id = object_id(&object.id);
+        let (id, version) = (short_digest(&object.id), short_digest(&object.version));
         match out.iter_mut().find(|(k, _)| *k == id) {
-            Some(existing) => existing.1 = object.version,
-            None => out.push((id, object.version)),
+            Some(existing) => existing.1 = version,
+            None => out.push((id, version)),
         }
     }
     out.sort_unstable_by_key(|(id, _)| *id);
     Ok(out)
-}
-
-fn digest_text_value<'de, D: Deserializer<'de>>(d: D) -> Result<Digest, D::Error> {
-    Ok(de::DeserializeSeed::deserialize(TextDigestSeed, d)?.0)
-}
-
-/// A SecretProviderClass's metadata (the class itself holds no data wavelet reads: what
-/// counts of it is what its Pods mounted).
-pub struct ClassItem(pub ConfigObject);
-
-impl<'de> Deserialize<'de> for ClassItem {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Wire {
-            #[serde(default)]
-            metadata: ObjectMeta,
-        }
-        let wire = Wire::deserialize(d)?;
-        Ok(ClassItem(ConfigObject {
-            metadata: wire.metadata,
-            data: None,
-        }))
-    }
 }
 
 /// A Pod, reduced to what delete mode decides on.
@@ -931,7 +912,7 @@ mod tests {
         assert_eq!(item.metadata.resource_version, "9");
         assert_eq!(item.status.pod_name, "web-1");
         assert_eq!(item.status.secret_provider_class_name, "vault");
-        let mut ids = [object_id("secret/api"), object_id("secret/db")];
+        let mut ids = [short_digest("secret/api"), short_digest("secret/db")];
         ids.sort();
         let got: Vec<u64> = item.status.objects.iter().map(|(id, _)| *id).collect();
         assert_eq!(got, ids);
@@ -939,8 +920,10 @@ mod tests {
             .status
             .objects
             .iter()
-            .find(|(id, _)| *id == object_id("secret/db"));
-        assert_eq!(db.unwrap().1, <[u8; 32]>::from(Sha256::digest(b"v7")));
+            .find(|(id, _)| *id == short_digest("secret/db"));
+        assert_eq!(db.unwrap().1, short_digest("v7"));
+        let full: [u8; 32] = Sha256::digest(b"v7").into();
+        assert_eq!(short_digest("v7").to_be_bytes(), full[..8]);
         let text = format!("{item:?}");
         assert!(
             !text.contains("v7") && !text.contains("secret/db"),

@@ -1,10 +1,8 @@
 //! The objects the engine watches: how each gives its resourceVersion to the watcher, and
-//! a ConfigMap, Secret or SecretProviderClass as its watcher decodes it (text values,
-//! base64 values, metadata only).
+//! a ConfigMap or Secret as its watcher decodes it (text values vs base64 values).
 
 use crate::objects::{
-    ClassItem, ConfigMapItem, ConfigObject, NamespaceItem, PodStatusItem, SecretItem,
-    WorkloadObject,
+    ConfigMapItem, ConfigObject, NamespaceItem, PodStatusItem, SecretItem, WorkloadObject,
 };
 use crate::watch::watcher;
 
@@ -46,18 +44,6 @@ impl ConfigItem for SecretItem {
 impl watcher::Object for WorkloadObject {
     fn resource_version(&self) -> &str {
         &self.metadata.resource_version
-    }
-}
-
-impl watcher::Object for ClassItem {
-    fn resource_version(&self) -> &str {
-        &self.0.metadata.resource_version
-    }
-}
-
-impl ConfigItem for ClassItem {
-    fn into_object(self) -> ConfigObject {
-        self.0
     }
 }
 
