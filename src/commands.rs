@@ -16,7 +16,8 @@ use crate::model::hash;
 use crate::model::state::{object_key, StateConfigMap, PAUSE_KEY};
 use crate::model::workload::WorkloadEntry;
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigMapItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
+    ConfigKey, ConfigKind, ConfigMapItem, PodStatusItem, Resource, SecretItem, WorkloadKey,
+    WorkloadObject,
 };
 use crate::watch::source::list_each;
 
@@ -132,11 +133,12 @@ pub fn hash(
     };
     let cache = Cache::new();
     load_configs(client, Some(namespace), policy, &cache)?;
-    let resolved = counted(&cache, namespace, &entry);
+    let key = WorkloadKey::new(Arc::new(resource), namespace, name);
+    let resolved = counted(&cache, &key, &entry);
     for (reference, _) in &resolved {
         read_data(client, &cache, &reference.config)?;
     }
-    let resolved = counted(&cache, namespace, &entry);
+    let resolved = counted(&cache, &key, &entry);
     let computed = hash::compute(
         resolved
             .iter()
@@ -155,6 +157,20 @@ pub fn hash(
         } else {
             "optional"
         };
+        if reference.config.kind == ConfigKind::SecretProviderClass {
+            let objects = object
+                .as_ref()
+                .and_then(|o| o.digests())
+                .map_or(0, <[_]>::len);
+            let pods = mounting_pods(&cache, &key, &entry, &reference.config);
+            writeln!(
+                out,
+                "  {} (mounted, {objects} objects, as {pods} Pods report them)",
+                reference.config
+            )
+            .map_err(write_err)?;
+            continue;
+        }
         let keys = if reference.all_keys {
             "all keys".to_string()
         } else {
@@ -164,6 +180,18 @@ pub fn hash(
             )
         };
         writeln!(out, "  {} ({state}, {required}, {keys})", reference.config).map_err(write_err)?;
+    }
+    // Classes it mounts whose versions no pod status of its Pods reports yet.
+    for reference in entry.references.iter().filter(|r| {
+        r.config.kind == ConfigKind::SecretProviderClass
+            && !resolved.iter().any(|(c, _)| c.config == r.config)
+    }) {
+        writeln!(
+            out,
+            "  {} (not read yet: no pod status of its Pods; counts once they mount it)",
+            reference.config
+        )
+        .map_err(write_err)?;
     }
     for missing in &computed.missing {
         writeln!(out, "  missing: {missing}").map_err(write_err)?;
@@ -178,8 +206,27 @@ pub fn hash(
     Ok(())
 }
 
+/// How many Pods' statuses give `workload` its versions of `class`: its own Pods' for a
+/// class it mounts, every Pod's for one it names in a reload list.
+fn mounting_pods(
+    cache: &Cache,
+    workload: &WorkloadKey,
+    entry: &WorkloadEntry,
+    class: &ConfigKey,
+) -> usize {
+    let view = if entry.references.iter().any(|r| r.config == *class) {
+        cache.class_view(class, |pod| {
+            crate::model::pods::is_pod_of(&workload.resource, &workload.name, pod)
+        })
+    } else {
+        cache.class_view(class, |_| true)
+    };
+    view.map_or(0, |v| v.pods)
+}
+
 /// Lists the ConfigMaps (whole) and Secrets (metadata) of one namespace or all into
-/// `cache`, as `run` watches them; a kind the policy ignores is not listed.
+/// `cache`, as `run` watches them; a kind the policy ignores is not listed. With
+/// `--enable-csi-integration`, the SecretProviderClasses and their pod statuses too.
 fn load_configs(
     client: &Client,
     namespace: Option<&str>,
@@ -214,7 +261,55 @@ fn load_configs(
             },
         )?;
     }
+    if policy.csi_integration {
+        load_mounts(client, namespace, cache)?;
+    }
     Ok(())
+}
+
+/// Lists the pod statuses, then the SecretProviderClasses (metadata), as `run` watches
+/// them. A server without the driver's resources has nothing to list.
+fn load_mounts(client: &Client, namespace: Option<&str>, cache: &Cache) -> Result<(), Error> {
+    let listed = list_each(
+        client,
+        &Resource::secret_provider_class_pod_statuses(),
+        namespace,
+        Shape::Whole,
+        &mut |status: PodStatusItem| {
+            let mounted = &status.status;
+            if mounted.pod_name.is_empty() || mounted.secret_provider_class_name.is_empty() {
+                return;
+            }
+            let class = ConfigKey::new(
+                ConfigKind::SecretProviderClass,
+                &status.metadata.namespace,
+                &mounted.secret_provider_class_name,
+            );
+            cache.set_mount(
+                &class,
+                &mounted.pod_name,
+                Some(&mounted.objects),
+                None,
+                |_| {},
+            );
+        },
+    );
+    match listed {
+        Err(e) if e.is_not_found() => {
+            log::warn!("--enable-csi-integration: the API does not serve secrets-store.csi.x-k8s.io/v1 secretproviderclasspodstatuses; SecretProviderClasses count for no workload");
+            return Ok(());
+        }
+        other => other?,
+    }
+    list_each(
+        client,
+        &Resource::secret_provider_classes(),
+        namespace,
+        Shape::Metadata,
+        &mut |class: SecretItem| {
+            cache.upsert_class(&class.0.metadata);
+        },
+    )
 }
 
 /// Prints a table of opted-in workloads and delete-mode objects, and whether each is up
@@ -284,7 +379,7 @@ pub fn status(
         )?;
     }
     for (key, entry) in &workloads {
-        for (reference, _) in counted(&cache, &key.namespace, entry) {
+        for (reference, _) in counted(&cache, key, entry) {
             read_data(client, &cache, &reference.config)?;
         }
     }
@@ -296,7 +391,7 @@ pub fn status(
     )
     .map_err(write_err)?;
     for (key, entry) in &workloads {
-        let resolved = counted(&cache, &key.namespace, entry);
+        let resolved = counted(&cache, key, entry);
         let computed = hash::compute(
             resolved
                 .iter()
@@ -400,7 +495,7 @@ fn rolling_in_wave(
         crate::model::rollout_status::RolloutStatus::Done => return None,
     };
     let id = record::workload_id(key);
-    for (reference, _) in counted(&judge.cache, &key.namespace, entry) {
+    for (reference, _) in counted(&judge.cache, key, entry) {
         let (Some(change), _) = judge.change(&reference.config) else {
             continue;
         };
@@ -567,6 +662,9 @@ pub fn resume(
 }
 
 fn read_data(client: &Client, cache: &Cache, key: &ConfigKey) -> Result<(), Error> {
+    if key.kind == ConfigKind::SecretProviderClass {
+        return Ok(()); // its versions came with the pod statuses
+    }
     let Some(entry) = cache.config(key).filter(|e| !e.is_current()) else {
         return Ok(());
     };

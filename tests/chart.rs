@@ -110,6 +110,19 @@ fn the_chart_with_the_proxy_sidecar_renders_exactly_the_plain_proxy_sidecar_mani
 }
 
 #[test]
+fn the_chart_with_the_csi_integration_renders_exactly_the_plain_csi_manifests() {
+    let Some(helm) = helm() else { return };
+    let got = template(&helm, &["--set", "csiIntegration=true"]).unwrap();
+    let mut want = crate::kustomize::plain_with_csi();
+    want.retain(|(kind, _, _), _| kind != "Namespace");
+    assert_same_objects(
+        "chart csiIntegration=true vs manifests/ cluster-wide + csi",
+        &got,
+        &want,
+    );
+}
+
+#[test]
 fn every_object_the_chart_renders_for_a_matrix_of_values_matches_the_openapi_schema() {
     let Some(helm) = helm() else { return };
     let matrix: &[&[&str]] = &[
@@ -125,6 +138,8 @@ fn every_object_the_chart_renders_for_a_matrix_of_values_matches_the_openapi_sch
             "apiQps=0.5",
             "--set",
             "apiBurst=1",
+            "--set",
+            "csiIntegration=true",
         ],
         &[
             "--set",
@@ -222,6 +237,7 @@ fn a_wrong_value_fails_at_helm_template_naming_the_value() {
         ("fanOut=canary", "/fanOut"),
         ("waveSize=0%", "/waveSize"),
         ("rolloutTimeout=0s", "/rolloutTimeout"),
+        ("csiIntegration=yes", "/csiIntegration"),
     ] {
         let err = template(&helm, &["--set", value]).expect_err(value);
         assert!(err.contains(path), "{value}: {err}");
@@ -700,6 +716,8 @@ fn the_charts_rbac_is_exactly_what_wavelet_sends_with_the_flags_it_renders() {
         // More than 10 namespaces: wavelet watches all namespaces once and keeps these, and
         // the chart grants the ClusterRole.
         vec!["--set", "namespaces={apps,n1,n2,n3,n4,n5,n6,n7,n8,n9,n10}"],
+        vec!["--set", "csiIntegration=true"],
+        vec!["--set", "namespaces={apps}", "--set", "csiIntegration=true"],
     ];
     // Each scenario has its own fake API server: run them side by side.
     std::thread::scope(|scope| {

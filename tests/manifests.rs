@@ -354,6 +354,7 @@ fn the_examples_reference_only_objects_that_the_examples_define() {
             let kind = match reference.config.kind {
                 wavelet::objects::ConfigKind::ConfigMap => "ConfigMap",
                 wavelet::objects::ConfigKind::Secret => "Secret",
+                wavelet::objects::ConfigKind::SecretProviderClass => "SecretProviderClass",
             };
             let key = (
                 kind.to_string(),

@@ -105,6 +105,13 @@ fn installed() -> Vec<Grant> {
     all
 }
 
+/// The cluster-wide shape with `manifests/csi/` (`--enable-csi-integration`).
+fn installed_with_csi() -> Vec<Grant> {
+    let mut all = installed();
+    all.extend(grants(&manifest("csi/clusterrole.yaml")));
+    all
+}
+
 /// Non-resource requests every authenticated user may send: discovery and version (the
 /// `system:discovery` and `system:public-info-viewer` ClusterRoles).
 fn public(access: &Access) -> bool {
@@ -153,6 +160,15 @@ impl Run {
         Run {
             args: vec!["--leader-elect".into()],
             env: Vec::new(),
+        }
+    }
+
+    /// What kustomize/csi runs: the manifests' Deployment with
+    /// `WAVELET_ENABLE_CSI_INTEGRATION=true`.
+    fn manifests_with_csi() -> Run {
+        Run {
+            args: vec!["--leader-elect".into()],
+            env: vec![("WAVELET_ENABLE_CSI_INTEGRATION".into(), "true".into())],
         }
     }
 
@@ -314,6 +330,20 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
         opted_in(),
         mounts_configmap("later-config"),
     ));
+    // --enable-csi-integration: the driver's CRDs are installed, with a SecretProviderClass
+    // and a pod status for each Pod of `apps` (wavelet lists and watches both).
+    if run.has("--enable-csi-integration") {
+        crate::csi::install_csi_driver(&fake);
+        fake.apply(crate::csi::secret_provider_class(
+            "apps",
+            "vault",
+            json!({}),
+        ));
+        let driver = crate::csi::Driver::new(&fake);
+        for pod in fake.pods("apps") {
+            driver.write(&pod, "vault", &[("db-password", "1")]);
+        }
+    }
     let mut cache = configmap("apps", "cache-config", &[("size", "1")]);
     cache["metadata"]["annotations"] = json!({
         "wavelet.dev/pod-delete-match": "app=web",
@@ -488,6 +518,22 @@ pub fn assert_exactly(what: &str, grants: &[Grant], accesses: &[Access]) {
 fn rbac_allows_every_request_of_both_modes_and_every_rule_is_used() {
     let accesses = both_modes_scenario(&Run::manifests());
     assert_exactly("the manifests", &installed(), &accesses);
+}
+
+#[test]
+fn with_the_csi_integration_rbac_allows_every_request_and_every_rule_is_used() {
+    let accesses = both_modes_scenario(&Run::manifests_with_csi());
+    assert!(
+        accesses
+            .iter()
+            .any(|a| a.resource == "secretproviderclasspodstatuses" && a.verb == "watch"),
+        "the scenario watched the pod statuses"
+    );
+    assert_exactly(
+        "the manifests with manifests/csi/",
+        &installed_with_csi(),
+        &accesses,
+    );
 }
 
 /// Every request the binary sent to any fake server in this process so far (tests run in

@@ -512,7 +512,6 @@ fn resource_label_selector_is_sent_to_the_server_and_an_unlabelled_object_does_n
 #[test]
 fn reloader_flags_whose_meaning_wavelet_does_not_share_exit_2_with_what_it_does_instead() {
     for (flag, says) in [
-        ("--enable-csi-integration", "SecretProviderClassPodStatus"),
         (
             "--webhook-url=http://x",
             "--dry-run with ALERT_ON_RELOAD=true",

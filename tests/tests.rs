@@ -15,6 +15,7 @@
 //! - `malformed`: oversized, non-UTF-8 and deeply nested answers are rejected; memory stays bounded.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `reloader`: Reloader's annotations (auto, typed auto, reload lists, search/match, exclude, ignore, pause-period) and opt-in flags.
+//! - `csi`: the Secrets Store CSI driver (`--enable-csi-integration`): a rotation rolls each workload that mounts the class once; unrelated classes, adoption and first mounts roll nothing; Reloader's class annotations; delete mode on a class; `status`/`hash`.
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
 //! - `reloader_chart`: a Reloader values file gives the same requests through Reloader's chart (image swapped) and wavelet's.
 //! - `reloader_switch`: Reloader's alerts (each sink's shape, retries, a dead receiver, TLS, proxy), its metric and probe paths.
@@ -40,6 +41,7 @@ mod chart;
 mod chroot;
 mod commands;
 mod connecting;
+mod csi;
 mod delete_mode;
 mod fake;
 mod fanout;

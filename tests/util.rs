@@ -400,7 +400,8 @@ pub fn hashes(
 }
 
 /// The hash wavelet should write for a workload given what the fake holds now, computed
-/// with the library's own pure functions.
+/// with the library's own pure functions (without `--enable-csi-integration`: its
+/// SecretProviderClasses do not count).
 pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> String {
     use wavelet::objects::{ConfigKind, ConfigObject, WorkloadObject};
     let obj: WorkloadObject =
@@ -408,16 +409,17 @@ pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> St
     let refs = wavelet::model::references::references(&obj);
     let resolved: Vec<_> = refs
         .iter()
+        .filter(|r| r.config.kind != ConfigKind::SecretProviderClass)
         .map(|r| {
-            let plural = match r.config.kind {
-                ConfigKind::ConfigMap => "configmaps",
-                ConfigKind::Secret => "secrets",
-            };
             let digests = fake
-                .get(plural, &r.config.namespace, &r.config.name)
+                .get(
+                    &r.config.kind.resource().plural,
+                    &r.config.namespace,
+                    &r.config.name,
+                )
                 .and_then(|json| match r.config.kind {
                     ConfigKind::ConfigMap => ConfigObject::configmap(json).unwrap().data,
-                    ConfigKind::Secret => ConfigObject::secret(json).unwrap().data,
+                    _ => ConfigObject::secret(json).unwrap().data,
                 });
             (r, digests)
         })

@@ -24,17 +24,22 @@
 //! budget, and the threads, connections, watches and memory of `--namespaces` with 10 and
 //! 500 namespaces, and `--per-namespace-watches` with 10 and 100 (`polite.rs`).
 //!
+//! Then the Secrets Store CSI driver (`csi.rs`): the same cluster with a
+//! SecretProviderClass per Deployment, and 0, 2,000 and 20,000 pod statuses: memory per
+//! pod status (target under 200 bytes).
+//!
 //! Run: `cargo bench --bench footprint` (a few minutes on 2 cores, plus about nine for the
 //! adoption under the default budget). To measure the static
 //! binary that ships, build it and point `WAVELET_BENCH_BINARY` at it:
 //! `CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --target x86_64-unknown-linux-musl --bin wavelet`.
 //!
-//! Environment: `WAVELET_BENCH_ONLY=default|scaling|churn|polite` (`churn`: only the churn
+//! Environment: `WAVELET_BENCH_ONLY=default|scaling|churn|polite|csi` (`churn`: only the churn
 //! step of the scaling run), `WAVELET_BENCH_SCALE` (object counts ×, default 1),
 //! `WAVELET_BENCH_CHURN_NAMESPACES` (per round, default 1000), `WAVELET_BENCH_CHURN_ROUNDS`
 //! (default 10), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
-//! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024).
+//! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024),
+//! `WAVELET_BENCH_CSI_RUNS` (runs of each CSI configuration, default 3).
 //! `WAVELET_BENCH_HOLD=<file>` keeps the API server (the fake of the default scenario and of
 //! each scaling cell, or the real control plane) up after its run for profiling: the file
 //! names its kubeconfig; removing the file goes on.
@@ -53,6 +58,7 @@ mod fake;
 mod cluster;
 
 mod calls;
+mod csi;
 mod measure;
 mod polite;
 mod process;
@@ -88,6 +94,7 @@ struct Options {
     max_data_mib: usize,
     churn_namespaces: usize,
     churn_rounds: usize,
+    csi_runs: usize,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -104,9 +111,9 @@ impl Options {
         let only = std::env::var("WAVELET_BENCH_ONLY").ok();
         if let Some(part) = only
             .as_deref()
-            .filter(|p| !["default", "scaling", "churn", "polite"].contains(p))
+            .filter(|p| !["default", "scaling", "churn", "polite", "csi"].contains(p))
         {
-            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn or polite");
+            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn, polite or csi");
         }
         Options {
             only,
@@ -117,6 +124,7 @@ impl Options {
             max_data_mib: env_or("WAVELET_BENCH_MAX_DATA_MIB", 1024),
             churn_namespaces: env_or("WAVELET_BENCH_CHURN_NAMESPACES", 1000),
             churn_rounds: env_or("WAVELET_BENCH_CHURN_ROUNDS", 10),
+            csi_runs: env_or("WAVELET_BENCH_CSI_RUNS", 3),
         }
     }
 
@@ -284,5 +292,13 @@ fn main() {
     if options.runs("polite") {
         let workloads = ((10_000.0 * options.scale).round() as usize).max(10);
         polite::print(&polite::run(workloads, options.scale, options.debounce));
+    }
+    if options.runs("csi") {
+        csi::print(&csi::run(
+            options.scale,
+            options.debounce,
+            options.csi_runs,
+            progress,
+        ));
     }
 }

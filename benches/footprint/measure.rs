@@ -349,7 +349,14 @@ pub fn start_and_sync(cluster: &Cluster, debounce: Duration) -> Measured {
     let fake = FakeApi::start_tls();
     let load = cluster.load(&fake);
     let harness_before = Sample::of(std::process::id());
-    let wavelet = Wavelet::start_tls(&fake.url(), debounce);
+    let wavelet = match cluster.csi_pods_per_deployment {
+        Some(_) => Wavelet::start_tls_with(
+            &fake.url(),
+            debounce,
+            &["--enable-csi-integration".to_string()],
+        ),
+        None => Wavelet::start_tls(&fake.url(), debounce),
+    };
     let sync = initial_sync(&fake, &wavelet, harness_before);
     let adoption = adoption(&fake, &wavelet, &sync, cluster.deployments);
     Measured {

@@ -101,6 +101,7 @@ fn adoption_under_default_budget(workloads: usize, debounce: Duration) -> Adopti
         object_size: 1024,
         helm_secrets: 0,
         helm_secret_size: 0,
+        csi_pods_per_deployment: None,
     };
     crate::progress(&format!(
         "politeness: adopting {workloads} workloads under the default budget"

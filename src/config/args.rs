@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::flags::{find_flag, find_short, refused, Flag, FlagDefault};
+use crate::config::flags::{find_flag, find_short, Flag, FlagDefault};
 use crate::config::reloader::{self, Judged};
 use crate::error::Error;
 
@@ -69,9 +69,6 @@ pub(super) fn split_args(args: &[String]) -> Result<Raw<'_>, Error> {
                     Some((name, value)) => (name, Some(value)),
                     None => (body, None),
                 };
-                if let Some(err) = refused(name) {
-                    return Err(err);
-                }
                 if let Some(judged) = reloader::find(name) {
                     let spelled = format!("--{name}");
                     let value = match (judged.takes_value, inline) {

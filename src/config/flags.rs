@@ -4,9 +4,6 @@
 //! whatever their value, with what it does instead. Parsing and `--help` both read these
 //! tables; the Reloader flags judged by value are in `reloader.rs`.
 
-use crate::config::args::config_error;
-use crate::error::Error;
-
 /// Which commands a flag applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Scope {
@@ -433,6 +430,13 @@ pub(super) static FLAGS: &[Flag] = &[
         "Secrets are not watched and count for no workload (not missing either); delete mode on Secrets is off; no RBAC on secrets is needed",
     ),
     flag(
+        "enable-csi-integration",
+        None,
+        FlagDefault::Value("false"),
+        Scope::Hashing,
+        "Reloader's flag: follow the Secrets Store CSI driver: a SecretProviderClass a workload mounts counts with the version of each object its Pods mounted (SecretProviderClassPodStatus), so a rotation in Vault or a cloud secret store rolls it; needs list/watch on secretproviderclasspodstatuses and secretproviderclasses",
+    ),
+    flag(
         "resources-to-ignore",
         Some("configmaps|secrets"),
         FlagDefault::Unset("none"),
@@ -494,14 +498,6 @@ pub(super) static FLAGS: &[Flag] = &[
     },
 ];
 
-/// Stakater Reloader's flags whose meaning wavelet does not share whatever their value,
-/// with what it does instead: refused, never silently ignored, so a switched Deployment
-/// says what changed. (Reloader's other flags are judged by value: `reloader.rs`.)
-pub(super) static REFUSED: &[(&str, &str)] = &[(
-    "enable-csi-integration",
-    "wavelet does not watch SecretProviderClassPodStatus objects",
-)];
-
 /// Reloader's spellings of wavelet's flags (v1.4.22's leader-election timings): the same
 /// flag, so giving both is giving it twice.
 pub(super) static ALIASES: &[(&str, &str)] = &[
@@ -509,15 +505,6 @@ pub(super) static ALIASES: &[(&str, &str)] = &[
     ("leader-election-renew-deadline", "renew-deadline"),
     ("leader-election-retry-period", "retry-period"),
 ];
-
-/// The error for a flag of [`REFUSED`], or `None`.
-pub(super) fn refused(name: &str) -> Option<Error> {
-    REFUSED.iter().find(|(n, _)| *n == name).map(|(n, instead)| {
-        config_error(format!(
-            "--{n} is a Stakater Reloader flag whose meaning wavelet does not share: {instead}; remove it (README: Coming from Reloader)"
-        ))
-    })
-}
 
 pub(super) fn find_flag(name: &str) -> Option<&'static Flag> {
     let name = ALIASES
@@ -631,6 +618,7 @@ mod tests {
             "auto-reload-all" => ("run", "true", |c| c.policy.auto_reload_all),
             "ignore-configmaps" => ("status", "true", |c| c.policy.ignore_configmaps),
             "ignore-secrets" => ("run", "true", |c| c.policy.ignore_secrets),
+            "enable-csi-integration" => ("run", "true", |c| c.policy.csi_integration),
             "resources-to-ignore" => ("run", "secrets", |c| c.policy.ignore_secrets),
             "namespaces-to-ignore" => ("run", "kube-system,b", |c| {
                 run(c).reloader.namespaces_to_ignore == ["kube-system", "b"]
@@ -760,17 +748,6 @@ mod tests {
         // The defaults go through the same validation as user input, for every command.
         for command in ["run", "status", "version"] {
             parse_with(command, &[]).unwrap_or_else(|e| panic!("{command}: {e}"));
-        }
-    }
-
-    #[test]
-    fn reloader_flags_whose_meaning_wavelet_does_not_share_are_refused_with_what_it_does_instead() {
-        for (name, instead) in REFUSED {
-            let message = error(&format!("--{name}=x"), &[]);
-            assert!(
-                message.starts_with(&format!("--{name} is a Stakater Reloader flag whose meaning wavelet does not share: {instead}")),
-                "{message}"
-            );
         }
     }
 

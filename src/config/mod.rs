@@ -63,7 +63,8 @@ pub struct Config {
     /// each, logged once at start (at info).
     pub notes: Vec<String>,
     /// What decides opt-in and counting, shared by `run`, `status` and `hash`:
-    /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`.
+    /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`,
+    /// `--enable-csi-integration`.
     pub policy: Policy,
     /// How a change shared by several workloads rolls: `run` decides by it, `status`
     /// shows it.
@@ -404,20 +405,26 @@ impl Default for LeaseTimings {
 }
 
 /// Run-wide settings that decide opt-in and counting: `--auto-reload-all`,
-/// `--ignore-configmaps`, `--ignore-secrets`. `run`, `status` and `hash` share them.
+/// `--ignore-configmaps`, `--ignore-secrets`, `--enable-csi-integration`. `run`, `status`
+/// and `hash` share them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Policy {
     pub auto_reload_all: bool,
     pub ignore_configmaps: bool,
     pub ignore_secrets: bool,
+    /// `--enable-csi-integration`: SecretProviderClasses count (off by default, as in
+    /// Reloader: it needs RBAC on the driver's resources).
+    pub csi_integration: bool,
 }
 
 impl Policy {
-    /// Objects of this kind never count (`--ignore-configmaps`, `--ignore-secrets`).
+    /// Objects of this kind never count (`--ignore-configmaps`, `--ignore-secrets`, and
+    /// SecretProviderClasses without `--enable-csi-integration`).
     pub fn ignores(&self, kind: ConfigKind) -> bool {
         match kind {
             ConfigKind::ConfigMap => self.ignore_configmaps,
             ConfigKind::Secret => self.ignore_secrets,
+            ConfigKind::SecretProviderClass => !self.csi_integration,
         }
     }
 }

@@ -304,6 +304,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         auto_reload_all: look.required("auto-reload-all", parse_bool)?,
         ignore_configmaps: ignore_configmaps || look.required("ignore-configmaps", parse_bool)?,
         ignore_secrets: ignore_secrets || look.required("ignore-secrets", parse_bool)?,
+        csi_integration: look.required("enable-csi-integration", parse_bool)?,
     };
     if policy.ignore_configmaps && policy.ignore_secrets {
         return Err(config_error(

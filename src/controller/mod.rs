@@ -12,7 +12,7 @@ use crate::client::{Client, Limits, Shape};
 use crate::config::Policy;
 use crate::config::{FanOut, RunConfig, WorkloadKind};
 use crate::controller::sinks::{
-    ConfigSink, NamespaceSink, OnSynced, Router, StateSink, WorkloadSink,
+    ConfigSink, NamespaceSink, OnSynced, PodStatusSink, Router, StateSink, WorkloadSink,
 };
 use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
@@ -23,7 +23,8 @@ use crate::hashmode::throttle::{Debounce, Throttled};
 use crate::model::cache::Cache;
 use crate::model::state::{StateConfigMap, StateObject};
 use crate::objects::{
-    ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
+    ConfigKind, ConfigMapItem, NamespaceItem, PodStatusItem, Resource, SecretItem, WorkloadKey,
+    WorkloadObject,
 };
 use crate::ops::alerts::{self, Alerts};
 use crate::ops::events::Recorder;
@@ -251,9 +252,12 @@ impl Controller {
         // Namespaces are watched for --namespace-selector, and for their fan-out
         // annotations whenever wavelet watches every namespace (the cluster-wide install).
         let watch_namespaces = reloader.namespace_selector.is_some() || namespaces == [None];
+        // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
+        let csi = policy.csi_integration && serves_csi_driver(&client);
         // One more: the watch of wavelet-state, so its copy is the listed one before the
         // first reconcile (never a GET racing the watch).
-        let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
+        let watchers = namespaces.len()
+            * (config_kinds.len() + workload_resources.len() + if csi { 2 } else { 0 })
             + usize::from(watch_namespaces)
             + 1;
         let listed = Arc::new(Latch::new(watchers));
@@ -283,7 +287,7 @@ impl Controller {
                 // Secrets as metadata only; the fetcher reads those that matter.
                 let shape = match kind {
                     ConfigKind::ConfigMap => Shape::Whole,
-                    ConfigKind::Secret => Shape::Metadata,
+                    ConfigKind::Secret | ConfigKind::SecretProviderClass => Shape::Metadata,
                 };
                 let source =
                     ApiSource::new(client.clone(), kind.resource(), namespace.clone(), shape)
@@ -305,7 +309,9 @@ impl Controller {
                             }
                         },
                     ),
-                    ConfigKind::Secret => spawn_watch(
+                    // Classes as metadata too (decoded like Secrets: one watcher less in
+                    // the binary).
+                    ConfigKind::Secret | ConfigKind::SecretProviderClass => spawn_watch(
                         source,
                         &health,
                         watch_config.clone(),
@@ -317,6 +323,58 @@ impl Controller {
                         },
                     ),
                 }
+            }
+            if csi {
+                let mut classes = ConfigSink::new(
+                    ConfigKind::SecretProviderClass,
+                    namespace.clone(),
+                    Arc::clone(&router),
+                    on_listed(),
+                );
+                let source = ApiSource::new(
+                    client.clone(),
+                    Resource::secret_provider_classes(),
+                    namespace.clone(),
+                    Shape::Metadata,
+                )
+                .filtered(None, namespace_filter.as_deref());
+                // Above 10 --namespaces, as every other watch: one over all namespaces,
+                // keeping those listed.
+                let keep_classes = keep.clone();
+                spawn_watch(
+                    source,
+                    &health,
+                    watch_config.clone(),
+                    Arc::clone(&stop),
+                    move |e: Event<SecretItem>| {
+                        if keep_classes.as_ref().is_none_or(|k| k.keeps(&e)) {
+                            classes.handle(e)
+                        }
+                    },
+                );
+                // Whole objects (a CRD's status is not in its metadata), of which only the
+                // Pod, the class and a digest of each object's version are kept.
+                let mut statuses =
+                    PodStatusSink::new(namespace.clone(), Arc::clone(&router), on_listed());
+                let source = ApiSource::new(
+                    client.clone(),
+                    Resource::secret_provider_class_pod_statuses(),
+                    namespace.clone(),
+                    Shape::Whole,
+                )
+                .filtered(None, namespace_filter.as_deref());
+                let keep_statuses = keep.clone();
+                spawn_watch(
+                    source,
+                    &health,
+                    watch_config.clone(),
+                    Arc::clone(&stop),
+                    move |e: Event<PodStatusItem>| {
+                        if keep_statuses.as_ref().is_none_or(|k| k.keeps(&e)) {
+                            statuses.handle(e)
+                        }
+                    },
+                );
             }
             for resource in &workload_resources {
                 let resource = Arc::new(resource.clone());
@@ -434,8 +492,14 @@ impl Controller {
                 }
                 synced.count_down();
                 let (configs, workloads) = cache.sizes();
+                let statuses = cache.pod_statuses();
+                let mounts = if statuses > 0 {
+                    format!(", {statuses} SecretProviderClass pod statuses")
+                } else {
+                    String::new()
+                };
                 log::info!(
-                    "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads",
+                    "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads{mounts}",
                     started.elapsed()
                 );
             });
@@ -854,6 +918,24 @@ fn ignored_namespaces_field_selector(ignored: &[String]) -> Option<String> {
             .collect::<Vec<_>>()
             .join(",")
     })
+}
+
+/// Whether the API serves the Secrets Store CSI driver's `secretproviderclasses` and
+/// `secretproviderclasspodstatuses` (`secrets-store.csi.x-k8s.io/v1`); says so either way.
+/// Asked once at start, like Argo Rollouts: a driver installed later needs a restart.
+fn serves_csi_driver(client: &Client) -> bool {
+    let served = [
+        Resource::secret_provider_classes(),
+        Resource::secret_provider_class_pod_statuses(),
+    ]
+    .iter()
+    .all(|r| discovered_kind(client, r).is_some());
+    if served {
+        log::info!("--enable-csi-integration: watching secrets-store.csi.x-k8s.io/v1 secretproviderclasses and secretproviderclasspodstatuses");
+    } else {
+        log::warn!("--enable-csi-integration: the API does not serve secrets-store.csi.x-k8s.io/v1 secretproviderclasspodstatuses (is the Secrets Store CSI driver installed?); SecretProviderClasses count for no workload until wavelet is restarted after it is");
+    }
+    served
 }
 
 /// Whether the API serves `argoproj.io/v1alpha1` `rollouts` (Argo Rollouts installed).

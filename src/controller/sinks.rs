@@ -1,7 +1,7 @@
 //! From watch events to work: the sinks write what each watcher reports into the cache,
-//! and the [`Router`] turns a change of a ConfigMap or Secret into what it causes —
-//! debounce windows and reconciles of the workloads that reference it, a delete-mode
-//! reconcile, a read of a Secret's data.
+//! and the [`Router`] turns a change of a ConfigMap, Secret, SecretProviderClass or pod
+//! status into what it causes — debounce windows and reconciles of the workloads that
+//! reference it, a delete-mode reconcile, a read of a Secret's data.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,8 +16,10 @@ use crate::model::references::Reference;
 use crate::model::state::{StateConfigMap, StateObject, PAUSE_KEY};
 use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
+use crate::objects::MountedObject;
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, Resource, WorkloadKey, WorkloadObject,
+    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, PodStatusItem, Resource, WorkloadKey,
+    WorkloadObject,
 };
 use crate::watch::fetch::{FetchSink, Fetcher, Need};
 use crate::watch::objects::ConfigItem;
@@ -94,6 +96,9 @@ impl Router {
     /// releases, service-account tokens, certificates), and one that becomes referenced is
     /// read then (a new pattern lists its namespace). Returns the key when it is kept.
     fn apply_metadata(&self, kind: ConfigKind, obj: ConfigObject) -> Applied {
+        if kind == ConfigKind::SecretProviderClass {
+            return self.apply_class(obj);
+        }
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
         let wanted = self.cache.is_referenced(&key)
             || annotations::pod_delete_match(&obj.metadata.annotations).is_some();
@@ -122,6 +127,59 @@ impl Router {
             self.delete_mode_changed(&key);
         }
         Applied::Kept(key)
+    }
+
+    /// A SecretProviderClass's metadata. Every one is kept (a namespace has a few): its
+    /// annotations say whether it counts (Reloader's `ignore` and `match`) and whether
+    /// delete mode acts on it; its data is what its Pods mounted, which the pod statuses
+    /// bring ([`Router::set_mount`]), so nothing is read.
+    fn apply_class(&self, obj: ConfigObject) -> Applied {
+        let (key, before, after) = self.cache.upsert_class(&obj.metadata);
+        if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
+            return Applied::Kept(key);
+        }
+        match &before {
+            Some(before) => self.recount(&key, Some(before)),
+            // Workloads that name it in a reload list count it from now on.
+            None => self.wake_dependents(&key),
+        }
+        let was_delete_mode = before.is_some_and(|b| b.pod_delete_match().is_some());
+        let is_delete_mode = after.pod_delete_match().is_some();
+        if is_delete_mode || was_delete_mode {
+            self.delete_mode_changed(&key);
+        }
+        Applied::Kept(key)
+    }
+
+    /// A pod status: what one Pod mounted of one SecretProviderClass (`None`: the status
+    /// is gone, with its Pod). The workloads whose versions of the class moved reconcile
+    /// once their debounce window closes; delete mode looks at the class when every Pod's
+    /// versions moved.
+    pub fn set_mount(
+        &self,
+        class: &ConfigKey,
+        pod: &str,
+        objects: Option<&[MountedObject]>,
+        listed: Option<u32>,
+    ) {
+        let change = self
+            .cache
+            .set_mount(class, pod, objects, listed, |workloads| {
+                let now = Instant::now();
+                for workload in workloads {
+                    self.windows.note_change(workload.clone(), now);
+                }
+            });
+        for workload in change.workloads {
+            log::debug!(
+                "{class}: the versions Pod {pod} reports moved {workload}'s; due in {:?}",
+                self.debounce
+            );
+            self.queue.add_after(workload, self.debounce);
+        }
+        if change.class_changed && self.is_delete_mode(class) {
+            self.delete_mode_changed(class);
+        }
     }
 
     /// Forgets a Secret nothing uses any more (it lost its last reference or its
@@ -202,6 +260,9 @@ impl Router {
     /// Cached without current data, or a Secret not cached and not known to be absent
     /// (unused Secrets are not kept; a ConfigMap not cached does not exist).
     fn needs_read(&self, key: &ConfigKey) -> bool {
+        if key.kind == ConfigKind::SecretProviderClass {
+            return false; // its versions come with the pod statuses
+        }
         match self.cache.config(key) {
             Some(entry) => !entry.is_current(),
             None => key.kind == ConfigKind::Secret && !self.cache.is_known_absent(key),
@@ -245,6 +306,9 @@ impl Router {
 
 impl FetchSink for Router {
     fn need(&self, key: &ConfigKey) -> Need {
+        if key.kind == ConfigKind::SecretProviderClass {
+            return Need::Nothing;
+        }
         let entry = self.cache.config(key);
         match &entry {
             Some(entry) if entry.is_current() => return Need::Nothing,
@@ -401,11 +465,93 @@ impl ConfigSink {
     }
 
     fn apply(&self, obj: ConfigObject) -> Applied {
-        if obj.data.is_some() {
+        // A class's data is what its Pods mounted, never in the object.
+        if obj.data.is_some() && self.kind != ConfigKind::SecretProviderClass {
             Applied::Kept(self.router.apply_whole(self.kind, obj))
         } else {
             self.router.apply_metadata(self.kind, obj)
         }
+    }
+}
+
+/// Writes the Secrets Store CSI driver's pod statuses (`SecretProviderClassPodStatus`)
+/// into the cache through the [`Router`]: which Pod mounted which versions of which class.
+pub struct PodStatusSink {
+    namespace: Option<String>,
+    router: Arc<Router>,
+    /// Counts the first list as the sync; what a list returned is marked in the cache
+    /// itself (a copy of every key would cost more than the statuses).
+    relist: Relist<()>,
+    /// The list under way, from [`Cache::begin_mount_relist`].
+    listing: Option<u32>,
+    /// This watch, for the cache's record of lists under way (a workload is not adopted
+    /// from versions a failing list keeps out of date).
+    id: u64,
+}
+
+impl PodStatusSink {
+    pub fn new(
+        namespace: Option<String>,
+        router: Arc<Router>,
+        on_synced: OnSynced,
+    ) -> PodStatusSink {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        PodStatusSink {
+            namespace,
+            router,
+            relist: Relist::new(on_synced),
+            listing: None,
+            // Apart from the ConfigSinks' ids: counted down from the top.
+            id: u64::MAX - NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    pub fn handle(&mut self, event: Event<PodStatusItem>) {
+        match event {
+            Event::InitStart => {
+                self.router.cache.config_relisting(self.id, true);
+                self.relist.start();
+                self.listing = Some(self.router.cache.begin_mount_relist());
+            }
+            Event::InitApply(status) => self.apply(&status, true, self.listing),
+            Event::Apply(status) => self.apply(&status, true, None),
+            Event::Delete(status) => self.apply(&status, false, None),
+            Event::InitDone => {
+                self.relist.finish();
+                if let Some(listed) = self.listing.take() {
+                    let gone = self
+                        .router
+                        .cache
+                        .mounts_not_listed(self.namespace.as_deref(), listed);
+                    for (class, pod) in gone {
+                        log::debug!("{class}: the pod status of Pod {pod} is gone after relist");
+                        self.router.set_mount(&class, &pod, None, None);
+                    }
+                }
+                self.router.cache.config_relisting(self.id, false);
+            }
+        }
+    }
+
+    /// Records (`exists`) or forgets a pod status; `listed`: the relist it came with.
+    fn apply(&self, status: &PodStatusItem, exists: bool, listed: Option<u32>) {
+        let mounted = &status.status;
+        if mounted.pod_name.is_empty() || mounted.secret_provider_class_name.is_empty() {
+            log::debug!(
+                "pod status {}/{} names no Pod or class yet: skipped",
+                status.metadata.namespace,
+                status.metadata.name
+            );
+            return;
+        }
+        let class = ConfigKey::new(
+            ConfigKind::SecretProviderClass,
+            &status.metadata.namespace,
+            &mounted.secret_provider_class_name,
+        );
+        let objects = exists.then_some(&mounted.objects[..]);
+        self.router
+            .set_mount(&class, &mounted.pod_name, objects, listed);
     }
 }
 

@@ -10,7 +10,8 @@
 //! 6. Configuration changed within `--debounce` (or the workload's pause period), or storm
 //!    rules say wait → come back later.
 //! 7. Only the set of counted objects changed, no data (a template edit, a reload list,
-//!    Reloader's `ignore`/`match`) → record on the metadata, no rollout.
+//!    Reloader's `ignore`/`match`, a SecretProviderClass whose versions are read for the
+//!    first time) → record on the metadata, no rollout.
 //! 8. Paused (globally, its Namespace, itself, or a ConfigMap/Secret it uses), a shared
 //!    change rolling in waves that has not released it yet (or is held), or outside its
 //!    restart window → pending until that changes (`fanout/`).
@@ -34,7 +35,7 @@ use crate::hashmode::fanout::{FanOuts, Verdict};
 use crate::hashmode::rollout;
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
 use crate::model::cache::Cache;
-use crate::model::counted::counted;
+use crate::model::counted::{counted, Counted};
 use crate::model::hash;
 use crate::model::workload::Style;
 use crate::model::workload::WorkloadEntry;
@@ -292,7 +293,7 @@ impl Reconciler {
             log::debug!("{key}: waiting for the Secrets of its namespace to be listed");
             return Ok((Action::Done, Outcome::AwaitingData));
         }
-        let resolved = counted(&self.cache, &key.namespace, entry);
+        let resolved = counted(&self.cache, key, entry);
         self.warn_problems(key, entry, remembered);
         // A Secret's data not read at its current version, or a Secret not read at all
         // (unused Secrets are not cached, so one not cached may just be unread): its read
@@ -343,7 +344,9 @@ impl Reconciler {
             // settled; deciding it here means any wake-up (the workload's own update, a
             // retry) respects it.
             quiet_at: self.debounce.window_opened(key).map(|at| at + window),
-            membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints),
+            membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints)
+                || classes_left_out(&resolved, &self.settings)
+                    .is_some_and(|without| recorded.as_deref() == Some(without.as_str())),
         };
         let step = next_step(&facts, Instant::now());
         let nothing_to_roll = matches!(
@@ -774,6 +777,26 @@ fn recorded_hash(cached: Option<&str>, unseen: Option<&str>, computed: &str) -> 
         Some(written) if written != computed => Some(written.to_string()),
         _ => cached.map(str::to_owned),
     }
+}
+
+/// The hash of what counts without its SecretProviderClasses, when some count: a hash
+/// recorded before the classes' versions were read (adopted before the Pods mounted them,
+/// scaled to zero, or before `--enable-csi-integration`). Recorded, it makes their coming
+/// a change of what counts only, even with no memory of the workload (after a restart):
+/// the Pods running mounted these versions when they started, and are not rolled for them.
+fn classes_left_out(resolved: &[Counted], settings: &HashModeSettings) -> Option<String> {
+    let is_class = |(r, _): &&Counted| r.config.kind == ConfigKind::SecretProviderClass;
+    if !resolved.iter().any(|c| is_class(&c)) {
+        return None;
+    }
+    let without = hash::compute(
+        resolved
+            .iter()
+            .filter(|c| !is_class(c))
+            .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
+        settings.hmac_key.as_deref(),
+    );
+    Some(without.hash)
 }
 
 /// Whether the change from `before` to `after` is only in which objects count: no object

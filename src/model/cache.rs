@@ -1,21 +1,26 @@
 //! wavelet's own cache: what decisions need and no more, plus the reverse index from a
-//! ConfigMap/Secret to the workloads that reference it.
+//! ConfigMap/Secret/SecretProviderClass to the workloads that reference it.
 //!
 //! Writers: the watch thread of each kind, and for Secrets also the fetchers, which read
 //! the data of the Secrets that matter (Secrets are watched as metadata only). Many
 //! readers (reconcile workers). Entries are immutable `Arc`s: a reader keeps a consistent
 //! snapshot while a writer swaps in a new one. Secret values never get here, only per-key
-//! digests.
+//! digests. A SecretProviderClass's entry holds its metadata, and as its data the versions
+//! all of its Pods mounted ([`Mounts`], from their pod statuses); a workload counts the
+//! versions its own Pods mounted ([`Cache::class_view`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::annotations;
 use crate::annotations::Annotations;
+use crate::model::mounts::{Mounts, View};
+use crate::model::pods::is_pod_of;
 use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
+    ConfigKey, ConfigKind, ConfigObject, KeyDigest, MountedObject, ObjectMeta, Resource,
+    WorkloadKey,
 };
 use crate::watch::queue::ReleaseWhenEmpty as _;
 use crate::watch::scope::NamespaceScope;
@@ -124,6 +129,25 @@ impl ConfigEntry {
         self.gates != other.gates
     }
 
+    /// A SecretProviderClass as a set of Pods mounted it: `class`'s identity and
+    /// annotations (`None`: the class object is not cached), with `objects` as its data.
+    pub fn mounted(class: Option<&ConfigEntry>, objects: Box<[KeyDigest]>) -> ConfigEntry {
+        let mut entry = class.cloned().unwrap_or_else(|| ConfigEntry {
+            uid: Uid::new(""),
+            resource_version: ResourceVersion::new(""),
+            data: None,
+            delete_mode: None,
+            reloader_ignore: false,
+            reloader_match: false,
+            gates: None,
+        });
+        entry.data = Some(ConfigData {
+            resource_version: entry.resource_version.clone(),
+            digests: objects,
+        });
+        entry
+    }
+
     /// Reloader's `ignore`/`match` annotations differ (who counts it may change).
     pub fn counting_differs(&self, other: &ConfigEntry) -> bool {
         (self.reloader_ignore, self.reloader_match) != (other.reloader_ignore, other.reloader_match)
@@ -179,6 +203,14 @@ pub enum ConfigChange {
     Unchanged,
 }
 
+/// What a pod status changed: the workloads whose versions of the class may have moved, and
+/// whether a delete-mode class's own (every Pod's) versions did.
+#[derive(Debug, Default)]
+pub struct MountChange {
+    pub workloads: Vec<WorkloadKey>,
+    pub class_changed: bool,
+}
+
 #[derive(Default)]
 struct Workloads {
     entries: HashMap<WorkloadKey, Arc<WorkloadEntry>>,
@@ -224,6 +256,9 @@ pub struct Cache {
     /// keeps it so), and a new workload is not adopted from it.
     config_relists: Mutex<HashSet<u64>>,
     workloads: RwLock<Workloads>,
+    /// What the Secrets Store CSI driver's pod statuses say each Pod mounted. Locked
+    /// before `configs` and `workloads` when held together.
+    mounts: RwLock<Mounts>,
     /// The namespaces wavelet acts in (`--namespace-selector`); every one by default.
     scope: NamespaceScope,
     /// The fan-out annotations of Namespaces that have any (pause, restart window).
@@ -464,6 +499,135 @@ impl Cache {
         if !absent.is_empty() {
             absent.remove(key);
         }
+    }
+
+    /// Stores a SecretProviderClass's metadata; for one with a delete-mode selector, with
+    /// the versions all its Pods mounted as its data (none while no Pod has a pod status
+    /// for it): delete mode reads them. (Other classes' versions are asked for when
+    /// needed, [`Cache::class_view`]: one copy per class less.) Returns the entry before
+    /// and after.
+    pub fn upsert_class(
+        &self,
+        metadata: &ObjectMeta,
+    ) -> (ConfigKey, Option<Arc<ConfigEntry>>, Arc<ConfigEntry>) {
+        let key = ConfigKey::new(
+            ConfigKind::SecretProviderClass,
+            &metadata.namespace,
+            &metadata.name,
+        );
+        let mounts = self.mounts.read().unwrap();
+        let objects = annotations::pod_delete_match(&metadata.annotations)
+            .and_then(|_| mounts.view(&key, |_| true))
+            .map(|v| v.objects);
+        let entry = ConfigEntry::new(metadata, objects);
+        let mut configs = self.configs.write().unwrap();
+        let before = configs.get(&key).cloned();
+        if let Some(old) = &before {
+            if **old == entry {
+                return (key, before.clone(), Arc::clone(old));
+            }
+        }
+        let after = Arc::new(entry);
+        configs.insert(key.clone(), Arc::clone(&after));
+        (key, before, after)
+    }
+
+    /// Records what `pod` mounted of `class` (`None`: its pod status is gone; `listed`: the
+    /// relist it came with), and says what that may have moved: the workloads that mount
+    /// the class, when `pod` is one of their Pods, and those that count it by name (all
+    /// Pods count for them), each then reconciled to find out (see below); and, for a
+    /// delete-mode class, whether the versions all its Pods mounted moved, which its cached
+    /// entry then holds. `before_visible` gets the workloads while no reader can see the
+    /// change yet (their debounce windows open before the new versions can be hashed).
+    ///
+    /// A workload's versions are not compared before and after here: that would cost a
+    /// pass over every Pod of the class for each pod status (25 million name matches for
+    /// the initial list of a DaemonSet of 5,000 Pods), where a reconcile makes one pass per
+    /// debounce window, and finds the hash unchanged when the majority did not move.
+    pub fn set_mount(
+        &self,
+        class: &ConfigKey,
+        pod: &str,
+        objects: Option<&[MountedObject]>,
+        listed: Option<u32>,
+        before_visible: impl FnOnce(&[WorkloadKey]),
+    ) -> MountChange {
+        let mut mounts = self.mounts.write().unwrap();
+        // A class's key shares its strings with the reverse index when a workload
+        // references it (one copy of the name less per class).
+        let shared = self
+            .workloads
+            .read()
+            .unwrap()
+            .dependents
+            .get_key_value(class)
+            .map(|(key, _)| key.clone());
+        if !mounts.set(shared.as_ref().unwrap_or(class), pod, objects, listed) {
+            return MountChange::default();
+        }
+        // Who may see a change: a workload mounting the class sees its own Pods' statuses,
+        // one counting it by name sees every Pod's.
+        let workloads: Vec<WorkloadKey> = self
+            .dependents(class)
+            .into_iter()
+            .filter(|key| {
+                self.workload(key).is_some_and(|entry| {
+                    !entry.references.iter().any(|r| r.config == *class)
+                        || is_pod_of(&key.resource, &key.name, pod)
+                })
+            })
+            .collect();
+        before_visible(&workloads);
+        let mut configs = self.configs.write().unwrap();
+        let class_changed = match configs
+            .get(class)
+            .filter(|e| e.pod_delete_match().is_some())
+        {
+            Some(old) => {
+                let now = mounts.view(class, |_| true).map(|v| v.objects);
+                let changed = old.data.as_ref().map(|d| &d.digests) != now.as_ref();
+                if changed {
+                    let mut entry = (**old).clone();
+                    entry.data = now.map(|digests| ConfigData {
+                        resource_version: entry.resource_version.clone(),
+                        digests,
+                    });
+                    configs.insert(class.clone(), Arc::new(entry));
+                }
+                changed
+            }
+            None => false,
+        };
+        MountChange {
+            workloads,
+            class_changed,
+        }
+    }
+
+    /// The versions of `class` that count for the Pods `selects` picks (see
+    /// [`crate::model::mounts`]); `None` when none of them has a pod status for it yet.
+    pub fn class_view(&self, class: &ConfigKey, selects: impl Fn(&str) -> bool) -> Option<View> {
+        self.mounts.read().unwrap().view(class, selects)
+    }
+
+    /// A relist of pod statuses begins; its number goes with what it returns.
+    pub fn begin_mount_relist(&self) -> u32 {
+        self.mounts.write().unwrap().begin_relist()
+    }
+
+    /// The pod statuses recorded in one namespace or all that relist `listed` did not
+    /// return.
+    pub fn mounts_not_listed(
+        &self,
+        namespace: Option<&str>,
+        listed: u32,
+    ) -> Vec<(ConfigKey, Box<str>)> {
+        self.mounts.read().unwrap().not_listed(namespace, listed)
+    }
+
+    /// Pod statuses recorded.
+    pub fn pod_statuses(&self) -> usize {
+        self.mounts.read().unwrap().len()
     }
 
     pub fn remove_config(&self, key: &ConfigKey) -> Option<Arc<ConfigEntry>> {
@@ -954,6 +1118,106 @@ mod tests {
                 .1,
             ConfigChange::Unchanged
         );
+    }
+
+    fn mounting(name: &str, class: &str) -> WorkloadObject {
+        deployment(
+            name,
+            serde_json::json!({"wavelet.dev/update-on-config-change": "true"}),
+            serde_json::json!([{"name": "s", "csi": {"driver": "secrets-store.csi.k8s.io",
+                "volumeAttributes": {"secretProviderClass": class}}}]),
+        )
+    }
+
+    fn version(v: &str) -> Vec<MountedObject> {
+        use crate::objects::short_digest;
+        vec![(short_digest("db"), short_digest(v))]
+    }
+
+    fn shown(v: &str) -> Vec<KeyDigest> {
+        crate::model::mounts::majority(&[&version(v)]).into_vec()
+    }
+
+    const CSI: Policy = Policy {
+        auto_reload_all: false,
+        ignore_configmaps: false,
+        ignore_secrets: false,
+        csi_integration: true,
+    };
+
+    #[test]
+    fn a_pod_status_wakes_only_the_workload_whose_pod_it_is_and_moves_the_class() {
+        let cache = Cache::new();
+        for name in ["web", "api"] {
+            cache.upsert_workload(
+                &key(name),
+                WorkloadEntry::from_object(
+                    &Resource::deployments(),
+                    &mounting(name, "vault"),
+                    &CSI,
+                ),
+            );
+        }
+        let class = ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault");
+        let meta: ObjectMeta = serde_json::from_value(serde_json::json!({
+            "name": "vault", "namespace": "ns", "uid": "u", "resourceVersion": "1",
+            "annotations": {"wavelet.dev/pod-delete-match": "app=web"}}))
+        .unwrap();
+        let (_, _, entry) = cache.upsert_class(&meta);
+        assert!(!entry.is_current(), "no pod status yet: not read");
+        let mut seen = Vec::new();
+        let change = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |w| {
+            seen.extend(w.to_vec())
+        });
+        assert_eq!(change.workloads, [key("web")]);
+        assert_eq!(seen, [key("web")], "told before the change is visible");
+        assert!(change.class_changed);
+        assert!(
+            cache.config(&class).unwrap().is_current(),
+            "a delete-mode class holds every Pod's versions"
+        );
+        // The same again moves nothing.
+        let again = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |_| {});
+        assert!(again.workloads.is_empty() && !again.class_changed);
+        // A second Pod of web with the same versions: web looks (its reconcile finds the
+        // hash unchanged); the class's versions did not move.
+        let same = cache.set_mount(&class, "web-5d8f7-b7z2q", Some(&version("1")), None, |_| {});
+        assert_eq!(same.workloads, [key("web")]);
+        assert!(!same.class_changed);
+        // api's first Pod: api looks; the class's versions stay.
+        let api = cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("2")), None, |_| {});
+        assert_eq!(api.workloads, [key("api")]);
+        assert!(!api.class_changed, "two Pods of three report version 1");
+        let web = cache.class_view(&class, |p| p.starts_with("web-")).unwrap();
+        assert_eq!(&*web.objects, &shown("1")[..]);
+        assert_eq!(web.pods, 2);
+    }
+
+    #[test]
+    fn a_class_whose_pods_have_no_status_yet_does_not_count_for_them() {
+        let cache = Cache::new();
+        let web =
+            WorkloadEntry::from_object(&Resource::deployments(), &mounting("web", "vault"), &CSI)
+                .unwrap();
+        assert_eq!(web.references.len(), 1);
+        assert!(crate::model::counted::counted(&cache, &key("web"), &web).is_empty());
+        let class = ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault");
+        // Another workload's Pod mounted it: still nothing of web's.
+        cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("1")), None, |_| {});
+        assert!(crate::model::counted::counted(&cache, &key("web"), &web).is_empty());
+        cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |_| {});
+        let counted = crate::model::counted::counted(&cache, &key("web"), &web);
+        assert_eq!(counted.len(), 1);
+        let digests = counted[0].1.as_ref().unwrap().digests().unwrap();
+        assert_eq!(digests, &shown("1")[..]);
+        // Without --enable-csi-integration the class is not even a reference.
+        let off = WorkloadEntry::from_object(
+            &Resource::deployments(),
+            &mounting("web", "vault"),
+            &Policy::default(),
+        )
+        .unwrap();
+        assert!(off.references.is_empty());
     }
 
     #[test]

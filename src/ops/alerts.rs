@@ -46,6 +46,7 @@ pub fn message(rollout: &Rollout, additional_info: Option<&str>) -> String {
             let kind = match key.kind {
                 ConfigKind::ConfigMap => "CONFIGMAP",
                 ConfigKind::Secret => "SECRET",
+                ConfigKind::SecretProviderClass => "SECRETPROVIDERCLASS",
             };
             format!(
                 "*{}* of type *{kind}* in namespace *{}*",

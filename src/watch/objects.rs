@@ -2,7 +2,9 @@
 //! to the watcher, and a ConfigMap or Secret as its watcher decodes it (text values vs
 //! base64 values).
 
-use crate::objects::{ConfigMapItem, ConfigObject, NamespaceItem, SecretItem, WorkloadObject};
+use crate::objects::{
+    ConfigMapItem, ConfigObject, NamespaceItem, PodStatusItem, SecretItem, WorkloadObject,
+};
 use crate::watch::scope::Namespaced;
 use crate::watch::watcher;
 
@@ -60,6 +62,18 @@ impl Namespaced for SecretItem {
 }
 
 impl Namespaced for WorkloadObject {
+    fn namespace(&self) -> &str {
+        &self.metadata.namespace
+    }
+}
+
+impl watcher::Object for PodStatusItem {
+    fn resource_version(&self) -> &str {
+        &self.metadata.resource_version
+    }
+}
+
+impl Namespaced for PodStatusItem {
     fn namespace(&self) -> &str {
         &self.metadata.namespace
     }

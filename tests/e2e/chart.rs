@@ -115,6 +115,8 @@ pub fn server_side_dry_run(ctx: &Ctx) {
             "resync=5m",
             "--set",
             "replicas=2",
+            "--set",
+            "csiIntegration=true",
         ],
         vec![
             "--set",
@@ -125,6 +127,8 @@ pub fn server_side_dry_run(ctx: &Ctx) {
             "workloadKinds={example.com/v1/widgets}",
             "--set",
             "leaderElection=false",
+            "--set",
+            "csiIntegration=true",
             "--set",
             "dryRun=true",
             "--set",

@@ -18,6 +18,8 @@
 //! - `fanout`: safe fan-out of a shared ConfigMap change to ten Deployments (waves behind
 //!   the health gate, a bad change held after the first wave, the fix), wavelet killed
 //!   mid-fan-out, a restart window and the global pause.
+//! - `csi`: the Secrets Store CSI driver's CRDs installed, pod statuses written as the
+//!   driver writes them: a rotation rolls each Deployment mounting the class once.
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
 //!   server with `kubectl apply --dry-run=server`.
 //! - `reloader_chart`: Reloader's own chart with the image swapped, for its defaults and
@@ -28,6 +30,7 @@
 
 mod chart;
 mod cluster;
+mod csi;
 mod fanout;
 mod forward;
 mod kube;

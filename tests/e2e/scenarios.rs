@@ -82,6 +82,11 @@ pub const ALL: &[Scenario] = &[
         serial: false,
     },
     Scenario {
+        name: "csi_rotation_rolls_each_mounting_deployment_once",
+        run: crate::csi::rotation,
+        serial: false,
+    },
+    Scenario {
         name: "chart_server_side_dry_run",
         run: crate::chart::server_side_dry_run,
         serial: false,

@@ -158,6 +158,13 @@ impl Controller {
                 });
             }
         } else if resource.plural == "pods" {
+            if new.is_none() {
+                // What a Pod owns (the CSI driver's pod statuses) goes with it.
+                work.push(Work::CollectDependents {
+                    namespace: namespace.clone(),
+                    owner_uid: uid_of(object).into(),
+                });
+            }
             if let Some((rs, _)) = owner(object, "ReplicaSet") {
                 work.push(Work::ReplicaSet {
                     namespace,
@@ -590,10 +597,17 @@ fn make_ready(state: &mut State, namespace: &str, name: &str) {
     state.update_status(&pods, &pod, updated);
 }
 
-/// Garbage collection: objects whose owner is gone are deleted.
+/// Garbage collection: objects whose owner is gone are deleted (ReplicaSets, Pods, and
+/// the objects of installed CRDs, such as the pod statuses a Pod owns).
 fn collect_dependents(state: &mut State, namespace: &str, owner_uid: &str) {
-    for plural in ["replicasets", "pods"] {
-        let resource = type_named(state, plural);
+    let mut kinds: Vec<ResourceType> =
+        vec![type_named(state, "replicasets"), type_named(state, "pods")];
+    for custom in state.types.iter().filter(|t| !t.builtin && t.namespaced) {
+        if !kinds.iter().any(|k| k.key == custom.key) {
+            kinds.push(custom.clone());
+        }
+    }
+    for resource in kinds {
         for dependent in state
             .list(&resource, Some(namespace))
             .into_iter()

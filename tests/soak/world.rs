@@ -564,6 +564,7 @@ impl World {
                     let plural = match reference.config.kind {
                         ConfigKind::ConfigMap => "configmaps",
                         ConfigKind::Secret => "secrets",
+                        ConfigKind::SecretProviderClass => continue, // never required
                     };
                     let (namespace, name) = (reference.config.namespace, reference.config.name);
                     required.insert((plural, namespace.to_string(), name.to_string()));

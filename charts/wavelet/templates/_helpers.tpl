@@ -141,3 +141,12 @@ metricRelabelings: {{- toYaml . | nindent 2 }}
 relabelings: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+{{/*
+--enable-csi-integration: the Secrets Store CSI driver's resources, read-only (exactly
+manifests/csi/clusterrole.yaml).
+*/}}
+{{- define "wavelet.csiRules" -}}
+- apiGroups: [secrets-store.csi.x-k8s.io]
+  resources: [secretproviderclasses, secretproviderclasspodstatuses]
+  verbs: [list, watch]
+{{- end }}

@@ -122,7 +122,7 @@ impl Judge {
             let Some(recorded) = entry.recorded_hash() else {
                 continue; // not adopted yet: adoption rolls nothing
             };
-            let resolved = counted(&self.cache, &key.namespace, &entry);
+            let resolved = counted(&self.cache, &key, &entry);
             if !resolved.iter().any(|(r, _)| r.config == *config) {
                 continue;
             }
@@ -169,7 +169,7 @@ pub fn pending_of(
     entry: &WorkloadEntry,
     now: u64,
 ) -> Option<Pending> {
-    let resolved = counted(&judge.cache, &key.namespace, entry);
+    let resolved = counted(&judge.cache, key, entry);
     let global = state
         .and_then(|s| s.get(PAUSE_KEY).ok().flatten())
         .map(|e| record::paused_since(&e));
@@ -388,7 +388,7 @@ impl FanOuts {
     }
 
     fn decide(&self, key: &WorkloadKey, entry: &WorkloadEntry, now: u64) -> Result<Verdict, Error> {
-        let resolved = counted(&self.judge.cache, &key.namespace, entry);
+        let resolved = counted(&self.judge.cache, key, entry);
         // Pauses.
         let global = self.state.get(PAUSE_KEY)?.map(|e| record::paused_since(&e));
         let namespace_gates = self.judge.cache.namespace_gates(&key.namespace);
@@ -557,7 +557,7 @@ impl FanOuts {
         self.settled(key);
         let id = workload_id(key);
         let mut recheck: Option<Duration> = None;
-        for (reference, _) in counted(&self.judge.cache, &key.namespace, entry) {
+        for (reference, _) in counted(&self.judge.cache, key, entry) {
             let (Some(change), _) = self.judge.change(&reference.config) else {
                 continue;
             };
