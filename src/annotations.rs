@@ -45,6 +45,16 @@ pub const RELOADER_SEARCH: &str = "reloader.stakater.com/search";
 /// Comma lists of names that do not count.
 pub const RELOADER_CONFIGMAPS_EXCLUDE: &str = "configmaps.exclude.reloader.stakater.com/reload";
 pub const RELOADER_SECRETS_EXCLUDE: &str = "secrets.exclude.reloader.stakater.com/reload";
+/// With `--enable-csi-integration`: only referenced SecretProviderClasses count.
+pub const RELOADER_SECRETPROVIDERCLASS_AUTO: &str =
+    "secretproviderclass.reloader.stakater.com/auto";
+/// With `--enable-csi-integration`: a comma list of anchored regular expressions naming
+/// the SecretProviderClasses of the workload's namespace that count, referenced or not.
+pub const RELOADER_SECRETPROVIDERCLASS_RELOAD: &str =
+    "secretproviderclass.reloader.stakater.com/reload";
+/// A comma list of SecretProviderClass names that do not count.
+pub const RELOADER_SECRETPROVIDERCLASSES_EXCLUDE: &str =
+    "secretproviderclasses.exclude.reloader.stakater.com/reload";
 /// A per-workload debounce window (Reloader pauses the Deployment for it instead).
 pub const RELOADER_PAUSE_PERIOD: &str = "deployment.reloader.stakater.com/pause-period";
 /// Argo Rollouts: `restart` sets `spec.restartAt` instead of patching the template.
@@ -53,6 +63,25 @@ pub const RELOADER_ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strat
 pub const RELOADER_IGNORE: &str = "reloader.stakater.com/ignore";
 /// On a ConfigMap or Secret: it counts for workloads with [`RELOADER_SEARCH`].
 pub const RELOADER_MATCH: &str = "reloader.stakater.com/match";
+
+/// Safe fan-out (README: Rolling a shared change safely). On a workload: `"true"` puts it
+/// in the first wave of every shared change it is part of.
+pub const WAVELET_CANARY: &str = "wavelet.dev/canary";
+/// On a Namespace, a workload or a ConfigMap/Secret: `"true"` holds every rollout it
+/// concerns as pending until removed; then they roll once, with the latest hash.
+pub const WAVELET_PAUSE: &str = "wavelet.dev/pause";
+/// On a workload or its Namespace: the restart windows it may roll in
+/// ([`crate::window::Windows`]); `always` lifts a window set further out.
+pub const WAVELET_RESTART_WINDOW: &str = "wavelet.dev/restart-window";
+/// On a ConfigMap/Secret: `waves` (a shared change rolls in waves behind a health gate) or
+/// `at-once` (every dependent rolls at once, as before); overrides `--fan-out`.
+pub const WAVELET_FAN_OUT: &str = "wavelet.dev/fan-out";
+/// On a ConfigMap/Secret: the size of the waves after the first (`3` or `25%`);
+/// overrides `--wave-size`.
+pub const WAVELET_WAVE_SIZE: &str = "wavelet.dev/wave-size";
+/// On a ConfigMap/Secret: any value lets its current change through restart windows,
+/// once; a later change needs a new value.
+pub const WAVELET_URGENT: &str = "wavelet.dev/urgent";
 
 /// The keys that opt a workload in through Reloader (any of them set).
 pub const RELOADER_OPT_INS: [&str; 6] = [
@@ -64,8 +93,15 @@ pub const RELOADER_OPT_INS: [&str; 6] = [
     RELOADER_SEARCH,
 ];
 
+/// Reloader's keys that opt a workload in for SecretProviderClasses only; they opt in only
+/// with `--enable-csi-integration` (as in Reloader, whose CSI watch that flag starts).
+pub const RELOADER_CSI_OPT_INS: [&str; 2] = [
+    RELOADER_SECRETPROVIDERCLASS_AUTO,
+    RELOADER_SECRETPROVIDERCLASS_RELOAD,
+];
+
 /// Every annotation wavelet reads; objects' other annotations are never parsed.
-pub const READ: [&str; 23] = [
+pub const READ: [&str; 32] = [
     WAVELET_OPT_IN,
     WAVE_OPT_IN,
     WAVELET_HASH,
@@ -85,10 +121,19 @@ pub const READ: [&str; 23] = [
     RELOADER_SEARCH,
     RELOADER_CONFIGMAPS_EXCLUDE,
     RELOADER_SECRETS_EXCLUDE,
+    RELOADER_SECRETPROVIDERCLASS_AUTO,
+    RELOADER_SECRETPROVIDERCLASS_RELOAD,
+    RELOADER_SECRETPROVIDERCLASSES_EXCLUDE,
     RELOADER_PAUSE_PERIOD,
     RELOADER_ROLLOUT_STRATEGY,
     RELOADER_IGNORE,
     RELOADER_MATCH,
+    WAVELET_CANARY,
+    WAVELET_PAUSE,
+    WAVELET_RESTART_WINDOW,
+    WAVELET_FAN_OUT,
+    WAVELET_WAVE_SIZE,
+    WAVELET_URGENT,
 ];
 
 /// The delete-mode selector of a ConfigMap/Secret, under wavelet's key or the lab's.
@@ -148,17 +193,27 @@ impl Flavor {
 
 /// A Reloader key's value opts in: `"true"` for the flags, any non-empty list for the
 /// reload lists.
-fn is_reloader_opt_in(key: &str, value: &str) -> bool {
+pub fn is_reloader_opt_in(key: &str, value: &str) -> bool {
     match key {
-        RELOADER_CONFIGMAP_RELOAD | RELOADER_SECRET_RELOAD => !value.trim().is_empty(),
+        RELOADER_CONFIGMAP_RELOAD
+        | RELOADER_SECRET_RELOAD
+        | RELOADER_SECRETPROVIDERCLASS_RELOAD => !value.trim().is_empty(),
         _ => value == "true",
     }
+}
+
+/// Whether one of Reloader's SecretProviderClass keys ([`RELOADER_CSI_OPT_INS`]) opts in.
+pub fn has_reloader_csi_opt_in(annotations: &Annotations) -> bool {
+    RELOADER_CSI_OPT_INS
+        .iter()
+        .any(|k| annotations.get(k).is_some_and(|v| is_reloader_opt_in(k, v)))
 }
 
 /// Whether a workload opted in through one of Reloader's keys (a CronJob so opted in
 /// also gets a Job started on a change).
 pub fn opted_in_by_reloader(annotations: &Annotations) -> bool {
     Flavor::from_annotations(annotations) == Some(Flavor::Reloader)
+        || has_reloader_csi_opt_in(annotations)
         || (annotations.get(WAVELET_OPT_IN) == Some("true")
             && RELOADER_OPT_INS
                 .iter()

@@ -1,17 +1,24 @@
-//! The one-shot, read-only subcommands: `wavelet hash` and `wavelet status`.
+//! The one-shot subcommands: `wavelet hash` and `wavelet status` (read-only), and
+//! `wavelet pause` / `wavelet resume` (they write one entry of `wavelet-state`).
 
 use std::io::Write;
 use std::sync::Arc;
 
 use crate::client::{Client, Shape};
+use crate::config::{ConfigTarget, FanOut, Policy};
 use crate::error::Error;
-use crate::hashmode::counted::counted;
-use crate::hashmode::hash;
-use crate::hashmode::optin::Policy;
+use crate::hashmode::fanout::gates::human;
+use crate::hashmode::fanout::record::{self, Record, FANOUT};
+use crate::hashmode::fanout::{self, Judge};
+use crate::model::cache::Cache;
+use crate::model::counted::counted;
+use crate::model::hash;
+use crate::model::state::{object_key, StateConfigMap, PAUSE_KEY};
+use crate::model::workload::WorkloadEntry;
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigMapItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
+    ConfigKey, ConfigKind, ConfigMapItem, PodStatusItem, Resource, SecretItem, WorkloadKey,
+    WorkloadObject,
 };
-use crate::watch::cache::{Cache, WorkloadEntry};
 use crate::watch::source::list_each;
 
 /// The resource of a workload kind as `wavelet hash` takes it: the built-in kinds in
@@ -126,11 +133,12 @@ pub fn hash(
     };
     let cache = Cache::new();
     load_configs(client, Some(namespace), policy, &cache)?;
-    let resolved = counted(&cache, namespace, &entry);
+    let key = WorkloadKey::new(Arc::new(resource), namespace, name);
+    let resolved = counted(&cache, &key, &entry);
     for (reference, _) in &resolved {
         read_data(client, &cache, &reference.config)?;
     }
-    let resolved = counted(&cache, namespace, &entry);
+    let resolved = counted(&cache, &key, &entry);
     let computed = hash::compute(
         resolved
             .iter()
@@ -149,6 +157,20 @@ pub fn hash(
         } else {
             "optional"
         };
+        if reference.config.kind == ConfigKind::SecretProviderClass {
+            let objects = object
+                .as_ref()
+                .and_then(|o| o.digests())
+                .map_or(0, <[_]>::len);
+            let pods = mounting_pods(&cache, &key, &entry, &reference.config);
+            writeln!(
+                out,
+                "  {} (mounted, {objects} objects, as {pods} Pods report them)",
+                reference.config
+            )
+            .map_err(write_err)?;
+            continue;
+        }
         let keys = if reference.all_keys {
             "all keys".to_string()
         } else {
@@ -158,6 +180,18 @@ pub fn hash(
             )
         };
         writeln!(out, "  {} ({state}, {required}, {keys})", reference.config).map_err(write_err)?;
+    }
+    // Classes it mounts whose versions no pod status of its Pods reports yet.
+    for reference in entry.references.iter().filter(|r| {
+        r.config.kind == ConfigKind::SecretProviderClass
+            && !resolved.iter().any(|(c, _)| c.config == r.config)
+    }) {
+        writeln!(
+            out,
+            "  {} (not read yet: no pod status of its Pods; counts once they mount it)",
+            reference.config
+        )
+        .map_err(write_err)?;
     }
     for missing in &computed.missing {
         writeln!(out, "  missing: {missing}").map_err(write_err)?;
@@ -172,8 +206,27 @@ pub fn hash(
     Ok(())
 }
 
+/// How many Pods' statuses give `workload` its versions of `class`: its own Pods' for a
+/// class it mounts, every Pod's for one it names in a reload list.
+fn mounting_pods(
+    cache: &Cache,
+    workload: &WorkloadKey,
+    entry: &WorkloadEntry,
+    class: &ConfigKey,
+) -> usize {
+    let view = if entry.references.iter().any(|r| r.config == *class) {
+        cache.class_view(class, |pod| {
+            crate::model::pods::is_pod_of(&workload.resource, &workload.name, pod)
+        })
+    } else {
+        cache.class_view(class, |_| true)
+    };
+    view.map_or(0, |v| v.pods)
+}
+
 /// Lists the ConfigMaps (whole) and Secrets (metadata) of one namespace or all into
-/// `cache`, as `run` watches them; a kind the policy ignores is not listed.
+/// `cache`, as `run` watches them; a kind the policy ignores is not listed. With
+/// `--enable-csi-integration`, the SecretProviderClasses and their pod statuses too.
 fn load_configs(
     client: &Client,
     namespace: Option<&str>,
@@ -208,7 +261,55 @@ fn load_configs(
             },
         )?;
     }
+    if policy.csi_integration {
+        load_mounts(client, namespace, cache)?;
+    }
     Ok(())
+}
+
+/// Lists the pod statuses, then the SecretProviderClasses (metadata), as `run` watches
+/// them. A server without the driver's resources has nothing to list.
+fn load_mounts(client: &Client, namespace: Option<&str>, cache: &Cache) -> Result<(), Error> {
+    let listed = list_each(
+        client,
+        &Resource::secret_provider_class_pod_statuses(),
+        namespace,
+        Shape::Whole,
+        &mut |status: PodStatusItem| {
+            let mounted = &status.status;
+            if mounted.pod_name.is_empty() || mounted.secret_provider_class_name.is_empty() {
+                return;
+            }
+            let class = ConfigKey::new(
+                ConfigKind::SecretProviderClass,
+                &status.metadata.namespace,
+                &mounted.secret_provider_class_name,
+            );
+            cache.set_mount(
+                &class,
+                &mounted.pod_name,
+                Some(&mounted.objects),
+                None,
+                |_| {},
+            );
+        },
+    );
+    match listed {
+        Err(e) if e.is_not_found() => {
+            log::warn!("--enable-csi-integration: the API does not serve secrets-store.csi.x-k8s.io/v1 secretproviderclasspodstatuses; SecretProviderClasses count for no workload");
+            return Ok(());
+        }
+        other => other?,
+    }
+    list_each(
+        client,
+        &Resource::secret_provider_classes(),
+        namespace,
+        Shape::Metadata,
+        &mut |class: SecretItem| {
+            cache.upsert_class(&class.0.metadata);
+        },
+    )
 }
 
 /// Prints a table of opted-in workloads and delete-mode objects, and whether each is up
@@ -221,11 +322,34 @@ pub fn status(
     namespace: Option<&str>,
     policy: &Policy,
     hmac_key: Option<&[u8]>,
+    gating: &Gating,
     out: &mut dyn Write,
 ) -> Result<usize, Error> {
     let mut out_of_date = 0;
-    let cache = Cache::new();
+    let cache = Arc::new(Cache::new());
     load_configs(client, namespace, policy, &cache)?;
+    load_namespaces(client, namespace, &cache);
+    let wavelet_state = StateConfigMap::new(client.clone(), gating.state_namespace.clone(), true);
+    let wavelet_state = match wavelet_state.get(PAUSE_KEY) {
+        Ok(_) => Some(wavelet_state),
+        Err(err) => {
+            writeln!(
+                out,
+                "note: cannot read ConfigMap {}/{} ({err}): fan-outs and the global pause are not shown",
+                gating.state_namespace,
+                crate::model::state::STATE_CONFIGMAP
+            )
+            .map_err(|e| Error::Transport(format!("writing output: {e}")))?;
+            None
+        }
+    };
+    let judge = Judge {
+        cache: Arc::clone(&cache),
+        fan_out: gating.fan_out.clone(),
+        hmac_key: hmac_key.map(<[u8]>::to_vec),
+        absent_is_filtered: false,
+    };
+    let now = crate::time::unix_now();
     let mut workloads = Vec::new();
     for resource in [
         Resource::deployments(),
@@ -248,13 +372,14 @@ pub fn status(
                         &workload.metadata.namespace,
                         &workload.metadata.name,
                     );
+                    cache.upsert_workload(&key, Some(entry.clone()));
                     workloads.push((key, entry));
                 }
             },
         )?;
     }
     for (key, entry) in &workloads {
-        for (reference, _) in counted(&cache, &key.namespace, entry) {
+        for (reference, _) in counted(&cache, key, entry) {
             read_data(client, &cache, &reference.config)?;
         }
     }
@@ -266,7 +391,7 @@ pub fn status(
     )
     .map_err(write_err)?;
     for (key, entry) in &workloads {
-        let resolved = counted(&cache, &key.namespace, entry);
+        let resolved = counted(&cache, key, entry);
         let computed = hash::compute(
             resolved
                 .iter()
@@ -287,11 +412,17 @@ pub fn status(
         } else if entry.recorded_hash().is_none() {
             "not adopted yet".into()
         } else if recorded == computed.hash {
-            "up to date".into()
+            match rolling_in_wave(wavelet_state.as_ref(), &judge, key, entry) {
+                Some(wave) => wave,
+                None => "up to date".into(),
+            }
         } else {
-            "rollout pending".into()
+            match fanout::pending_of(&judge, wavelet_state.as_ref(), key, entry, now) {
+                Some(pending) => pending.describe(now as i64),
+                None => "rollout pending".into(),
+            }
         };
-        if state != "up to date" {
+        if !state.starts_with("up to date") {
             out_of_date += 1;
         }
         writeln!(
@@ -305,6 +436,9 @@ pub fn status(
             resolved.len()
         )
         .map_err(write_err)?;
+    }
+    if let Some(state) = &wavelet_state {
+        write_fan_outs(state, now, out).map_err(write_err)?;
     }
     let leftovers = crate::migrate::find(client, namespace)?;
     if !leftovers.is_empty() {
@@ -340,7 +474,197 @@ pub fn status(
     Ok(out_of_date)
 }
 
+/// What `status` needs to show pending and held rollouts as `run` decides them.
+pub struct Gating {
+    pub fan_out: FanOut,
+    /// Where `wavelet-state` is.
+    pub state_namespace: String,
+}
+
+/// "rolling out (wave 2 of configmap ns/x's fan-out): 1 of 2 updated replicas are
+/// available" for an up-to-date workload of a fan-out's current wave still rolling.
+fn rolling_in_wave(
+    state: Option<&StateConfigMap>,
+    judge: &Judge,
+    key: &WorkloadKey,
+    entry: &WorkloadEntry,
+) -> Option<String> {
+    let (what, text) = match &entry.rollout {
+        crate::model::rollout_status::RolloutStatus::Progressing(text) => ("rolling out", text),
+        crate::model::rollout_status::RolloutStatus::Failed(text) => ("FAILED its rollout", text),
+        crate::model::rollout_status::RolloutStatus::Done => return None,
+    };
+    let id = record::workload_id(key);
+    for (reference, _) in counted(&judge.cache, key, entry) {
+        let (Some(change), _) = judge.change(&reference.config) else {
+            continue;
+        };
+        let Some(record) = Judge::record(state?, &change).ok().flatten() else {
+            continue;
+        };
+        if let Some(wave) = record.wave_of(&id) {
+            return Some(format!(
+                "hash up to date, {what} (wave {wave} of {}'s fan-out): {text}",
+                change.config
+            ));
+        }
+    }
+    None
+}
+
+/// The global pause and the fan-outs recorded in `wavelet-state`.
+fn write_fan_outs(state: &StateConfigMap, now: u64, out: &mut dyn Write) -> std::io::Result<()> {
+    if let Some(entry) = state.get(PAUSE_KEY).ok().flatten() {
+        let since = record::paused_since(&entry);
+        writeln!(
+            out,
+            "\nPAUSED: every rollout waits (wavelet pause, since {}, {} ago); `wavelet resume` lifts it",
+            crate::time::rfc3339(since),
+            human(now.saturating_sub(since))
+        )?;
+    }
+    let fan_outs = fanout::recorded(state);
+    if fan_outs.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\n{:<40} {:<9} {:<6} STATE",
+        "FAN-OUT", "CHANGE", "WAVES"
+    )?;
+    for (object, record) in fan_outs {
+        let released: usize = record.waves.iter().map(Vec::len).sum();
+        let state = match &record.held {
+            Some(hold) => format!(
+                "HELD: {}: {}",
+                record::display_id(&hold.workload),
+                hold.reason
+            ),
+            None => format!(
+                "wave {} rolling since {} ago ({released} released)",
+                record.waves.len(),
+                human(now.saturating_sub(record.since))
+            ),
+        };
+        writeln!(
+            out,
+            "{:<40} {:<9} {:<6} {state}",
+            object,
+            hash::short(&record.hash),
+            record.waves.len()
+        )?;
+    }
+    Ok(())
+}
+
+/// The Namespaces' fan-out annotations (pause, restart window), when they may be read.
+fn load_namespaces(client: &Client, namespace: Option<&str>, cache: &Cache) {
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        items: Vec<crate::objects::NamespaceItem>,
+    }
+    let items = match namespace {
+        Some(ns) => client
+            .get::<crate::objects::NamespaceItem>(&format!("/api/v1/namespaces/{ns}"))
+            .map(|n| vec![n]),
+        None => client.get::<List>("/api/v1/namespaces").map(|l| l.items),
+    };
+    match items {
+        Ok(items) => {
+            for ns in items {
+                let gates =
+                    crate::model::workload::Gates::from_annotations(&ns.metadata.annotations);
+                cache.set_namespace_gates(&ns.metadata.name, Some(gates));
+            }
+        }
+        Err(err) => log::debug!("not reading Namespaces' annotations: {err}"),
+    }
+}
+
+/// The namespace of `wavelet-state` for the one-shot commands: the flag's, else the
+/// kubeconfig context's, else `default` (as `run` out of a cluster).
+pub fn state_namespace(client: &Client, flag: Option<&str>) -> String {
+    flag.map(String::from)
+        .or_else(|| client.default_namespace())
+        .unwrap_or_else(|| "default".to_string())
+}
+
+/// `wavelet pause`: every rollout waits until `wavelet resume`.
+pub fn pause(client: &Client, state_namespace: &str, out: &mut dyn Write) -> Result<(), Error> {
+    let state = StateConfigMap::new(client.clone(), state_namespace.to_string(), false);
+    let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
+    if let Some(entry) = state.get(PAUSE_KEY)? {
+        let since = record::paused_since(&entry);
+        writeln!(out, "already paused since {}", crate::time::rfc3339(since)).map_err(write_err)?;
+        return Ok(());
+    }
+    state.set(
+        PAUSE_KEY,
+        Some(&record::pause_entry(crate::time::unix_now())),
+    )?;
+    writeln!(
+        out,
+        "paused: no workload rolls until `wavelet resume` (recorded in ConfigMap {state_namespace}/{}); changes meanwhile roll once, with their latest configuration",
+        crate::model::state::STATE_CONFIGMAP
+    )
+    .map_err(write_err)
+}
+
+/// `wavelet resume`: lifts the global pause; with a target, goes on with its held fan-out
+/// past the workload that failed. Returns whether there was something to resume.
+pub fn resume(
+    client: &Client,
+    state_namespace: &str,
+    target: Option<&ConfigTarget>,
+    out: &mut dyn Write,
+) -> Result<bool, Error> {
+    let state = StateConfigMap::new(client.clone(), state_namespace.to_string(), false);
+    let write_err = |e: std::io::Error| Error::Transport(format!("writing output: {e}"));
+    let Some(target) = target else {
+        if state.get(PAUSE_KEY)?.is_none() {
+            writeln!(out, "not paused: nothing to resume").map_err(write_err)?;
+            return Ok(false);
+        }
+        state.set(PAUSE_KEY, None)?;
+        writeln!(
+            out,
+            "resumed: pending changes roll now, once each, with their latest configuration"
+        )
+        .map_err(write_err)?;
+        return Ok(true);
+    };
+    let namespace = target
+        .namespace
+        .clone()
+        .or_else(|| client.default_namespace())
+        .unwrap_or_else(|| "default".to_string());
+    let config = ConfigKey::new(target.kind, &namespace, &target.name);
+    let key = object_key(FANOUT, &config);
+    let held = state.get(&key)?.and_then(|t| Record::decode(&t));
+    let Some(resumed) = held
+        .as_ref()
+        .and_then(|r| r.resumed(crate::time::unix_now()))
+    else {
+        writeln!(out, "{config}: no held fan-out to resume").map_err(write_err)?;
+        return Ok(false);
+    };
+    state.set(&key, Some(&resumed.encode()))?;
+    let skipped = record::display_id(&resumed.skipped.last().cloned().unwrap_or_default());
+    writeln!(
+        out,
+        "{config}: fan-out of change {} resumed past {skipped}: the next wave rolls once the rest of wave {} is healthy",
+        hash::short(&resumed.hash),
+        resumed.waves.len()
+    )
+    .map_err(write_err)?;
+    Ok(true)
+}
+
 fn read_data(client: &Client, cache: &Cache, key: &ConfigKey) -> Result<(), Error> {
+    if key.kind == ConfigKind::SecretProviderClass {
+        return Ok(()); // its versions came with the pod statuses
+    }
     let Some(entry) = cache.config(key).filter(|e| !e.is_current()) else {
         return Ok(());
     };

@@ -56,6 +56,11 @@ impl Status {
         self.code == 401
     }
 
+    /// `403 Forbidden`: RBAC does not grant the request.
+    pub fn is_forbidden(&self) -> bool {
+        self.code == 403
+    }
+
     pub fn is_too_many_requests(&self) -> bool {
         self.code == 429
     }
@@ -102,6 +107,10 @@ impl Error {
 
     pub fn is_not_found(&self) -> bool {
         self.status().is_some_and(Status::is_not_found)
+    }
+
+    pub fn is_forbidden(&self) -> bool {
+        self.status().is_some_and(Status::is_forbidden)
     }
 
     /// A create answered 409 `AlreadyExists` (not a 409 `Conflict` of an update).

@@ -30,7 +30,7 @@ fn main() {
 /// out of date).
 fn run(args: &[String]) -> Result<i32, Error> {
     let config = config::parse(args, &|name| std::env::var(name).ok())?;
-    wavelet::ops::logging::init(config.log_format);
+    wavelet::ops::logging::init(config.log_format, config.log_level.as_deref());
     match config.command {
         Command::Help(text) => {
             print!("{text}");
@@ -54,6 +54,37 @@ fn run(args: &[String]) -> Result<i32, Error> {
             };
             migrate_wave(&client, namespace.as_deref(), apply)
         }
+        Command::Pause { state_namespace } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let client = Client::from_flags(&config.connection)?;
+            let ns = wavelet::commands::state_namespace(&client, state_namespace.as_deref());
+            wavelet::commands::pause(&client, &ns, &mut std::io::stdout()).map(|()| 0)
+        }
+        Command::Resume {
+            state_namespace,
+            target,
+        } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let client = Client::from_flags(&config.connection)?;
+            let ns = wavelet::commands::state_namespace(&client, state_namespace.as_deref());
+            let resumed =
+                wavelet::commands::resume(&client, &ns, target.as_ref(), &mut std::io::stdout())?;
+            Ok(if resumed { 0 } else { 1 })
+        }
+        Command::MigrateReloader { namespace } => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            let client = Client::from_flags(&config.connection)?;
+            let found = wavelet::migrate_reloader::find(&client, namespace.as_deref())?;
+            if found.is_empty() {
+                println!(
+                    "no Stakater Reloader Deployment found {}",
+                    namespace.map_or("in any namespace".into(), |ns| format!("in namespace {ns}"))
+                );
+                return Ok(1);
+            }
+            wavelet::migrate_reloader::report(&client, &found, &mut std::io::stdout())?;
+            Ok(0)
+        }
         Command::Version => {
             println!("wavelet {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
@@ -65,8 +96,12 @@ fn run(args: &[String]) -> Result<i32, Error> {
                 env!("CARGO_PKG_VERSION"),
                 client.base_url()
             );
+            for note in &config.notes {
+                log::info!("Reloader setting: {note}");
+            }
             let stop = stop_on_signals()?;
-            wavelet::controller::run(client, &run, config.policy, &stop).map(|()| 0)
+            wavelet::controller::run(client, &run, config.policy, &config.fan_out, &stop)
+                .map(|()| 0)
         }
         Command::Hash {
             namespace,
@@ -99,17 +134,26 @@ fn run(args: &[String]) -> Result<i32, Error> {
         Command::Status {
             namespace,
             hash_key_file,
+            state_namespace,
         } => {
             wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
             let key = read_key(hash_key_file.as_deref())?;
             let client = Client::from_flags(&config.connection)?;
             // Without -n: the kubeconfig context's namespace, else every namespace.
             let namespace = namespace.or_else(|| client.default_namespace());
+            let gating = wavelet::commands::Gating {
+                fan_out: config.fan_out.clone(),
+                state_namespace: wavelet::commands::state_namespace(
+                    &client,
+                    state_namespace.as_deref(),
+                ),
+            };
             let out_of_date = wavelet::commands::status(
                 &client,
                 namespace.as_deref(),
                 &config.policy,
                 key.as_deref(),
+                &gating,
                 &mut std::io::stdout(),
             )?;
             if out_of_date > 0 {
@@ -146,7 +190,7 @@ fn migrate_wave(client: &Client, namespace: Option<&str>, apply: bool) -> Result
 }
 
 fn read_key(path: Option<&std::path::Path>) -> Result<Option<Vec<u8>>, Error> {
-    path.map(wavelet::hashmode::hash::read_key_file).transpose()
+    path.map(wavelet::model::hash::read_key_file).transpose()
 }
 
 /// A flag set by the first SIGTERM or SIGINT; a second one exits at once with code 1.

@@ -141,7 +141,7 @@ fn data_hash_now(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> String
         "configmaps" => ConfigObject::configmap(json).unwrap(),
         _ => ConfigObject::secret(json).unwrap(),
     };
-    wavelet::hashmode::hash::data_hash(object.digests(), None)
+    wavelet::model::hash::data_hash(object.digests(), None)
 }
 
 /// The namespace of the delete-mode barrier (see [`add_dm_barrier`]), apart from the Pods the
@@ -710,6 +710,56 @@ fn a_secret_works_the_same() {
     }
 }
 
+/// Issue 26, item 3. A Secret nothing references is not kept once it loses its selector,
+/// so delete mode found it gone from the cache and took the opt-out for a deletion, which
+/// keeps the entry: a data change while opted out then replaced Pods when the annotation
+/// came back. Removing the annotation forgets the entry, whatever else uses the object,
+/// and adding it back is a first sight.
+#[test]
+fn a_secret_opted_out_forgets_its_entry_and_opting_in_again_replaces_nothing() {
+    let fake = cluster(&[]);
+    let key = "secret.shop.web-creds";
+    fake.apply(annotated(
+        secret(NS, "web-creds", &[("password", "hunter2")]),
+        &[(MATCH, "app=web")],
+    ));
+    let wavelet = started(&fake, &[], key);
+    let mark = wavelet.log_mark();
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "web-creds",
+        json!({"metadata": {"annotations": {MATCH: null}}}),
+    );
+    wait_for_outcome(&wavelet, mark, "secret shop/web-creds", "Forgotten");
+    let entry_after_opt_out = state_entry(&fake, key);
+    // A data change while opted out, then the annotation back.
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "web-creds",
+        json!({"data": {"password": wavelet::objects::base64::encode(b"correct horse")}}),
+    );
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "web-creds",
+        json!({"metadata": {"annotations": {MATCH: "app=web"}}}),
+    );
+    let hash = data_hash_now(&fake, "secrets", NS, "web-creds");
+    eventually(&fake, &wavelet, "the new data recorded", |f| {
+        state_entry(f, key).as_deref() == Some(hash.as_str())
+    });
+    assert_eq!(
+        replaced_in(&fake, NS),
+        BTreeMap::new(),
+        "opting in again replaced Pods:\n{}",
+        wavelet.output()
+    );
+    assert_eq!(entry_after_opt_out, None, "opting out kept the state entry");
+    assert!(events(&fake, "web-creds", "PodsReplaced").is_empty());
+}
+
 #[test]
 fn a_change_during_a_rolling_replacement_restarts_it_without_replacing_a_pod_twice() {
     let fake = cluster(&[(MATCH, "app=web"), (STRATEGY, "rolling")]);
@@ -812,31 +862,57 @@ fn dry_run_reports_what_it_would_replace_and_writes_nothing() {
     );
 }
 
+/// Out of a cluster with `--server` (a kubectl proxy: no in-cluster namespace, no kubeconfig
+/// context), delete mode keeps its state where kubectl would put a namespaced object, in
+/// `default`, says so at start, and replaces Pods as usual. It was disabled with an ERROR,
+/// which broke the README's quick start (its `worker` example is delete mode).
 #[test]
-fn without_a_state_namespace_delete_mode_is_off_and_says_which_flag_to_set() {
+fn without_a_state_namespace_the_state_lives_in_default_and_the_start_says_so() {
     let fake = cluster(&[(MATCH, "app=web")]);
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
     let wavelet = Wavelet::start(&fake, FAST);
+    assert!(
+        wavelet.wait_for_output(
+            "delete mode keeps its state in ConfigMap default/wavelet-state",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        wavelet.output()
+    );
+    let key = "configmap.shop.web-config";
+    let recorded = |f: &FakeApi| {
+        f.get("configmaps", "default", "wavelet-state")
+            .and_then(|state| state["data"][key].as_str().map(String::from))
+    };
+    eventually(
+        &fake,
+        &wavelet,
+        "first sight recorded in default/wavelet-state",
+        |f| recorded(f).is_some(),
+    );
+    let before = pods(&fake, NS, "web");
     fake.merge_patch(
         "configmaps",
         NS,
         "web-config",
         json!({"data": {"color": "green"}}),
     );
+    let hash = data_hash_now(&fake, "configmaps", NS, "web-config");
+    eventually(&fake, &wavelet, "the replacement to finish", |f| {
+        recorded(f).as_deref() == Some(hash.as_str())
+    });
+    let replaced = replaced_in(&fake, NS);
+    assert_eq!(
+        replaced.keys().cloned().collect::<BTreeSet<_>>(),
+        before,
+        "every web Pod replaced once"
+    );
+    assert!(replaced.values().all(|n| *n == 1), "{replaced:?}");
     assert!(
-        wavelet.wait_for_output("set --state-namespace", Duration::from_secs(5)),
+        !wavelet.output().lines().any(|l| l.contains("ERROR")),
         "{}",
         wavelet.output()
     );
-    let output = wavelet.output();
-    assert!(
-        output.lines().any(|l| l.contains("ERROR")
-            && l.contains("configmap shop/web-config has a pod-delete-match annotation")
-            && l.contains("set --state-namespace")),
-        "{output}"
-    );
-    // That error is how the change was handled: without delete mode there is no queue and
-    // no worker that could act on it later.
-    assert!(pod_replacements(&fake).is_empty());
 }
 
 /// Regression: the client slept on an eviction's `Retry-After: 10` up to three times
@@ -874,4 +950,437 @@ fn sigterm_exits_at_once_while_evictions_are_refused_with_retry_after() {
     assert_eq!(status.code(), Some(0), "{output}");
     assert!(sent.elapsed() < std::time::Duration::from_secs(5));
     assert_eq!(pods(&fake, NS, "web").len(), 3, "nothing was evicted");
+}
+
+/// Leader election with short timings (lease 2s, renew deadline 1.5s, retry 300ms), the
+/// Lease in the state namespace.
+const ELECT: &[&str] = &[
+    "--leader-elect",
+    "--lease-namespace",
+    STATE_NS,
+    "--lease-duration",
+    "2s",
+    "--renew-deadline",
+    "1500ms",
+    "--retry-period",
+    "300ms",
+];
+
+/// Regression (issue 26, item 2): delete mode read `wavelet-state` once and trusted that
+/// copy across leader terms. Replica A loaded it and lost the Lease (here: frozen with
+/// SIGSTOP); B acted on a change and recorded the new hash; when the Lease came back to A
+/// (B drained), A still held the old hash and replaced B's new Pods for the same change.
+#[test]
+fn a_leader_that_comes_back_reads_the_state_again_and_never_replaces_pods_twice() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    let a = started(&fake, ELECT, "configmap.shop.web-config");
+    wait_for_outcome(&a, 0, "configmap shop/web-config", "Recorded");
+    let mut b = Wavelet::start(&fake, &args(ELECT));
+    // A freezes (a long pause, a stopped node): B takes over and acts on a change.
+    a.signal("STOP");
+    assert!(
+        b.wait_for_output("acquired Lease", Duration::from_secs(10)),
+        "{}",
+        b.output()
+    );
+    let before = pods(&fake, NS, "web");
+    change_and_wait(&fake, &b, "green");
+    let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
+    assert_eq!(replaced_in(&fake, NS), expected, "{}", b.output());
+    // A wakes up as a standby; B drains and releases the Lease; A leads again.
+    let mark = a.log_mark();
+    a.signal("CONT");
+    b.signal("TERM");
+    assert!(
+        b.wait_exit(Duration::from_secs(5)).is_some(),
+        "{}",
+        b.output()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !a.output()[mark..].contains("acquired Lease") {
+        assert!(std::time::Instant::now() < deadline, "{}", a.output());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A reconciles the change it saw while frozen: the positive signal.
+    wait_for_outcome(&a, mark, "configmap shop/web-config", "");
+    assert_eq!(
+        replaced_in(&fake, NS),
+        expected,
+        "Pods replaced twice for one change:\n{}",
+        a.output()
+    );
+    wait_for_outcome(&a, mark, "configmap shop/web-config", "UpToDate");
+    assert_eq!(pods(&fake, NS, "web").len(), 3);
+}
+
+/// The data hash delete mode computes for a ConfigMap with this data.
+fn data_hash_of_configmap(data: &[(&str, &str)]) -> String {
+    let object =
+        wavelet::objects::ConfigObject::configmap(configmap(NS, "any", data)).expect("valid");
+    wavelet::model::hash::data_hash(object.digests(), None)
+}
+
+/// Regression (issue 26, item 2): a state write that met 409 Conflict re-read
+/// `wavelet-state` and applied its change again, whatever the other writer had recorded
+/// for the same object. Here another writer (a replica this one never saw lead) records
+/// the new data as acted on just before the change reaches wavelet: wavelet's write meets
+/// the conflict, reads what is there now, and must decide again, not replace Pods.
+#[test]
+fn a_state_write_that_meets_a_conflict_decides_again_instead_of_overwriting() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    let wavelet = started(&fake, &[], "configmap.shop.web-config");
+    wait_for_outcome(&wavelet, 0, "configmap shop/web-config", "Recorded");
+    let green = data_hash_of_configmap(&[("color", "green")]);
+    fake.merge_patch(
+        "configmaps",
+        STATE_NS,
+        "wavelet-state",
+        json!({"data": {"configmap.shop.web-config": green}}),
+    );
+    let mark = wavelet.log_mark();
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "web-config",
+        json!({"data": {"color": "green"}}),
+    );
+    assert_eq!(data_hash_now(&fake, "configmaps", NS, "web-config"), green);
+    // The reconcile that ends it: up to date once decided again, or a replacement.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let output = wavelet.output();
+        let after = &output[mark..];
+        if ["UpToDate", "Started {", "Replaced {"]
+            .iter()
+            .any(|o| after.contains(&format!("delete mode: {o}")))
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{output}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        pod_replacements(&fake).is_empty(),
+        "replaced Pods for a change another writer had recorded as acted on:\n{}",
+        wavelet.output()
+    );
+    assert_eq!(
+        state_entry(&fake, "configmap.shop.web-config").as_deref(),
+        Some(green.as_str())
+    );
+    assert!(
+        wavelet.output()[mark..].contains("deciding again"),
+        "the conflict was not met:\n{}",
+        wavelet.output()
+    );
+}
+
+/// Four bare Pods labelled app=batch (nothing re-creates them) and ConfigMap
+/// `batch-config` that selects them; every eviction answered 1.5 s late.
+fn slow_batch(fake: &FakeApi) {
+    for name in ["batch-a", "batch-b", "batch-c", "batch-d"] {
+        fake.apply(bare_pod(NS, name, json!({"app": "batch"})));
+    }
+    fake.apply(annotated(
+        configmap(NS, "batch-config", &[("n", "1")]),
+        &[(MATCH, "app=batch")],
+    ));
+}
+
+fn slow_evictions(fake: &FakeApi) {
+    for _ in 0..4 {
+        fake.inject(crate::fake::Fault::Slow {
+            method: "POST".into(),
+            resource: "pods".into(),
+            delay: Duration::from_millis(1500),
+        });
+    }
+}
+
+/// Changes `batch-config` and waits until the first eviction is sent.
+fn start_batch_replacement(fake: &FakeApi, wavelet: &Wavelet) {
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "batch-config",
+        json!({"data": {"n": "2"}}),
+    );
+    eventually(fake, wavelet, "the first eviction sent", |f| {
+        !pod_replacements(f).is_empty()
+    });
+}
+
+/// Waits until the replacement of `batch-config` finished, and checks that each of the
+/// four Pods was replaced exactly once.
+fn batch_finished_once(fake: &FakeApi, wavelet: &Wavelet) {
+    let hash = data_hash_now(fake, "configmaps", NS, "batch-config");
+    eventually(fake, wavelet, "the replacement finished", |f| {
+        state_entry(f, "configmap.shop.batch-config").as_deref() == Some(hash.as_str())
+    });
+    let once: BTreeMap<String, usize> = ["batch-a", "batch-b", "batch-c", "batch-d"]
+        .iter()
+        .map(|p| (p.to_string(), 1))
+        .collect();
+    assert_eq!(replaced_in(fake, NS), once, "{}", wavelet.output());
+}
+
+/// Regression (issue 26, item 7): the eviction loop went on through its whole list after
+/// SIGTERM (each request may take up to 90 s), so shutdown could outlast the grace period
+/// and skip releasing the Lease. Now it stops between two Pods; the state still says
+/// "replacing", and the next leader finishes the replacement without repeating a Pod.
+#[test]
+fn sigterm_in_the_middle_of_a_replacement_stops_between_pods_and_the_next_leader_finishes_it() {
+    let fake = cluster(&[]);
+    slow_batch(&fake);
+    let mut a = started(&fake, ELECT, "configmap.shop.batch-config");
+    slow_evictions(&fake);
+    start_batch_replacement(&fake, &a);
+    let sent = std::time::Instant::now();
+    a.signal("TERM");
+    // The eviction under way takes 1.5 s; the rest of the list would take 4.5 s more.
+    let status = a.wait_exit(Duration::from_secs(10));
+    let took = sent.elapsed();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", a.output());
+    assert!(
+        took < Duration::from_secs(3),
+        "shutdown took {took:?}: it waited for the rest of the list:\n{}",
+        a.output()
+    );
+    assert!(a.output().contains("released Lease"), "{}", a.output());
+    assert_eq!(
+        pod_replacements(&fake).len(),
+        1,
+        "evictions sent after SIGTERM:\n{}",
+        a.output()
+    );
+    let entry = state_entry(&fake, "configmap.shop.batch-config").unwrap();
+    assert!(entry.contains(" replacing since="), "{entry}");
+
+    let b = Wavelet::start(&fake, &args(ELECT));
+    batch_finished_once(&fake, &b);
+}
+
+/// Regression (issue 26, item 7): a leader that lost the Lease kept evicting the rest of
+/// its list. Now it stops between two Pods once it may not write, and finishes the
+/// replacement from `wavelet-state` when it leads again.
+#[test]
+fn a_leader_that_loses_the_lease_stops_between_pods_and_finishes_when_it_leads_again() {
+    let fake = cluster(&[]);
+    slow_batch(&fake);
+    let wavelet = started(&fake, ELECT, "configmap.shop.batch-config");
+    slow_evictions(&fake);
+    start_batch_replacement(&fake, &wavelet);
+    fake.inject(crate::fake::Fault::Status {
+        method: "PUT".into(),
+        resource: "leases".into(),
+        code: 500,
+        retry_after_secs: None,
+        times: 100_000,
+        plain_text: false,
+    });
+    assert!(
+        wavelet.wait_for_output("stopped writing", Duration::from_secs(5)),
+        "{}",
+        wavelet.output()
+    );
+    // The positive signal: the loop stopped (or, before the fix, every Pod was sent).
+    eventually(&fake, &wavelet, "the eviction loop to end", |f| {
+        wavelet.output().contains("may not write any more") || pod_replacements(f).len() == 4
+    });
+    let sent = pod_replacements(&fake).len();
+    assert!(
+        sent < 4,
+        "{sent} evictions sent, the last ones without the Lease:\n{}",
+        wavelet.output()
+    );
+    fake.heal();
+    batch_finished_once(&fake, &wavelet);
+}
+
+/// The API server's limit on the values of a ConfigMap (`ValidateConfigMap`).
+const CONFIGMAP_LIMIT: usize = 1 << 20;
+
+/// Fills `wavelet-state` with entries of objects that are gone (preview namespaces, each
+/// left with a replacement of 14 Pods in progress) until their values take `values` bytes.
+fn seed_state(fake: &FakeApi, values: usize) {
+    let pods: Vec<String> = (0..14)
+        .map(|p| format!("00000000-0000-0000-0000-{p:012}"))
+        .collect();
+    let entry = format!(
+        "{} replacing since=2026-01-01T00:00:00Z pods={}",
+        "ab".repeat(32),
+        pods.join(",")
+    );
+    let mut data = serde_json::Map::new();
+    let mut total = 0;
+    while total + entry.len() <= values {
+        data.insert(
+            format!("configmap.preview-{:05}.app-config", data.len()),
+            json!(entry),
+        );
+        total += entry.len();
+    }
+    if total < values {
+        data.insert(
+            "configmap.preview-pad.app-config".into(),
+            json!("x".repeat(values - total)),
+        );
+    }
+    fake.apply(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "wavelet-state", "namespace": STATE_NS},
+        "data": data,
+    }));
+}
+
+/// Keys and values of `wavelet-state`'s data, in bytes.
+fn state_bytes(fake: &FakeApi) -> usize {
+    let state = fake.get("configmaps", STATE_NS, "wavelet-state").unwrap();
+    state["data"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().unwrap().len())
+        .sum()
+}
+
+/// Regression (issue 26, item 5): `wavelet-state` kept the entries of deleted objects and
+/// every write PUT the whole map, so it grew until the API server refused it (422: the
+/// values of a ConfigMap are at most 1 MiB) and delete mode replaced no Pods anywhere any
+/// more. Here the state is pre-seeded with entries of gone objects to 80 bytes below the
+/// limit: the first sight of `web-config` still fits, the replacement's entry does not.
+/// Now entries of objects gone for `--resync` are pruned from the next write, and the
+/// state warns (Event, metric) long before it is full.
+#[test]
+fn a_state_near_the_size_limit_is_pruned_of_gone_objects_and_warns_before_it_is_full() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    seed_state(&fake, CONFIGMAP_LIMIT - 80);
+    let wavelet = started(&fake, &["--resync", "3s"], "configmap.shop.web-config");
+    let before = pods(&fake, NS, "web");
+    change_and_wait(&fake, &wavelet, "green");
+    let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
+    assert_eq!(replaced_in(&fake, NS), expected, "{}", wavelet.output());
+    let state = fake.get("configmaps", STATE_NS, "wavelet-state").unwrap();
+    let left: Vec<&String> = state["data"].as_object().unwrap().keys().collect();
+    assert!(
+        left.iter().all(|k| !k.contains("preview-")),
+        "entries of gone objects kept: {} of them",
+        left.len()
+    );
+    // Warned while it was nearly full, on the object whose write found it so.
+    eventually(&fake, &wavelet, "a StateNearlyFull Warning", |f| {
+        !events(f, "web-config", "StateNearlyFull").is_empty()
+    });
+    let warning = &events(&fake, "web-config", "StateNearlyFull")[0];
+    assert_eq!(warning["type"], "Warning");
+    let message = warning["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{STATE_NS}/wavelet-state")) && message.contains("1048576"),
+        "{message}"
+    );
+    // The metric follows the state as last written.
+    let bytes = state_bytes(&fake);
+    assert!(bytes < CONFIGMAP_LIMIT / 10, "{bytes}");
+    wait_for_metric(&wavelet, "wavelet_state_bytes", "", |v| v == bytes as f64);
+}
+
+/// Regression (issue 26, item 5): a "replacing" entry listed the UID of every matching Pod,
+/// so one replacement of ~28,000 Pods took 1 MiB by itself: here 30,000, whose write the
+/// API server refused, and no Pod was replaced. Now the entry lists only the Pods whose creationTimestamp cannot tell
+/// a resumed replacement that they came before the change, and at most 1,000 of them.
+/// The fake hands out creationTimestamps a second apart, so these Pods run hours ahead of
+/// wavelet's clock and none can be told by its timestamp: the cap is what holds. A
+/// PodDisruptionBudget keeps the replacement in progress, so the entry says "replacing".
+#[test]
+fn one_replacement_of_30000_pods_keeps_its_state_entry_bounded() {
+    let fake = cluster(&[]);
+    fake.apply_all(
+        (0..30_000).map(|i| bare_pod(NS, &format!("fleet-{i:05}"), json!({"app": "fleet"}))),
+    );
+    fake.apply(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "fleet", "namespace": NS},
+        "spec": {"minAvailable": 30_000, "selector": {"matchLabels": {"app": "fleet"}}},
+        "status": {"disruptionsAllowed": 0, "currentHealthy": 30_000, "desiredHealthy": 30_000, "expectedPods": 30_000},
+    }));
+    fake.apply(annotated(
+        configmap(NS, "fleet-config", &[("n", "1")]),
+        &[(MATCH, "app=fleet")],
+    ));
+    let wavelet = started(&fake, &[], "configmap.shop.fleet-config");
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "fleet-config",
+        json!({"data": {"n": "2"}}),
+    );
+    // Listing 30,000 Pods (60 pages) takes a debug build a while on a loaded machine.
+    assert!(
+        fake.wait_until(Duration::from_secs(60), |f| !pod_replacements(f).is_empty()),
+        "no eviction sent:\n{}",
+        wavelet.output()
+    );
+    let entry = state_entry(&fake, "configmap.shop.fleet-config").unwrap();
+    assert!(entry.contains(" replacing since="), "{entry:.300}");
+    let uids = entry.split("pods=").nth(1).unwrap().split(',').count();
+    assert_eq!(uids, 1000, "{} bytes", entry.len());
+    assert!(entry.len() < 40_000, "{} bytes", entry.len());
+    assert!(
+        wavelet
+            .output()
+            .contains("of the Pods listed now were created in this second or later"),
+        "{}",
+        wavelet.output()
+    );
+}
+
+/// Pruning (issue 26, item 5) forgets only what no longer exists: with `--resync 1s`, the
+/// entry of a deleted annotated ConfigMap leaves the state with a write a second later,
+/// while the entry of one that exists stays through every write, so its next data change
+/// still replaces its Pods (a pruned entry would make it a first sight: nothing replaced).
+#[test]
+fn pruning_drops_the_entries_of_deleted_objects_and_keeps_those_of_existing_ones() {
+    let fake = cluster(&[(MATCH, "app=web")]);
+    fake.apply(annotated(
+        configmap(NS, "api-config", &[("v", "1")]),
+        &[(MATCH, "app=api")],
+    ));
+    fake.apply(annotated(
+        configmap(NS, "old-config", &[("v", "1")]),
+        &[(MATCH, "app=old")],
+    ));
+    let wavelet = started(&fake, &["--resync", "1s"], "configmap.shop.web-config");
+    eventually(&fake, &wavelet, "all three recorded", |f| {
+        ["web-config", "api-config", "old-config"]
+            .iter()
+            .all(|n| state_entry(f, &format!("configmap.shop.{n}")).is_some())
+    });
+    fake.delete("configmaps", NS, "old-config");
+    // Writes (replacements for web-config) until one comes a resync after another.
+    for n in 0.. {
+        change_and_wait(&fake, &wavelet, &format!("color-{n}"));
+        if state_entry(&fake, "configmap.shop.old-config").is_none() {
+            break;
+        }
+        assert!(n < 10, "never pruned:\n{}", wavelet.output());
+        std::thread::sleep(Duration::from_millis(600));
+    }
+    assert!(
+        wavelet
+            .output()
+            .contains("dropping 1 entries of objects gone"),
+        "{}",
+        wavelet.output()
+    );
+    // api-config's entry went through all those writes; its change is acted on.
+    let api_before = pods(&fake, NS, "api");
+    fake.merge_patch("configmaps", NS, "api-config", json!({"data": {"v": "2"}}));
+    let hash = data_hash_now(&fake, "configmaps", NS, "api-config");
+    eventually(&fake, &wavelet, "api-config's change acted on", |f| {
+        state_entry(f, "configmap.shop.api-config").as_deref() == Some(hash.as_str())
+    });
+    let replaced = replaced_in(&fake, NS);
+    for pod in &api_before {
+        assert_eq!(replaced.get(pod), Some(&1), "{pod}: {replaced:?}");
+    }
 }

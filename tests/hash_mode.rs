@@ -398,7 +398,12 @@ fn three_changes_inside_the_debounce_window_give_one_patch() {
         f.revisions("deployments", NS, "web") == 2
     });
     barrier_change(&fake, &wavelet, "configmaps", NS);
-    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        1,
+        "{}",
+        wavelet.output()
+    );
     assert_eq!(
         hashes(&fake, "deployments", NS, "web", HASH).0.unwrap(),
         expected_hash(&fake, "deployments", NS, "web")
@@ -647,13 +652,11 @@ fn hash_key_file_publishes_an_hmac_instead_of_a_plain_hash() {
     use wavelet::objects::{ConfigObject, WorkloadObject};
     let obj: WorkloadObject =
         serde_json::from_value(fake.get("deployments", NS, "web").unwrap()).unwrap();
-    let refs = wavelet::hashmode::references::references(&obj);
+    let refs = wavelet::model::references::references(&obj);
     let digests = ConfigObject::secret(fake.get("secrets", NS, "creds").unwrap()).unwrap();
-    let expected = wavelet::hashmode::hash::compute(
-        [(&refs[0], Some(digests.digests()))],
-        Some(b"s3cret-key"),
-    )
-    .hash;
+    let expected =
+        wavelet::model::hash::compute([(&refs[0], Some(digests.digests()))], Some(b"s3cret-key"))
+            .hash;
     assert_eq!(published, expected);
     let _ = std::fs::remove_file(key_file);
 }

@@ -1,10 +1,13 @@
 //! The OCI image `image/build` assembles from the two static binaries without a container
 //! engine: built twice from the same commit (the second time from copies of the binaries
 //! with another mtime, under another umask) it has the same index digest and the same
-//! archive bytes; skopeo reads it as a linux/amd64 + linux/arm64 index with the commit's
-//! annotations; per platform, umoci unpacks a root that holds exactly `/wavelet`, the
-//! binary of that architecture, and the user, entrypoint, command and port are those of
-//! `Dockerfile.scratch`. Needs skopeo, umoci and both static binaries (the aarch64 one named
+//! archive bytes, SBOMs included; skopeo reads it as a linux/amd64 + linux/arm64 index with
+//! the commit's annotations, and each platform's SBOM attached in the same index as an
+//! attestation manifest (an in-toto statement about that platform's manifest whose
+//! predicate is the SBOM beside the binary); `skopeo copy --all --preserve-digests`, as the
+//! release pushes it, keeps the index digest; per platform, umoci unpacks a root that holds
+//! exactly `/wavelet`, the binary of that architecture, and the user, entrypoint, command
+//! and port are those of `Dockerfile.scratch`. Needs skopeo, umoci and both static binaries (the aarch64 one named
 //! by WAVELET_AARCH64_BINARY); `bash .ci/run` provides all. Under CI a missing one fails
 //! the test; elsewhere it says that it did not run, and how to run it.
 
@@ -126,19 +129,38 @@ fn build(amd64: &Path, arm64: &Path, out: &Path, umask: &str) -> String {
         .to_string()
 }
 
-/// A copy of `binary` in `dir` with another mtime: the image must not carry file times.
+/// The SBOM `image/binaries` writes beside `binary`.
+fn sbom_of(binary: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.cdx.json", binary.display()))
+}
+
+/// A copy of `binary` and its SBOM in `dir` with another mtime: the image must not carry
+/// file times.
 fn copy_with_another_mtime(binary: &Path, dir: &Path, name: &str) -> PathBuf {
     let copy = dir.join(name);
-    std::fs::copy(binary, &copy).unwrap();
-    let mtime = std::fs::metadata(binary).unwrap().modified().unwrap()
-        + std::time::Duration::from_secs(1_000);
-    std::fs::File::options()
-        .write(true)
-        .open(&copy)
-        .unwrap()
-        .set_modified(mtime)
-        .unwrap();
+    for (from, to) in [
+        (binary.to_path_buf(), copy.clone()),
+        (sbom_of(binary), sbom_of(&copy)),
+    ] {
+        std::fs::copy(&from, &to).unwrap();
+        let mtime = std::fs::metadata(&from).unwrap().modified().unwrap()
+            + std::time::Duration::from_secs(1_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&to)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+    }
     copy
+}
+
+/// The blob `digest` (`sha256:…`) of the OCI layout `layout`, checked against its digest.
+fn blob(layout: &Path, digest: &str) -> Vec<u8> {
+    let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+    let bytes = std::fs::read(layout.join("blobs/sha256").join(hex)).unwrap();
+    assert_eq!(sha256_hex(&bytes), hex, "blob {digest}");
+    bytes
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -156,7 +178,7 @@ fn is_root() -> bool {
 }
 
 #[test]
-fn two_builds_of_a_commit_give_one_digest_and_each_platform_holds_only_its_binary() {
+fn two_builds_of_a_commit_give_one_digest_sboms_included_and_each_platform_holds_only_its_binary() {
     let binaries = match decide(needs(), std::env::var_os("CI").is_some()) {
         Decision::Run(binaries) => binaries,
         Decision::Skip(why) => {
@@ -199,15 +221,19 @@ fn two_builds_of_a_commit_give_one_digest_and_each_platform_holds_only_its_binar
         index["mediaType"],
         "application/vnd.oci.image.index.v1+json"
     );
-    let manifests = index["manifests"].as_array().unwrap();
-    let platforms: Vec<&Value> = manifests.iter().map(|m| &m["platform"]).collect();
+    let all = index["manifests"].as_array().unwrap();
+    let platforms: Vec<&Value> = all.iter().map(|m| &m["platform"]).collect();
+    let unknown = json!({"architecture": "unknown", "os": "unknown"});
     assert_eq!(
         platforms,
         [
             &json!({"architecture": "amd64", "os": "linux"}),
             &json!({"architecture": "arm64", "os": "linux", "variant": "v8"}),
+            &unknown,
+            &unknown,
         ]
     );
+    let (manifests, attestations) = all.split_at(2);
     let created = wavelet::time::rfc3339(git(&["log", "-1", "--format=%ct"]).parse().unwrap());
     let annotations = &index["annotations"];
     assert_eq!(
@@ -220,7 +246,79 @@ fn two_builds_of_a_commit_give_one_digest_and_each_platform_holds_only_its_binar
     );
     assert_eq!(annotations["org.opencontainers.image.created"], created);
 
-    // 3. Per platform: the config of Dockerfile.scratch, and one file, that platform's binary.
+    // 3. Per platform, its SBOM: an attestation manifest in the index that names the
+    // platform's manifest, whose one layer is an in-toto statement about that manifest
+    // with the SBOM beside the binary as its predicate.
+    let layout = first.join("wavelet-image");
+    for (manifest, binary) in manifests.iter().zip([&binaries.amd64, &binaries.arm64]) {
+        let arch = manifest["platform"]["architecture"].as_str().unwrap();
+        let digest = manifest["digest"].as_str().unwrap();
+        let found: Vec<&Value> = attestations
+            .iter()
+            .filter(|a| a["annotations"]["vnd.docker.reference.digest"] == digest)
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "{arch}: one attestation manifest names {digest}"
+        );
+        let attestation = found[0];
+        assert_eq!(
+            attestation["annotations"]["vnd.docker.reference.type"],
+            "attestation-manifest"
+        );
+        assert_eq!(
+            attestation["mediaType"],
+            "application/vnd.oci.image.manifest.v1+json"
+        );
+        let bytes = blob(&layout, attestation["digest"].as_str().unwrap());
+        assert_eq!(attestation["size"], bytes.len());
+        let attestation: Value = serde_json::from_slice(&bytes).unwrap();
+        let layers = attestation["layers"].as_array().unwrap();
+        assert_eq!(layers.len(), 1, "{arch}: one statement");
+        assert_eq!(layers[0]["mediaType"], "application/vnd.in-toto+json");
+        assert_eq!(
+            layers[0]["annotations"]["in-toto.io/predicate-type"],
+            "https://cyclonedx.org/bom"
+        );
+        let config: Value = serde_json::from_slice(&blob(
+            &layout,
+            attestation["config"]["digest"].as_str().unwrap(),
+        ))
+        .unwrap();
+        assert_eq!(config["rootfs"]["diff_ids"], json!([layers[0]["digest"]]));
+        let statement: Value =
+            serde_json::from_slice(&blob(&layout, layers[0]["digest"].as_str().unwrap())).unwrap();
+        assert_eq!(statement["_type"], "https://in-toto.io/Statement/v1");
+        assert_eq!(statement["predicateType"], "https://cyclonedx.org/bom");
+        assert_eq!(
+            statement["subject"][0]["digest"]["sha256"].as_str(),
+            digest.strip_prefix("sha256:"),
+            "{arch}: the statement is about the platform's manifest"
+        );
+        let sbom: Value = serde_json::from_slice(&std::fs::read(sbom_of(binary)).unwrap()).unwrap();
+        assert_eq!(
+            statement["predicate"], sbom,
+            "{arch}: the SBOM beside the binary"
+        );
+        assert_eq!(sbom["bomFormat"], "CycloneDX");
+    }
+
+    // 4. Copied as the release pushes it (every manifest, digests preserved), the index
+    // keeps its digest, the attestations with it.
+    let pushed = dir.0.join("pushed");
+    run(Command::new("skopeo")
+        .args(["copy", "--all", "--preserve-digests"])
+        .arg(&image)
+        .arg(format!("oci:{}:pushed", pushed.display())));
+    let pushed_index: Value =
+        serde_json::from_slice(&std::fs::read(pushed.join("index.json")).unwrap()).unwrap();
+    assert_eq!(pushed_index["manifests"][0]["digest"], digest.as_str());
+    for attestation in attestations {
+        blob(&pushed, attestation["digest"].as_str().unwrap());
+    }
+
+    // 5. Per platform: the config of Dockerfile.scratch, and one file, that platform's binary.
     let dockerfile = dockerfile();
     let (uid, gid) = dockerfile.user.split_once(':').expect("USER uid:gid");
     let root = is_root();

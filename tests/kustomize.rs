@@ -68,6 +68,30 @@ fn the_namespaced_overlay_renders_the_plain_namespaced_manifests_with_wavelet_na
     assert_same("namespaced", kustomized(&kubectl, "namespaced"), want);
 }
 
+/// The plain cluster-wide manifests with `manifests/csi/` and the Deployment's
+/// `WAVELET_ENABLE_CSI_INTEGRATION=true` (what `kustomize/csi` and the chart's
+/// `csiIntegration` render).
+pub fn plain_with_csi() -> Objects {
+    let mut want = plain_objects(&["", "cluster-wide", "in-cluster", "csi"]);
+    let deployment = want
+        .get_mut(&("Deployment".into(), "wavelet".into(), "wavelet".into()))
+        .unwrap();
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array_mut()
+        .unwrap()
+        .insert(
+            0,
+            serde_json::json!({"name": "WAVELET_ENABLE_CSI_INTEGRATION", "value": "true"}),
+        );
+    want
+}
+
+#[test]
+fn the_csi_overlay_renders_the_plain_cluster_wide_manifests_with_the_csi_rbac_and_the_flag() {
+    let Some(kubectl) = kubectl() else { return };
+    assert_same("csi", kustomized(&kubectl, "csi"), plain_with_csi());
+}
+
 #[test]
 fn every_manifests_directory_has_a_kustomization_listing_each_of_its_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
@@ -77,6 +101,7 @@ fn every_manifests_directory_has_a_kustomization_listing_each_of_its_files() {
         "in-cluster",
         "proxy-sidecar",
         "namespaced",
+        "csi",
     ] {
         let dir = root.join(dir);
         let text = std::fs::read_to_string(dir.join("Kustomization")).unwrap();

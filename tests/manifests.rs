@@ -350,10 +350,11 @@ fn the_examples_reference_only_objects_that_the_examples_define() {
         }
         let workload: wavelet::objects::WorkloadObject =
             serde_json::from_value((*object).clone()).unwrap();
-        for reference in wavelet::hashmode::references::references(&workload) {
+        for reference in wavelet::model::references::references(&workload) {
             let kind = match reference.config.kind {
                 wavelet::objects::ConfigKind::ConfigMap => "ConfigMap",
                 wavelet::objects::ConfigKind::Secret => "Secret",
+                wavelet::objects::ConfigKind::SecretProviderClass => "SecretProviderClass",
             };
             let key = (
                 kind.to_string(),

@@ -419,24 +419,95 @@ fn sigterm_releases_the_lease_and_a_change_during_the_handover_applies_once() {
     );
 }
 
+/// Regression (issue 26, item 4): the renew deadline was measured from when a renewal's
+/// response arrived, and a Lease request could wait up to the client's 90 s receive
+/// timeout. A renewal the server applied but answered 4 s late reopened the old leader's
+/// gate for a renew deadline after the standby had taken over: both reported
+/// `wavelet_leader 1` (1.4 s measured). Now the deadline counts from when the request was
+/// sent and each Lease request is cut at the deadline, as client-go's renew context does.
 #[test]
-fn leader_election_out_of_cluster_names_the_lease_namespace_flag() {
-    let fake = FakeApi::start();
-    let output = wavelet_command()
-        .args([
-            "run",
-            "--server",
-            &fake.url(),
-            "--listen-addr",
-            "127.0.0.1:0",
-        ])
-        .arg("--leader-elect")
-        .env_clear()
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--lease-namespace"), "{stderr}");
+fn a_renewal_answered_late_never_reopens_the_old_leaders_gate() {
+    let fake = fake_with_web();
+    let (leader, standby) = two_replicas(&fake);
+    fake.inject(Fault::LateResponse {
+        method: "PUT".into(),
+        resource: "leases".into(),
+        delay: Duration::from_secs(4),
+    });
+    // When both reported wavelet_leader 1, as time since the late renewal was sent.
+    let mut both: Vec<Duration> = Vec::new();
+    let mut sent = Instant::now();
+    let mut check = |sent: Instant| {
+        if is_leader(&leader) && is_leader(&standby) {
+            both.push(sent.elapsed());
+        }
+    };
+    // The leader's next renewal takes the fault: applied at once, answered 4 s later.
+    while fake.pending_faults() > 0 {
+        check(sent);
+        std::thread::sleep(Duration::from_millis(20));
+        sent = Instant::now();
+    }
+    // The late answer arrives 4 s after `sent`; a gate it reopened would stay open for the
+    // renew deadline (1.5 s) after that. Watch the whole window and a margin. (Before the
+    // fix, the standby took over while the old leader waited for the answer.)
+    while sent.elapsed() < Duration::from_millis(4000 + 1500 + 1000) {
+        check(sent);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        both.is_empty(),
+        "both replicas reported wavelet_leader 1 in {} samples, from {:?} to {:?} after the late renewal was sent\nold leader:\n{}\n---\nstandby:\n{}",
+        both.len(),
+        both.first(),
+        both.last(),
+        leader.output(),
+        standby.output()
+    );
+    // The renewal was cut at the deadline: the old leader stopped writing then, whoever
+    // leads now.
+    assert!(
+        leader.output().contains("stopped writing"),
+        "{}",
+        leader.output()
+    );
+    assert_eq!(
+        u8::from(is_leader(&leader)) + u8::from(is_leader(&standby)),
+        1,
+        "one leader in the end"
+    );
+}
+
+/// Out of a cluster with `--server` (no in-cluster namespace, no kubeconfig context) the
+/// Lease goes where kubectl would put a namespaced object, `default`, and the start says so
+/// and names the flag that moves it. It was a start-up error.
+#[test]
+fn leader_election_out_of_cluster_keeps_its_lease_in_default_and_says_so() {
+    let fake = fake_with_web();
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    let args: Vec<&str> = ELECT
+        .iter()
+        .copied()
+        .filter(|a| *a != "--lease-namespace" && *a != NS)
+        .chain(FAST.iter().copied())
+        .collect();
+    let wavelet = Wavelet::start(&fake, &args);
+    assert!(
+        wavelet.wait_for_output(
+            "leader election: Lease default/wavelet (kubectl's default",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        wavelet.output()
+    );
+    assert!(wavelet.output().contains("--lease-namespace sets another"));
+    eventually(&fake, &wavelet, "the Lease held in default", |f| {
+        f.get("leases", "default", "wavelet").is_some_and(|l| {
+            l["spec"]["holderIdentity"]
+                .as_str()
+                .is_some_and(|h| !h.is_empty())
+        })
+    });
 }
 
 #[test]

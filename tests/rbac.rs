@@ -26,7 +26,7 @@ const NOT_YET_EXERCISED: &[(&str, &str)] = &[];
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Grant {
     group: String,
-    resource: String,
+    pub resource: String,
     verb: String,
     names: Vec<String>,
     /// `None`: every namespace (a ClusterRole bound cluster-wide).
@@ -44,8 +44,9 @@ impl Grant {
                 .namespace
                 .as_ref()
                 .is_none_or(|ns| *ns == access.namespace);
-        // resourceNames never match a list/watch of a collection or a create: the
-        // authorizer sees no name for those.
+        // resourceNames never match a create, nor a list/watch of a whole collection: the
+        // authorizer sees no name for those (a list/watch narrowed by a `metadata.name`
+        // field selector has that name).
         let name_ok = self.names.is_empty()
             || access
                 .name
@@ -104,6 +105,13 @@ fn installed() -> Vec<Grant> {
     all
 }
 
+/// The cluster-wide shape with `manifests/csi/` (`--enable-csi-integration`).
+fn installed_with_csi() -> Vec<Grant> {
+    let mut all = installed();
+    all.extend(grants(&manifest("csi/clusterrole.yaml")));
+    all
+}
+
 /// Non-resource requests every authenticated user may send: discovery and version (the
 /// `system:discovery` and `system:public-info-viewer` ClusterRoles).
 fn public(access: &Access) -> bool {
@@ -152,6 +160,15 @@ impl Run {
         Run {
             args: vec!["--leader-elect".into()],
             env: Vec::new(),
+        }
+    }
+
+    /// What kustomize/csi runs: the manifests' Deployment with
+    /// `WAVELET_ENABLE_CSI_INTEGRATION=true`.
+    fn manifests_with_csi() -> Run {
+        Run {
+            args: vec!["--leader-elect".into()],
+            env: vec![("WAVELET_ENABLE_CSI_INTEGRATION".into(), "true".into())],
         }
     }
 
@@ -285,6 +302,11 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
         object["kind"] = json!(kind);
         fake.apply(object);
     }
+    // `--ignored-workload-types=cronjobs` (Reloader's ignoreCronJobs): none is watched.
+    let cronjobs = !run
+        .args
+        .iter()
+        .any(|a| a == "--ignored-workload-types=cronjobs");
     let mut nightly = workload(
         "Deployment",
         "apps",
@@ -299,6 +321,29 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
         json!({"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}});
     nightly["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
     fake.apply(nightly);
+    // A workload whose ConfigMap is missing: a ConfigMissing Warning, looked up before it
+    // is posted (`get`), and said again once the ConfigMap came and went (`patch`).
+    fake.apply(workload(
+        "Deployment",
+        "apps",
+        "held",
+        opted_in(),
+        mounts_configmap("later-config"),
+    ));
+    // --enable-csi-integration: the driver's CRDs are installed, with a SecretProviderClass
+    // and a pod status for each Pod of `apps` (wavelet lists and watches both).
+    if run.has("--enable-csi-integration") {
+        crate::csi::install_csi_driver(&fake);
+        fake.apply(crate::csi::secret_provider_class(
+            "apps",
+            "vault",
+            json!({}),
+        ));
+        let driver = crate::csi::Driver::new(&fake);
+        for pod in fake.pods("apps") {
+            driver.write(&pod, "vault", &[("db-password", "1")]);
+        }
+    }
     let mut cache = configmap("apps", "cache-config", &[("size", "1")]);
     cache["metadata"]["annotations"] = json!({
         "wavelet.dev/pod-delete-match": "app=web",
@@ -333,6 +378,34 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
             .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
             .collect()
     };
+    let missing_count = |f: &FakeApi| {
+        f.events_for("apps", "held")
+            .iter()
+            .find(|e| e["reason"] == "ConfigMissing")
+            .and_then(|e| e["count"].as_u64())
+    };
+    eventually(&fake, &wavelet, "ConfigMissing on held", |f| {
+        missing_count(f) == Some(1)
+    });
+    fake.apply(configmap("apps", "later-config", &[("k", "v")]));
+    eventually(
+        &fake,
+        &wavelet,
+        "held adopted once its ConfigMap exists",
+        |f| {
+            hashes(f, "deployments", "apps", "held", "wavelet.dev/config-hash")
+                .1
+                .is_some()
+        },
+    );
+    fake.delete("configmaps", "apps", "later-config");
+    eventually(
+        &fake,
+        &wavelet,
+        "ConfigMissing on held counted twice",
+        |f| missing_count(f) == Some(2),
+    );
+
     let (workers, webs) = (pods(&fake, "worker"), pods(&fake, "web"));
     assert!(!workers.is_empty() && !webs.is_empty());
     fake.merge_patch(
@@ -363,7 +436,7 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
                 && custom_kinds
                     .iter()
                     .all(|(_, _, resource)| template_patches(f, resource, "apps", "custom") > 0)
-                && !f.list("jobs", Some("apps")).is_empty()
+                && (!cronjobs || !f.list("jobs", Some("apps")).is_empty())
                 && pods(f, "worker").is_disjoint(&workers)
                 && pods(f, "web").iter().any(|uid| !webs.contains(uid))
                 && !f.events_for("apps", "worker-config").is_empty()
@@ -381,6 +454,7 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
     ]
     .iter()
     .zip(["web", "db", "db", "canary", "nightly"])
+    .filter(|(kind, _)| cronjobs || **kind != "cronjob")
     .map(|(kind, name)| format!("{kind} apps/{name}"))
     .collect();
     for (_, _, resource) in &custom_kinds {
@@ -446,6 +520,22 @@ fn rbac_allows_every_request_of_both_modes_and_every_rule_is_used() {
     assert_exactly("the manifests", &installed(), &accesses);
 }
 
+#[test]
+fn with_the_csi_integration_rbac_allows_every_request_and_every_rule_is_used() {
+    let accesses = both_modes_scenario(&Run::manifests_with_csi());
+    assert!(
+        accesses
+            .iter()
+            .any(|a| a.resource == "secretproviderclasspodstatuses" && a.verb == "watch"),
+        "the scenario watched the pod statuses"
+    );
+    assert_exactly(
+        "the manifests with manifests/csi/",
+        &installed_with_csi(),
+        &accesses,
+    );
+}
+
 /// Every request the binary sent to any fake server in this process so far (tests run in
 /// parallel, so this covers whatever ran before or alongside, plus the scenario above).
 /// The Role is taken to be in whatever `--state-namespace` a test chose; custom kinds from
@@ -479,7 +569,18 @@ fn rbac_allows_every_request_wavelet_sent_anywhere_in_the_suite() {
 fn the_namespaced_role_grants_what_the_cluster_role_grants() {
     let cluster = manifest("cluster-wide/clusterrole.yaml");
     let namespaced = manifest("namespaced/role.yaml");
-    assert_eq!(cluster["rules"], namespaced["rules"]);
+    // Namespaces are cluster-scoped: a Role cannot grant them, and the namespaced shape does
+    // not watch them (their fan-out annotations are read in the cluster-wide shape only).
+    let namespaced_rules: Vec<&Value> = cluster["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["resources"] != serde_json::json!(["namespaces"]))
+        .collect();
+    assert_eq!(
+        serde_json::to_value(namespaced_rules).unwrap(),
+        namespaced["rules"]
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use wavelet::hashmode::references::Reference;
+use wavelet::model::references::Reference;
 use wavelet::objects::{ConfigKey, ConfigKind, ConfigObject};
 
 fn readme() -> String {
@@ -54,7 +54,7 @@ fn readme_hash_test_vector_reproduces_with_sha256sum() {
         required: true,
     };
     let from_library =
-        wavelet::hashmode::hash::compute([(&reference, Some(configmap.digests()))], None).hash;
+        wavelet::model::hash::compute([(&reference, Some(configmap.digests()))], None).hash;
     assert_eq!(from_shell, from_library);
     assert!(
         readme.contains(&from_library),

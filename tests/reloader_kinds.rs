@@ -498,6 +498,7 @@ fn resource_label_selector_is_sent_to_the_server_and_an_unlabelled_object_does_n
         .requests()
         .iter()
         .filter(|r| r.path.ends_with("/configmaps") || r.path.ends_with("/secrets"))
+        .filter(|r| !is_wavelet_state(r))
     {
         assert_eq!(
             request.query_param("labelSelector"),
@@ -512,19 +513,20 @@ fn resource_label_selector_is_sent_to_the_server_and_an_unlabelled_object_does_n
 fn reloader_flags_whose_meaning_wavelet_does_not_share_exit_2_with_what_it_does_instead() {
     for (flag, says) in [
         (
-            "--reload-strategy=env-vars",
-            "hash annotation on the pod template",
+            "--webhook-url=http://x",
+            "--dry-run with ALERT_ON_RELOAD=true",
         ),
-        ("--reload-on-create=true", "data changes only"),
+        ("--enable-pprof", "process_resident_memory_bytes"),
         (
-            "--reload-on-delete=true",
-            "holds the rollout with a Warning Event",
+            "--auto-annotation=my.company/auto",
+            "rename the annotations",
         ),
-        ("--sync-after-restart", "always rolled at start"),
-        ("--enable-csi-integration", "SecretProviderClassPodStatus"),
-        ("--webhook-url=http://x", "does not call webhooks"),
+        (
+            "--reload-strategy=restart",
+            "expected env-vars or annotations",
+        ),
     ] {
-        let mut wavelet = Wavelet::launch(&["run", flag], &[]);
+        let mut wavelet = Wavelet::launch(&[flag], &[]);
         let status = wavelet.wait_exit(std::time::Duration::from_secs(10));
         // The exit can be seen before the output pipe is drained.
         wavelet.wait_for_output("Stakater Reloader flag", std::time::Duration::from_secs(5));
@@ -536,4 +538,181 @@ fn reloader_flags_whose_meaning_wavelet_does_not_share_exit_2_with_what_it_does_
         );
         assert!(output.contains(says), "{flag}: {output}");
     }
+}
+
+/// A Deployment in `NS` that mounts Secret `mounted` and reads Secret `env` whole.
+fn uses_secrets(name: &str, annotations: Value, mounted: &str, env: &str) -> Value {
+    workload(
+        "Deployment",
+        NS,
+        name,
+        annotations,
+        json!({"volumes": [{"name": "s", "secret": {"secretName": mounted}}],
+               "containers": [{"name": "app", "image": "nginx",
+                               "envFrom": [{"secretRef": {"name": env}}]}]}),
+    )
+}
+
+/// Issue 26, item 1. Secrets are watched as metadata and read with a request of their own
+/// (and a reload-list pattern lists its namespace's Secrets): those paths counted an
+/// unlabelled Secret that the filtered watch and its relists did not, so every resync
+/// removed it (a rollout) and every restart read it back (a rollout back). Outside the
+/// selector, a Secret counts as absent on every path, as a ConfigMap does.
+#[test]
+fn resource_label_selector_an_unlabelled_referenced_secret_rolls_nothing_over_resyncs_and_restarts()
+{
+    let fake = FakeApi::start();
+    let mut labelled = secret(NS, "app-creds", &[("password", "a")]);
+    labelled["metadata"]["labels"] = json!({"reload": "yes"});
+    fake.apply(labelled);
+    // Referenced and required, and named by a reload-list pattern, but unlabelled.
+    fake.apply(secret(NS, "db-creds", &[("password", "b")]));
+    // The fetch path: a referenced Secret is read on its own.
+    fake.apply(uses_secrets("web", opted_in(), "app-creds", "db-creds"));
+    // The listing path: a pattern makes wavelet list the namespace's Secrets.
+    fake.apply(uses_secrets(
+        "api",
+        json!({"secret.reloader.stakater.com/reload": "app-.*,db-.*"}),
+        "app-creds",
+        "app-creds",
+    ));
+    let mut args = FAST.to_vec();
+    args.extend(["--resource-label-selector", "reload=yes", "--resync", "1s"]);
+    let writes = |f: &FakeApi| {
+        (
+            f.patches("deployments", NS, "web").len(),
+            f.patches("deployments", NS, "api").len(),
+        )
+    };
+    let mut adopted = None;
+    for run in ["first run", "after a restart"] {
+        let wavelet = Wavelet::start(&fake, &args);
+        eventually(&fake, &wavelet, "both adopted", |f| {
+            hashes(f, "deployments", NS, "web", HASH).1.is_some()
+                && hashes(f, "deployments", NS, "api", HASH).1.is_some()
+        });
+        // Three relists of the Secrets, each a chance to find the unlabelled one gone.
+        wait_for_metric(
+            &wavelet,
+            "wavelet_watch_relists_total",
+            r#"resource="secrets",reason="resync""#,
+            |n| n >= 3.0,
+        );
+        let hashes_now = (
+            hashes(&fake, "deployments", NS, "web", HASH),
+            hashes(&fake, "deployments", NS, "api", HASH),
+        );
+        let adopted = adopted.get_or_insert(hashes_now.clone());
+        assert_eq!(
+            writes(&fake),
+            (1, 1),
+            "{run}: written again with nothing changed:\n{}",
+            wavelet.output()
+        );
+        assert_eq!(&hashes_now, adopted, "{run}");
+        assert_eq!(
+            template_patches(&fake, "deployments", NS, "web"),
+            0,
+            "{run}"
+        );
+        assert!(
+            !fake
+                .events_for(NS, "web")
+                .iter()
+                .any(|e| e["reason"] == "ConfigMissing"),
+            "{run}: a Secret outside the selector was reported missing"
+        );
+    }
+    // The labelled Secret still counts, on both paths.
+    let wavelet = Wavelet::start(&fake, &args);
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "app-creds",
+        json!({"data": {"password": wavelet::objects::base64::encode(b"c")}}),
+    );
+    eventually(&fake, &wavelet, "both rolled", |f| {
+        template_patches(f, "deployments", NS, "web") == 1
+            && template_patches(f, "deployments", NS, "api") == 1
+    });
+    // Labelled into the selector, the other Secret is created as far as wavelet can tell:
+    // web, which references it, rolls to the hash with it present.
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "db-creds",
+        json!({"metadata": {"labels": {"reload": "yes"}}}),
+    );
+    eventually(&fake, &wavelet, "web rolled for the labelled Secret", |f| {
+        template_patches(f, "deployments", NS, "web") == 2
+            && hashes(f, "deployments", NS, "web", HASH).0
+                == Some(expected_hash(f, "deployments", NS, "web"))
+    });
+    // Every read of Secrets carried the selector.
+    for request in fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/secrets"))
+    {
+        assert_eq!(
+            request.query_param("labelSelector"),
+            Some("reload=yes"),
+            "{} {}",
+            request.method,
+            request.path
+        );
+    }
+}
+
+/// What Reloader's chart renders by default and in its common settings starts wavelet,
+/// which says once at start (info) what it makes of each.
+#[test]
+fn reloader_flags_wavelet_already_honours_are_accepted_and_said_once_at_start() {
+    let fake = fake_with_web();
+    let args = [
+        "--log-level=info",
+        "--reload-strategy=env-vars",
+        "--reload-on-create=true",
+        "--reload-on-delete=true",
+        "--sync-after-restart=true",
+        "--enable-ha=true",
+        "--lease-namespace=default",
+        "--enable-pprof=false",
+        "--auto-annotation",
+        "reloader.stakater.com/auto",
+        "--leader-election-lease-duration=20s",
+        "--is-Argo-Rollouts=true",
+    ];
+    let wavelet = Wavelet::start_with_env(
+        &fake,
+        &args,
+        &[("GOMAXPROCS", "2"), ("RELOADER_NAMESPACE", "default")],
+    );
+    let output = wavelet.output();
+    for said in [
+        "Reloader setting: --reload-strategy=env-vars: wavelet writes its hash annotation",
+        "Reloader setting: --reload-on-create=true: a created ConfigMap or Secret rolls",
+        "Reloader setting: --reload-on-delete=true: deleting an optional reference rolls",
+        "Reloader setting: --sync-after-restart=true: changes made while wavelet was not running are rolled at start",
+        "Reloader setting: --enable-ha: leader election (--leader-elect) with Lease wavelet",
+        "Reloader setting: --enable-pprof=false",
+        "Reloader setting: --auto-annotation=reloader.stakater.com/auto: the key wavelet reads",
+        "Reloader setting: --leader-election-lease-duration: Reloader's spelling of --lease-duration",
+        "Reloader setting: --log-level: logging at info",
+        "Reloader setting: GOMAXPROCS: a Go runtime setting",
+        "Reloader setting: RELOADER_NAMESPACE:",
+        "--is-Argo-Rollouts=true, but the API does not serve argoproj.io/v1alpha1 rollouts",
+    ] {
+        assert_eq!(output.matches(said).count(), 1, "{said}:\n{output}");
+    }
+    // And it leads and rolls as ever.
+    fake.merge_patch(
+        "configmaps",
+        "default",
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "a rollout", |f| {
+        template_patches(f, "deployments", "default", "web") == 1
+    });
 }

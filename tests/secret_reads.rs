@@ -345,3 +345,85 @@ fn a_reload_list_added_after_the_sync_counts_the_unused_secrets_it_names() {
         |f| f.revisions("deployments", NS, "api") == 2,
     );
 }
+
+/// Issue 26, item 6. The record of Secrets known to be absent shrank only when a Secret
+/// came back: a namespace deleted with its Secrets before its workloads (as namespace
+/// deletion goes) left one record per Secret for good. A record lives as long as some
+/// workload references the Secret, by name or by a reload-list pattern.
+#[test]
+fn secrets_known_absent_are_forgotten_with_the_workloads_that_reference_them() {
+    const CHURNED: usize = 40;
+    let absent = |w: &Wavelet| metric(w, "wavelet_cache_objects", r#"kind="absent_secret""#);
+    let cached = |w: &Wavelet| {
+        (
+            metric(w, "wavelet_cache_objects", r#"kind="config""#),
+            metric(w, "wavelet_cache_objects", r#"kind="workload""#),
+        )
+    };
+    let fake = FakeApi::start();
+    // What stays: a workload whose Secret is missing keeps its record.
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "steady",
+        opted_in(),
+        uses_secret("never-created"),
+    ));
+    let wavelet = Wavelet::start(&fake, FAST);
+    wait_for_metric(
+        &wavelet,
+        "wavelet_cache_objects",
+        r#"kind="absent_secret""#,
+        |n| n == 1.0,
+    );
+    let baseline = (cached(&wavelet), absent(&wavelet));
+
+    let namespaces: Vec<String> = (0..CHURNED).map(|n| format!("preview-{n}")).collect();
+    for ns in &namespaces {
+        fake.apply(secret(ns, "creds", &[("password", "a")]));
+        fake.apply(secret(ns, "db-main", &[("password", "b")]));
+        fake.apply(workload(
+            "Deployment",
+            ns,
+            "web",
+            opted_in(),
+            uses_secret("creds"),
+        ));
+        fake.apply(workload(
+            "Deployment",
+            ns,
+            "api",
+            json!({"secret.reloader.stakater.com/reload": "db-.*"}),
+            json!({"containers": [{"name": "app", "image": "nginx"}]}),
+        ));
+    }
+    eventually(&fake, &wavelet, "every preview workload adopted", |f| {
+        namespaces.iter().all(|ns| {
+            hashes(f, "deployments", ns, "web", HASH).1.is_some()
+                && hashes(f, "deployments", ns, "api", HASH).1.is_some()
+        })
+    });
+    // The Secrets go first, while their workloads still reference them: recorded absent.
+    for ns in &namespaces {
+        fake.delete("secrets", ns, "creds");
+        fake.delete("secrets", ns, "db-main");
+    }
+    wait_for_metric(
+        &wavelet,
+        "wavelet_cache_objects",
+        r#"kind="absent_secret""#,
+        |n| n == baseline.1 + 2.0 * CHURNED as f64,
+    );
+    // Then the namespaces, with their workloads.
+    for ns in &namespaces {
+        fake.delete("namespaces", "", ns);
+    }
+    eventually(&fake, &wavelet, "the cache back to its baseline", |_| {
+        cached(&wavelet) == baseline.0
+    });
+    assert_eq!(
+        absent(&wavelet),
+        baseline.1,
+        "records of absent Secrets nothing references any more are kept"
+    );
+}

@@ -118,7 +118,7 @@ fn dm_pod_names(fake: &FakeApi) -> Vec<String> {
 /// `hash_mode::hash_key_file_publishes_an_hmac_instead_of_a_plain_hash`).
 #[test]
 fn a_delete_mode_secrets_hash_in_the_state_configmap_is_an_hmac_under_the_hash_key() {
-    use wavelet::hashmode::hash::data_hash;
+    use wavelet::model::hash::data_hash;
     use wavelet::objects::ConfigObject;
     let fake = FakeApi::start();
     let mut delete_mode = secret(NS, "dm-creds", &[("password", "hunter2")]);

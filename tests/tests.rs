@@ -1,6 +1,7 @@
 //! Integration tests: the real `wavelet` binary against the fake API server, over sockets
 //! on 127.0.0.1.
 //!
+//! - `architecture`: the folders of `src/` are layers that use only the layers below them (and the README draws them).
 //! - `fake`: the fake API server (HTTP/1.1, watch streams, patches, faults).
 //! - `wire`: the fake checked against the recordings of a real API server in ../shared/k8s-wire.
 //! - `util`: starting the binary, building objects, the expected hash.
@@ -14,9 +15,14 @@
 //! - `malformed`: oversized, non-UTF-8 and deeply nested answers are rejected; memory stays bounded.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `reloader`: Reloader's annotations (auto, typed auto, reload lists, search/match, exclude, ignore, pause-period) and opt-in flags.
+//! - `csi`: the Secrets Store CSI driver (`--enable-csi-integration`): a rotation rolls each workload that mounts the class once; unrelated classes, adoption and first mounts roll nothing; Reloader's class annotations; delete mode on a class; `status`/`hash`.
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
+//! - `reloader_chart`: a Reloader values file gives the same requests through Reloader's chart (image swapped) and wavelet's.
+//! - `reloader_switch`: Reloader's alerts (each sink's shape, retries, a dead receiver, TLS, proxy), its metric and probe paths.
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
+//! - `fanout`: safe fan-out: waves behind the health gate, at-once, a restart mid-fan-out, a hold and `wavelet resume`, pauses, restart windows and urgent changes.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
+//! - `politeness`: at scale: the client-side budget and 429 pauses, aggregated Events, throttle accounting and its alert, many namespaces.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `readme`: the README's hash test vector reproduces with `sha256sum`.
 //! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
@@ -26,15 +32,19 @@
 //! - `chart`: the Helm chart renders the plain manifests of each shape (cluster-wide, namespaced, proxy sidecar); every rendered object matches the OpenAPI schema; its RBAC is exactly what wavelet sends with the flags it renders, for a matrix of values.
 //! - `monitoring`: alerts and dashboard query only what /metrics exports; ServiceMonitor, rules and dashboard in monitoring/ and the chart agree.
 //! - `chroot`: the static musl binary runs alone in an empty root (needs root; `.ci/run`).
-//! - `image`: `image/build`'s OCI image is reproducible, multi-arch, one file per platform (needs skopeo, umoci, the arm64 binary; `.ci/run`).
+//! - `image`: `image/build`'s OCI image is reproducible, multi-arch, one file per platform, each platform's SBOM attached in the index (needs skopeo, umoci, the arm64 binary; `.ci/run`).
+//! - `supply`: each static binary's SBOM lists exactly what `cargo tree -e normal` reports, at Cargo.lock's versions and checksums; its embedded `.dep-v0` list matches; a made-up dependency with a forbidden licence fails the build; the unit tests of `image/supply/`.
 //! - `release`: the release workflow (GitHub Actions) runs on `v*` tags, checks the tag with `image/check-tag` (Cargo.toml, Chart.yaml and values.yaml agree), runs `.ci/run`; its scripts are valid bash, name only paths that exist, print no secret.
 
+mod architecture;
 mod chart;
 mod chroot;
 mod commands;
 mod connecting;
+mod csi;
 mod delete_mode;
 mod fake;
+mod fanout;
 mod faults;
 mod hash_mode;
 mod image;
@@ -45,14 +55,18 @@ mod manifests;
 mod monitoring;
 mod operations;
 mod plugin;
+mod politeness;
 mod rbac;
 mod readme;
 mod release;
 mod reloader;
+mod reloader_chart;
 mod reloader_kinds;
+mod reloader_switch;
 mod secret_reads;
 mod secrets;
 mod soak;
+mod supply;
 mod util;
 mod wave;
 mod wire;

@@ -400,29 +400,31 @@ pub fn hashes(
 }
 
 /// The hash wavelet should write for a workload given what the fake holds now, computed
-/// with the library's own pure functions.
+/// with the library's own pure functions (without `--enable-csi-integration`: its
+/// SecretProviderClasses do not count).
 pub fn expected_hash(fake: &FakeApi, resource: &str, ns: &str, name: &str) -> String {
     use wavelet::objects::{ConfigKind, ConfigObject, WorkloadObject};
     let obj: WorkloadObject =
         serde_json::from_value(fake.get(resource, ns, name).expect("workload exists")).unwrap();
-    let refs = wavelet::hashmode::references::references(&obj);
+    let refs = wavelet::model::references::references(&obj);
     let resolved: Vec<_> = refs
         .iter()
+        .filter(|r| r.config.kind != ConfigKind::SecretProviderClass)
         .map(|r| {
-            let plural = match r.config.kind {
-                ConfigKind::ConfigMap => "configmaps",
-                ConfigKind::Secret => "secrets",
-            };
             let digests = fake
-                .get(plural, &r.config.namespace, &r.config.name)
+                .get(
+                    &r.config.kind.resource().plural,
+                    &r.config.namespace,
+                    &r.config.name,
+                )
                 .and_then(|json| match r.config.kind {
                     ConfigKind::ConfigMap => ConfigObject::configmap(json).unwrap().data,
-                    ConfigKind::Secret => ConfigObject::secret(json).unwrap().data,
+                    _ => ConfigObject::secret(json).unwrap().data,
                 });
             (r, digests)
         })
         .collect();
-    wavelet::hashmode::hash::compute(resolved.iter().map(|(r, d)| (*r, d.as_deref())), None).hash
+    wavelet::model::hash::compute(resolved.iter().map(|(r, d)| (*r, d.as_deref())), None).hash
 }
 
 /// PATCH requests that changed `spec.template` of the workload.
@@ -707,4 +709,12 @@ pub fn wait_for_metric(
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A request about wavelet's own `wavelet-state` ConfigMap (its GET, PUT, or the watch of
+/// that one object), not about the users' ConfigMaps.
+pub fn is_wavelet_state(request: &Request) -> bool {
+    request.path.ends_with("/configmaps/wavelet-state")
+        || (request.path.ends_with("/configmaps")
+            && request.query_param("fieldSelector") == Some("metadata.name=wavelet-state"))
 }

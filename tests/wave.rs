@@ -167,3 +167,54 @@ fn run_warns_once_per_workload_and_status_names_the_command() {
         "{stdout}"
     );
 }
+
+/// Issue 26, item 6. The record of workloads already warned about was never pruned: it
+/// grew with every workload that ever carried the finalizer, and one deleted and created
+/// again (a new object) was never warned about. It now holds the workloads that exist.
+#[test]
+fn a_workload_created_again_with_waves_finalizer_is_warned_about_again() {
+    let (fake, _) = cluster_left_by_wave();
+    let mut args = FAST.to_vec();
+    args.extend(["--resync", "1s"]);
+    let wavelet = Wavelet::start(&fake, &args);
+    let warnings = |w: &Wavelet| {
+        w.output()
+            .matches("carries the finalizer wave.pusher.com/finalizer")
+            .count()
+    };
+    eventually(&fake, &wavelet, "the warning", |_| warnings(&wavelet) == 1);
+    let resyncs = |w: &Wavelet| {
+        metric(
+            w,
+            "wavelet_watch_relists_total",
+            r#"resource="deployments",reason="resync""#,
+        )
+    };
+    let before = resyncs(&wavelet);
+    wait_for_metric(
+        &wavelet,
+        "wavelet_watch_relists_total",
+        r#"resource="deployments",reason="resync""#,
+        |n| n >= before + 2.0,
+    );
+    assert_eq!(
+        warnings(&wavelet),
+        1,
+        "warned again about the same workload"
+    );
+    let web = fake.get("deployments", NS, "web").unwrap();
+    fake.delete("deployments", NS, "web");
+    let mut again = workload(
+        "Deployment",
+        NS,
+        "web",
+        json!({"wave.pusher.com/update-on-config-change": "true"}),
+        mounts_configmap("a"),
+    );
+    again["metadata"]["finalizers"] = web["metadata"]["finalizers"].clone();
+    let again = fake.apply(again);
+    assert_ne!(again["metadata"]["uid"], web["metadata"]["uid"]);
+    eventually(&fake, &wavelet, "a warning about the new workload", |_| {
+        warnings(&wavelet) == 2
+    });
+}

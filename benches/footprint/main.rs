@@ -16,15 +16,30 @@
 //! Then a scaling table: 1k, 10k and 100k ConfigMaps+Secrets of 1 KiB and of 64 KiB, with
 //! one Deployment per 10 objects: memory per tracked object above an empty cluster, and
 //! per additional object from one count to the next (it should not depend on the size).
+//! And a churn step: against the 10k, 1 KiB cluster, ten rounds of 1,000 namespaces
+//! created and deleted (50 at a time), each with an opted-in Deployment and the Secret it
+//! references: resident memory after each round against the steady value before.
 //!
-//! Run: `cargo bench --bench footprint` (a few minutes on 2 cores). To measure the static
+//! Then (issue 27) how long adopting 10,000 workloads takes under the default client-side
+//! budget, and the threads, connections, watches and memory of `--namespaces` with 10 and
+//! 500 namespaces, and `--per-namespace-watches` with 10 and 100 (`polite.rs`).
+//!
+//! Then the Secrets Store CSI driver (`csi.rs`): the same cluster with a
+//! SecretProviderClass per Deployment, and 0, 2,000 and 20,000 pod statuses: memory per
+//! pod status (target under 200 bytes).
+//!
+//! Run: `cargo bench --bench footprint` (a few minutes on 2 cores, plus about nine for the
+//! adoption under the default budget). To measure the static
 //! binary that ships, build it and point `WAVELET_BENCH_BINARY` at it:
 //! `CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --target x86_64-unknown-linux-musl --bin wavelet`.
 //!
-//! Environment: `WAVELET_BENCH_ONLY=default|scaling`, `WAVELET_BENCH_SCALE` (object counts
-//! ×, default 1), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
+//! Environment: `WAVELET_BENCH_ONLY=default|scaling|churn|polite|csi` (`churn`: only the churn
+//! step of the scaling run), `WAVELET_BENCH_SCALE` (object counts ×, default 1),
+//! `WAVELET_BENCH_CHURN_NAMESPACES` (per round, default 1000), `WAVELET_BENCH_CHURN_ROUNDS`
+//! (default 10), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
-//! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024).
+//! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024),
+//! `WAVELET_BENCH_CSI_RUNS` (runs of each CSI configuration, default 3).
 //! `WAVELET_BENCH_HOLD=<file>` keeps the API server (the fake of the default scenario and of
 //! each scaling cell, or the real control plane) up after its run for profiling: the file
 //! names its kubeconfig; removing the file goes on.
@@ -54,7 +69,9 @@ mod kubelet;
 mod loadtest;
 
 mod calls;
+mod csi;
 mod measure;
+mod polite;
 mod process;
 mod real;
 mod report;
@@ -65,15 +82,19 @@ mod versus;
 
 use std::time::Duration;
 
-use measure::{changes, spread, start_and_sync, Edited};
+use measure::{cache_objects, changes, churn, spread, start_and_sync, Edited};
 use process::BinaryFacts;
 use report::DefaultFigures;
-use scaling::{Cell, CellOutcome, ScalingFigures};
+use scaling::{Cell, CellOutcome, ChurnFigures, ScalingFigures};
 use scenario::Cluster;
 
 /// The scaling table's object counts and sizes.
 const SCALING_COUNTS: [usize; 3] = [1_000, 10_000, 100_000];
 const SCALING_SIZES: [usize; 2] = [1024, 64 * 1024];
+/// The churn step's steady cluster: ConfigMaps+Secrets, and their size.
+const CHURN_CLUSTER: (usize, usize) = (10_000, 1024);
+/// Namespaces alive at once during the churn.
+const CHURN_LIVE: usize = 50;
 
 /// The benchmark's settings, from the environment.
 struct Options {
@@ -83,6 +104,9 @@ struct Options {
     secret_changes: usize,
     debounce: Duration,
     max_data_mib: usize,
+    churn_namespaces: usize,
+    churn_rounds: usize,
+    csi_runs: usize,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -99,9 +123,9 @@ impl Options {
         let only = std::env::var("WAVELET_BENCH_ONLY").ok();
         if let Some(part) = only
             .as_deref()
-            .filter(|p| !["default", "scaling", "versus"].contains(p))
+            .filter(|p| !["default", "scaling", "churn", "polite", "csi", "versus"].contains(p))
         {
-            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling or versus");
+            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn, polite, csi or versus");
         }
         Options {
             only,
@@ -110,11 +134,19 @@ impl Options {
             secret_changes: env_or("WAVELET_BENCH_SECRET_CHANGES", 50),
             debounce: Duration::from_millis(env_or("WAVELET_BENCH_DEBOUNCE_MS", 200)),
             max_data_mib: env_or("WAVELET_BENCH_MAX_DATA_MIB", 1024),
+            churn_namespaces: env_or("WAVELET_BENCH_CHURN_NAMESPACES", 1000),
+            churn_rounds: env_or("WAVELET_BENCH_CHURN_ROUNDS", 10),
+            csi_runs: env_or("WAVELET_BENCH_CSI_RUNS", 3),
         }
     }
 
     fn runs(&self, part: &str) -> bool {
         self.only.as_deref().is_none_or(|only| only == part)
+    }
+
+    /// The churn step is part of the scaling run, and can run alone.
+    fn runs_churn(&self) -> bool {
+        self.runs("scaling") || self.runs("churn")
     }
 }
 
@@ -199,7 +231,47 @@ fn scaling_cell(options: &Options, objects: usize, size: usize) -> Cell {
     Cell { cluster, outcome }
 }
 
-fn progress(message: &str) {
+/// The churn step: the steady cluster, then rounds of namespaces created and deleted.
+fn run_churn(options: &Options) -> ChurnFigures {
+    let (objects, size) = CHURN_CLUSTER;
+    let objects = ((objects as f64 * options.scale).round() as usize).max(10);
+    let cluster = Cluster::scaling(objects, size);
+    progress(&format!(
+        "churn: steady cluster of {objects} objects of {size} bytes"
+    ));
+    let run = start_and_sync(&cluster, options.debounce);
+    let steady_cache = cache_objects(&run.wavelet);
+    let rounds = (1..=options.churn_rounds)
+        .map(|round| {
+            progress(&format!(
+                "churn: round {round}, {} namespaces, {CHURN_LIVE} at a time",
+                options.churn_namespaces
+            ));
+            let measured = churn(
+                &run.fake,
+                &run.wavelet,
+                round,
+                options.churn_namespaces,
+                CHURN_LIVE,
+                size,
+                &steady_cache,
+            );
+            progress(&format!(
+                "churn: round {round} in {:?}, RSS {} KiB",
+                measured.wall, measured.settled.rss_kib
+            ));
+            measured
+        })
+        .collect();
+    ChurnFigures {
+        cluster,
+        steady: run.adoption.settled,
+        steady_cache,
+        rounds,
+    }
+}
+
+pub fn progress(message: &str) {
     eprintln!("footprint: {message}");
 }
 
@@ -234,5 +306,20 @@ fn main() {
     }
     if options.runs("scaling") {
         scaling::print(&run_scaling(&options));
+    }
+    if options.runs_churn() {
+        scaling::print_churn(&run_churn(&options));
+    }
+    if options.runs("polite") {
+        let workloads = ((10_000.0 * options.scale).round() as usize).max(10);
+        polite::print(&polite::run(workloads, options.scale, options.debounce));
+    }
+    if options.runs("csi") {
+        csi::print(&csi::run(
+            options.scale,
+            options.debounce,
+            options.csi_runs,
+            progress,
+        ));
     }
 }

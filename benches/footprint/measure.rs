@@ -10,7 +10,9 @@ use serde_json::json;
 use crate::calls::CallCounts;
 use crate::fake::{FakeApi, Request};
 use crate::process::{Sample, Wavelet};
-use crate::scenario::{secret_value, text_of_size, Cluster, ObjectRef, CONFIGMAP_KEY, SECRET_KEY};
+use crate::scenario::{
+    churn_namespace, secret_value, text_of_size, Cluster, ObjectRef, CONFIGMAP_KEY, SECRET_KEY,
+};
 
 /// How long the initial sync and the adoption may take before the run is abandoned.
 const PATIENCE: Duration = Duration::from_secs(600);
@@ -242,6 +244,94 @@ pub fn spread(deployments: usize, count: usize) -> Vec<usize> {
         .collect()
 }
 
+/// Namespaces created and deleted (preview environments, CI): what wavelet holds once
+/// they are gone.
+#[derive(Clone, Debug)]
+pub struct ChurnRound {
+    pub namespaces: usize,
+    pub wall: Duration,
+    /// Once the cache is back to its size before the churn and wavelet is idle.
+    pub settled: Sample,
+    /// `wavelet_cache_objects` by kind then.
+    pub cache: Vec<(String, f64)>,
+}
+
+/// `wavelet_cache_objects` by kind, e.g. (`kind="config"`, 10000).
+pub fn cache_objects(wavelet: &Wavelet) -> Vec<(String, f64)> {
+    wavelet.metric("wavelet_cache_objects")
+}
+
+/// Round `round` of the churn: `namespaces` namespaces, `live` at a time, each with an
+/// opted-in Deployment and the Secret of `size` bytes it references; each Deployment is
+/// adopted (its Secret read and hashed) before its namespace is deleted. Then waits until
+/// wavelet's cache holds as many ConfigMaps, Secrets and workloads as `before`.
+pub fn churn(
+    fake: &FakeApi,
+    wavelet: &Wavelet,
+    round: usize,
+    namespaces: usize,
+    live: usize,
+    size: usize,
+    before: &[(String, f64)],
+) -> ChurnRound {
+    let started = Instant::now();
+    let names: Vec<String> = (0..namespaces)
+        .map(|n| format!("churn-{round}-{n:04}"))
+        .collect();
+    for batch in names.chunks(live.max(1)) {
+        let mut cursor = fake.request_count();
+        fake.apply_all(batch.iter().flat_map(|ns| churn_namespace(ns, size)));
+        let mut waiting: HashSet<String> = batch
+            .iter()
+            .map(|ns| format!("/apis/apps/v1/namespaces/{ns}/deployments/app"))
+            .collect();
+        while !waiting.is_empty() {
+            let new = fake.requests_since(cursor);
+            cursor += new.len();
+            for patch in new.iter().filter(|r| is_workload_patch(r)) {
+                waiting.remove(&patch.path);
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "churn: {} Deployments not adopted; wavelet's last lines:\n{}",
+                waiting.len(),
+                wavelet.log_tail()
+            );
+            sleep(Duration::from_millis(20));
+        }
+        for ns in batch {
+            fake.delete("namespaces", "", ns);
+        }
+    }
+    // Objects and workloads: an absent-Secret record is what the churn may leave, and is
+    // reported, not waited for.
+    let counted = |cache: &[(String, f64)]| -> Vec<(String, f64)> {
+        cache
+            .iter()
+            .filter(|(kind, _)| kind == "kind=\"config\"" || kind == "kind=\"workload\"")
+            .cloned()
+            .collect()
+    };
+    while counted(&cache_objects(wavelet)) != counted(before) {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "churn: the cache holds {:?}, not {before:?} as before; wavelet's last lines:\n{}",
+            cache_objects(wavelet),
+            wavelet.log_tail()
+        );
+        sleep(Duration::from_millis(50));
+    }
+    let wall = started.elapsed();
+    wait_for_quiet(fake, QUIET_AFTER_ADOPTION);
+    sleep(SETTLE);
+    ChurnRound {
+        namespaces,
+        wall,
+        settled: wavelet.sample(),
+        cache: cache_objects(wavelet),
+    }
+}
+
 /// One cluster measured from start to settled: what the default scenario and every
 /// scaling cell do before any change.
 pub struct Measured {
@@ -259,7 +349,14 @@ pub fn start_and_sync(cluster: &Cluster, debounce: Duration) -> Measured {
     let fake = FakeApi::start_tls();
     let load = cluster.load(&fake);
     let harness_before = Sample::of(std::process::id());
-    let wavelet = Wavelet::start_tls(&fake.url(), debounce);
+    let wavelet = match cluster.csi_pods_per_deployment {
+        Some(_) => Wavelet::start_tls_with(
+            &fake.url(),
+            debounce,
+            &["--enable-csi-integration".to_string()],
+        ),
+        None => Wavelet::start_tls(&fake.url(), debounce),
+    };
     let sync = initial_sync(&fake, &wavelet, harness_before);
     let adoption = adoption(&fake, &wavelet, &sync, cluster.deployments);
     Measured {

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 /// The log line wavelet writes (at info) once all its initial lists are in.
 const SYNC_LINE: &str = "initial sync complete";
+/// The start of the log line that names the address of `/metrics`.
+const LISTENING: &str = "listening on ";
 /// Log lines kept for the message when something goes wrong.
 const LOG_TAIL: usize = 40;
 /// `/proc/PID/stat` counts CPU time in USER_HZ ticks, 100 per second on Linux.
@@ -126,6 +128,8 @@ struct Log {
     tail: VecDeque<String>,
     /// Taken by the reader thread the moment the sync line arrived.
     synced: Option<Sample>,
+    /// The address of `/healthz`, `/readyz` and `/metrics`, from the log.
+    http: Option<String>,
     closed: bool,
 }
 
@@ -137,7 +141,8 @@ pub struct Wavelet {
 }
 
 /// The flags every run uses: the fake's URL, a free port for the HTTP endpoint, the given
-/// debounce window, and throttles too wide to ever apply.
+/// debounce window, and throttles and a request budget too wide to ever apply (memory and
+/// CPU are measured here; `polite.rs` measures the default budget).
 fn run_args(server: &str, debounce: Duration) -> Vec<String> {
     let debounce = format!("{}ms", debounce.as_millis());
     [
@@ -154,6 +159,10 @@ fn run_args(server: &str, debounce: Duration) -> Vec<String> {
         "100000",
         "--rollout-burst",
         "100000",
+        "--api-qps",
+        "1000000",
+        "--api-burst",
+        "1000000",
     ]
     .map(String::from)
     .to_vec()
@@ -173,6 +182,50 @@ impl Wavelet {
         args[at] = "--kubeconfig".into();
         args[at + 1] = kubeconfig.display().to_string();
         Wavelet::start_with(args)
+    }
+
+    /// As [`Wavelet::start_tls`], with `flags` (`--flag value` pairs or boolean `--flag`s)
+    /// replacing the same flags of [`run_args`] or added to them.
+    pub fn start_tls_with(server: &str, debounce: Duration, flags: &[String]) -> Wavelet {
+        let mut args = run_args("-", debounce);
+        let at = args.iter().position(|a| a == "--server").expect("--server");
+        args[at] = "--kubeconfig".into();
+        args[at + 1] = tls_kubeconfig(server).display().to_string();
+        let mut i = 0;
+        while i < flags.len() {
+            let value = flags.get(i + 1).filter(|v| !v.starts_with("--"));
+            match (args.iter().position(|a| *a == flags[i]), value) {
+                (Some(at), Some(value)) => args[at + 1] = value.clone(),
+                (None, Some(value)) => args.extend([flags[i].clone(), value.clone()]),
+                (_, None) => args.push(flags[i].clone()),
+            }
+            i += if value.is_some() { 2 } else { 1 };
+        }
+        Wavelet::start_with(args)
+    }
+
+    /// `Threads:` of `/proc/PID/status`.
+    pub fn threads(&self) -> usize {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Open sockets (`/proc/PID/fd` links to `socket:`): connections and the listener.
+    pub fn sockets(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .map(|dir| {
+                dir.filter_map(Result::ok)
+                    .filter(|e| {
+                        std::fs::read_link(e.path())
+                            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
     }
 
     fn start_with(args: Vec<String>) -> Wavelet {
@@ -227,6 +280,32 @@ impl Wavelet {
         }
     }
 
+    /// The samples of `family` on `/metrics`, as (labels, value): `kind="config"`, 3.
+    pub fn metric(&self, family: &str) -> Vec<(String, f64)> {
+        use std::io::{Read, Write};
+        let Some(address) = self.log.0.lock().unwrap().http.clone() else {
+            panic!("wavelet did not log its {LISTENING}address");
+        };
+        let mut stream = std::net::TcpStream::connect(&address).expect("connecting to /metrics");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        write!(stream, "GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .expect("reading /metrics");
+        let prefix = format!("{family}{{");
+        response
+            .lines()
+            .filter_map(|line| line.strip_prefix(&prefix))
+            .filter_map(|rest| {
+                let (labels, value) = rest.split_once("} ")?;
+                Some((labels.to_string(), value.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
     /// The last log lines, for error messages.
     pub fn log_tail(&self) -> String {
         let log = self.log.0.lock().unwrap();
@@ -242,6 +321,12 @@ fn read_log(stderr: ChildStderr, pid: u32, log: &(Mutex<Log>, Condvar)) {
         let mut log = lock.lock().unwrap();
         if log.synced.is_none() {
             log.synced = synced;
+        }
+        if log.http.is_none() {
+            log.http = line
+                .split_once(LISTENING)
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .map(String::from);
         }
         log.tail.push_back(line);
         if log.tail.len() > LOG_TAIL {

@@ -1,5 +1,6 @@
 //! Generated clusters: opted-in Deployments, the ConfigMaps and Secrets they reference,
-//! unreferenced ones, and large Helm-release Secrets that nothing references.
+//! unreferenced ones, and large Helm-release Secrets that nothing references; for the CSI
+//! part, a SecretProviderClass per Deployment and the pod statuses of its Pods.
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,11 @@ pub struct Cluster {
     pub object_size: usize,
     pub helm_secrets: usize,
     pub helm_secret_size: usize,
+    /// The Secrets Store CSI driver: `Some(pods)`: every Deployment also mounts a
+    /// SecretProviderClass of its own (`spc-<d>`, two objects), and `pods` pod statuses
+    /// per Deployment report what its Pods mounted (wavelet runs with
+    /// `--enable-csi-integration`). `None`: no CSI at all.
+    pub csi_pods_per_deployment: Option<usize>,
 }
 
 /// Where one object lives.
@@ -50,7 +56,22 @@ impl Cluster {
             object_size: 4 * 1024,
             helm_secrets: scaled(500, scale),
             helm_secret_size: 256 * 1024,
+            csi_pods_per_deployment: None,
         }
+    }
+
+    /// [`Cluster::spec`] whose Deployments mount a SecretProviderClass each, with `pods`
+    /// pod statuses per Deployment (0: the classes, no status yet).
+    pub fn spec_with_csi(scale: f64, pods: usize) -> Cluster {
+        Cluster {
+            csi_pods_per_deployment: Some(pods),
+            ..Cluster::spec(scale)
+        }
+    }
+
+    /// Pod statuses of the cluster.
+    pub fn pod_statuses(&self) -> usize {
+        self.deployments * self.csi_pods_per_deployment.unwrap_or(0)
     }
 
     /// A scaling cell: `objects` ConfigMaps+Secrets (half each) of `object_size`, and one
@@ -65,6 +86,7 @@ impl Cluster {
             object_size,
             helm_secrets: 0,
             helm_secret_size: 0,
+            csi_pods_per_deployment: None,
         }
     }
 
@@ -131,9 +153,64 @@ impl Cluster {
         fake.apply_all((0..self.configmaps).map(|i| self.configmap_object(i)));
         fake.apply_all((0..self.secrets).map(|i| self.secret_object(i)));
         fake.apply_all((0..self.helm_secrets).map(|h| self.helm_secret_object(h)));
+        if self.csi_pods_per_deployment.is_some() {
+            for crd in [
+                "secretproviderclasses.yaml",
+                "secretproviderclasspodstatuses.yaml",
+            ] {
+                fake.install_crd(
+                    &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("../shared/third-party/secrets-store-csi-driver-v1.6.0")
+                        .join(crd),
+                );
+            }
+            fake.apply_all((0..self.deployments).map(|d| self.class_object(d)));
+        }
         fake.apply_all((0..self.deployments).map(|d| self.deployment_object(d)));
+        let pods = self.csi_pods_per_deployment.unwrap_or(0);
+        fake.apply_all(
+            (0..self.deployments)
+                .flat_map(|d| (0..pods).map(move |p| self.pod_status_object(d, p))),
+        );
         fake.compact();
         started.elapsed()
+    }
+
+    /// Deployment `d`'s SecretProviderClass, for Vault, with two objects.
+    fn class_object(&self, d: usize) -> Value {
+        let at = self.deployment(d);
+        json!({
+            "apiVersion": "secrets-store.csi.x-k8s.io/v1", "kind": "SecretProviderClass",
+            "metadata": {"name": format!("spc-{d}"), "namespace": at.namespace},
+            "spec": {"provider": "vault", "parameters": {
+                "vaultAddress": "https://vault.vault:8200", "roleName": at.name,
+                "objects": format!("- objectName: db-password\n  secretPath: secret/data/{}/db\n  secretKey: password\n- objectName: api-key\n  secretPath: secret/data/{}/api\n  secretKey: key\n", at.name, at.name)}}
+        })
+    }
+
+    /// The pod status the driver writes for Pod `p` of Deployment `d` (named as its
+    /// ReplicaSet names its Pods): both objects at a version of their own.
+    fn pod_status_object(&self, d: usize, p: usize) -> Value {
+        let at = self.deployment(d);
+        let pod = format!(
+            "{}-{}-{}",
+            at.name,
+            "7d9f8b6c5d",
+            generated_suffix(d * 32 + p)
+        );
+        let version = |object: usize| format!("{:08x}-4f1c-4b7e-9a2d-{:012x}", d, d * 2 + object);
+        json!({
+            "apiVersion": "secrets-store.csi.x-k8s.io/v1", "kind": "SecretProviderClassPodStatus",
+            "metadata": {"name": format!("{pod}-{}-spc-{d}", at.namespace), "namespace": at.namespace,
+                "labels": {"internal.secrets-store.csi.k8s.io/node-name": format!("node-{}", d % 50)},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod,
+                    "uid": format!("{:08x}-0000-4000-8000-{:012x}", d, p)}]},
+            "status": {"podName": pod, "secretProviderClassName": format!("spc-{d}"), "mounted": true,
+                "targetPath": format!("/var/lib/kubelet/pods/{:08x}-0000-4000-8000-{:012x}/volumes/kubernetes.io~csi/secrets/mount", d, p),
+                "objects": [
+                    {"id": format!("secret/data/{}/api", at.name), "version": version(0)},
+                    {"id": format!("secret/data/{}/db", at.name), "version": version(1)}]}
+        })
     }
 
     /// Every object of the cluster, in the order they are created: ConfigMaps, Secrets,
@@ -207,6 +284,12 @@ impl Cluster {
                     .push(json!({"name": format!("secret-{s}"), "secret": {"secretName": name}})),
             }
         }
+        let mut mounts = Vec::new();
+        if self.csi_pods_per_deployment.is_some() {
+            volumes.push(json!({"name": "secrets", "csi": {"driver": "secrets-store.csi.k8s.io",
+                "readOnly": true, "volumeAttributes": {"secretProviderClass": format!("spc-{d}")}}}));
+            mounts.push(json!({"name": "secrets", "mountPath": "/mnt/secrets", "readOnly": true}));
+        }
         let labels = json!({"app": at.name});
         json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -215,9 +298,40 @@ impl Cluster {
             "spec": {"replicas": 0, "selector": {"matchLabels": labels},
                 "template": {"metadata": {"labels": labels},
                     "spec": {"volumes": volumes, "containers": [{"name": "app", "image": "nginx:1.27",
-                        "envFrom": env_from, "env": env}]}}}
+                        "envFrom": env_from, "env": env, "volumeMounts": mounts}]}}}
         })
     }
+}
+
+/// What one short-lived namespace holds in the churn step (a preview environment): an
+/// opted-in Deployment `app` and the Secret `creds` it reads a key of, of `size` bytes.
+pub fn churn_namespace(namespace: &str, size: usize) -> [Value; 2] {
+    let labels = json!({"app": "app"});
+    [
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "creds", "namespace": namespace},
+            "data": {SECRET_KEY: secret_value(namespace.len(), size)}
+        }),
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "app", "namespace": namespace,
+                         "annotations": {"wavelet.dev/update-on-config-change": "true"}},
+            "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "app", "image": "nginx:1.27",
+                        "env": [{"name": "CREDENTIALS",
+                            "valueFrom": {"secretKeyRef": {"name": "creds", "key": SECRET_KEY}}}]}]}}}
+        }),
+    ]
+}
+
+/// Five characters of the API server's `generateName` alphabet, different for every `n`.
+fn generated_suffix(n: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|i| ALPHABET[(n / ALPHABET.len().pow(i)) % ALPHABET.len()] as char)
+        .collect()
 }
 
 fn scaled(count: usize, scale: f64) -> usize {

@@ -75,7 +75,9 @@ impl Client {
                 client_certificate: None,
                 insecure: false,
                 token: TokenSource::None,
-                namespace: None,
+                // A kubectl proxy sidecar in a Pod: the Pod's namespace, as kubectl in a
+                // Pod would default to it.
+                namespace: in_cluster_namespace(Path::new(SERVICE_ACCOUNT_DIR)),
                 ca_hint: String::new(),
                 proxy_url: None,
                 tls_server_name: None,
@@ -104,7 +106,7 @@ impl Client {
             },
         };
         setup.base_url = server.to_string();
-        setup.namespace = None;
+        setup.namespace = in_cluster_namespace(Path::new(SERVICE_ACCOUNT_DIR));
         Client::build(setup)
     }
 
@@ -242,18 +244,7 @@ impl Client {
                 origin: ca_path.display().to_string(),
             })
         };
-        let namespace_path = dir.join("namespace");
-        let namespace = match std::fs::read_to_string(&namespace_path) {
-            Ok(ns) if !ns.trim().is_empty() => Some(ns.trim().to_string()),
-            Ok(_) => None,
-            Err(e) => {
-                log::debug!(
-                    "no in-cluster namespace: cannot read {}: {e}",
-                    namespace_path.display()
-                );
-                None
-            }
-        };
+        let namespace = in_cluster_namespace(dir);
         Client::build(Setup {
             base_url,
             ca,
@@ -266,5 +257,186 @@ impl Client {
             tls_server_name: None,
             impersonate: Vec::new(),
         })
+    }
+}
+
+/// The namespace of the service account files in `dir` (normally [`SERVICE_ACCOUNT_DIR`]),
+/// when they are there: the namespace wavelet runs in.
+fn in_cluster_namespace(dir: &Path) -> Option<String> {
+    let path = dir.join("namespace");
+    match std::fs::read_to_string(&path) {
+        Ok(ns) if !ns.trim().is_empty() => Some(ns.trim().to_string()),
+        Ok(_) => None,
+        Err(e) => {
+            log::debug!(
+                "no in-cluster namespace: cannot read {}: {e}",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::test_support::*;
+
+    use crate::testing::TempDir;
+
+    #[test]
+    fn tokens_go_over_plain_http_only_to_loopback_addresses() {
+        assert!(is_loopback_url("http://127.0.0.1:8001"));
+        assert!(is_loopback_url("http://localhost/api"));
+        assert!(is_loopback_url("http://[::1]:80"));
+        assert!(!is_loopback_url("http://10.0.0.1:8001"));
+        assert!(!is_loopback_url("http://127.0.0.1.example.com"));
+    }
+
+    #[test]
+    fn server_flag_wins_and_plain_http_has_no_namespace() {
+        let dir = TempDir::new("client");
+        let kubeconfig = dir.write(
+            "config",
+            &kubeconfig_text("https://10.0.0.1:6443", "", "    token: t\n"),
+        );
+        let flags = ConnectionFlags {
+            server: Some("http://127.0.0.1:8001/".into()),
+            kubeconfig: Some(kubeconfig),
+            insecure_skip_tls_verify: false,
+            context: None,
+        };
+        let client =
+            Client::from_flags_with_env(&flags, &env(&[("KUBERNETES_SERVICE_HOST", "10.96.0.1")]))
+                .expect("client");
+        assert_eq!(client.base_url(), "http://127.0.0.1:8001");
+        assert_eq!(client.default_namespace(), None);
+        assert!(matches!(client.inner.token, TokenSource::None));
+    }
+
+    #[test]
+    fn kubeconfig_flag_wins_over_the_environment_and_kubeconfig_env_uses_the_first_path() {
+        let dir = TempDir::new("client");
+        let insecure = "    insecure-skip-tls-verify: true\n";
+        let a = dir.write(
+            "a",
+            &kubeconfig_text("https://a.example:6443", insecure, "    token: t\n"),
+        );
+        let b = dir.write(
+            "b",
+            &kubeconfig_text("https://b.example:6443", insecure, "    token: t\n"),
+        );
+        let list = format!("{}:{}", b.display(), a.display());
+        let vars = env(&[
+            ("KUBECONFIG", &list),
+            ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+        ]);
+        let flags = ConnectionFlags {
+            kubeconfig: Some(a.clone()),
+            ..Default::default()
+        };
+        assert_eq!(
+            Client::from_flags_with_env(&flags, &vars)
+                .expect("client")
+                .base_url(),
+            "https://a.example:6443"
+        );
+        let client =
+            Client::from_flags_with_env(&ConnectionFlags::default(), &vars).expect("client");
+        assert_eq!(client.base_url(), "https://b.example:6443");
+        assert_eq!(
+            client.default_namespace().as_deref(),
+            Some("from-kubeconfig")
+        );
+    }
+
+    #[test]
+    fn in_cluster_comes_before_the_home_kubeconfig() {
+        let home = TempDir::new("client");
+        std::fs::create_dir_all(home.0.join(".kube")).expect("mkdir");
+        home.write(
+            ".kube/config",
+            &kubeconfig_text(
+                "https://home.example",
+                "    insecure-skip-tls-verify: true\n",
+                "    token: t\n",
+            ),
+        );
+        let home_path = home.0.display().to_string();
+        let client =
+            Client::from_flags_with_env(&ConnectionFlags::default(), &env(&[("HOME", &home_path)]))
+                .expect("home kubeconfig");
+        assert_eq!(client.base_url(), "https://home.example");
+        if !Path::new(SERVICE_ACCOUNT_DIR).exists() {
+            let vars = env(&[
+                ("HOME", &home_path),
+                ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+                ("KUBERNETES_SERVICE_PORT", "443"),
+            ]);
+            let m = config_message(Client::from_flags_with_env(
+                &ConnectionFlags::default(),
+                &vars,
+            ));
+            assert!(
+                m.contains(SERVICE_ACCOUNT_DIR) && m.contains("automountServiceAccountToken"),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_configured_says_which_flags_to_pass() {
+        let home = TempDir::new("client");
+        let m = config_message(Client::from_flags_with_env(
+            &ConnectionFlags::default(),
+            &env(&[("HOME", &home.0.display().to_string())]),
+        ));
+        assert!(
+            m.contains("--server") && m.contains("--kubeconfig") && m.contains(".kube/config"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn server_flag_with_https_needs_a_ca_or_the_insecure_flag() {
+        let flags = ConnectionFlags {
+            server: Some("https://10.0.0.1:6443".into()),
+            ..Default::default()
+        };
+        let m = config_message(Client::from_flags(&flags));
+        assert!(
+            m.contains("--insecure-skip-tls-verify") && m.contains("--kubeconfig"),
+            "{m}"
+        );
+        let flags = ConnectionFlags {
+            insecure_skip_tls_verify: true,
+            ..flags
+        };
+        assert_eq!(
+            Client::from_flags(&flags)
+                .expect("insecure client")
+                .base_url(),
+            "https://10.0.0.1:6443"
+        );
+        let flags = ConnectionFlags {
+            server: Some("127.0.0.1:8001".into()),
+            ..Default::default()
+        };
+        assert!(config_message(Client::from_flags(&flags)).contains("http://"));
+    }
+
+    #[test]
+    fn in_cluster_brackets_ipv6_hosts_and_reads_the_namespace() {
+        let dir = TempDir::new("client");
+        dir.write("token", "t");
+        dir.write("ca.crt", CA_CRT);
+        dir.write("namespace", "wavelet-system\n");
+        let client = Client::in_cluster_from(&dir.0, "fd00::1", "443", false).expect("client");
+        assert_eq!(client.base_url(), "https://[fd00::1]:443");
+        assert_eq!(
+            client.default_namespace().as_deref(),
+            Some("wavelet-system")
+        );
     }
 }

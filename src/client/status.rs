@@ -323,3 +323,136 @@ impl<R: Read> Read for Peek<R> {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_json_bodies_keep_code_reason_message_and_retry_after() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (18593)","reason":"Expired","code":410}"#;
+        let status = status_from_body(410, body, None, "GET");
+        assert_eq!(status.reason, "Expired");
+        assert_eq!(status.message, "too old resource version: 1 (18593)");
+        assert!(status.is_expired());
+        assert_eq!(status.retry_after, None);
+
+        let body = br#"{"kind":"Status","status":"Failure","message":"couldn't update","reason":"Timeout","details":{"retryAfterSeconds":10},"code":504}"#;
+        assert_eq!(
+            status_from_body(504, body, None, "POST").retry_after,
+            Some(Duration::from_secs(10))
+        );
+        // The header wins over details.retryAfterSeconds.
+        let status = status_from_body(504, body, Some(Duration::from_secs(2)), "POST");
+        assert_eq!(status.retry_after, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn recorded_401_and_403_status_bodies_parse() {
+        // k8s-wire 087 and 090.
+        let unauthorized = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
+        let status = status_from_body(401, unauthorized, None, "GET");
+        assert!(status.is_unauthorized());
+        assert_eq!(
+            (status.reason.as_str(), status.message.as_str()),
+            ("Unauthorized", "Unauthorized")
+        );
+        let forbidden = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"system:serviceaccount:wire-rec:nobody\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"wire-rec\"","reason":"Forbidden","details":{"kind":"configmaps"},"code":403}"#;
+        let status = status_from_body(403, forbidden, None, "GET");
+        assert_eq!(status.reason, "Forbidden");
+        assert!(status.message.starts_with(
+            "configmaps is forbidden: User \"system:serviceaccount:wire-rec:nobody\""
+        ));
+    }
+
+    #[test]
+    fn a_text_plain_429_with_retry_after_becomes_too_many_requests() {
+        let status = status_from_body(
+            429,
+            b"Too many requests, please try again later.\n",
+            Some(Duration::from_secs(1)),
+            "GET",
+        );
+        assert_eq!(
+            status,
+            Status {
+                code: 429,
+                reason: "TooManyRequests".into(),
+                message: "Too many requests, please try again later.".into(),
+                retry_after: Some(Duration::from_secs(1)),
+                causes: Vec::new(),
+            }
+        );
+        assert!(status.is_too_many_requests());
+    }
+
+    #[test]
+    fn non_json_error_bodies_are_synthesized_from_the_http_code_like_client_go() {
+        let cases = [
+            (403, "POST", "Forbidden", "Forbidden"),
+            (500, "GET", "InternalError", "InternalError"),
+            (503, "GET", "ServiceUnavailable", "ServiceUnavailable"),
+            (504, "GET", "Timeout", "Timeout"),
+            (409, "POST", "AlreadyExists", "AlreadyExists"),
+            (409, "PUT", "Conflict", "Conflict"),
+            (404, "GET", "NotFound", "NotFound"),
+            (422, "PATCH", "Invalid", "Invalid"),
+            (401, "GET", "Unauthorized", "Unauthorized"),
+        ];
+        for (code, method, text, reason) in cases {
+            let status = status_from_body(code, text.as_bytes(), None, method);
+            assert_eq!(
+                (status.code, status.reason.as_str(), status.message.as_str()),
+                (code, reason, text)
+            );
+        }
+        let status = status_from_body(404, b"", None, "GET");
+        assert_eq!(
+            status.message,
+            "the server could not find the requested resource"
+        );
+        let status = status_from_body(502, "é".repeat(500).as_bytes(), None, "GET");
+        assert_eq!(
+            status.message.chars().count(),
+            203,
+            "200 characters and an ellipsis"
+        );
+        // JSON that is not a Status (e.g. an HTML-ish proxy page or some other object).
+        let status = status_from_body(500, br#"{"error":"upstream"}"#, None, "GET");
+        assert_eq!(status.reason, "InternalError");
+    }
+
+    #[test]
+    fn a_2xx_body_with_a_failure_status_is_an_error_and_a_success_status_is_not() {
+        // k8s-wire 081: eviction of a pod covered by two PDBs.
+        let two_pdbs = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.","code":500}"#;
+        let status = failure_status(two_pdbs, 201).expect("a failure");
+        assert_eq!(status.code, 500);
+        assert!(status.message.contains("more than one PodDisruptionBudget"));
+        let success =
+            br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#;
+        assert_eq!(failure_status(success, 201), None);
+        assert_eq!(
+            failure_status(br#"{"kind":"ConfigMap","metadata":{"name":"x"}}"#, 200),
+            None
+        );
+    }
+
+    #[test]
+    fn only_a_body_naming_a_failure_is_parsed_as_a_status() {
+        let two_pdbs =
+            br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":500}"#;
+        assert!(may_be_failure(two_pdbs));
+        for object in [
+            &br#"{"kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"Failure"}}"#[..],
+            br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#,
+            br#"{"kind":"Secret","metadata":{"name":"s"},"data":{"k":"dmFsdWU="}}"#,
+        ] {
+            // A value that happens to be "Failure" is parsed and found to be no Status.
+            if may_be_failure(object) {
+                assert_eq!(failure_status(object, 200), None);
+            }
+        }
+        assert!(!may_be_failure(br#"{"kind":"Status","status":"Success"}"#));
+    }
+}

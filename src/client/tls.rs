@@ -110,3 +110,148 @@ pub(super) fn parse_client_certificate(
         .map_err(|e| Error::Config(format!("client key {}: {e}", key.origin)))?;
     Ok(ureq::tls::ClientCert::new_with_certs(&chain, private_key))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::test_support::*;
+
+    use crate::testing::TempDir;
+    use serde_json::{json, Value};
+
+    fn pem(text: &str, origin: &str) -> Pem {
+        Pem {
+            bytes: text.as_bytes().to_vec(),
+            origin: origin.into(),
+        }
+    }
+
+    #[test]
+    fn https_without_a_ca_says_which_kubeconfig_field_to_set() {
+        let dir = TempDir::new("client");
+        let path = dir.write(
+            "config",
+            &kubeconfig_text("https://10.0.0.1:6443", "", "    token: t\n"),
+        );
+        let m = config_message(Client::from_flags(&ConnectionFlags {
+            kubeconfig: Some(path),
+            ..Default::default()
+        }));
+        assert!(
+            m.contains("certificate-authority-data") && m.contains("--insecure-skip-tls-verify"),
+            "{m}"
+        );
+        let m = config_message(Client::in_cluster_from(&dir.0, "10.96.0.1", "443", false));
+        assert!(m.contains("token"), "{m}");
+    }
+
+    #[test]
+    fn ca_pem_problems_are_clear_errors() {
+        let m = config_message(parse_ca(&pem("not a certificate", "/etc/ca.crt")));
+        assert!(
+            m.contains("/etc/ca.crt") && m.contains("BEGIN CERTIFICATE"),
+            "{m}"
+        );
+        let m = config_message(parse_ca(&pem(
+            "-----BEGIN CERTIFICATE-----\nAAAA\n",
+            "/etc/ca.crt",
+        )));
+        assert!(
+            m.contains("/etc/ca.crt") && m.contains("invalid PEM"),
+            "{m}"
+        );
+        let m = config_message(parse_ca(&pem(
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+            "x",
+        )));
+        assert!(m.contains("cannot be used as a trust root"), "{m}");
+        let bundle = format!("{CA_CRT}{OTHER_CA_CRT}");
+        assert_eq!(parse_ca(&pem(&bundle, "bundle")).expect("two CAs").len(), 2);
+    }
+
+    #[test]
+    fn client_certificate_problems_are_clear_errors() {
+        assert!(parse_client_certificate(&pem(CLIENT_CRT, "crt"), &pem(CLIENT_KEY, "key")).is_ok());
+        let m = config_message(parse_client_certificate(
+            &pem(CLIENT_CRT, "crt"),
+            &pem(OTHER_KEY, "other.key"),
+        ));
+        assert!(m.contains("cannot be used together"), "{m}");
+        let m = config_message(parse_client_certificate(
+            &pem(CLIENT_CRT, "crt"),
+            &pem(CLIENT_CRT, "cert-as-key"),
+        ));
+        assert!(
+            m.contains("cert-as-key") && m.contains("no usable PEM private key"),
+            "{m}"
+        );
+        let m = config_message(parse_client_certificate(
+            &pem("", "empty.crt"),
+            &pem(CLIENT_KEY, "key"),
+        ));
+        assert!(m.contains("empty.crt"), "{m}");
+    }
+
+    #[test]
+    fn in_cluster_https_verifies_the_server_against_ca_crt_and_sends_the_token() {
+        let server = FakeServer::https(
+            vec![json_response("200 OK", &json!({"kind": "ConfigMap"}))],
+            false,
+        );
+        let dir = TempDir::new("client");
+        dir.write("token", "sa-token\n");
+        dir.write("ca.crt", CA_CRT);
+        dir.write("namespace", "apps");
+        let client =
+            Client::in_cluster_from(&dir.0, "127.0.0.1", &server.port(), false).expect("client");
+        let cm: Value = client
+            .get("/api/v1/namespaces/apps/configmaps/a")
+            .expect("TLS request");
+        assert_eq!(cm["kind"], "ConfigMap");
+        assert_eq!(
+            server.next().header("authorization").as_deref(),
+            Some("Bearer sa-token")
+        );
+    }
+
+    #[test]
+    fn a_server_certificate_from_another_ca_is_refused_with_a_hint_naming_the_ca_and_the_flag() {
+        let server = FakeServer::https(vec![json_response("200 OK", &json!({}))], false);
+        let dir = TempDir::new("client");
+        dir.write("token", "sa-token");
+        dir.write("ca.crt", OTHER_CA_CRT);
+        let client =
+            Client::in_cluster_from(&dir.0, "127.0.0.1", &server.port(), false).expect("client");
+        match client.get::<Value>("/version") {
+            Err(Error::Transport(message)) => {
+                assert!(message.contains("UnknownIssuer"), "{message}");
+                assert!(message.contains("certificate-authority"), "{message}");
+                assert!(message.contains("--insecure-skip-tls-verify"), "{message}");
+            }
+            other => panic!("expected a TLS failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn kubeconfig_client_certificates_are_presented_to_the_server() {
+        let server = FakeServer::https(vec![json_response("200 OK", &json!({"major": "1"}))], true);
+        let dir = TempDir::new("client");
+        dir.write("client.crt", CLIENT_CRT);
+        dir.write("client.key", CLIENT_KEY);
+        let ca_data = crate::objects::base64::encode(CA_CRT.as_bytes());
+        let text = kubeconfig_text(
+            &server.url,
+            &format!("    certificate-authority-data: {ca_data}\n"),
+            "    client-certificate: client.crt\n    client-key: client.key\n",
+        );
+        let path = dir.write("config", &text);
+        let client = Client::from_flags(&ConnectionFlags {
+            kubeconfig: Some(path),
+            ..Default::default()
+        })
+        .expect("client");
+        let version: Value = client.get("/version").expect("mutual TLS request");
+        assert_eq!(version["major"], "1");
+        assert_eq!(server.next().header("authorization"), None);
+    }
+}

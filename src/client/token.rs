@@ -115,3 +115,79 @@ pub(super) fn check_token(token: &str) -> Result<(), &'static str> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::test_support::*;
+
+    use crate::testing::TempDir;
+
+    #[test]
+    fn a_token_file_is_re_read_after_a_minute_and_after_a_401() {
+        let dir = TempDir::new("client");
+        let path = dir.write("token", "first\n");
+        let source = TokenSource::file(path.clone(), "token file", "hint".into()).expect("token");
+        let t0 = Instant::now();
+        assert_eq!(source.bearer(t0).expect("token").as_deref(), Some("first"));
+        std::fs::write(&path, "second").expect("rotate");
+        assert_eq!(
+            source
+                .bearer(t0 + Duration::from_secs(30))
+                .expect("token")
+                .as_deref(),
+            Some("first")
+        );
+        assert_eq!(
+            source
+                .bearer(t0 + Duration::from_secs(61))
+                .expect("token")
+                .as_deref(),
+            Some("second")
+        );
+        std::fs::write(&path, "third").expect("rotate");
+        source.invalidate();
+        assert_eq!(
+            source
+                .bearer(t0 + Duration::from_secs(62))
+                .expect("token")
+                .as_deref(),
+            Some("third")
+        );
+    }
+
+    #[test]
+    fn an_unreadable_token_file_keeps_the_last_token() {
+        let dir = TempDir::new("client");
+        let path = dir.write("token", "kept");
+        let source = TokenSource::file(path.clone(), "token file", "hint".into()).expect("token");
+        std::fs::remove_file(&path).expect("remove");
+        source.invalidate();
+        assert_eq!(
+            source.bearer(Instant::now()).expect("token").as_deref(),
+            Some("kept")
+        );
+    }
+
+    #[test]
+    fn a_missing_token_file_names_the_file_and_the_flags_that_help() {
+        let dir = TempDir::new("client");
+        dir.write("ca.crt", CA_CRT);
+        let m = config_message(Client::in_cluster_from(&dir.0, "10.96.0.1", "443", false));
+        assert!(
+            m.contains(&dir.0.join("token").display().to_string()),
+            "{m}"
+        );
+        assert!(
+            m.contains("automountServiceAccountToken")
+                && m.contains("--server")
+                && m.contains("--kubeconfig"),
+            "{m}"
+        );
+        dir.write("token", "  \n");
+        assert!(
+            config_message(Client::in_cluster_from(&dir.0, "10.96.0.1", "443", false))
+                .contains("is empty")
+        );
+    }
+}

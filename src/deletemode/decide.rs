@@ -85,15 +85,38 @@ pub struct Observation {
 /// observation, or created in an earlier second. A Pod without a readable
 /// `creationTimestamp` counts only if listed.
 pub fn created_before(pod: &Pod, observation: &Observation) -> bool {
-    if observation.listed.contains(&pod.metadata.uid) {
-        return true;
-    }
+    observation.listed.contains(&pod.metadata.uid)
+        || created_in_an_earlier_second(pod, observation.at)
+}
+
+/// Whether `pod`'s `creationTimestamp` is readable and in an earlier second than `at`.
+fn created_in_an_earlier_second(pod: &Pod, at: u64) -> bool {
     let created = pod
         .metadata
         .creation_timestamp
         .as_deref()
         .and_then(crate::time::parse_rfc3339);
-    created.is_some_and(|created| created < observation.at)
+    created.is_some_and(|created| created < at)
+}
+
+/// The UIDs a "replacing" state entry must list so that a replacement resumed from it
+/// chooses the same Pods as [`targets`] with the whole listing: those of the listed Pods
+/// that [`created_before`] could not tell by their `creationTimestamp` (from the
+/// observation's second or later: the API server's clock may run ahead; or unreadable).
+/// The others it tells by their timestamp alone, so however many Pods match, the entry
+/// stays small. Sorted; at most `max` (beyond, the ones left out count by their timestamp
+/// only: the second return value says how many were).
+pub fn uids_to_record(pods: &[Pod], observation: &Observation, max: usize) -> (Vec<String>, usize) {
+    let mut uids: Vec<String> = pods
+        .iter()
+        .filter(|p| observation.listed.contains(&p.metadata.uid))
+        .filter(|p| !created_in_an_earlier_second(p, observation.at))
+        .map(|p| p.metadata.uid.clone())
+        .collect();
+    uids.sort();
+    let left_out = uids.len().saturating_sub(max);
+    uids.truncate(max);
+    (uids, left_out)
 }
 
 /// Whether a rolling replacement may go on: at least `want` Pods that are not terminating,

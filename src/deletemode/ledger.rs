@@ -11,24 +11,53 @@
 //!
 //! The second form is written before the first Pod is touched, so a wavelet restarted in
 //! the middle of a replacement resumes it for the Pods listed then instead of replacing
-//! their successors a second time.
+//! their successors a second time. It lists only the Pods the resumed replacement could
+//! not tell by their `creationTimestamp` (see `decide::uids_to_record`), at most
+//! [`MAX_RECORDED_PODS`], so one entry stays small however many Pods match.
+//!
+//! **Size.** The API server keeps at most 1 MiB of values in a ConfigMap (and etcd about
+//! 1.5 MiB per object), and every write PUTs the whole map, so what no longer needs
+//! remembering goes ([`Pruning`]): the entry of an object wavelet has seen gone (not in
+//! its cache as a delete-mode ConfigMap/Secret of a kind and namespace it lists) for at
+//! least `--resync` leaves the ConfigMap with the next write. The size of keys and values
+//! as last read, written or tried ([`StateStore::bytes`]) is exported as a metric, and
+//! delete mode warns from [`WARN_STATE_BYTES`] on.
 //!
 //! The ConfigMap is created (POST) on the first write and updated with a PUT carrying the
-//! resourceVersion last read; a 409 re-reads it and applies the change again. Writes are
-//! serialized inside the process: only one wavelet (the leader) writes it.
+//! resourceVersion last read. Writes are serialized inside the process, and only one
+//! wavelet (the leader) writes it, so the copy read is kept in memory, but only for one
+//! leader term ([`Gate::term`]): another replica may have led and written in between, so
+//! a new term starts by reading the ConfigMap again. Every write says which entry its
+//! decision was made from; when the entry is not that any more (a 409 Conflict showed
+//! another writer, or a new term's read differs), nothing is written and the caller
+//! decides again from what is there now ([`Written::Changed`]). A 409 caused by a change
+//! to other objects' entries only is retried with the new resourceVersion.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::objects::{ConfigKey, Resource};
+use crate::objects::{ConfigKey, ConfigKind, Resource};
+use crate::ops::leader::Gate;
 
 /// Name of the ConfigMap.
 pub const STATE_CONFIGMAP: &str = "wavelet-state";
+
+/// The most the API server keeps in a ConfigMap: 1 MiB of values (`ValidateConfigMap`).
+/// Counted here over keys and values, which keeps the whole object under etcd's limit too.
+pub const MAX_STATE_BYTES: usize = 1 << 20;
+
+/// From this size on (80 % of [`MAX_STATE_BYTES`]) delete mode warns that the state fills.
+pub const WARN_STATE_BYTES: usize = MAX_STATE_BYTES / 5 * 4;
+
+/// The most Pod UIDs one "replacing" entry lists (about 37 KB).
+pub const MAX_RECORDED_PODS: usize = 1000;
 
 /// Longest ConfigMap data key the API accepts.
 const MAX_KEY_LEN: usize = 253;
@@ -52,7 +81,7 @@ pub fn state_key(object: &ConfigKey) -> String {
     if key.len() <= MAX_KEY_LEN {
         return key;
     }
-    let digest = crate::hashmode::hash::hex(&Sha256::digest(object.name.as_bytes()));
+    let digest = crate::model::hash::hex(&Sha256::digest(object.name.as_bytes()));
     format!(
         "{}.{}.h-{}",
         object.kind.as_str(),
@@ -136,16 +165,126 @@ struct Loaded {
     /// `None`: the ConfigMap does not exist yet.
     resource_version: Option<String>,
     data: BTreeMap<String, String>,
+    /// The leader term in which it was read: trusted within that term only.
+    term: u64,
+    /// What this replica saw gone, in this term.
+    marks: Marks,
 }
 
-/// The state ConfigMap of one namespace, read once and then kept in memory.
+/// Since when this replica has seen the object of each entry gone, and when it last
+/// looked: a pass costs a look at every cached delete-mode object, so it runs at most four
+/// times per grace period, not on every write.
+#[derive(Default)]
+struct Marks {
+    absent_since: HashMap<String, Instant>,
+    last_pass: Option<Instant>,
+}
+
+impl Loaded {
+    fn entry(&self, key: &str) -> Option<Entry> {
+        self.data.get(key).and_then(|text| Entry::decode(text))
+    }
+}
+
+/// What [`StateStore::set`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Written {
+    /// The entry is stored (or already was).
+    Done,
+    /// The entry was not what the decision was made from any more (another writer changed
+    /// it): nothing written; decide again from [`StateStore::get`].
+    Changed,
+}
+
+/// The kinds and namespaces whose objects wavelet lists: only there can it see an object
+/// gone. Entries elsewhere (a kind it ignores, a namespace out of `--namespaces` or in
+/// `--namespaces-to-ignore`, which another installation sharing the state namespace may
+/// watch) are never pruned.
+#[derive(Debug, Clone, Default)]
+pub struct Listed {
+    pub kinds: Vec<ConfigKind>,
+    /// `--namespaces`; empty: every namespace.
+    pub namespaces: Vec<String>,
+    /// `--namespaces-to-ignore`.
+    pub ignored: Vec<String>,
+}
+
+impl Listed {
+    /// Whether the object of `state_key` is of a kind and namespace wavelet lists (a key
+    /// it cannot read is not).
+    pub fn lists(&self, state_key: &str) -> bool {
+        let mut parts = state_key.splitn(3, '.');
+        let (Some(kind), Some(namespace), Some(_)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        self.kinds.iter().any(|k| k.as_str() == kind)
+            && (self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace))
+            && !self.ignored.iter().any(|n| n == namespace)
+    }
+}
+
+/// How entries of objects that are gone leave the state.
+pub struct Pruning {
+    /// How long an object must have been seen gone before its entry goes (`--resync`:
+    /// every watch relists within it, so a deletion seen on a lagging or silent watch
+    /// only is confirmed by a complete list; and an object deleted and re-created sooner
+    /// keeps its entry).
+    pub grace: Duration,
+    pub listed: Listed,
+    /// The state keys of the delete-mode objects present now; `None` while the cache
+    /// cannot tell (a ConfigMap or Secret list is under way).
+    pub present: Box<dyn Fn() -> Option<HashSet<String>> + Send + Sync>,
+}
+
+/// The state ConfigMap of one namespace, read at the start of each leader term and kept
+/// in memory for the rest of it.
 pub struct StateStore {
     client: Client,
     namespace: String,
     /// With `--dry-run` nothing is written; changes are kept in memory only.
     dry_run: bool,
+    /// Whose terms bound how long a read is trusted.
+    gate: Arc<Gate>,
+    /// `None`: nothing is pruned.
+    pruning: Option<Pruning>,
     /// `None` until the first successful read.
     loaded: Mutex<Option<Loaded>>,
+    /// Keys and values in bytes, as last read, written or tried.
+    bytes: AtomicU64,
+}
+
+/// Keys and values of the state's data, in bytes: what [`MAX_STATE_BYTES`] bounds.
+pub fn data_bytes(data: &BTreeMap<String, String>) -> usize {
+    data.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+/// One pruning pass at `now` over the keys of the state: remembers since when the object
+/// of each entry has been `gone`, forgets that for an object present again (or an entry
+/// no longer there), and returns the keys whose object has been gone for `grace` or more.
+pub fn prune_pass<'a>(
+    keys: impl Iterator<Item = &'a String>,
+    absent_since: &mut HashMap<String, Instant>,
+    gone: impl Fn(&str) -> bool,
+    now: Instant,
+    grace: Duration,
+) -> Vec<String> {
+    let mut seen = HashMap::with_capacity(absent_since.len());
+    let mut expired = Vec::new();
+    for key in keys {
+        if !gone(key) {
+            continue;
+        }
+        let since = absent_since.get(key).copied().unwrap_or(now);
+        if now.saturating_duration_since(since) >= grace {
+            expired.push(key.clone());
+        } else {
+            seen.insert(key.clone(), since);
+        }
+    }
+    *absent_since = seen;
+    expired
 }
 
 #[derive(serde::Deserialize)]
@@ -163,72 +302,139 @@ struct MetaWire {
 }
 
 impl StateStore {
-    pub fn new(client: Client, namespace: String, dry_run: bool) -> StateStore {
+    pub fn new(
+        client: Client,
+        namespace: String,
+        dry_run: bool,
+        gate: Arc<Gate>,
+        pruning: Option<Pruning>,
+    ) -> StateStore {
         StateStore {
             client,
             namespace,
             dry_run,
+            gate,
+            pruning,
             loaded: Mutex::new(None),
+            bytes: AtomicU64::new(0),
         }
+    }
+
+    /// Keys and values of the ConfigMap's data in bytes, as last read, written or tried
+    /// (0 before the first read: a standby never reads it).
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     pub fn namespace(&self) -> &str {
         &self.namespace
     }
 
-    /// The entry of `object`. The first call reads the ConfigMap; an unreadable entry
-    /// counts as none (the object is then treated as seen for the first time).
-    pub fn get(&self, object: &ConfigKey) -> Result<Option<Entry>, Error> {
-        let mut loaded = self.loaded.lock().unwrap();
-        let state = match &mut *loaded {
-            Some(state) => state,
-            None => loaded.insert(self.read()?),
-        };
-        let key = state_key(object);
-        Ok(state.data.get(&key).and_then(|text| {
-            let entry = Entry::decode(text);
-            if entry.is_none() {
-                log::warn!(
-                    "{object}: ignoring unreadable entry {key:?} in ConfigMap {}/{STATE_CONFIGMAP}",
-                    self.namespace
-                );
-            }
-            entry
-        }))
+    /// The current leader term (see [`Gate::term`]): what was decided in an earlier one
+    /// may rest on a copy of the state another leader changed since.
+    pub fn term(&self) -> u64 {
+        self.gate.term()
     }
 
-    /// Stores the entry of `object` (`None` removes it) and writes the ConfigMap.
-    pub fn set(&self, object: &ConfigKey, entry: Option<&Entry>) -> Result<(), Error> {
+    /// The copy of the ConfigMap for this leader term: read now if there is none yet or it
+    /// was read in an earlier term.
+    fn current<'a>(&self, loaded: &'a mut Option<Loaded>) -> Result<&'a mut Loaded, Error> {
+        let term = self.gate.term();
+        match loaded {
+            Some(state) if state.term == term => {}
+            _ => {
+                if loaded.is_some() {
+                    log::debug!(
+                        "leader term {term}: reading ConfigMap {}/{STATE_CONFIGMAP} again",
+                        self.namespace
+                    );
+                }
+                *loaded = Some(self.read(term)?);
+            }
+        }
+        Ok(loaded.as_mut().expect("read above"))
+    }
+
+    /// The entry of `object`, as the ConfigMap holds it in this leader term. An unreadable
+    /// entry counts as none (the object is then treated as seen for the first time).
+    pub fn get(&self, object: &ConfigKey) -> Result<Option<Entry>, Error> {
+        let mut loaded = self.loaded.lock().unwrap();
+        let state = self.current(&mut loaded)?;
+        let key = state_key(object);
+        let entry = state.entry(&key);
+        if entry.is_none() && state.data.contains_key(&key) {
+            log::warn!(
+                "{object}: ignoring unreadable entry {key:?} in ConfigMap {}/{STATE_CONFIGMAP}",
+                self.namespace
+            );
+        }
+        Ok(entry)
+    }
+
+    /// Stores `entry` as the entry of `object` (`None` removes it) and writes the
+    /// ConfigMap, if the entry is still `decided_from` (what [`StateStore::get`] returned
+    /// when the decision was made); otherwise writes nothing and says
+    /// [`Written::Changed`].
+    pub fn set(
+        &self,
+        object: &ConfigKey,
+        decided_from: Option<&Entry>,
+        entry: Option<&Entry>,
+    ) -> Result<Written, Error> {
+        self.write_entry(object, Some(decided_from), entry)
+    }
+
+    /// Removes the entry of `object` whatever it is (the object opted out).
+    pub fn forget(&self, object: &ConfigKey) -> Result<(), Error> {
+        match self.write_entry(object, None, None)? {
+            Written::Done | Written::Changed => Ok(()),
+        }
+    }
+
+    /// `decided_from`: `None` writes whatever the entry is now.
+    fn write_entry(
+        &self,
+        object: &ConfigKey,
+        decided_from: Option<Option<&Entry>>,
+        entry: Option<&Entry>,
+    ) -> Result<Written, Error> {
         let key = state_key(object);
         let value = entry.map(Entry::encode);
         let mut loaded = self.loaded.lock().unwrap();
-        if loaded.is_none() {
-            *loaded = Some(self.read()?);
-        }
+        self.current(&mut loaded)?;
         for _ in 0..MAX_CONFLICT_RETRIES {
-            let state = loaded.as_mut().expect("loaded above");
+            let state = loaded.as_mut().expect("read above");
+            if decided_from.is_some_and(|from| state.entry(&key).as_ref() != from) {
+                log::warn!(
+                    "{object}: its entry in ConfigMap {}/{STATE_CONFIGMAP} was changed by another writer (a leader this replica did not see?); deciding again from what is there now",
+                    self.namespace
+                );
+                return Ok(Written::Changed);
+            }
             if state.data.get(&key) == value.as_ref() {
-                return Ok(());
+                return Ok(Written::Done);
             }
             let mut data = state.data.clone();
             match &value {
                 Some(v) => data.insert(key.clone(), v.clone()),
                 None => data.remove(&key),
             };
+            self.prune(&mut data, &key, &mut state.marks);
+            self.bytes
+                .store(data_bytes(&data) as u64, Ordering::Relaxed);
             if self.dry_run {
                 state.data = data;
-                return Ok(());
+                return Ok(Written::Done);
             }
             match self.write(state.resource_version.as_deref(), &data) {
                 Ok(resource_version) => {
-                    *state = Loaded {
-                        resource_version: Some(resource_version),
-                        data,
-                    };
-                    return Ok(());
+                    state.resource_version = Some(resource_version);
+                    state.data = data;
+                    return Ok(Written::Done);
                 }
                 // Changed (409 Conflict), created (409 AlreadyExists) or deleted (404 on
-                // PUT) behind our back: re-read and apply the change to what is there now.
+                // PUT) behind our back: re-read; the loop writes only if this object's
+                // entry is still what the decision was made from.
                 Err(Error::Api(status))
                     if status.is_conflict()
                         || (status.is_not_found() && state.resource_version.is_some()) =>
@@ -237,7 +443,11 @@ impl StateStore {
                         "ConfigMap {}/{STATE_CONFIGMAP} changed meanwhile; re-reading",
                         self.namespace
                     );
-                    *loaded = Some(self.read()?);
+                    let term = state.term;
+                    let marks = std::mem::take(&mut state.marks);
+                    let mut fresh = self.read(term)?;
+                    fresh.marks = marks;
+                    *loaded = Some(fresh);
                 }
                 Err(err) => return Err(self.explain(err)),
             }
@@ -248,19 +458,68 @@ impl StateStore {
         )))
     }
 
+    /// Drops from `data` the entries whose object has been gone for the grace period
+    /// (never `writing`'s, the entry this write is about).
+    fn prune(&self, data: &mut BTreeMap<String, String>, writing: &str, marks: &mut Marks) {
+        let Some(pruning) = &self.pruning else {
+            return;
+        };
+        let now = Instant::now();
+        if marks
+            .last_pass
+            .is_some_and(|last| now.saturating_duration_since(last) < pruning.grace / 4)
+        {
+            return;
+        }
+        let Some(present) = (pruning.present)() else {
+            return;
+        };
+        marks.last_pass = Some(now);
+        let gone =
+            |key: &str| key != writing && pruning.listed.lists(key) && !present.contains(key);
+        let expired = prune_pass(
+            data.keys(),
+            &mut marks.absent_since,
+            gone,
+            now,
+            pruning.grace,
+        );
+        if expired.is_empty() {
+            return;
+        }
+        for key in &expired {
+            data.remove(key);
+        }
+        log::info!(
+            "ConfigMap {}/{STATE_CONFIGMAP}: dropping {} entries of objects gone for {:?} or more (e.g. {})",
+            self.namespace,
+            expired.len(),
+            pruning.grace,
+            expired[0]
+        );
+    }
+
     fn path(&self) -> String {
         Resource::configmaps().object_path(&self.namespace, STATE_CONFIGMAP)
     }
 
-    fn read(&self) -> Result<Loaded, Error> {
-        match self.client.get::<ConfigMapWire>(&self.path()) {
-            Ok(cm) => Ok(Loaded {
+    fn read(&self, term: u64) -> Result<Loaded, Error> {
+        let loaded = match self.client.get::<ConfigMapWire>(&self.path()) {
+            Ok(cm) => Loaded {
                 resource_version: Some(cm.metadata.resource_version),
                 data: cm.data.unwrap_or_default(),
-            }),
-            Err(err) if err.is_not_found() => Ok(Loaded::default()),
-            Err(err) => Err(self.explain(err)),
-        }
+                term,
+                marks: Marks::default(),
+            },
+            Err(err) if err.is_not_found() => Loaded {
+                term,
+                ..Loaded::default()
+            },
+            Err(err) => return Err(self.explain(err)),
+        };
+        self.bytes
+            .store(data_bytes(&loaded.data) as u64, Ordering::Relaxed);
+        Ok(loaded)
     }
 
     /// Creates or updates the ConfigMap; returns its new resourceVersion.
@@ -299,6 +558,19 @@ impl StateStore {
                 "cannot read or write ConfigMap {ns}/{STATE_CONFIGMAP} ({status}): check that namespace {ns} exists and that wavelet may get, create and update ConfigMaps there, or choose another --state-namespace",
                 ns = self.namespace
             )),
+            // 422 from validation (values over 1 MiB), 413 or a 500 from etcd (object too
+            // large): the state is full.
+            Error::Api(status)
+                if status.code == 422
+                    || status.code == 413
+                    || (status.code == 500 && status.message.contains("too large")) =>
+            {
+                Error::Config(format!(
+                    "ConfigMap {ns}/{STATE_CONFIGMAP} is full: the API server refused a write of {bytes} bytes of keys and values ({status}), so delete mode replaces no Pods until it fits. Entries of objects gone for --resync leave it with the next write; if it is full of objects that exist, remove the delete-mode annotation where it is not needed, or give some namespaces a wavelet of their own with its own --state-namespace",
+                    ns = self.namespace,
+                    bytes = self.bytes()
+                ))
+            }
             other => other,
         }
     }
@@ -362,6 +634,71 @@ mod tests {
             pods: vec![],
         };
         assert_eq!(Entry::decode(&none_listed.encode()), Some(none_listed));
+    }
+
+    fn keys(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn an_entry_goes_only_once_its_object_was_seen_gone_for_the_grace_period() {
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(10);
+        let data = keys(&["gone", "here"]);
+        let mut since = HashMap::new();
+        let gone = |k: &str| k == "gone";
+        assert!(prune_pass(data.iter(), &mut since, gone, t0, grace).is_empty());
+        let almost = t0 + grace - Duration::from_millis(1);
+        assert!(prune_pass(data.iter(), &mut since, gone, almost, grace).is_empty());
+        assert_eq!(
+            prune_pass(data.iter(), &mut since, gone, t0 + grace, grace),
+            ["gone"]
+        );
+        assert!(!since.contains_key("here"));
+    }
+
+    #[test]
+    fn an_object_seen_again_starts_its_grace_period_over() {
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(10);
+        let data = keys(&["flaky"]);
+        let mut since = HashMap::new();
+        prune_pass(data.iter(), &mut since, |_| true, t0, grace);
+        prune_pass(data.iter(), &mut since, |_| false, t0 + grace / 2, grace);
+        assert!(since.is_empty());
+        let later = t0 + grace + Duration::from_secs(1);
+        assert!(prune_pass(data.iter(), &mut since, |_| true, later, grace).is_empty());
+        assert_eq!(
+            prune_pass(data.iter(), &mut since, |_| true, later + grace, grace),
+            ["flaky"]
+        );
+    }
+
+    #[test]
+    fn only_objects_of_kinds_and_namespaces_wavelet_lists_can_be_gone() {
+        let listed = Listed {
+            kinds: vec![ConfigKind::ConfigMap],
+            namespaces: vec!["shop".into(), "kube-system".into()],
+            ignored: vec!["kube-system".into()],
+        };
+        assert!(listed.lists("configmap.shop.app.config"));
+        assert!(listed.lists("configmap.shop.h-0123456789abcdef0123456789abcdef"));
+        assert!(!listed.lists("secret.shop.creds"), "a kind it ignores");
+        assert!(!listed.lists("configmap.other.app"), "out of --namespaces");
+        assert!(!listed.lists("configmap.kube-system.app"), "ignored");
+        assert!(!listed.lists("something-else"), "not a key wavelet writes");
+        let everywhere = Listed {
+            kinds: vec![ConfigKind::ConfigMap, ConfigKind::Secret],
+            ..Listed::default()
+        };
+        assert!(everywhere.lists("secret.any.creds"));
+    }
+
+    #[test]
+    fn the_size_counts_keys_and_values() {
+        let data = BTreeMap::from([("ab".to_string(), "cde".to_string())]);
+        assert_eq!(data_bytes(&data), 5);
+        assert_eq!(WARN_STATE_BYTES, 838_860);
     }
 
     #[test]

@@ -2,11 +2,17 @@
 //! Secret changes, replace the Pods of its namespace that match the annotation's selector
 //! and were created before the change was observed.
 //!
-//! The story of one reconcile, with early returns:
+//! The story of one reconcile, with early returns (what is remembered in memory, and the
+//! copy of `wavelet-state`, hold for one leader term: a new term takes both up again from
+//! the API server; a state write whose entry another writer changed decides again):
 //! 1. Object gone or no longer annotated → drop any replacement in progress. An opt-out
 //!    also forgets the state entry, so opting in again is a first sight (adding an
-//!    annotation never replaces Pods); a deleted object keeps its entry, so re-creating it
-//!    with other data is a change like any other (as in hash mode).
+//!    annotation never replaces Pods); a deleted object keeps its entry until it has been
+//!    gone for `--resync` (then a later state write prunes it, see `ledger.rs`), so
+//!    re-creating it sooner with other data is a change like any other (as in hash mode).
+//!    A Secret nothing else uses is not kept in the cache once it loses its selector: the
+//!    watch says it opted out ([`DeleteMode::opted_out`]), so its absence is not taken
+//!    for a deletion.
 //! 2. A replacement for the current data is in progress → take its next step.
 //! 3. The selector is empty, invalid or does not require a label, or the strategy is
 //!    unknown → Warning Event, nothing deleted, state not advanced.
@@ -40,25 +46,31 @@ pub(crate) mod ledger;
 pub(crate) mod replacement;
 
 use decide::{count_pods, name_list, past_tense, targets, Target};
-pub use decide::{created_before, ready_again, validate_selector, Observation, Strategy};
+pub use decide::{
+    created_before, ready_again, uids_to_record, validate_selector, Observation, Strategy,
+};
 use replacement::{next_step, Facts, Next, Phase, Replacement};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::client::{Client, Shape, PAGE_SIZE};
-use crate::deletemode::ledger::{Entry, StateStore};
+use crate::deletemode::ledger::{state_key, Entry, Listed, Pruning, StateStore, Written};
+use crate::deletemode::ledger::{
+    MAX_RECORDED_PODS, MAX_STATE_BYTES, STATE_CONFIGMAP, WARN_STATE_BYTES,
+};
 use crate::error::Error;
-use crate::hashmode::hash;
+use crate::model::cache::Cache;
+use crate::model::hash;
 use crate::objects::{ConfigKey, Pod, Resource};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::ops::leader::Gate;
 use crate::ops::metrics;
 use crate::selector::{percent_encode_query_value, Selector};
-use crate::watch::cache::Cache;
 use crate::watch::queue::{Backoff, WorkQueue};
 use crate::watch::worker::{run_worker, Action, Work};
 
@@ -107,6 +119,12 @@ pub enum Outcome {
     Replaced {
         pods: usize,
     },
+    /// Stopped between two Pods: shutting down, or this replica may not write any more.
+    /// The state still says "replacing"; the next leader resumes from it.
+    Interrupted,
+    /// The object's entry in `wavelet-state` was changed by another writer since it was
+    /// read: nothing written; decided again at once from what is there now.
+    StateChanged,
     /// `--dry-run`: this many Pods would have been replaced.
     DryRun {
         pods: usize,
@@ -122,12 +140,24 @@ struct Observed<'a> {
     strategy: Strategy,
 }
 
-/// What the reconciler remembers per object between reconciles.
+/// What the reconciler remembers per object between reconciles, within one leader term.
 #[derive(Debug, Default)]
 struct Memory {
+    /// The leader term the replacement was stepped in.
+    term: u64,
     replacement: Option<Replacement>,
     /// The last Warning about the annotations, with the data hash, so it is not repeated.
     warned: Option<(String, String)>,
+}
+
+/// How one round of replacing the remaining Pods ended.
+enum Round {
+    /// Every remaining Pod went (`rolling`: the next one did, or nothing was left).
+    Went,
+    /// Refused by a PodDisruptionBudget; the message says why.
+    Refused(String),
+    /// Stopped before the next Pod; the reason is for the log.
+    Interrupted(&'static str),
 }
 
 /// The outcome of replacing one Pod.
@@ -144,16 +174,24 @@ enum Attempt {
 pub struct DeleteMode {
     queue: WorkQueue<ConfigKey>,
     client: Client,
+    /// Checked between two Pods: a replica shutting down or no longer leading stops there.
+    gate: Arc<Gate>,
     cache: Arc<Cache>,
     recorder: Recorder,
     state: StateStore,
     settings: DeleteModeSettings,
     memory: Mutex<HashMap<ConfigKey, Memory>>,
+    /// Said that `wavelet-state` fills up (reset once it is below the mark again).
+    warned_full: AtomicBool,
+    /// Objects that lost their selector and were dropped from the cache (unused Secrets)
+    /// since their last reconcile: gone from the cache, yet opted out, not deleted.
+    opted_out: Mutex<HashSet<ConfigKey>>,
 }
 
 impl DeleteMode {
     pub fn new(
         client: Client,
+        gate: Arc<Gate>,
         cache: Arc<Cache>,
         recorder: Recorder,
         state: StateStore,
@@ -162,12 +200,27 @@ impl DeleteMode {
         DeleteMode {
             queue: WorkQueue::new(BACKOFF),
             client,
+            gate,
             cache,
             recorder,
             state,
             settings,
             memory: Mutex::new(HashMap::new()),
+            warned_full: AtomicBool::new(false),
+            opted_out: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Keys and values of `wavelet-state` in bytes, as last read, written or tried.
+    pub fn state_bytes(&self) -> u64 {
+        self.state.bytes()
+    }
+
+    /// An object lost its selector and is not kept in the cache (a Secret nothing else
+    /// uses): look at it as opted out, not as deleted, after the debounce window.
+    pub fn opted_out(&self, key: ConfigKey) {
+        self.opted_out.lock().unwrap().insert(key.clone());
+        self.enqueue(key);
     }
 
     /// An annotated object was created, changed, opted out or removed: look at it after the
@@ -187,8 +240,8 @@ impl DeleteMode {
     }
 
     /// Runs the one worker loop over the delete-mode queue; only the leader writes.
-    pub fn work(&self, gate: &Gate) {
-        run_worker(&self.queue, Some(gate), self);
+    pub fn work(&self) {
+        run_worker(&self.queue, Some(&self.gate), self);
     }
 
     /// Reconciles one object. The queue never hands a key to two workers at once, so its
@@ -207,20 +260,41 @@ impl DeleteMode {
         key: &ConfigKey,
         memory: &mut Memory,
     ) -> Result<(Action, Outcome), Error> {
+        // A new leader term starts from the API server's state: another leader may have
+        // finished (or restarted) this replacement meanwhile; the state says which.
+        let term = self.state.term();
+        if memory.term != term {
+            if memory.replacement.take().is_some() {
+                log::info!("{key}: new leader term; the replacement in progress is taken up again from {STATE_CONFIGMAP}");
+            }
+            memory.term = term;
+        }
         // 1.
         let Some(entry) = self.cache.config(key) else {
+            let opted_out = self.opted_out.lock().unwrap().contains(key);
             if memory.replacement.take().is_some() {
-                log::info!("{key}: deleted; replacing its Pods stops");
+                let why = if opted_out {
+                    "delete-mode annotation removed"
+                } else {
+                    "deleted"
+                };
+                log::info!("{key}: {why}; replacing its Pods stops");
             }
             memory.warned = None;
+            if opted_out {
+                self.state.forget(key)?;
+                self.opted_out.lock().unwrap().remove(key);
+            }
             return Ok((Action::Done, Outcome::Forgotten));
         };
+        // Cached: the entry says whether it is opted in.
+        self.opted_out.lock().unwrap().remove(key);
         let Some(selector_text) = entry.pod_delete_match().map(str::to_owned) else {
             if memory.replacement.take().is_some() {
                 log::info!("{key}: delete-mode annotation removed; replacing its Pods stops");
             }
             memory.warned = None;
-            self.state.set(key, None)?;
+            self.state.forget(key)?;
             return Ok((Action::Done, Outcome::Forgotten));
         };
         let Some(digests) = entry.digests() else {
@@ -276,14 +350,14 @@ impl DeleteMode {
 
         // 4. and 5.
         let recorded = self.state.get(key)?;
-        let observation = match recorded {
+        let observation = match recorded.clone() {
             None => {
-                self.state.set(
-                    key,
-                    Some(&Entry::Acted {
-                        hash: data_hash.clone(),
-                    }),
-                )?;
+                let first = Entry::Acted {
+                    hash: data_hash.clone(),
+                };
+                if self.write_state(key, &about, None, &first)? == Written::Changed {
+                    return Ok(state_changed());
+                }
                 log::info!("{key}: delete mode for Pods matching {selector}: first seen, data hash {} recorded, nothing replaced", hash::short(&data_hash));
                 return Ok((Action::Done, Outcome::Recorded));
             }
@@ -316,15 +390,16 @@ impl DeleteMode {
             selector,
             strategy,
         };
-        self.begin(change, observation, memory)
+        self.begin(change, recorded, observation, memory)
     }
 
     /// Lists the matching Pods and starts replacing those created before the change:
     /// `resumed` is the observation recorded in the state by a previous run, `None` for
-    /// a change observed now.
+    /// a change observed now; `recorded` is the state entry the decision was made from.
     fn begin(
         &self,
         change: Observed<'_>,
+        recorded: Option<Entry>,
         resumed: Option<Observation>,
         memory: &mut Memory,
     ) -> Result<(Action, Outcome), Error> {
@@ -355,8 +430,10 @@ impl DeleteMode {
                 self.recorder.normal(about, "PodsReplaced", &message);
             }
             // Kept in memory only: the state ConfigMap is not written in a dry run.
-            self.state
-                .set(key, Some(&Entry::Acted { hash: data_hash }))?;
+            let acted = Entry::Acted { hash: data_hash };
+            if self.write_state(key, about, recorded.as_ref(), &acted)? == Written::Changed {
+                return Ok(state_changed());
+            }
             return Ok((
                 Action::Done,
                 Outcome::DryRun {
@@ -368,21 +445,34 @@ impl DeleteMode {
             log::info!(
                 "{key}: data changed ({short}); no Pods match {selector}, nothing to replace"
             );
-            self.state
-                .set(key, Some(&Entry::Acted { hash: data_hash }))?;
+            let acted = Entry::Acted { hash: data_hash };
+            if self.write_state(key, about, recorded.as_ref(), &acted)? == Written::Changed {
+                return Ok(state_changed());
+            }
             return Ok((Action::Done, Outcome::Replaced { pods: 0 }));
         }
-        if !is_resumed {
-            // Before the first Pod is touched: a restart from here on resumes, not repeats.
-            let mut listed: Vec<String> = observation.listed.into_iter().collect();
-            listed.sort();
-            let entry = Entry::Replacing {
-                hash: data_hash.clone(),
-                observed: observation.at,
-                pods: listed,
-            };
-            self.state.set(key, Some(&entry))?;
-        }
+        let entry = match recorded {
+            Some(entry) if is_resumed => entry,
+            recorded => {
+                // Before the first Pod is touched: a restart from here on resumes, not
+                // repeats.
+                let (listed, left_out) = uids_to_record(&pods, &observation, MAX_RECORDED_PODS);
+                if left_out > 0 {
+                    log::warn!(
+                        "{key}: {left_out} of the Pods listed now were created in this second or later by the API server's clock; the state keeps {MAX_RECORDED_PODS} of their UIDs, so a replacement resumed after a restart replaces the others only if their creationTimestamp is earlier than now (is wavelet's clock behind the API server's?)"
+                    );
+                }
+                let entry = Entry::Replacing {
+                    hash: data_hash.clone(),
+                    observed: observation.at,
+                    pods: listed,
+                };
+                if self.write_state(key, about, recorded.as_ref(), &entry)? == Written::Changed {
+                    return Ok(state_changed());
+                }
+                entry
+            }
+        };
         log::info!(
             "{key}: data changed ({short}); replacing {} Pod(s) matching {selector} ({strategy}): {}",
             targets.len(),
@@ -392,6 +482,7 @@ impl DeleteMode {
         let phase = Phase::first(strategy, Instant::now() + self.settings.rolling_timeout);
         memory.replacement = Some(Replacement {
             hash: data_hash,
+            entry,
             strategy,
             selector,
             remaining: targets,
@@ -473,7 +564,20 @@ impl DeleteMode {
                     listed = None;
                 }
                 Next::Replace { one_at_a_time } => {
-                    refusal = self.replace_remaining(key, r, one_at_a_time)?;
+                    match self.replace_remaining(key, r, one_at_a_time)? {
+                        Round::Went => refusal = None,
+                        Round::Refused(message) => refusal = Some(message),
+                        Round::Interrupted(why) => {
+                            log::info!(
+                                "{key}: {why}; stopping with {} left to replace, which the next leader replaces as {STATE_CONFIGMAP} says",
+                                count_pods(r.remaining.len())
+                            );
+                            return Ok((
+                                Action::RequeueAfter(Duration::ZERO),
+                                Outcome::Interrupted,
+                            ));
+                        }
+                    }
                 }
                 Next::Blocked { warn } => {
                     r.blocked_since.get_or_insert_with(Instant::now);
@@ -499,12 +603,12 @@ impl DeleteMode {
             .replacement
             .take()
             .expect("a replacement in progress");
-        self.state.set(
-            key,
-            Some(&Entry::Acted {
-                hash: r.hash.clone(),
-            }),
-        )?;
+        let acted = Entry::Acted {
+            hash: r.hash.clone(),
+        };
+        if self.write_state(key, about, Some(&r.entry), &acted)? == Written::Changed {
+            return Ok(state_changed());
+        }
         let message = format!(
             "Replaced {} matching {} (strategy {}) after a data change (hash {}).",
             count_pods(r.replaced),
@@ -517,18 +621,63 @@ impl DeleteMode {
         Ok((Action::Done, Outcome::Replaced { pods: r.replaced }))
     }
 
+    /// Writes `entry` as the state of `key` (see [`StateStore::set`]); once the state has
+    /// grown to [`WARN_STATE_BYTES`], says so, once, in a Warning Event on the object
+    /// whose write found it so and in the log.
+    fn write_state(
+        &self,
+        key: &ConfigKey,
+        about: &ObjectRef,
+        decided_from: Option<&Entry>,
+        entry: &Entry,
+    ) -> Result<Written, Error> {
+        let written = self.state.set(key, decided_from, Some(entry));
+        let bytes = self.state.bytes() as usize;
+        if bytes < WARN_STATE_BYTES {
+            self.warned_full.store(false, Ordering::Relaxed);
+        } else if !self.warned_full.swap(true, Ordering::Relaxed) {
+            let message = format!(
+                "ConfigMap {}/{STATE_CONFIGMAP} holds {bytes} bytes of keys and values, {}% of the {MAX_STATE_BYTES} bytes the API server allows a ConfigMap: when it is full, delete mode replaces no Pods anywhere. It keeps one entry per delete-mode ConfigMap/Secret; entries of objects gone for --resync leave it with the next write.",
+                self.state.namespace(),
+                bytes * 100 / MAX_STATE_BYTES
+            );
+            log::warn!("{key}: {message}");
+            self.recorder.warning(about, "StateNearlyFull", &message);
+        }
+        written
+    }
+
+    /// Why this replica must not touch another Pod now, if it must not: SIGTERM (shutdown
+    /// must not wait for the rest of a list whose requests may each take up to 90 s), or
+    /// the gate closed (another replica may lead by now).
+    fn must_stop(&self) -> Option<&'static str> {
+        if self.gate.is_shut_down() {
+            Some("shutting down")
+        } else if !self.gate.may_write() {
+            Some("this replica may not write any more (it is not the leader)")
+        } else {
+            None
+        }
+    }
+
     /// Evicts or deletes the remaining Pods in order, `one_at_a_time` (`rolling`): until the
-    /// first goes through, then awaits Ready. Returns the message of a refusal (the refused
-    /// Pods go back in front, in their order).
+    /// first goes through, then awaits Ready. The refused Pods go back in front, in their
+    /// order; so does the rest when it must stop between two Pods ([`DeleteMode::must_stop`]).
     fn replace_remaining(
         &self,
         key: &ConfigKey,
         r: &mut Replacement,
         one_at_a_time: bool,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Round, Error> {
         let mut blocked = Vec::new();
         let mut refusal = None;
+        let mut stopped = None;
         while let Some(target) = r.remaining.pop_front() {
+            if let Some(why) = self.must_stop() {
+                r.remaining.push_front(target);
+                stopped = Some(why);
+                break;
+            }
             let attempt = match self.replace(&key.namespace, &target, r.strategy) {
                 Ok(attempt) => attempt,
                 Err(err) => {
@@ -578,7 +727,11 @@ impl DeleteMode {
         for target in blocked.into_iter().rev() {
             r.remaining.push_front(target);
         }
-        Ok(refusal)
+        Ok(match (stopped, refusal) {
+            (Some(why), _) => Round::Interrupted(why),
+            (None, Some(message)) => Round::Refused(message),
+            (None, None) => Round::Went,
+        })
     }
 
     /// Evicts or deletes one Pod, on condition that it is still the Pod that was listed.
@@ -652,6 +805,35 @@ impl DeleteMode {
     }
 }
 
+/// Pruning of `wavelet-state` (see [`Pruning`]) as judged by the cache: an object is
+/// present while the cache holds it with a delete-mode annotation in a namespace in scope;
+/// nothing is judged while a ConfigMap or Secret list is under way.
+pub fn pruning(cache: Arc<Cache>, listed: Listed, grace: Duration) -> Pruning {
+    Pruning {
+        grace,
+        listed,
+        present: Box::new(move || {
+            if cache.configs_relisting() {
+                return None;
+            }
+            Some(
+                cache
+                    .delete_mode_configs()
+                    .into_iter()
+                    .filter(|(key, _)| cache.in_scope(&key.namespace))
+                    .map(|(key, _)| state_key(&key))
+                    .collect(),
+            )
+        }),
+    }
+}
+
+/// Another writer changed the object's state entry: reconcile again at once, deciding
+/// from what is there now.
+fn state_changed() -> (Action, Outcome) {
+    (Action::RequeueAfter(Duration::ZERO), Outcome::StateChanged)
+}
+
 impl Work<ConfigKey> for DeleteMode {
     fn process(&self, key: &ConfigKey) -> Result<Action, Error> {
         let (action, outcome) = self.reconcile(key)?;
@@ -677,7 +859,7 @@ impl Work<ConfigKey> for DeleteMode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashmode::hash::data_hash;
+    use crate::model::hash::data_hash;
     use crate::objects::KeyDigest;
     use sha2::{Digest as _, Sha256};
     use std::collections::{HashSet, VecDeque};
@@ -880,6 +1062,57 @@ mod tests {
         let names: Vec<&str> = chosen.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["z-older", "a-newer"]);
         assert_eq!(chosen[0].uid, "older");
+    }
+
+    #[test]
+    fn the_state_lists_only_the_pods_their_timestamp_cannot_tell() {
+        let at = crate::time::parse_rfc3339("2026-11-22T03:14:40Z").unwrap();
+        let pods = [
+            pod("older", "2026-11-22T03:14:39Z", true, false),
+            pod("same-second", "2026-11-22T03:14:40Z", true, false),
+            pod("ahead", "2026-11-22T03:14:45Z", true, false),
+            pod("no-timestamp", "", true, false),
+            pod("not-listed", "2026-11-22T03:14:40Z", true, false),
+        ];
+        let observation = Observation {
+            at,
+            listed: ["older", "same-second", "ahead", "no-timestamp"]
+                .map(String::from)
+                .into(),
+        };
+        let (recorded, left_out) = uids_to_record(&pods, &observation, 10);
+        assert_eq!(recorded, ["ahead", "no-timestamp", "same-second"]);
+        assert_eq!(left_out, 0);
+        // A replacement resumed from what the state lists chooses the same Pods.
+        let resumed = Observation {
+            at,
+            listed: recorded.into_iter().collect(),
+        };
+        assert_eq!(targets(&pods, &resumed), targets(&pods, &observation));
+    }
+
+    #[test]
+    fn thousands_of_listed_pods_from_before_the_change_need_no_room_in_the_state() {
+        let at = crate::time::parse_rfc3339("2026-11-22T03:14:40Z").unwrap();
+        let pods: Vec<Pod> = (0..28_000)
+            .map(|i| pod(&format!("{i:036}"), "2026-11-22T03:10:00Z", true, false))
+            .collect();
+        let observation = Observation {
+            at,
+            listed: pods.iter().map(|p| p.metadata.uid.clone()).collect(),
+        };
+        assert_eq!(uids_to_record(&pods, &observation, 1000), (vec![], 0));
+        // Created in the same second by the API server's clock: at most `max`, sorted.
+        let same: Vec<Pod> = (0..1500)
+            .map(|i| pod(&format!("{i:04}"), "2026-11-22T03:14:40Z", true, false))
+            .collect();
+        let observation = Observation {
+            at,
+            listed: same.iter().map(|p| p.metadata.uid.clone()).collect(),
+        };
+        let (recorded, left_out) = uids_to_record(&same, &observation, 1000);
+        assert_eq!((recorded.len(), left_out), (1000, 500));
+        assert_eq!(recorded[0], "0000");
     }
 
     #[test]

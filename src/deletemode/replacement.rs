@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::deletemode::decide::{ready_again, Strategy, Target};
+use crate::deletemode::ledger::Entry;
 use crate::objects::Pod;
 use crate::selector::Selector;
 
@@ -37,6 +38,9 @@ impl Phase {
 #[derive(Debug)]
 pub(crate) struct Replacement {
     pub(crate) hash: String,
+    /// Its entry in `wavelet-state` as written at the start (or read, when resumed): the
+    /// entry finishing it replaces.
+    pub(crate) entry: Entry,
     pub(crate) strategy: Strategy,
     pub(crate) selector: Selector,
     pub(crate) remaining: VecDeque<Target>,
@@ -122,6 +126,7 @@ mod tests {
     fn replacement(strategy: Strategy, remaining: usize, phase: Phase) -> Replacement {
         Replacement {
             hash: "h".into(),
+            entry: Entry::Acted { hash: "h".into() },
             strategy,
             selector: Selector::parse("app=web").unwrap(),
             remaining: (0..remaining)

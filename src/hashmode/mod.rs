@@ -1,13 +1,8 @@
-//! Hash mode: who is opted in and what counts for them (`optin`), which ConfigMaps and
-//! Secrets a pod template references (`references`), the
-//! hash of their data (`hash`), coalescing and storm limits (`throttle`), what a rollout writes by kind of
-//! workload (`rollout`), and the decision
-//! that brings one workload's pod template hash in line (`reconcile`).
-
-pub(crate) mod counted;
-pub mod hash;
-pub(crate) mod optin;
+//! Hash mode: coalescing and storm limits (`throttle`), what a rollout writes by kind of
+//! workload (`rollout`), and the decision that brings one workload's pod template hash in
+//! line with its configuration (`reconcile`). What a workload references, whether it opted
+//! in and the hash itself are the model's (`crate::model`).
+pub(crate) mod fanout;
 pub(crate) mod reconcile;
-pub mod references;
 pub(crate) mod rollout;
 pub(crate) mod throttle;

@@ -10,8 +10,15 @@
 //! 6. Configuration changed within `--debounce` (or the workload's pause period), or storm
 //!    rules say wait → come back later.
 //! 7. Only the set of counted objects changed, no data (a template edit, a reload list,
-//!    Reloader's `ignore`/`match`) → record on the metadata, no rollout.
-//! 8. Patch the template annotation (the workload's controller rolls) and emit an Event.
+//!    Reloader's `ignore`/`match`, a SecretProviderClass whose versions are read for the
+//!    first time) → record on the metadata, no rollout.
+//! 8. Paused (globally, its Namespace, itself, or a ConfigMap/Secret it uses), a shared
+//!    change rolling in waves that has not released it yet (or is held), or outside its
+//!    restart window → pending until that changes (`fanout/`).
+//! 9. Patch the template annotation (the workload's controller rolls) and emit an Event.
+//!
+//! An up-to-date workload of a fan-out's current wave reports its rollout to the fan-out
+//! (step 4), which releases the next wave or holds the rest.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,13 +30,17 @@ use sha2::{Digest as _, Sha256};
 use crate::annotations::Flavor;
 use crate::client::{Client, PatchType};
 use crate::error::Error;
-use crate::hashmode::counted::counted;
-use crate::hashmode::hash;
-use crate::hashmode::rollout::{self, Style};
+use crate::hashmode::fanout::gates::Pending;
+use crate::hashmode::fanout::{FanOuts, Verdict};
+use crate::hashmode::rollout;
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
+use crate::model::cache::Cache;
+use crate::model::counted::{counted, Counted};
+use crate::model::hash;
+use crate::model::workload::Style;
+use crate::model::workload::WorkloadEntry;
 use crate::objects::{ConfigKey, ConfigKind, Digest, Resource, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
-use crate::watch::cache::{Cache, WorkloadEntry};
 use crate::watch::worker::Action;
 
 /// How often a workload waiting for a ConfigMap/Secret list to complete looks again.
@@ -54,9 +65,19 @@ pub enum Outcome {
         /// opened), for the change-to-patch latency; `None` for a change made while
         /// wavelet was not running.
         changed_at: Option<Instant>,
+        /// The ConfigMaps and Secrets whose part of the hash changed or that are newly
+        /// referenced; empty when wavelet has no memory of the workload (the change was made
+        /// while it was not running).
+        changed: Vec<ConfigKey>,
     },
     MissingConfig,
-    Throttled(Throttled),
+    /// The storm rules hold the rollout back; `first` the first time for this change of
+    /// this workload (what `/metrics` counts: one change waiting is one, however often it
+    /// is looked at).
+    Throttled {
+        rule: Throttled,
+        first: bool,
+    },
     /// A referenced object changed less than `--debounce` ago: more may follow.
     Debouncing,
     OptOutCleaned,
@@ -67,6 +88,8 @@ pub enum Outcome {
     AwaitingData,
     /// Its namespace does not match `--namespace-selector`.
     OutOfScope,
+    /// Paused, outside its restart window, or waiting for (or held by) a fan-out.
+    Pending(Pending),
 }
 
 /// Settings of hash mode.
@@ -87,22 +110,65 @@ pub struct HashModeSettings {
 /// that still lacks it (a watch delivers within milliseconds; a relist within minutes).
 const OWN_WRITE_SEEN_WITHIN: Duration = Duration::from_secs(60);
 
+/// One write of wavelet's on a workload's hash annotations.
+struct Written {
+    hash: String,
+    /// What the cache may still show of the workload while it has not shown this write:
+    /// the hash it recorded when the write was decided, and, when an earlier write of ours
+    /// was not shown yet either, what that one's cache might still show and its hash.
+    before: Vec<Option<String>>,
+    at: Instant,
+}
+
+/// Writes of ours in a row that the cache has not shown, at most (older states beyond it
+/// are taken as the cache having moved on).
+const UNSEEN_CHAIN: usize = 4;
+
+impl Written {
+    /// Our write of `hash`, decided while the cache recorded `cached`; `previous`, our
+    /// write before it.
+    fn new(hash: &str, cached: Option<&str>, previous: Option<&Written>) -> Option<Written> {
+        let mut before = match previous {
+            Some(p) if own_write_unseen(cached, Some(p.view())).is_some() => {
+                let mut chain = p.before.clone();
+                chain.push(Some(p.hash.clone()));
+                chain
+            }
+            _ => vec![cached.map(str::to_owned)],
+        };
+        if before.len() > UNSEEN_CHAIN {
+            before.drain(..before.len() - UNSEEN_CHAIN);
+        }
+        Some(Written {
+            hash: hash.to_string(),
+            before,
+            at: Instant::now(),
+        })
+    }
+
+    fn view(&self) -> (&str, &[Option<String>], Duration) {
+        (&self.hash, &self.before, self.at.elapsed())
+    }
+}
+
 /// What the reconciler remembers per workload between reconciles (lost on restart, which
 /// is fine: the API server holds the hash that matters).
 #[derive(Default)]
 struct Memory {
     /// Per referenced object, a digest of its part of the canonical form.
     fingerprints: Vec<Fingerprint>,
-    /// The hash last patched, and when: until the watch shows it (every write puts it on
-    /// the metadata, so a cached object recording it has seen the write), the cache is
-    /// older than the write, whatever other updates it has shown meanwhile.
-    written: Option<(String, Instant)>,
+    /// The hash last patched, what the workload recorded before, and when: while the
+    /// cache still records what it recorded before the write, the cache is older than the
+    /// write (see [`own_write_unseen`]).
+    written: Option<Written>,
     /// The Warnings emitted, so each is emitted once; `None` for the many workloads that
     /// never had one (a thousand workloads' memory stays a few pointers each).
     warned: Option<Box<Warned>>,
     /// Opted out: wavelet's metadata annotations were removed, and the watch has not shown
     /// the removal yet.
     cleaned: bool,
+    /// The hash of the change the storm rules hold back (counted once), while they do.
+    throttled: Option<Box<str>>,
 }
 
 #[derive(Default)]
@@ -133,6 +199,7 @@ pub struct Reconciler {
     throttle: Mutex<RolloutThrottle<WorkloadKey>>,
     debounce: Arc<Debounce<WorkloadKey>>,
     memory: Mutex<HashMap<WorkloadKey, Box<Memory>>>,
+    fanouts: Arc<FanOuts>,
 }
 
 impl Reconciler {
@@ -142,6 +209,7 @@ impl Reconciler {
         recorder: Recorder,
         settings: HashModeSettings,
         debounce: Arc<Debounce<WorkloadKey>>,
+        fanouts: Arc<FanOuts>,
     ) -> Reconciler {
         let throttle = RolloutThrottle::new(
             settings.max_rollouts_per_second,
@@ -157,7 +225,13 @@ impl Reconciler {
             throttle: Mutex::new(throttle),
             debounce,
             memory: Mutex::new(HashMap::new()),
+            fanouts,
         }
+    }
+
+    /// Workloads whose rollout waits for a token of `--max-rollouts-per-second` now.
+    pub fn rollouts_waiting(&self) -> usize {
+        self.throttle.lock().unwrap().waiting()
     }
 
     /// Reconciles one workload. The work queue never hands the same key to two workers, so
@@ -178,6 +252,7 @@ impl Reconciler {
         let Some(entry) = self.cache.workload(key) else {
             self.memory.lock().unwrap().remove(key);
             self.throttle.lock().unwrap().forget(key);
+            self.fanouts.settled(key);
             return Ok((Action::Done, Outcome::Forgotten));
         };
         if !self.cache.in_scope(&key.namespace) {
@@ -185,7 +260,11 @@ impl Reconciler {
             return Ok((Action::Done, Outcome::OutOfScope));
         }
         let Some(flavor) = entry.flavor else {
+            self.fanouts.settled(key);
             let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
+            if remembered.throttled.take().is_some() {
+                self.throttle.lock().unwrap().cancel(key);
+            }
             let result = self.clean_up_opt_out(key, &entry, &mut remembered);
             if remembered.cleaned {
                 self.memory.lock().unwrap().insert(key.clone(), remembered);
@@ -214,7 +293,7 @@ impl Reconciler {
             log::debug!("{key}: waiting for the Secrets of its namespace to be listed");
             return Ok((Action::Done, Outcome::AwaitingData));
         }
-        let resolved = counted(&self.cache, &key.namespace, entry);
+        let resolved = counted(&self.cache, key, entry);
         self.warn_problems(key, entry, remembered);
         // A Secret's data not read at its current version, or a Secret not read at all
         // (unused Secrets are not cached, so one not cached may just be unread): its read
@@ -245,12 +324,13 @@ impl Reconciler {
 
         // 3.–7., decided from the facts alone (`next_step`).
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
-        let recorded = entry.recorded_hash().map(str::to_owned);
-        // How long our own write may stay unseen before the cache is believed: past it, an
-        // annotation someone else removed is written again.
-        let written_unseen = remembered.written.as_ref().is_some_and(|(written, at)| {
-            *written == computed.hash && at.elapsed() < OWN_WRITE_SEEN_WITHIN
-        });
+        let unseen = own_write_unseen(
+            entry.recorded_hash(),
+            remembered.written.as_ref().map(Written::view),
+        );
+        let recorded = recorded_hash(entry.recorded_hash(), unseen, &computed.hash);
+        // Our own write of this very hash is not in the cache yet: wait for the watch.
+        let written_unseen = unseen == Some(computed.hash.as_str());
         let window = entry
             .counting
             .pause_period
@@ -264,9 +344,20 @@ impl Reconciler {
             // settled; deciding it here means any wake-up (the workload's own update, a
             // retry) respects it.
             quiet_at: self.debounce.window_opened(key).map(|at| at + window),
-            membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints),
+            membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints)
+                || classes_left_out(&resolved, &self.settings)
+                    .is_some_and(|without| recorded.as_deref() == Some(without.as_str())),
         };
         let step = next_step(&facts, Instant::now());
+        let nothing_to_roll = matches!(
+            step,
+            Step::Hold | Step::UpToDate | Step::Adopt | Step::Record
+        );
+        if nothing_to_roll && remembered.throttled.take().is_some() {
+            // Reverted, missing, recorded: the reserved token goes back. (A workload that
+            // debounces a newer change keeps its place in line.)
+            self.throttle.lock().unwrap().cancel(key);
+        }
         if step != Step::Hold {
             if let Some(warned) = &mut remembered.warned {
                 warned.missing = None;
@@ -284,8 +375,29 @@ impl Reconciler {
                         .join("; ")
                 );
                 if remembered.warned_missing() != Some(message.as_str()) {
-                    log::warn!("{key}: {message}");
-                    self.recorder.warning(&about, "ConfigMissing", &message);
+                    // The first thing missing is the cause: a burst of workloads missing one
+                    // ConfigMap is one Event on it, beside the first few workloads' own.
+                    let cause = computed.missing.first().map(|m| {
+                        let config = m.config();
+                        ObjectRef::new(&config.kind.resource(), &config.namespace, &config.name, "")
+                    });
+                    let own = match &cause {
+                        Some(cause) => self.recorder.warning_caused_by(
+                            &about,
+                            "ConfigMissing",
+                            &message,
+                            cause,
+                        ),
+                        None => {
+                            self.recorder.warning(&about, "ConfigMissing", &message);
+                            true
+                        }
+                    };
+                    if own {
+                        log::warn!("{key}: {message}");
+                    } else {
+                        log::debug!("{key}: {message}");
+                    }
                     remembered.warned().missing = Some(message);
                 }
                 return Ok((Action::Done, Outcome::MissingConfig));
@@ -293,7 +405,12 @@ impl Reconciler {
             Step::UpToDate => {
                 remembered.fingerprints = fingerprints;
                 remembered.written = None;
-                return Ok((Action::Done, Outcome::UpToDate));
+                // A workload of a fan-out's current wave: its rollout moves the fan-out.
+                let action = match self.fanouts.observe(key, entry, crate::time::unix_now())? {
+                    Some(recheck) => Action::RequeueAfter(recheck),
+                    None => Action::Done,
+                };
+                return Ok((action, Outcome::UpToDate));
             }
             // The watch showing the write wakes it (or, past the wait, the next relist).
             Step::AwaitingWatch => return Ok((Action::Done, Outcome::AwaitingWatch)),
@@ -323,7 +440,11 @@ impl Reconciler {
                     log::info!("{key}: {line}");
                 }
                 remembered.fingerprints = fingerprints;
-                remembered.written = Some((computed.hash.clone(), Instant::now()));
+                remembered.written = Written::new(
+                    &computed.hash,
+                    entry.recorded_hash(),
+                    remembered.written.as_ref(),
+                );
                 let hash = computed.hash;
                 let outcome = if step == Step::Adopt {
                     Outcome::Adopted { hash }
@@ -335,9 +456,17 @@ impl Reconciler {
             Step::Roll => {}
         }
         let recorded = recorded.expect("a rollout has a recorded hash");
+        // 8.
+        let note = match self.fanouts.check(key, entry, crate::time::unix_now())? {
+            Verdict::Go { note } => note,
+            Verdict::Wait { pending, requeue } => {
+                let action = requeue.map_or(Action::Done, Action::RequeueAfter);
+                return Ok((action, Outcome::Pending(pending)));
+            }
+        };
         // The storm rules apply to rollouts only.
-        if let Err(throttled) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
-            if let Throttled::MinInterval(wait) = throttled {
+        if let Err(rule) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
+            if let Throttled::MinInterval(wait) = rule {
                 if !remembered.warned.as_ref().is_some_and(|w| w.throttle) {
                     let message = format!(
                         "The configuration keeps changing: rolling at most every {:?} (--min-rollout-interval). The next rollout, with the latest configuration, is in {:?}.",
@@ -348,21 +477,30 @@ impl Reconciler {
                     remembered.warned().throttle = true;
                 }
             } else {
-                log::debug!("{key}: rollout rate limited for {:?}", throttled.wait());
+                log::debug!("{key}: rollout waits {:?} for its token", rule.wait());
+            }
+            let first = remembered.throttled.as_deref() != Some(computed.hash.as_str());
+            if first {
+                remembered.throttled = Some(computed.hash.as_str().into());
             }
             return Ok((
-                Action::RequeueAfter(throttled.wait()),
-                Outcome::Throttled(throttled),
+                Action::RequeueAfter(rule.wait()),
+                Outcome::Throttled { rule, first },
             ));
         }
+        remembered.throttled = None;
 
-        // 8.
+        // 9.
         let changed = describe_changes(&remembered.fingerprints, &named);
-        let message = format!(
+        let changed_keys = changed_objects(&remembered.fingerprints, &named);
+        let mut message = format!(
             "{changed} Config hash {} → {}.",
             hash::short(&recorded),
             hash::short(&computed.hash)
         );
+        if let Some(note) = note {
+            message.push_str(&format!(" Released by {note}."));
+        }
         if self.settings.dry_run {
             log::info!("{key}: dry run: would roll: {message}");
             self.recorder.normal(
@@ -392,7 +530,11 @@ impl Reconciler {
             self.recorder.normal(&about, "ConfigChanged", &message);
         }
         remembered.fingerprints = fingerprints;
-        remembered.written = Some((computed.hash.clone(), Instant::now()));
+        remembered.written = Written::new(
+            &computed.hash,
+            entry.recorded_hash(),
+            remembered.written.as_ref(),
+        );
         if let Some(warned) = &mut remembered.warned {
             warned.throttle = false;
         }
@@ -402,6 +544,7 @@ impl Reconciler {
                 from: recorded,
                 to: computed.hash,
                 changed_at: self.debounce.window_opened(key),
+                changed: changed_keys,
             },
         ))
     }
@@ -602,6 +745,60 @@ pub(crate) fn next_step(f: &Facts, now: Instant) -> Step {
     Step::Roll
 }
 
+/// Our own last write (`written`: its hash, what the cache may show of the workload before
+/// it, how long ago) while the cache does not show it yet: the cache still shows one of the
+/// states before the write (see [`Written::new`]), and the write is recent (a watch shows a
+/// write within milliseconds; when watching is forbidden and workloads are polled, within
+/// the poll period). A cache that records anything else has seen the write or a later one
+/// (two writes reordered in flight, someone else's), and is believed: at worst wavelet
+/// writes the same hash again, which changes nothing on the workload.
+fn own_write_unseen<'a>(
+    cached: Option<&str>,
+    written: Option<(&'a str, &[Option<String>], Duration)>,
+) -> Option<&'a str> {
+    match written {
+        Some((hash, before, ago))
+            if before.iter().any(|b| b.as_deref() == cached)
+                && cached != Some(hash)
+                && ago < OWN_WRITE_SEEN_WITHIN =>
+        {
+            Some(hash)
+        }
+        _ => None,
+    }
+}
+
+/// The hash the workload records: the cache's, unless our own write is not in the cache
+/// yet (`unseen`, see [`own_write_unseen`]) and the configuration has changed since (the
+/// same hash is [`Facts::written_unseen`]): a change in between must roll rather than be
+/// taken for a first sight.
+fn recorded_hash(cached: Option<&str>, unseen: Option<&str>, computed: &str) -> Option<String> {
+    match unseen {
+        Some(written) if written != computed => Some(written.to_string()),
+        _ => cached.map(str::to_owned),
+    }
+}
+
+/// The hash of what counts without its SecretProviderClasses, when some count: a hash
+/// recorded before the classes' versions were read (adopted before the Pods mounted them,
+/// scaled to zero, or before `--enable-csi-integration`). Recorded, it makes their coming
+/// a change of what counts only, even with no memory of the workload (after a restart):
+/// the Pods running mounted these versions when they started, and are not rolled for them.
+fn classes_left_out(resolved: &[Counted], settings: &HashModeSettings) -> Option<String> {
+    let is_class = |(r, _): &&Counted| r.config.kind == ConfigKind::SecretProviderClass;
+    if !resolved.iter().any(|c| is_class(&c)) {
+        return None;
+    }
+    let without = hash::compute(
+        resolved
+            .iter()
+            .filter(|c| !is_class(c))
+            .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
+        settings.hmac_key.as_deref(),
+    );
+    Some(without.hash)
+}
+
 /// Whether the change from `before` to `after` is only in which objects count: no object
 /// that counted before and still counts has a different part. With no memory (wavelet
 /// started after the change) it cannot tell, and the change rolls.
@@ -685,6 +882,19 @@ fn describe_changes(before: &[Fingerprint], after: &[(&ConfigKey, Fingerprint)])
     format!("{}.", clauses.join("; "))
 }
 
+/// The objects whose part of the hash changed or that are newly referenced, in the order
+/// of `after`; none when there is nothing before to compare with.
+fn changed_objects(before: &[Fingerprint], after: &[(&ConfigKey, Fingerprint)]) -> Vec<ConfigKey> {
+    if before.is_empty() {
+        return Vec::new();
+    }
+    after
+        .iter()
+        .filter(|(_, now)| !before.contains(now))
+        .map(|(key, _)| (*key).clone())
+        .collect()
+}
+
 /// "a", "a and b", "a, b and c".
 fn and_list(items: &[String]) -> String {
     match items {
@@ -717,6 +927,79 @@ mod tests {
         assert_eq!(
             describe_changes(&before, &after),
             "ConfigMap ns/a and ConfigMap ns/b changed."
+        );
+    }
+
+    #[test]
+    fn our_own_write_the_cache_does_not_show_yet_is_what_the_workload_records() {
+        let second = Duration::from_secs(1);
+        // Adopted with "a", not in the cache yet (it records nothing, as before the write),
+        // and the configuration changed to "b": a rollout from "a", not a second adoption.
+        let none: &[Option<String>] = &[None];
+        let x: &[Option<String>] = &[Some("x".into())];
+        let unseen = own_write_unseen(None, Some(("a", none, second)));
+        assert_eq!(unseen, Some("a"));
+        assert_eq!(recorded_hash(None, unseen, "b").as_deref(), Some("a"));
+        // Rolled from "x" to "a", the cache still at "x": "a".
+        let unseen = own_write_unseen(Some("x"), Some(("a", x, second)));
+        assert_eq!(recorded_hash(Some("x"), unseen, "b").as_deref(), Some("a"));
+        // The hash computed now is the one written and unseen: awaiting the watch.
+        assert_eq!(recorded_hash(None, Some("b"), "b"), None);
+        // The cache shows the write, or it is too old to trust: the cache's.
+        assert_eq!(own_write_unseen(Some("a"), Some(("a", none, second))), None);
+        let long_ago = OWN_WRITE_SEEN_WITHIN + second;
+        assert_eq!(own_write_unseen(None, Some(("a", none, long_ago))), None);
+        assert_eq!(recorded_hash(Some("x"), None, "b").as_deref(), Some("x"));
+    }
+
+    /// Regression (found by the soak, seed 1795690460422969795): a PATCH whose connection
+    /// dropped was applied after the retry's, so the workload recorded the older hash
+    /// "old" after wavelet's "new". The cache then showed neither what the workload
+    /// recorded before ("before") nor the write, and wavelet waited 60 s for its write to
+    /// show (the soak's bound is 7 s). A cache past the state before the write is believed.
+    #[test]
+    fn a_cache_that_shows_a_third_hash_has_seen_the_write_and_is_believed() {
+        let second = Duration::from_secs(1);
+        let before: &[Option<String>] = &[Some("before".into())];
+        let written = Some(("new", before, second));
+        assert_eq!(own_write_unseen(Some("before"), written), Some("new"));
+        assert_eq!(own_write_unseen(Some("old"), written), None);
+        assert_eq!(
+            recorded_hash(Some("old"), own_write_unseen(Some("old"), written), "new").as_deref(),
+            Some("old")
+        );
+    }
+
+    /// Adopted (our write "h0", the cache still without it), then rolled (our write "h1",
+    /// decided from "h0" as recorded): until the cache shows "h1", it may show the state
+    /// before the adoption or the adoption itself, and neither is believed over "h1". Seen
+    /// as a second rollout when a template edit's late event carried the pre-adoption state.
+    #[test]
+    fn writes_in_a_row_that_the_cache_has_not_shown_chain_their_states_before() {
+        let adopted = Written::new("h0", None, None).unwrap();
+        let rolled = Written::new("h1", None, Some(&adopted)).unwrap();
+        assert_eq!(rolled.before, [None, Some("h0".to_string())]);
+        assert_eq!(own_write_unseen(None, Some(rolled.view())), Some("h1"));
+        assert_eq!(
+            own_write_unseen(Some("h0"), Some(rolled.view())),
+            Some("h1")
+        );
+        assert_eq!(own_write_unseen(Some("h1"), Some(rolled.view())), None);
+        assert_eq!(own_write_unseen(Some("other"), Some(rolled.view())), None);
+        // Once the cache showed the adoption, the next write starts a chain of its own.
+        let again = Written::new("h2", Some("h1"), Some(&rolled)).unwrap();
+        assert_eq!(again.before, [Some("h1".to_string())]);
+    }
+
+    #[test]
+    fn the_changed_objects_are_the_changed_and_the_newly_referenced_ones() {
+        let (a, b, c) = (key("a"), key("b"), key("c"));
+        let before = [fp("a", "1"), fp("b", "1")];
+        let after = [(&a, fp("a", "2")), (&b, fp("b", "1")), (&c, fp("c", "1"))];
+        assert_eq!(changed_objects(&before, &after), [key("a"), key("c")]);
+        assert!(
+            changed_objects(&[], &after).is_empty(),
+            "nothing to compare with"
         );
     }
 

@@ -7,50 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::annotations;
-use crate::annotations::Annotations;
-use crate::objects::Resource;
-
-/// How one workload is rolled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
-    /// The hash goes onto `spec.template`; the workload's controller rolls the Pods.
-    Template,
-    /// The hash goes onto `spec.jobTemplate.spec.template`: the next Job runs with it.
-    /// `run_now`: also start one Job from the job template at once.
-    CronJob { run_now: bool },
-    /// Argo Rollouts' restart strategy: `spec.restartAt` is set to now and the hash is
-    /// kept on the metadata only (the template is not touched).
-    RestartAt,
-}
-
-impl Style {
-    /// The style of a workload of `resource` with these metadata annotations.
-    /// `opted_in_by_reloader`: the workload opted in through one of Reloader's keys.
-    pub fn of(
-        resource: &Resource,
-        annotations: &Annotations,
-        suspended: bool,
-        opted_in_by_reloader: bool,
-    ) -> Style {
-        if resource.is_cronjobs() {
-            Style::CronJob {
-                run_now: opted_in_by_reloader && !suspended,
-            }
-        } else if resource.is_argo_rollouts()
-            && annotations.get(annotations::RELOADER_ROLLOUT_STRATEGY) == Some("restart")
-        {
-            Style::RestartAt
-        } else {
-            Style::Template
-        }
-    }
-
-    /// Whether the hash that counts is the template's (else the metadata's).
-    pub fn hash_on_template(self) -> bool {
-        !matches!(self, Style::RestartAt)
-    }
-}
+use crate::model::workload::Style;
 
 /// The patch body of a rollout to `hash` under `hash_key`. `now` is RFC 3339, used by
 /// [`Style::RestartAt`] only.
@@ -135,46 +92,6 @@ pub fn job_from_cronjob(cronjob: &Value, name: &str) -> Result<Value, String> {
 mod tests {
     use super::*;
 
-    fn with(pairs: &[(&str, &str)]) -> Annotations {
-        Annotations::from_pairs(pairs.iter().copied())
-    }
-
-    #[test]
-    fn a_cronjob_runs_now_only_when_opted_in_by_reloader_and_not_suspended() {
-        let cron = Resource::cronjobs();
-        let none = with(&[]);
-        assert_eq!(
-            Style::of(&cron, &none, false, true),
-            Style::CronJob { run_now: true }
-        );
-        assert_eq!(
-            Style::of(&cron, &none, true, true),
-            Style::CronJob { run_now: false }
-        );
-        assert_eq!(
-            Style::of(&cron, &none, false, false),
-            Style::CronJob { run_now: false }
-        );
-    }
-
-    #[test]
-    fn only_an_argo_rollout_with_the_restart_strategy_is_restarted() {
-        let restart = with(&[(annotations::RELOADER_ROLLOUT_STRATEGY, "restart")]);
-        assert_eq!(
-            Style::of(&Resource::rollouts(), &restart, false, true),
-            Style::RestartAt
-        );
-        assert_eq!(
-            Style::of(&Resource::deployments(), &restart, false, true),
-            Style::Template
-        );
-        let rollout = with(&[(annotations::RELOADER_ROLLOUT_STRATEGY, "rollout")]);
-        assert_eq!(
-            Style::of(&Resource::rollouts(), &rollout, false, true),
-            Style::Template
-        );
-    }
-
     #[test]
     fn a_template_rollout_annotates_the_metadata_and_the_pod_template() {
         assert_eq!(
@@ -200,7 +117,6 @@ mod tests {
             json!({"metadata": {"annotations": {"k": "h"}},
                    "spec": {"restartAt": "2026-11-24T04:00:00Z"}})
         );
-        assert!(!Style::RestartAt.hash_on_template());
     }
 
     #[test]

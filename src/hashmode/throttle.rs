@@ -1,6 +1,11 @@
 //! Coalescing and storm protection: the debounce window of each workload, a global token
 //! bucket for rollouts, and a minimum interval between two rollouts of one workload.
 //! Every decision takes `now`.
+//!
+//! A workload that finds no token reserves the next free one (the bucket goes into debt,
+//! as Go's `rate.Limiter.Reserve`) and comes back exactly when it is due: a fan-out to
+//! thousands of workloads rolls them in the order they came, at the rate, each reconciled
+//! twice rather than every half second until it wins a token.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -12,35 +17,59 @@ use crate::watch::queue::ReleaseWhenEmpty as _;
 /// open until the key is settled (rolled, or found up to date), so every change inside it
 /// goes into one rollout, whatever wakes the key up early. Shared by the watch threads
 /// (which note changes) and the workers (which settle).
+///
+/// A change noticed while a reconcile of the key runs may not be in what that reconcile
+/// read (the sink opens windows before the new data is visible in the cache). Settling
+/// therefore closes a window only when no change was noted after the reconcile started;
+/// otherwise the window goes on, re-opened at the reconcile's start.
 #[derive(Debug, Default)]
 pub struct Debounce<K> {
-    opened: std::sync::Mutex<HashMap<K, Instant>>,
+    windows: std::sync::Mutex<HashMap<K, Window>>,
+}
+
+/// One open window: when it opened, and the last change noted in it.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    opened: Instant,
+    last_change: Instant,
 }
 
 impl<K: Eq + Hash + Clone> Debounce<K> {
     pub fn new() -> Debounce<K> {
         Debounce {
-            opened: std::sync::Mutex::new(HashMap::new()),
+            windows: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
-    /// Opens a window for `key` at `now` unless one is open.
+    /// Opens a window for `key` at `now` unless one is open; either way `now` is its last
+    /// change.
     pub fn note_change(&self, key: K, now: Instant) {
-        self.opened.lock().unwrap().entry(key).or_insert(now);
+        let mut windows = self.windows.lock().unwrap();
+        let window = windows.entry(key).or_insert(Window {
+            opened: now,
+            last_change: now,
+        });
+        window.last_change = window.last_change.max(now);
     }
 
     /// When the open window of `key` opened.
     pub fn window_opened(&self, key: &K) -> Option<Instant> {
-        self.opened.lock().unwrap().get(key).copied()
+        self.windows.lock().unwrap().get(key).map(|w| w.opened)
     }
 
-    /// Closes the window of `key` if it opened at or before `started` (a change noted
-    /// after the reconcile started keeps its own window).
+    /// A reconcile of `key` that started at `started` is done: the window closes if every
+    /// change in it was noted before `started`. A change noted later (perhaps not yet
+    /// visible to that reconcile) keeps it open, from `started` at the earliest.
     pub fn settle(&self, key: &K, started: Instant) {
-        let mut opened = self.opened.lock().unwrap();
-        if opened.get(key).is_some_and(|at| *at <= started) {
-            opened.remove(key);
-            opened.release_when_empty();
+        let mut windows = self.windows.lock().unwrap();
+        let Some(window) = windows.get_mut(key) else {
+            return;
+        };
+        if window.last_change <= started {
+            windows.remove(key);
+            windows.release_when_empty();
+        } else {
+            window.opened = window.opened.max(started);
         }
     }
 }
@@ -72,15 +101,21 @@ impl TokenBucket {
         self.last = now;
     }
 
-    /// Takes a token, or says how long until one is available.
-    pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
+    /// Takes the next token, now or one still to come: how long until it is the caller's.
+    /// Every reservation waits behind the ones made before it.
+    pub fn reserve(&mut self, now: Instant) -> Duration {
         self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(())
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
         } else {
-            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
+            Duration::from_secs_f64(-self.tokens / self.rate)
         }
+    }
+
+    /// Gives back a reserved token that will not be used.
+    pub fn refund(&mut self) {
+        self.tokens = (self.tokens + 1.0).min(self.burst);
     }
 }
 
@@ -120,6 +155,8 @@ impl<K: Eq + Hash + Clone> MinInterval<K> {
 pub struct RolloutThrottle<K> {
     bucket: TokenBucket,
     per_workload: MinInterval<K>,
+    /// Workloads holding a reserved token, and when it is theirs.
+    reserved: HashMap<K, Instant>,
 }
 
 /// Why a rollout has to wait.
@@ -144,22 +181,53 @@ impl<K: Eq + Hash + Clone> RolloutThrottle<K> {
         RolloutThrottle {
             bucket: TokenBucket::new(rate, burst, now),
             per_workload: MinInterval::new(min_interval),
+            reserved: HashMap::new(),
         }
     }
 
-    /// Admits a rollout of `key` now (recording it), or says how long to wait. The
-    /// per-workload rule is checked first so a throttled workload spends no token.
+    /// Admits a rollout of `key` now (recording it), or says how long to wait. A workload
+    /// with a reserved token rolls once it is due; otherwise the per-workload rule is
+    /// checked first (a workload it holds back spends no token), then a token is taken, or
+    /// the next one reserved.
     pub fn admit(&mut self, key: &K, now: Instant) -> Result<(), Throttled> {
+        if let Some(due) = self.reserved.get(key).copied() {
+            if due > now {
+                return Err(Throttled::RateLimit(due - now));
+            }
+            self.reserved.remove(key);
+            self.reserved.release_when_empty();
+            self.per_workload.record(key.clone(), now);
+            return Ok(());
+        }
         if let Some(wait) = self.per_workload.wait(key, now) {
             return Err(Throttled::MinInterval(wait));
         }
-        self.bucket.try_take(now).map_err(Throttled::RateLimit)?;
+        let wait = self.bucket.reserve(now);
+        if !wait.is_zero() {
+            self.reserved.insert(key.clone(), now + wait);
+            return Err(Throttled::RateLimit(wait));
+        }
         self.per_workload.record(key.clone(), now);
         Ok(())
     }
 
+    /// `key` will not roll on its reservation (nothing to roll any more): its token goes
+    /// back to the bucket.
+    pub fn cancel(&mut self, key: &K) {
+        if self.reserved.remove(key).is_some() {
+            self.bucket.refund();
+            self.reserved.release_when_empty();
+        }
+    }
+
     pub fn forget(&mut self, key: &K) {
         self.per_workload.forget(key);
+        self.cancel(key);
+    }
+
+    /// Workloads waiting for a token now.
+    pub fn waiting(&self) -> usize {
+        self.reserved.len()
     }
 }
 
@@ -187,16 +255,39 @@ mod tests {
         assert!(debounce.window_opened(&"w").is_none());
     }
 
+    /// Regression: a change noted into a window that was already open (from an earlier
+    /// change) while a reconcile ran was dropped with the window when that reconcile
+    /// settled, so the next reconcile rolled at once, without a debounce window (seen as
+    /// two rollouts for three changes inside one window when the first change arrived
+    /// during the adoption).
+    #[test]
+    fn a_change_noted_during_a_reconcile_into_an_open_window_keeps_a_window_open() {
+        let debounce = Debounce::new();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        debounce.note_change("w", t0);
+        // The reconcile starts at t0 + 9 ms; a change is noted at t0 + 12 ms.
+        debounce.note_change("w", t0 + ms(12));
+        debounce.settle(&"w", t0 + ms(9));
+        assert_eq!(debounce.window_opened(&"w"), Some(t0 + ms(9)));
+        // A reconcile that started after the last change closes it.
+        debounce.settle(&"w", t0 + ms(20));
+        assert_eq!(debounce.window_opened(&"w"), None);
+    }
+
     #[test]
     fn bucket_allows_a_burst_then_the_rate() {
         let t0 = Instant::now();
         let mut bucket = TokenBucket::new(2.0, 3, t0);
-        assert!(bucket.try_take(t0).is_ok());
-        assert!(bucket.try_take(t0).is_ok());
-        assert!(bucket.try_take(t0).is_ok());
-        let wait = bucket.try_take(t0).unwrap_err();
-        assert_eq!(wait, Duration::from_millis(500));
-        assert!(bucket.try_take(t0 + Duration::from_millis(500)).is_ok());
+        for _ in 0..3 {
+            assert_eq!(bucket.reserve(t0), Duration::ZERO);
+        }
+        assert_eq!(bucket.reserve(t0), Duration::from_millis(500));
+        assert_eq!(
+            bucket.reserve(t0 + Duration::from_millis(500)),
+            Duration::from_millis(500),
+            "behind the one reserved before"
+        );
     }
 
     #[test]
@@ -204,9 +295,9 @@ mod tests {
         let t0 = Instant::now();
         let mut bucket = TokenBucket::new(10.0, 2, t0);
         let later = t0 + Duration::from_secs(60);
-        assert!(bucket.try_take(later).is_ok());
-        assert!(bucket.try_take(later).is_ok());
-        assert!(bucket.try_take(later).is_err());
+        assert_eq!(bucket.reserve(later), Duration::ZERO);
+        assert_eq!(bucket.reserve(later), Duration::ZERO);
+        assert!(!bucket.reserve(later).is_zero());
     }
 
     #[test]
@@ -220,6 +311,58 @@ mod tests {
         );
         assert_eq!(throttle.admit(&"b", t0 + Duration::from_secs(4)), Ok(()));
         assert_eq!(throttle.admit(&"a", t0 + Duration::from_secs(10)), Ok(()));
+    }
+
+    #[test]
+    fn a_workload_without_a_token_reserves_the_next_one_and_rolls_when_it_is_due() {
+        let t0 = Instant::now();
+        let mut throttle = RolloutThrottle::new(2.0, 1, Duration::ZERO, t0);
+        assert_eq!(throttle.admit(&"a", t0), Ok(()));
+        let waits: Vec<Throttled> = ["b", "c", "d"]
+            .iter()
+            .map(|k| throttle.admit(k, t0).unwrap_err())
+            .collect();
+        let ms = Duration::from_millis;
+        assert_eq!(
+            waits,
+            [
+                Throttled::RateLimit(ms(500)),
+                Throttled::RateLimit(ms(1000)),
+                Throttled::RateLimit(ms(1500))
+            ],
+            "in the order they came, at the rate"
+        );
+        assert_eq!(throttle.waiting(), 3);
+        // Woken early (its own status update): still waiting, for the rest of the time.
+        assert_eq!(
+            throttle.admit(&"c", t0 + ms(400)),
+            Err(Throttled::RateLimit(ms(600)))
+        );
+        assert_eq!(throttle.admit(&"b", t0 + ms(500)), Ok(()));
+        assert_eq!(throttle.admit(&"c", t0 + ms(1000)), Ok(()));
+        assert_eq!(throttle.waiting(), 1);
+        // A newcomer queues behind d.
+        assert_eq!(
+            throttle.admit(&"e", t0 + ms(1000)),
+            Err(Throttled::RateLimit(ms(1000)))
+        );
+    }
+
+    #[test]
+    fn a_cancelled_reservation_gives_its_token_back() {
+        let t0 = Instant::now();
+        let mut throttle = RolloutThrottle::new(1.0, 1, Duration::ZERO, t0);
+        assert!(throttle.admit(&"a", t0).is_ok());
+        assert!(throttle.admit(&"b", t0).is_err());
+        throttle.cancel(&"b");
+        assert_eq!(throttle.waiting(), 0);
+        assert_eq!(
+            throttle.admit(&"c", t0),
+            Err(Throttled::RateLimit(Duration::from_secs(1))),
+            "c gets the token b gave back, not the one after it"
+        );
+        throttle.forget(&"c");
+        assert_eq!(throttle.waiting(), 0);
     }
 
     #[test]

@@ -87,6 +87,28 @@ impl Resource {
         Resource::new("", "v1", "namespaces", "Namespace")
     }
 
+    /// The Secrets Store CSI driver's `SecretProviderClass` (what a CSI volume mounts
+    /// from Vault or a cloud secret store), watched as metadata.
+    pub fn secret_provider_classes() -> Resource {
+        Resource::new(
+            CSI_GROUP,
+            "v1",
+            "secretproviderclasses",
+            "SecretProviderClass",
+        )
+    }
+
+    /// The driver's `SecretProviderClassPodStatus`: one per Pod and class, saying which
+    /// version of each object the Pod has mounted.
+    pub fn secret_provider_class_pod_statuses() -> Resource {
+        Resource::new(
+            CSI_GROUP,
+            "v1",
+            "secretproviderclasspodstatuses",
+            "SecretProviderClassPodStatus",
+        )
+    }
+
     /// The workload kinds wavelet knows by name, in kubectl's spellings (`deployment`,
     /// `deploy`, `deployments.apps`, `sts`, `ds`, `cj`, `rollout`, ...); the one place
     /// that normalises a kind typed by a person.
@@ -172,11 +194,17 @@ impl fmt::Display for Resource {
     }
 }
 
-/// ConfigMap or Secret: the two kinds a pod template takes configuration from.
+/// The API group of the Secrets Store CSI driver's resources.
+pub const CSI_GROUP: &str = "secrets-store.csi.x-k8s.io";
+
+/// The kinds a pod template takes configuration from: ConfigMaps, Secrets, and the
+/// SecretProviderClasses of the Secrets Store CSI driver (whose "data" is the version of
+/// each object its Pods mounted, as their SecretProviderClassPodStatuses report it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ConfigKind {
     ConfigMap,
     Secret,
+    SecretProviderClass,
 }
 
 impl ConfigKind {
@@ -184,6 +212,7 @@ impl ConfigKind {
         match self {
             ConfigKind::ConfigMap => Resource::configmaps(),
             ConfigKind::Secret => Resource::secrets(),
+            ConfigKind::SecretProviderClass => Resource::secret_provider_classes(),
         }
     }
 
@@ -192,6 +221,7 @@ impl ConfigKind {
         match self {
             ConfigKind::ConfigMap => "configmap",
             ConfigKind::Secret => "secret",
+            ConfigKind::SecretProviderClass => "secretproviderclass",
         }
     }
 
@@ -199,6 +229,7 @@ impl ConfigKind {
         match self {
             ConfigKind::ConfigMap => "ConfigMap",
             ConfigKind::Secret => "Secret",
+            ConfigKind::SecretProviderClass => "SecretProviderClass",
         }
     }
 }
@@ -272,6 +303,10 @@ pub struct ObjectMeta {
     pub uid: String,
     #[serde(default)]
     pub resource_version: String,
+    /// Bumped by the API server on every spec change; a workload's rollout is judged only
+    /// once its controller has observed it.
+    #[serde(default)]
+    pub generation: i64,
     #[serde(default)]
     pub annotations: Annotations,
     /// Read for one reason: older Wave versions left `wave.pusher.com/finalizer` on
@@ -467,7 +502,9 @@ fn digest_base64_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<KeyDigest
 /// A ConfigMap as a list or watch decodes it.
 pub struct ConfigMapItem(pub ConfigObject);
 
-/// A Secret as a list, watch or GET decodes it: whole (digested) or metadata only.
+/// A Secret as a list, watch or GET decodes it: whole (digested) or metadata only. A
+/// SecretProviderClass, watched as metadata, is decoded the same way (its sink reads only
+/// the metadata, whatever the server sent).
 pub struct SecretItem(pub ConfigObject);
 
 impl<'de> Deserialize<'de> for ConfigMapItem {
@@ -490,6 +527,9 @@ pub struct WorkloadObject {
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: WorkloadSpec,
+    /// What its controller reports of the rollout (`kubectl rollout status` reads it).
+    #[serde(default)]
+    pub status: WorkloadStatus,
 }
 
 impl WorkloadObject {
@@ -513,6 +553,96 @@ pub struct WorkloadSpec {
     /// CronJobs: `spec.suspend`; a suspended CronJob starts no Job.
     #[serde(default, deserialize_with = "null_as_default")]
     pub suspend: bool,
+    /// Deployments, StatefulSets, Argo Rollouts.
+    #[serde(default)]
+    pub replicas: Option<i64>,
+    /// Deployments and Argo Rollouts: how long a rollout may make no progress.
+    #[serde(default)]
+    pub progress_deadline_seconds: Option<i64>,
+    /// Deployments and Argo Rollouts paused by their owner: nothing rolls until resumed.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub paused: bool,
+    /// StatefulSets and DaemonSets: `RollingUpdate` or `OnDelete`.
+    #[serde(default)]
+    pub update_strategy: Option<UpdateStrategy>,
+}
+
+/// `spec.updateStrategy` of a StatefulSet or DaemonSet.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateStrategy {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub rolling_update: Option<RollingUpdate>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RollingUpdate {
+    /// StatefulSets: Pods with an ordinal below it keep the old template.
+    #[serde(default)]
+    pub partition: Option<i64>,
+}
+
+/// The status fields of Deployments, StatefulSets, DaemonSets and Argo Rollouts that say
+/// whether a rollout finished (the union: each kind fills its own).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatus {
+    /// A number, or (Argo Rollouts) a string holding one.
+    #[serde(default, deserialize_with = "number_or_string")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub replicas: i64,
+    #[serde(default)]
+    pub updated_replicas: i64,
+    #[serde(default)]
+    pub available_replicas: i64,
+    #[serde(default)]
+    pub ready_replicas: i64,
+    #[serde(default)]
+    pub current_revision: String,
+    #[serde(default)]
+    pub update_revision: String,
+    #[serde(default)]
+    pub desired_number_scheduled: i64,
+    #[serde(default)]
+    pub updated_number_scheduled: i64,
+    #[serde(default)]
+    pub number_available: i64,
+    /// Argo Rollouts: `Healthy`, `Progressing`, `Paused`, `Degraded`.
+    #[serde(default)]
+    pub phase: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub conditions: Vec<WorkloadCondition>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WorkloadCondition {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+fn number_or_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Number(i64),
+        Text(String),
+    }
+    Ok(match Option::<Either>::deserialize(d)? {
+        Some(Either::Number(n)) => Some(n),
+        Some(Either::Text(t)) => t.parse().ok(),
+        None => None,
+    })
 }
 
 /// A CronJob's `spec.jobTemplate`.
@@ -562,6 +692,24 @@ pub struct Volume {
     pub secret: Option<SecretVolume>,
     #[serde(default)]
     pub projected: Option<ProjectedVolume>,
+    #[serde(default)]
+    pub csi: Option<CsiVolume>,
+}
+
+/// A CSI volume; of its attributes only `secretProviderClass` is read (the Secrets Store
+/// CSI driver's class to mount; Reloader, too, reads it whatever the driver's name).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CsiVolume {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub volume_attributes: CsiVolumeAttributes,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CsiVolumeAttributes {
+    #[serde(default)]
+    pub secret_provider_class: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -657,6 +805,67 @@ pub struct NameRef {
     pub name: String,
     #[serde(default)]
     pub optional: Option<bool>,
+}
+
+/// A `SecretProviderClassPodStatus` as the Secrets Store CSI driver writes it (one per Pod
+/// and class, named `<pod>-<namespace>-<class>`, its status replaced on every mount),
+/// reduced to which Pod mounted which class and, per object, a digest of the version
+/// mounted. The version text, the target path and the rest are never kept; there is no
+/// secret content in a pod status, and nothing of one could reach the cache but these.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodStatusItem {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: MountStatus,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MountStatus {
+    #[serde(default)]
+    pub pod_name: String,
+    #[serde(default)]
+    pub secret_provider_class_name: String,
+    /// `objects[].{id, version}`, as digests only ([`MountedObject`]), sorted.
+    #[serde(default, deserialize_with = "digest_object_versions")]
+    pub objects: Vec<MountedObject>,
+}
+
+/// One object a Pod mounted: [`short_digest`]s of its id (which tells the objects of one
+/// class apart) and of its version. Ids are paths or ARNs of 20 to 100 characters, and
+/// versions UUIDs or paths, kept for every Pod that mounts a class: 8 bytes say which one
+/// is which (two versions of one object that agree on 64 bits of SHA-256 would make a
+/// rotation go unseen: one in 2^64).
+pub type MountedObject = (u64, u64);
+
+/// The first 8 bytes of the SHA-256 of `text`, big-endian.
+pub fn short_digest(text: &str) -> u64 {
+    let digest: Digest = Sha256::digest(text.as_bytes()).into();
+    u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+/// `[{"id": ..., "version": ...}]` → [`MountedObject`]s sorted by id; a repeated id keeps
+/// its last version (the driver writes each id once, from a map).
+fn digest_object_versions<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<MountedObject>, D::Error> {
+    #[derive(Deserialize)]
+    struct Object<'a> {
+        #[serde(default, borrow)]
+        id: std::borrow::Cow<'a, str>,
+        #[serde(default, borrow)]
+        version: std::borrow::Cow<'a, str>,
+    }
+    let objects = Option::<Vec<Object<'de>>>::deserialize(d)?.unwrap_or_default();
+    let mut out: Vec<MountedObject> = Vec::with_capacity(objects.len());
+    for object in objects {
+        let (id, version) = (short_digest(&object.id), short_digest(&object.version));
+        match out.iter_mut().find(|(k, _)| *k == id) {
+            Some(existing) => existing.1 = version,
+            None => out.push((id, version)),
+        }
+    }
+    out.sort_unstable_by_key(|(id, _)| *id);
+    Ok(out)
 }
 
 /// A Pod, reduced to what delete mode decides on.
@@ -786,6 +995,58 @@ mod tests {
         let json = r#"{"metadata":{"annotations":null},"data":null,"spec":null}"#;
         let obj = ConfigObject::configmap(&mut serde_json::Deserializer::from_str(json)).unwrap();
         assert!(obj.digests().is_empty() && obj.metadata.annotations == Annotations::default());
+    }
+
+    #[test]
+    fn a_pod_status_keeps_the_pod_the_class_and_a_digest_of_each_version_only() {
+        let json = r#"{"apiVersion":"secrets-store.csi.x-k8s.io/v1","kind":"SecretProviderClassPodStatus",
+            "metadata":{"name":"web-1-ns-vault","namespace":"ns","resourceVersion":"9",
+                "labels":{"internal.secrets-store.csi.k8s.io/node-name":"node-1"}},
+            "status":{"mounted":true,"podName":"web-1","secretProviderClassName":"vault",
+                "targetPath":"/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/v/mount",
+                "objects":[{"id":"secret/db","version":"v7"},{"id":"secret/api","version":"v2"}]}}"#;
+        let item: PodStatusItem = serde_json::from_str(json).unwrap();
+        assert_eq!(item.metadata.resource_version, "9");
+        assert_eq!(item.status.pod_name, "web-1");
+        assert_eq!(item.status.secret_provider_class_name, "vault");
+        let mut ids = [short_digest("secret/api"), short_digest("secret/db")];
+        ids.sort();
+        let got: Vec<u64> = item.status.objects.iter().map(|(id, _)| *id).collect();
+        assert_eq!(got, ids);
+        let db = item
+            .status
+            .objects
+            .iter()
+            .find(|(id, _)| *id == short_digest("secret/db"));
+        assert_eq!(db.unwrap().1, short_digest("v7"));
+        let full: [u8; 32] = Sha256::digest(b"v7").into();
+        assert_eq!(short_digest("v7").to_be_bytes(), full[..8]);
+        let text = format!("{item:?}");
+        assert!(
+            !text.contains("v7") && !text.contains("secret/db"),
+            "{text}"
+        );
+        // A pod status not mounted yet has no objects.
+        let empty: PodStatusItem =
+            serde_json::from_str(r#"{"metadata":{"name":"p"},"status":{"objects":null}}"#).unwrap();
+        assert!(empty.status.objects.is_empty());
+    }
+
+    #[test]
+    fn a_csi_volume_names_its_secret_provider_class_in_its_attributes() {
+        let json = r#"{"name":"secrets","csi":{"driver":"secrets-store.csi.k8s.io","readOnly":true,
+            "volumeAttributes":{"secretProviderClass":"vault-db","other":"x"}}}"#;
+        let volume: Volume = serde_json::from_str(json).unwrap();
+        let csi = volume.csi.unwrap();
+        assert_eq!(
+            csi.volume_attributes.secret_provider_class.as_deref(),
+            Some("vault-db")
+        );
+        let bare: Volume = serde_json::from_str(r#"{"name":"v","csi":{"driver":"d"}}"#).unwrap();
+        assert_eq!(
+            bare.csi.unwrap().volume_attributes.secret_provider_class,
+            None
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The small HTTP server on `--listen-addr`: `/healthz`, `/readyz` and `/metrics`. Each
+//! The small HTTP server on `--listen-addr`: `/healthz`, `/readyz` and `/metrics`, and
+//! Reloader's probe path `/live` (its chart's readiness probe asks for `/metrics`). Each
 //! connection gets a short-lived thread of its own (at most [`MAX_CONNECTIONS`] at once),
 //! with bounded reads and a deadline, so a slow scraper or a half-open connection never
 //! delays a kubelet probe.
@@ -200,7 +201,8 @@ fn respond(method: &str, path: &str, endpoints: &Endpoints) -> (u16, &'static st
         return (405, TEXT, "GET only\n".into());
     }
     match path {
-        "/healthz" | "/livez" => match endpoints.health.check(Instant::now()) {
+        // `/live`: the liveness path of Reloader's chart.
+        "/healthz" | "/livez" | "/live" => match endpoints.health.check(Instant::now()) {
             Ok(()) => (200, TEXT, "ok\n".into()),
             Err(problems) => (503, TEXT, format!("{problems}\n")),
         },
@@ -224,7 +226,7 @@ fn respond(method: &str, path: &str, endpoints: &Endpoints) -> (u16, &'static st
         _ => (
             404,
             TEXT,
-            "not found: try /healthz, /readyz or /metrics\n".into(),
+            "not found: try /healthz (or /live), /readyz or /metrics\n".into(),
         ),
     }
 }

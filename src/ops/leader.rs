@@ -2,9 +2,17 @@
 //! `LeaderElector` do it, and the [`Gate`] that lets only the leader's workers write.
 //!
 //! Expiry is judged by the local clock from when this process last saw the Lease change,
-//! never from `renewTime`, so clock skew between replicas does not matter.
+//! never from `renewTime`, so clock skew between replicas does not matter. A leader's own
+//! deadline counts from when it *sent* its last successful renewal, and every Lease
+//! request is cut at that deadline (client-go's renew runs under a context with the renew
+//! deadline as its timeout): an answer that arrives late can never extend leadership past
+//! the moment a standby may take over.
+//!
+//! Each acquisition starts a new leader *term* ([`Gate::term`]); renewals continue it.
+//! Whatever a replica remembers of what the leader wrote (delete mode's ledger) is only
+//! trusted within the term in which it was read.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +26,8 @@ use crate::error::Error;
 pub struct Gate {
     /// `None`: not the leader. `Some(t)`: the leader until `t` unless renewed.
     leading_until: Mutex<Option<Instant>>,
+    /// Acquisitions so far: the number of the current (or last) leader term.
+    term: AtomicU64,
     /// Leader election off: always open.
     always: bool,
     shut_down: AtomicBool,
@@ -25,10 +35,11 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// For `--leader-elect=false`: every replica writes.
+    /// For `--leader-elect=false`: every replica writes, in one endless term.
     pub fn always_open() -> Gate {
         Gate {
             leading_until: Mutex::new(None),
+            term: AtomicU64::new(0),
             always: true,
             shut_down: AtomicBool::new(false),
             changed: Condvar::new(),
@@ -78,6 +89,28 @@ impl Gate {
         self.changed.notify_all();
     }
 
+    /// Whether [`Gate::shut_down`] was called (SIGTERM): work in progress should stop at
+    /// its next safe point.
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Relaxed)
+    }
+
+    /// The current leader term: it changes each time this replica acquires the Lease, so
+    /// anything read from the API server in an earlier term may have been changed since by
+    /// another leader. Always 0 without leader election.
+    pub fn term(&self) -> u64 {
+        self.term.load(Ordering::SeqCst)
+    }
+
+    /// The Lease was acquired: a new term, leading until `until` unless renewed.
+    fn begin_term(&self, until: Instant) {
+        let mut leading = self.leading_until.lock().unwrap();
+        self.term.fetch_add(1, Ordering::SeqCst);
+        *leading = Some(until);
+        self.changed.notify_all();
+    }
+
+    /// The Lease was renewed: the same term goes on until `until`.
     fn lead_until(&self, until: Instant) {
         *self.leading_until.lock().unwrap() = Some(until);
         self.changed.notify_all();
@@ -154,6 +187,10 @@ impl LeaderElector {
 
     /// The main loop: acquire (attempts every retry period × [1, 2.2)), then renew every
     /// retry period until a renewal has not succeeded for the renew deadline; repeat.
+    ///
+    /// Leadership lasts until the renew deadline after the *sending* of the last attempt
+    /// that succeeded, and every request of an attempt is cut at that same deadline, so a
+    /// success is always known before the gate would close, and a late answer is a failure.
     fn run(&self) {
         let lease = format!("{}/{}", self.namespace, self.name);
         let mut rng = seed();
@@ -163,11 +200,14 @@ impl LeaderElector {
         );
         while !self.stopped() {
             // Acquire.
+            let mut deadline;
             loop {
                 if self.stopped() {
                     return;
                 }
-                if self.try_acquire_or_renew() {
+                deadline = Instant::now() + self.timings.renew_deadline;
+                if self.try_acquire_or_renew(deadline) {
+                    self.gate.begin_term(deadline);
                     break;
                 }
                 rng = xorshift(rng);
@@ -177,14 +217,13 @@ impl LeaderElector {
                     .mul_f64((rng % 1200) as f64 / 1000.0);
                 self.sleep(self.timings.retry_period + jitter);
             }
-            let mut renewed = Instant::now();
-            self.gate.lead_until(renewed + self.timings.renew_deadline);
             crate::ops::metrics::global()
                 .leader_transitions
                 .fetch_add(1, Ordering::Relaxed);
             log::info!(
-                "leader election: {} acquired Lease {lease}; writing",
-                self.identity
+                "leader election: {} acquired Lease {lease}; writing (term {})",
+                self.identity,
+                self.gate.term()
             );
             // Renew.
             loop {
@@ -192,10 +231,11 @@ impl LeaderElector {
                 if self.stopped() {
                     return;
                 }
-                if self.try_acquire_or_renew() {
-                    renewed = Instant::now();
-                    self.gate.lead_until(renewed + self.timings.renew_deadline);
-                } else if renewed.elapsed() >= self.timings.renew_deadline {
+                let sent = Instant::now();
+                if self.try_acquire_or_renew(deadline) {
+                    deadline = sent + self.timings.renew_deadline;
+                    self.gate.lead_until(deadline);
+                } else if Instant::now() >= deadline {
                     self.gate.close();
                     log::warn!(
                         "leader election: could not renew Lease {lease} within {:?}; stopped writing",
@@ -215,14 +255,15 @@ impl LeaderElector {
         crate::stop::sleep_unless_stopped(&self.stop, total);
     }
 
-    /// One attempt (client-go's `tryAcquireOrRenew`); any error fails the attempt.
-    fn try_acquire_or_renew(&self) -> bool {
+    /// One attempt (client-go's `tryAcquireOrRenew`), every request of which must be
+    /// answered before `deadline`; any error fails the attempt.
+    fn try_acquire_or_renew(&self, deadline: Instant) -> bool {
         let mut record = self.record.lock().unwrap();
         // Checked under the lock: after a release no attempt may take the Lease back.
         if self.stopped() {
             return false;
         }
-        match self.attempt(&mut record) {
+        match self.attempt(&mut record, deadline) {
             Ok(won) => won,
             Err(err) => {
                 log::debug!("leader election: attempt failed: {err}");
@@ -231,7 +272,19 @@ impl LeaderElector {
         }
     }
 
-    fn attempt(&self, record: &mut Observed) -> Result<bool, Error> {
+    /// The client for one Lease request: cut at `deadline`, and no request once it passed.
+    fn until(&self, deadline: Instant) -> Result<Client, Error> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Transport(format!(
+                "no time left for a Lease request within the renew deadline ({:?})",
+                self.timings.renew_deadline
+            )));
+        }
+        Ok(self.client.bounded(left))
+    }
+
+    fn attempt(&self, record: &mut Observed, deadline: Instant) -> Result<bool, Error> {
         let now = crate::time::micro_time(SystemTime::now());
         let duration = self.timings.lease_duration.as_secs();
         // 1. Fast path: still ours and still valid: renew what we hold.
@@ -240,14 +293,17 @@ impl LeaderElector {
                 let mut renewed = lease.clone();
                 renewed["spec"]["renewTime"] = json!(now);
                 renewed["spec"]["leaseDurationSeconds"] = json!(duration);
-                if let Ok(updated) = self.client.put::<Value>(&self.object_path(), &renewed) {
+                if let Ok(updated) = self
+                    .until(deadline)?
+                    .put::<Value>(&self.object_path(), &renewed)
+                {
                     observe(record, updated);
                     return Ok(true);
                 }
             }
         }
         // 2. Read it; create it when missing.
-        let current: Value = match self.client.get(&self.object_path()) {
+        let current: Value = match self.until(deadline)?.get(&self.object_path()) {
             Ok(lease) => lease,
             Err(err) if err.is_not_found() => {
                 let lease = json!({
@@ -262,7 +318,9 @@ impl LeaderElector {
                         "leaseTransitions": 0,
                     },
                 });
-                let created = self.client.post(&self.collection_path(), &lease)?;
+                let created = self
+                    .until(deadline)?
+                    .post(&self.collection_path(), &lease)?;
                 observe(record, created);
                 return Ok(true);
             }
@@ -294,7 +352,7 @@ impl LeaderElector {
         spec["holderIdentity"] = json!(self.identity);
         spec["leaseDurationSeconds"] = json!(duration);
         spec["renewTime"] = json!(now);
-        let updated = self.client.put(&self.object_path(), &next)?;
+        let updated = self.until(deadline)?.put(&self.object_path(), &next)?;
         observe(record, updated);
         Ok(true)
     }
@@ -318,7 +376,9 @@ impl LeaderElector {
         released["spec"]["leaseDurationSeconds"] = json!(1);
         released["spec"]["acquireTime"] = json!(now);
         released["spec"]["renewTime"] = json!(now);
-        match self.client.put::<Value>(&self.object_path(), &released) {
+        // Bounded like a renewal: shutdown must not wait for a hanging API server.
+        let client = self.client.bounded(self.timings.renew_deadline);
+        match client.put::<Value>(&self.object_path(), &released) {
             Ok(updated) => {
                 observe(&mut record, updated);
                 log::info!(
@@ -403,6 +463,20 @@ mod tests {
         gate.lead_until(Instant::now());
         assert!(!gate.may_write());
         assert!(Gate::always_open().may_write());
+    }
+
+    #[test]
+    fn each_acquisition_starts_a_new_term_and_renewals_keep_it() {
+        let gate = Gate::closed();
+        assert_eq!(gate.term(), 0);
+        gate.begin_term(Instant::now() + Duration::from_secs(60));
+        assert_eq!(gate.term(), 1);
+        gate.lead_until(Instant::now() + Duration::from_secs(60));
+        assert_eq!(gate.term(), 1);
+        gate.close();
+        gate.begin_term(Instant::now() + Duration::from_secs(60));
+        assert_eq!(gate.term(), 2);
+        assert_eq!(Gate::always_open().term(), 0);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Log output: `env_logger` filtered by `RUST_LOG` (default `info`), as text or as one JSON
+//! Log output: `env_logger` filtered by `RUST_LOG` (else `--log-level`, else `info`), as text or as one JSON
 //! object a line. Decision lines start with the object they concern
 //! (`deployment default/web: rolled: ...`); in JSON that object is its own field, so log
 //! pipelines can filter on it.
@@ -7,10 +7,11 @@ use std::io::Write;
 
 use crate::config::LogFormat;
 
-/// Installs the logger; call once.
-pub fn init(format: LogFormat) {
-    let mut builder =
-        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+/// Installs the logger; call once. `level` (`--log-level`) applies unless `RUST_LOG` is set.
+pub fn init(format: LogFormat, level: Option<&str>) {
+    let mut builder = env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or(level.unwrap_or("info")),
+    );
     if let LogFormat::Json = format {
         builder.format(|out, record| {
             let text = record.args().to_string();

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -41,8 +41,14 @@ impl CounterVec {
     }
 }
 
-/// A histogram of durations with [`BUCKETS`].
+/// Upper bounds (seconds) of the buckets of fan-out wave durations (rollouts take minutes).
+const WAVE_BUCKETS: &[f64] = &[
+    5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
+];
+
+/// A histogram of durations with [`BUCKETS`] (or other bounds).
 pub struct Histogram {
+    bounds: &'static [f64],
     inner: Mutex<HistogramData>,
 }
 
@@ -54,21 +60,26 @@ struct HistogramData {
 
 impl Default for Histogram {
     fn default() -> Histogram {
+        Histogram::with_bounds(BUCKETS)
+    }
+}
+
+impl Histogram {
+    pub fn with_bounds(bounds: &'static [f64]) -> Histogram {
         Histogram {
+            bounds,
             inner: Mutex::new(HistogramData {
-                counts: vec![0; BUCKETS.len()],
+                counts: vec![0; bounds.len()],
                 sum: 0.0,
                 count: 0,
             }),
         }
     }
-}
 
-impl Histogram {
     pub fn observe(&self, d: Duration) {
         let secs = d.as_secs_f64();
         let mut data = self.inner.lock().unwrap();
-        for (bound, count) in BUCKETS.iter().zip(data.counts.iter_mut()) {
+        for (bound, count) in self.bounds.iter().zip(data.counts.iter_mut()) {
             if secs <= *bound {
                 *count += 1;
             }
@@ -94,7 +105,8 @@ pub struct Metrics {
     /// PodDisruptionBudget), `error` (a replacement step failed). Without it a replacement
     /// that never finishes shows only in Events and logs.
     pub pod_replacement_retries: CounterVec,
-    /// Changes not acted on, by reason: `throttled`, `missing_config`, `not_leader`.
+    /// Changes not acted on, by reason: `throttled`, `rate_limited` (each change of a
+    /// workload once), `missing_config`, `out_of_scope`, `not_leader`.
     pub changes_skipped: CounterVec,
     /// Relists by (resource, reason): `initial`, `resync`, `expired`, `error`.
     pub watch_relists: CounterVec,
@@ -105,6 +117,48 @@ pub struct Metrics {
     pub change_to_patch: Histogram,
     /// Times this process became the leader.
     pub leader_transitions: AtomicU64,
+    /// Fan-outs held because a workload failed its rollout.
+    pub fanouts_halted: AtomicU64,
+    /// From the release of a fan-out's wave to its last workload finishing healthy.
+    pub fanout_wave_duration: WaveHistogram,
+    /// Stakater Reloader's `reloader_reload_executed_total`, by `success`: rollouts (`true`)
+    /// and failed reconciles, whose write is retried (`false`).
+    pub reloads: CounterVec,
+    /// The same by (`success`, `namespace`), exported only with [`Metrics::count_by_namespace`].
+    pub reloads_by_namespace: CounterVec,
+    /// `METRICS_COUNT_BY_NAMESPACE=enabled`: export `reloader_reload_executed_total_by_namespace`.
+    pub count_by_namespace: AtomicBool,
+    /// Alerts on rollout by result: `sent`, `failed` (given up after retries), `dropped`
+    /// (the queue was full).
+    pub alerts: CounterVec,
+    /// Issue 27: Events not written, by reason (`queue_full`, `spam`, `error`, `stopping`).
+    pub events_dropped: CounterVec,
+}
+
+impl Metrics {
+    /// One of Reloader's reloads: a rollout of a workload in `namespace`, or a failed one.
+    pub fn reload_executed(&self, success: bool, namespace: &str) {
+        let success = if success { "true" } else { "false" };
+        self.reloads.inc(&[success]);
+        if self.count_by_namespace.load(Ordering::Relaxed) {
+            self.reloads_by_namespace.inc(&[success, namespace]);
+        }
+    }
+}
+
+/// The histogram of fan-out wave durations, with buckets from 5 s to 1 h.
+pub struct WaveHistogram(pub Histogram);
+
+impl Default for WaveHistogram {
+    fn default() -> WaveHistogram {
+        WaveHistogram(Histogram::with_bounds(WAVE_BUCKETS))
+    }
+}
+
+impl WaveHistogram {
+    pub fn observe(&self, d: Duration) {
+        self.0.observe(d);
+    }
 }
 
 /// The process's metrics.
@@ -120,14 +174,26 @@ pub struct Gauges {
     pub requests: Vec<((&'static str, u16), u64)>,
     pub cached_configs: usize,
     pub cached_workloads: usize,
+    /// Referenced Secrets known not to exist.
+    pub cached_absent_secrets: usize,
     pub hash_queue: usize,
     pub delete_queue: usize,
     /// Secrets whose data waits to be read (retries after a failure included).
     pub secret_reads: usize,
+    /// Keys and values of `wavelet-state` in bytes, as last read, written or tried.
+    pub state_bytes: u64,
     pub leader: bool,
     pub ready: bool,
+    /// Hash-mode rollouts waiting, by reason (`pause`, `window`, `wave`, `held`).
+    pub pending_rollouts: Vec<(&'static str, usize)>,
+    /// Fan-outs held now (from `wavelet-state`).
+    pub fanouts_held: usize,
     pub resident_bytes: Option<u64>,
     pub cpu_seconds: Option<f64>,
+    /// Issue 27: seconds requests waited for the client-side budget (and 429 pauses).
+    pub budget_wait_seconds: f64,
+    /// Issue 27: workloads whose rollout waits for a token of --max-rollouts-per-second.
+    pub rollouts_waiting: usize,
 }
 
 /// Resident set size from `/proc/self/status` (`VmRSS`), in bytes.
@@ -199,6 +265,14 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         &["reason"],
         &metrics.changes_skipped,
     );
+    // Issue 27: Events not written.
+    counter_vec(
+        &mut out,
+        "wavelet_events_dropped_total",
+        "Events not written, by reason (queue_full, spam, error, stopping).",
+        &["reason"],
+        &metrics.events_dropped,
+    );
     counter_vec(
         &mut out,
         "wavelet_watch_relists_total",
@@ -227,6 +301,18 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
             "wavelet_api_requests_total{{verb=\"{verb}\",code=\"{code}\"}} {n}"
         );
     }
+    // Issue 27: the client-side budget.
+    header(
+        &mut out,
+        "wavelet_api_budget_wait_seconds_total",
+        "Seconds requests waited for the client-side budget (--api-qps, --api-burst) or a 429's Retry-After, all together.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_api_budget_wait_seconds_total {:.3}",
+        gauges.budget_wait_seconds
+    );
     histogram(
         &mut out,
         "wavelet_reconcile_duration_seconds",
@@ -238,6 +324,43 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         "wavelet_change_to_patch_seconds",
         "From a ConfigMap/Secret change arriving on the watch to the rollout patch.",
         &metrics.change_to_patch,
+    );
+    header(
+        &mut out,
+        "wavelet_rollouts_pending",
+        "Hash-mode rollouts waiting, by reason (pause, window: outside a restart window, wave: for the wave before to finish healthy, held: by a held fan-out).",
+        "gauge",
+    );
+    for reason in ["pause", "window", "wave", "held"] {
+        let n = gauges
+            .pending_rollouts
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n);
+        let _ = writeln!(out, "wavelet_rollouts_pending{{reason=\"{reason}\"}} {n}");
+    }
+    gauge(
+        &mut out,
+        "wavelet_fanouts_held",
+        "Fan-outs of a shared ConfigMap/Secret change held because a workload failed its rollout.",
+        gauges.fanouts_held as u64,
+    );
+    header(
+        &mut out,
+        "wavelet_fanouts_halted_total",
+        "Times a fan-out was held because a workload of a wave failed its rollout.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "wavelet_fanouts_halted_total {}",
+        metrics.fanouts_halted.load(Ordering::Relaxed)
+    );
+    histogram(
+        &mut out,
+        "wavelet_fanout_wave_duration_seconds",
+        "From the release of a fan-out's wave to all its workloads finishing their rollouts healthy.",
+        &metrics.fanout_wave_duration.0,
     );
     header(
         &mut out,
@@ -255,6 +378,11 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         "wavelet_cache_objects{{kind=\"workload\"}} {}",
         gauges.cached_workloads
     );
+    let _ = writeln!(
+        out,
+        "wavelet_cache_objects{{kind=\"absent_secret\"}} {}",
+        gauges.cached_absent_secrets
+    );
     header(
         &mut out,
         "wavelet_work_queue_depth",
@@ -271,11 +399,24 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         "wavelet_work_queue_depth{{mode=\"delete\"}} {}",
         gauges.delete_queue
     );
+    // Issue 27: the rollout backlog.
+    gauge(
+        &mut out,
+        "wavelet_rollouts_waiting",
+        "Workloads whose rollout waits for a token of --max-rollouts-per-second (a fan-out larger than --rollout-burst drains at the rate).",
+        gauges.rollouts_waiting as u64,
+    );
     gauge(
         &mut out,
         "wavelet_secret_reads_pending",
         "Referenced Secrets whose data waits to be read (GET), retries after a failure included.",
         gauges.secret_reads as u64,
+    );
+    gauge(
+        &mut out,
+        "wavelet_state_bytes",
+        "Keys and values of the wavelet-state ConfigMap in bytes, as this replica last read, wrote or tried to write it (a ConfigMap holds at most 1048576).",
+        gauges.state_bytes,
     );
     gauge(
         &mut out,
@@ -299,6 +440,37 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
         "wavelet_ready",
         "1 once every initial list is in.",
         u64::from(gauges.ready),
+    );
+    // Reloader's metric, under its own name, so its dashboards and alerts keep working; both
+    // values are always there, as Reloader initializes them.
+    header(
+        &mut out,
+        "reloader_reload_executed_total",
+        "Rollouts (success=true) and failed reconciles (success=false), as Reloader counts its reloads.",
+        "counter",
+    );
+    for success in ["false", "true"] {
+        let n = metrics.reloads.get(&[success]);
+        let _ = writeln!(
+            out,
+            "reloader_reload_executed_total{{success=\"{success}\"}} {n}"
+        );
+    }
+    if metrics.count_by_namespace.load(Ordering::Relaxed) {
+        counter_vec(
+            &mut out,
+            "reloader_reload_executed_total_by_namespace",
+            "reloader_reload_executed_total by namespace (METRICS_COUNT_BY_NAMESPACE=enabled).",
+            &["success", "namespace"],
+            &metrics.reloads_by_namespace,
+        );
+    }
+    counter_vec(
+        &mut out,
+        "wavelet_alerts_total",
+        "Alerts on rollout, by result (sent, failed after retries, dropped: the queue was full).",
+        &["result"],
+        &metrics.alerts,
     );
     if let Some(bytes) = gauges.resident_bytes {
         gauge(
@@ -345,7 +517,7 @@ fn counter_vec(out: &mut String, name: &str, help: &str, labels: &[&str], vec: &
 fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
     header(out, name, help, "histogram");
     let data = h.inner.lock().unwrap();
-    for (bound, count) in BUCKETS.iter().zip(&data.counts) {
+    for (bound, count) in h.bounds.iter().zip(&data.counts) {
         let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
     }
     let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", data.count);
@@ -414,6 +586,28 @@ mod tests {
         assert!(text.contains("wavelet_pod_replacement_retries_total{reason=\"blocked\"} 1\n"));
         assert!(text.contains(
             "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 0.37\n"
+        ));
+    }
+
+    #[test]
+    fn reloaders_counter_has_both_values_from_the_start_and_its_namespace_variant_only_when_enabled(
+    ) {
+        let m = Metrics::default();
+        let text = render(&m, &Gauges::default());
+        assert!(text.contains("reloader_reload_executed_total{success=\"false\"} 0\n"));
+        assert!(text.contains("reloader_reload_executed_total{success=\"true\"} 0\n"));
+        m.reload_executed(true, "apps");
+        assert!(!render(&m, &Gauges::default()).contains("_by_namespace"));
+        m.count_by_namespace.store(true, Ordering::Relaxed);
+        m.reload_executed(true, "apps");
+        m.reload_executed(false, "web");
+        let text = render(&m, &Gauges::default());
+        assert!(text.contains("reloader_reload_executed_total{success=\"true\"} 2\n"));
+        assert!(text.contains(
+            "reloader_reload_executed_total_by_namespace{success=\"true\",namespace=\"apps\"} 1\n"
+        ));
+        assert!(text.contains(
+            "reloader_reload_executed_total_by_namespace{success=\"false\",namespace=\"web\"} 1\n"
         ));
     }
 

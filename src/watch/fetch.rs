@@ -10,6 +10,10 @@
 //! whether or not it is cached; one that does not exist is recorded as absent. When a
 //! reload list's pattern starts to count Secrets by name in a namespace, that namespace's
 //! Secrets are listed (as metadata) once, since any of them may match.
+//!
+//! Under `--resource-label-selector` both reads carry the selector, as the watch does, so
+//! the API server filters all three alike: a Secret outside the selector reads as absent,
+//! and a listing does not return it (see [`Fetcher::new`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,9 +22,8 @@ use crate::client::{Client, Shape};
 use crate::error::Error;
 use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, ConfigObject, Resource, SecretItem};
-use crate::watch::cache::Cache;
 use crate::watch::queue::{Backoff, WorkQueue};
-use crate::watch::source::list_each;
+use crate::watch::source::ApiSource;
 use crate::watch::worker::{run_worker, Action, Work};
 
 /// Retries of a failed read: 0.5 s, doubling to at most a minute.
@@ -29,11 +32,20 @@ const BACKOFF: Backoff = Backoff {
     max: std::time::Duration::from_secs(60),
 };
 
-/// What a fetched Secret is handed to.
+/// Whether a Secret asked for is to be read, as the sink judges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// No read: its data is current, it is known not to exist, or nothing needs it any more.
+    Nothing,
+    /// Read it. `cached`: the resourceVersion the sink holds (`None`: not held), handed
+    /// back with the object so that a newer version seen meanwhile is not overwritten.
+    Read { cached: Option<ResourceVersion> },
+}
+
+/// What decides which Secrets are read, and what a read Secret is handed to.
 pub trait FetchSink: Send + Sync {
-    /// Whether the data of `key` is still needed (something references it, or it is a
-    /// delete-mode object).
-    fn wants_data(&self, key: &ConfigKey) -> bool;
+    /// Whether `key` is to be read now.
+    fn need(&self, key: &ConfigKey) -> Need;
     /// The Secret as read, asked for when the cache held `asked_at` (`None`: not cached).
     fn fetched(&self, key: &ConfigKey, asked_at: Option<&ResourceVersion>, object: ConfigObject);
     /// The Secret does not exist.
@@ -66,16 +78,26 @@ impl fmt::Display for Read {
 pub struct Fetcher {
     queue: WorkQueue<Read>,
     client: Client,
-    cache: Arc<Cache>,
+    /// `--resource-label-selector` (query form), sent with every read as with the watch.
+    label_selector: Option<String>,
 }
 
 impl Fetcher {
     /// A failed read is retried with backoff, never later than `resync` after the last try.
-    pub fn new(client: Client, cache: Arc<Cache>, resync: std::time::Duration) -> Fetcher {
+    /// With `label_selector` (`--resource-label-selector`), a Secret is read by a LIST of
+    /// its name and the selector rather than a GET, so that one outside the selector is
+    /// exactly what the filtered watch makes it: absent. Reading it whole would cache it
+    /// as present, the next relist would find it gone (a rollout), and the next restart
+    /// would read it back (a rollout back).
+    pub fn new(
+        client: Client,
+        resync: std::time::Duration,
+        label_selector: Option<String>,
+    ) -> Fetcher {
         Fetcher {
             queue: WorkQueue::new(BACKOFF.capped_at(resync)),
             client,
-            cache,
+            label_selector,
         }
     }
 
@@ -107,7 +129,7 @@ impl Fetcher {
     }
 
     /// The loop of one fetcher thread (the one worker loop): take a key, read the Secret
-    /// unless its data is current or no longer needed, hand it to `sink`.
+    /// if `sink` says it is needed, hand it to `sink`.
     pub fn work(&self, sink: &dyn FetchSink) {
         run_worker(
             &self.queue,
@@ -120,26 +142,23 @@ impl Fetcher {
     }
 
     fn fetch(&self, key: &ConfigKey, sink: &dyn FetchSink) -> Result<(), Error> {
-        let entry = self.cache.config(key);
-        match &entry {
-            Some(entry) if entry.is_current() => return Ok(()),
-            // Deleted, or read and found absent: the watch reports it if it appears.
-            None if self.cache.is_known_absent(key) => return Ok(()),
-            _ => {}
-        }
-        if !sink.wants_data(key) {
+        let Need::Read { cached } = sink.need(key) else {
             return Ok(());
-        }
-        match read_secret(&self.client, key)? {
+        };
+        let read = match &self.label_selector {
+            None => read_secret(&self.client, key)?,
+            Some(labels) => read_secret_selected(&self.client, key, labels)?,
+        };
+        match read {
             Some(object) => {
                 log::debug!(
                     "{key}: data read at resourceVersion {}",
                     object.metadata.resource_version
                 );
-                sink.fetched(key, entry.as_ref().map(|e| &e.resource_version), object);
+                sink.fetched(key, cached.as_ref(), object);
             }
             None => {
-                log::debug!("{key}: read: it does not exist");
+                log::debug!("{key}: read: it does not exist or is outside the selector");
                 sink.absent(key);
             }
         }
@@ -147,13 +166,14 @@ impl Fetcher {
     }
 
     fn list_namespace(&self, namespace: &str, sink: &dyn FetchSink) -> Result<(), Error> {
-        list_each(
-            &self.client,
-            &Resource::secrets(),
-            Some(namespace),
+        ApiSource::new(
+            self.client.clone(),
+            Resource::secrets(),
+            Some(namespace.to_string()),
             Shape::Metadata,
-            &mut |SecretItem(object)| sink.listed(object),
-        )?;
+        )
+        .filtered(self.label_selector.as_deref(), None)
+        .list_each(&mut |SecretItem(object)| sink.listed(object))?;
         sink.namespace_listed(namespace);
         Ok(())
     }
@@ -169,12 +189,32 @@ pub fn read_secret(client: &Client, key: &ConfigKey) -> Result<Option<ConfigObje
     }
 }
 
-/// What to do about a read refused by RBAC.
-fn hint(err: &Error) -> &'static str {
+/// Reads one Secret whole if it matches `labels` (a label selector): one LIST of its name
+/// and the selector, which the API server filters as it filters the watch. `None` when it
+/// does not exist or is outside the selector.
+fn read_secret_selected(
+    client: &Client,
+    key: &ConfigKey,
+    labels: &str,
+) -> Result<Option<ConfigObject>, Error> {
+    let mut found = None;
+    ApiSource::new(
+        client.clone(),
+        key.kind.resource(),
+        Some(key.namespace.to_string()),
+        Shape::Whole,
+    )
+    .filtered(Some(labels), Some(&format!("metadata.name={}", key.name)))
+    .list_each(&mut |SecretItem(object)| found = Some(object))?;
+    Ok(found)
+}
+
+/// What to do about a read refused by RBAC, sent with `verb`.
+fn hint(err: &Error, verb: &str) -> String {
     if err.status().is_some_and(|s| s.code == 403) {
-        "; wavelet needs `get` on secrets (see manifests/rbac*.yaml)"
+        format!("; wavelet needs `{verb}` on secrets (see manifests/rbac*.yaml)")
     } else {
-        ""
+        String::new()
     }
 }
 
@@ -194,13 +234,15 @@ impl Work<Read> for Reads<'_> {
     }
 
     fn failed(&self, read: &Read, err: &Error, delay: std::time::Duration) {
-        let what = match read {
-            Read::Secret(_) => "its data",
-            Read::Namespace(_) => "them",
+        // Under --resource-label-selector a Secret is read by a LIST too.
+        let (what, verb) = match read {
+            Read::Secret(_) if self.fetcher.label_selector.is_none() => ("its data", "get"),
+            Read::Secret(_) => ("its data", "list"),
+            Read::Namespace(_) => ("them", "list"),
         };
         log::warn!(
             "{read}: cannot read {what}, retrying in {delay:?}: {err}{}",
-            hint(err)
+            hint(err, verb)
         );
     }
 }

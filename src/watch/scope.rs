@@ -2,10 +2,44 @@
 //! names the Namespace watch reports. That watch sends the selector to the API server,
 //! which reports a namespace that starts to match as added and one that stops matching
 //! as deleted, so a namespace labelled later is picked up and one unlabelled is dropped.
-//! Without the flag every namespace is in scope.
+//! Without the flag every namespace is in scope. And [`NamespaceFilter`]: the events of a
+//! cluster-wide watch that stand for many `--namespaces` at once, kept to those.
 
 use std::collections::HashSet;
 use std::sync::RwLock;
+
+use crate::watch::watcher::Event;
+
+/// An object that lives in a namespace.
+pub trait Namespaced {
+    fn namespace(&self) -> &str;
+}
+
+/// Keeps the events of a cluster-wide watch about objects in these namespaces (a field
+/// selector takes one namespace only, so the API server cannot filter a set).
+#[derive(Debug, Clone)]
+pub struct NamespaceFilter {
+    names: HashSet<Box<str>>,
+}
+
+impl NamespaceFilter {
+    pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> NamespaceFilter {
+        NamespaceFilter {
+            names: names.into_iter().map(Box::from).collect(),
+        }
+    }
+
+    /// Whether the sink sees `event`: an object in one of the namespaces, or a list's
+    /// start or end.
+    pub fn keeps<T: Namespaced>(&self, event: &Event<T>) -> bool {
+        match event {
+            Event::Apply(o) | Event::Delete(o) | Event::InitApply(o) => {
+                self.names.contains(o.namespace())
+            }
+            Event::InitStart | Event::InitDone => true,
+        }
+    }
+}
 
 /// The namespaces in scope; one writer (the Namespace watch), many readers.
 #[derive(Debug, Default)]
@@ -67,6 +101,26 @@ impl NamespaceScope {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct In(&'static str);
+
+    impl Namespaced for In {
+        fn namespace(&self) -> &str {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_namespace_filter_keeps_objects_in_its_namespaces_and_every_list_boundary() {
+        let filter = NamespaceFilter::new(["a", "b"]);
+        assert!(filter.keeps(&Event::Apply(In("a"))));
+        assert!(filter.keeps(&Event::InitApply(In("b"))));
+        assert!(!filter.keeps(&Event::Apply(In("c"))));
+        assert!(!filter.keeps(&Event::Delete(In("c"))));
+        assert!(!filter.keeps(&Event::InitApply(In("c"))));
+        assert!(filter.keeps(&Event::<In>::InitStart));
+        assert!(filter.keeps(&Event::<In>::InitDone));
+    }
 
     #[test]
     fn without_a_selector_every_namespace_is_in_scope() {

@@ -1,6 +1,6 @@
 //! The API server as a watcher's source: one resource (in one namespace or all, whole or
 //! as metadata, optionally filtered by selectors) listed page by page and watched; and
-//! `list_each`, the same paginated LIST for the one-shot subcommands.
+//! `list_each`, the same paginated LIST for the one-shot subcommands and the Secret reads.
 
 use std::time::Duration;
 
@@ -21,20 +21,13 @@ pub fn list_each<T: watcher::Object>(
     shape: Shape,
     on_item: &mut dyn FnMut(T),
 ) -> Result<(), Error> {
-    let source = ApiSource::new(
+    ApiSource::new(
         client.clone(),
         resource.clone(),
         namespace.map(String::from),
         shape,
-    );
-    let mut token: Option<String> = None;
-    loop {
-        let page = source.list_page_each(token.as_deref(), on_item)?;
-        match page.continue_token.filter(|t| !t.is_empty()) {
-            Some(next) => token = Some(next),
-            None => return Ok(()),
-        }
-    }
+    )
+    .list_each(on_item)
 }
 
 /// Lists and watches one resource on the API server.
@@ -76,6 +69,19 @@ impl ApiSource {
             }
         }
         self
+    }
+
+    /// Lists every object (matching the selectors), page by page, handing each to
+    /// `on_item` as it is decoded.
+    pub fn list_each<T: watcher::Object>(&self, on_item: &mut dyn FnMut(T)) -> Result<(), Error> {
+        let mut token: Option<String> = None;
+        loop {
+            let page = self.list_page_each(token.as_deref(), on_item)?;
+            match page.continue_token.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
+                None => return Ok(()),
+            }
+        }
     }
 
     pub(crate) fn describe(&self) -> String {

@@ -7,7 +7,9 @@
 //! seen resourceVersion after a jittered exponential backoff; `410 Expired/Gone` (HTTP or an
 //! ERROR event) → relist; every `resync` → relist, so anything missed (deletions included)
 //! is caught: the caller sees `InitStart`, `InitApply`s, `InitDone` and drops what the
-//! relist did not return.
+//! relist did not return. A watch that RBAC forbids (`403`: `list` granted, `watch` not, as
+//! Reloader's chart grants workloads) → relist every `poll` instead; a forbidden list of a
+//! resource that may be left out → an empty list, tried again every `poll`.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -77,6 +79,11 @@ pub struct WatchConfig {
     /// First retry delay; doubles per failure with jitter up to `max_backoff`.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
+    /// When watching is forbidden, relist this often instead.
+    pub poll: Duration,
+    /// A forbidden list counts as an empty one (for kinds that may be left out, such as
+    /// workloads: none of them is then watched, and none is written), tried every `poll`.
+    pub forbidden_list_is_empty: bool,
 }
 
 impl Default for WatchConfig {
@@ -85,6 +92,8 @@ impl Default for WatchConfig {
             resync: Duration::from_secs(600),
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(30),
+            poll: Duration::from_secs(30),
+            forbidden_list_is_empty: false,
         }
     }
 }
@@ -104,6 +113,8 @@ pub enum Restart {
     StreamEnd,
     /// The watch stream broke (connection dropped, truncated line).
     StreamBroken,
+    /// Watching (or listing) is forbidden: the poll period elapsed.
+    Poll,
 }
 
 impl Restart {
@@ -115,6 +126,7 @@ impl Restart {
             Restart::Error => "error",
             Restart::StreamEnd => "stream_end",
             Restart::StreamBroken => "stream_broken",
+            Restart::Poll => "poll",
         }
     }
 }
@@ -142,6 +154,11 @@ pub struct Watcher<T, S> {
     state: Option<State>,
     ready: VecDeque<Event<T>>,
     failures: u32,
+    /// What RBAC forbids (`watching` or `listing`): said once, then polled.
+    forbidden: Option<&'static str>,
+    /// When a poll (watching or listing forbidden) lists again; the wait is taken before
+    /// that list, after the events of the last one are delivered.
+    poll_at: Option<Instant>,
     relist_at: Instant,
     stop: Arc<AtomicBool>,
     on_restart: Box<dyn FnMut(Restart) + Send>,
@@ -169,6 +186,8 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             state: Some(State::Empty(Restart::Initial)),
             ready: VecDeque::new(),
             failures: 0,
+            forbidden: None,
+            poll_at: None,
             stop,
             on_restart: Box::new(|_| {}),
             rng: seed | 1,
@@ -190,6 +209,9 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         let state = self.state.take().expect("state is always put back");
         let next = match state {
             State::Empty(reason) => {
+                if let Some(at) = self.poll_at.take() {
+                    self.sleep(at.saturating_duration_since(Instant::now()));
+                }
                 (self.on_restart)(reason);
                 log::debug!("{}: listing ({})", self.name, reason.as_str());
                 self.relist_at = Instant::now() + self.config.resync;
@@ -209,12 +231,23 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                             },
                             None => {
                                 self.failures = 0;
+                                if self.forbidden == Some("listing") {
+                                    self.forbidden = None;
+                                    log::info!("{}: listing is allowed now", self.name);
+                                }
                                 self.ready.push_back(Event::InitDone);
                                 State::Listed {
                                     rv: page.resource_version,
                                 }
                             }
                         }
+                    }
+                    Err(err) if err.is_forbidden() && self.config.forbidden_list_is_empty => {
+                        self.say_forbidden("listing", &err);
+                        // Delivered before the wait: it does not hold the initial sync.
+                        self.ready.push_back(Event::InitDone);
+                        self.poll_at = Some(Instant::now() + self.config.poll);
+                        State::Empty(Restart::Poll)
                     }
                     Err(err) => {
                         // A half-done list is never stitched to a later one: start over.
@@ -286,12 +319,25 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         let random = Duration::from_secs(300 + self.next_random() % 300);
         let timeout = random.min(until_relist).max(Duration::from_secs(1));
         match self.source.watch(&rv, timeout) {
-            Ok(stream) => State::Watching {
-                rv,
-                stream,
-                opened: Instant::now(),
-                events: 0,
-            },
+            Ok(stream) => {
+                if self.forbidden.take().is_some() {
+                    log::info!(
+                        "{}: watching is allowed now: changes arrive at once",
+                        self.name
+                    );
+                }
+                State::Watching {
+                    rv,
+                    stream,
+                    opened: Instant::now(),
+                    events: 0,
+                }
+            }
+            Err(err) if err.is_forbidden() => {
+                self.say_forbidden("watching", &err);
+                self.poll_at = Some(Instant::now() + self.config.poll);
+                State::Empty(Restart::Poll)
+            }
             Err(err) if err.is_expired() => {
                 log::debug!("{}: watch from {rv} expired, relisting", self.name);
                 State::Empty(Restart::Expired)
@@ -382,6 +428,24 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                 State::Empty(Restart::Error)
             }
         }
+    }
+
+    /// A forbidden watch or list: a warning the first time, naming what to grant.
+    fn say_forbidden(&mut self, what: &'static str, err: &Error) {
+        if self.forbidden.replace(what) == Some(what) {
+            log::debug!("{}: {what} still forbidden, polling", self.name);
+            return;
+        }
+        let instead = if what == "watching" {
+            "listing it instead"
+        } else {
+            "taking it as empty (nothing of it is acted on) and listing again"
+        };
+        log::warn!(
+            "{}: {what} is forbidden ({err}); {instead} every {:?}; grant `list` and `watch` on it so that changes arrive at once",
+            self.name,
+            self.config.poll
+        );
     }
 
     /// Sleeps the next backoff step, or the server's Retry-After if longer.
@@ -656,16 +720,22 @@ mod tests {
             resync: Duration::from_secs(3600),
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(2),
+            poll: Duration::from_millis(1),
+            forbidden_list_is_empty: false,
         }
     }
 
     /// Runs the watcher until the script is used up; returns events as short strings.
     fn run(answers: Vec<Answer>) -> (Vec<String>, Vec<String>) {
+        run_with(fast(), answers)
+    }
+
+    fn run_with(config: WatchConfig, answers: Vec<Answer>) -> (Vec<String>, Vec<String>) {
         let script = Script::default();
         let n = answers.len();
         script.answers.lock().unwrap().extend(answers);
         let stop = Arc::new(AtomicBool::new(false));
-        let mut watcher = Watcher::new("test".into(), script.clone(), fast(), stop.clone());
+        let mut watcher = Watcher::new("test".into(), script.clone(), config, stop.clone());
         let mut seen = Vec::new();
         while script.calls.lock().unwrap().len() <= n {
             watcher.step();
@@ -692,6 +762,112 @@ mod tests {
         r#"{"type":"DELETED","object":{"metadata":{"name":"b","resourceVersion":"7"}}}"#;
     const BOOKMARK_9: &str = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"9"}}}"#;
     const ERROR_410: &str = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (8211)","reason":"Expired","code":410}}"#;
+
+    #[test]
+    fn a_forbidden_watch_is_replaced_by_a_relist_every_poll_period() {
+        // Not the error backoff, which a successful list resets to its first step: a
+        // watch that is always forbidden would relist in a tight loop.
+        let config = WatchConfig {
+            poll: Duration::from_millis(60),
+            ..fast()
+        };
+        let started = Instant::now();
+        let (events, calls) = run_with(
+            config,
+            vec![
+                Answer::Page(vec!["a"], "4", None),
+                Answer::WatchError(403, "Forbidden"),
+                Answer::Page(vec!["a", "b"], "6", None),
+                Answer::WatchError(403, "Forbidden"),
+                Answer::Page(vec!["b"], "8", None),
+                Answer::Stream(vec![MODIFIED_A6], false),
+            ],
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(120),
+            "polled every 60 ms"
+        );
+        assert_eq!(
+            calls,
+            ["list -", "watch 4", "list -", "watch 6", "list -", "watch 8", "watch 6"]
+        );
+        assert_eq!(
+            events,
+            [
+                "init",
+                "initapply a",
+                "done",
+                "init",
+                "initapply a",
+                "initapply b",
+                "done",
+                "init",
+                "initapply b",
+                "done",
+                "apply a@6"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_forbidden_list_of_a_kind_that_may_be_left_out_is_an_empty_list_tried_again() {
+        let config = WatchConfig {
+            forbidden_list_is_empty: true,
+            ..fast()
+        };
+        let (events, calls) = run_with(
+            config,
+            vec![
+                Answer::ListError(403, "Forbidden"),
+                Answer::ListError(403, "Forbidden"),
+                Answer::Page(vec!["a"], "4", None),
+            ],
+        );
+        assert_eq!(calls, ["list -", "list -", "list -", "watch 4"]);
+        assert_eq!(
+            events,
+            [
+                "init",
+                "done",
+                "init",
+                "done",
+                "init",
+                "initapply a",
+                "done"
+            ]
+        );
+        // Other kinds wait for their list, as before.
+        let (events, _) = run(vec![
+            Answer::ListError(403, "Forbidden"),
+            Answer::Page(vec!["a"], "4", None),
+        ]);
+        assert_eq!(events, ["init", "init", "initapply a", "done"]);
+    }
+
+    #[test]
+    fn a_forbidden_list_is_done_at_once_and_the_poll_waits_before_the_next_list() {
+        let script = Script::default();
+        script
+            .answers
+            .lock()
+            .unwrap()
+            .push_back(Answer::ListError(403, "Forbidden"));
+        let config = WatchConfig {
+            forbidden_list_is_empty: true,
+            poll: Duration::from_secs(30),
+            ..fast()
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut watcher = Watcher::new("test".into(), script, config, stop);
+        let started = Instant::now();
+        assert!(matches!(watcher.next(), Some(Event::InitStart)));
+        assert!(matches!(watcher.next(), Some(Event::InitDone)));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the initial sync waited for the poll: {:?}",
+            started.elapsed()
+        );
+    }
 
     #[test]
     fn lists_all_pages_then_watches_from_the_list_resource_version() {

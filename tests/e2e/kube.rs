@@ -135,6 +135,20 @@ impl Kube {
         );
     }
 
+    /// Labels a namespace something else created (`kubectl apply`) as the suite's, so the
+    /// kubelet stand-in plays its Pods and the suite deletes it at the end.
+    pub fn adopt_namespace(&self, name: &str) {
+        let body = json!({"metadata": {"labels": {"wavelet-e2e": "true"}}});
+        self.client
+            .patch::<Value>(
+                &format!("/api/v1/namespaces/{name}"),
+                PatchType::Merge,
+                &body,
+            )
+            .unwrap_or_else(|e| panic!("labelling namespace {name}: {e}"));
+        self.namespaces.lock().unwrap().push(name.to_string());
+    }
+
     /// Deletes a namespace (the namespace controller removes what is in it).
     pub fn delete_namespace(&self, name: &str) {
         let _ = self

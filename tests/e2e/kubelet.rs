@@ -5,6 +5,12 @@
 //! its containers stopped). Without it Deployments never become available and evictions
 //! against a PodDisruptionBudget cannot be tested. The benchmark plays thousands of Pods
 //! with the same steps driven by a watch (`Kubelet::start_watching`).
+//!
+//! A Pod whose ConfigMap (a volume or `envFrom`) holds a value containing [`BAD_VALUE`]
+//! when it starts is reported Running but never Ready, as an application that cannot
+//! start on a bad configuration: its Deployment then really reports
+//! `ProgressDeadlineExceeded` (with a short `progressDeadlineSeconds`). The benchmark's
+//! kubelet does not look (every Pod becomes Ready), so it adds no reads of its own.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +22,9 @@ use serde_json::{json, Value};
 use wavelet::client::{Client, PatchType, Shape};
 
 pub const NODE: &str = "e2e-node";
+
+/// A ConfigMap value containing this keeps the Pods that use it from becoming Ready.
+pub const BAD_VALUE: &str = "fail-readiness";
 
 /// The running loop; stops on drop.
 pub struct Kubelet {
@@ -132,18 +141,26 @@ fn tick(client: &Client, ips: &mut HashMap<String, u32>) -> Result<(), wavelet::
         .flatten()
         .filter_map(|n| n["metadata"]["name"].as_str())
         .collect();
+    // ConfigMaps read this tick: (namespace, name) → holds a bad value.
+    let mut bad: HashMap<(String, String), bool> = HashMap::new();
     for pod in pods["items"].as_array().into_iter().flatten() {
         let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
         if ours.contains(&ns) {
-            act(client, pod, ips);
+            act(client, pod, ips, Some(&mut bad));
         }
     }
     Ok(())
 }
 
 /// The kubelet's next step for one Pod: finish its deletion, bind it, or report it
-/// Running and Ready; nothing once it runs.
-fn act(client: &Client, pod: &Value, ips: &mut HashMap<String, u32>) {
+/// Running (and Ready unless `bad`, the ConfigMaps read this tick, says it uses a bad
+/// value); nothing once it runs.
+fn act(
+    client: &Client,
+    pod: &Value,
+    ips: &mut HashMap<String, u32>,
+    bad: Option<&mut HashMap<(String, String), bool>>,
+) {
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
     let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
@@ -164,6 +181,8 @@ fn act(client: &Client, pod: &Value, ips: &mut HashMap<String, u32>) {
             .post::<Value>(&format!("{path}/binding"), &binding)
             .map(drop)
     } else if pod["status"]["phase"] != "Running" {
+        let ready = bad.is_none_or(|bad| !uses_bad_configmap(client, ns, pod, bad));
+        let ready_text = if ready { "True" } else { "False" };
         let n = ips.len() as u32 + 2;
         let ip = *ips.entry(format!("{ns}/{name}")).or_insert(n);
         let containers: Vec<Value> = pod["spec"]["containers"]
@@ -172,7 +191,7 @@ fn act(client: &Client, pod: &Value, ips: &mut HashMap<String, u32>) {
             .flatten()
             .map(|c| {
                 json!({"name": c["name"], "image": c["image"], "imageID": "",
-                    "ready": true, "started": true, "restartCount": 0,
+                    "ready": ready, "started": true, "restartCount": 0,
                     "state": {"running": {"startedAt": now()}}})
             })
             .collect();
@@ -184,8 +203,8 @@ fn act(client: &Client, pod: &Value, ips: &mut HashMap<String, u32>) {
             "conditions": [
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()},
                 {"type": "Initialized", "status": "True", "lastTransitionTime": now()},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": now()},
-                {"type": "Ready", "status": "True", "lastTransitionTime": now()}],
+                {"type": "ContainersReady", "status": ready_text, "lastTransitionTime": now()},
+                {"type": "Ready", "status": ready_text, "lastTransitionTime": now()}],
             "containerStatuses": containers,
         }});
         client
@@ -225,7 +244,7 @@ fn watch_loop(client: &Client, prefix: &str, stop: &AtomicBool) {
             .flatten()
             .filter(|p| ours(p))
         {
-            act(client, pod, &mut ips);
+            act(client, pod, &mut ips, None);
         }
         let mut rv = list["metadata"]["resourceVersion"]
             .as_str()
@@ -252,10 +271,39 @@ fn watch_loop(client: &Client, prefix: &str, stop: &AtomicBool) {
                 }
                 match event["type"].as_str() {
                     Some("ERROR") => break 'watching,
-                    Some("ADDED" | "MODIFIED") if ours(pod) => act(client, pod, &mut ips),
+                    Some("ADDED" | "MODIFIED") if ours(pod) => act(client, pod, &mut ips, None),
                     _ => {}
                 }
             }
         }
     }
+}
+
+/// Whether a ConfigMap the Pod uses (a volume or `envFrom`) holds [`BAD_VALUE`] now.
+fn uses_bad_configmap(
+    client: &Client,
+    ns: &str,
+    pod: &Value,
+    bad: &mut HashMap<(String, String), bool>,
+) -> bool {
+    let spec = &pod["spec"];
+    let volumes = spec["volumes"].as_array().into_iter().flatten();
+    let from_volumes = volumes.filter_map(|v| v["configMap"]["name"].as_str());
+    let containers = spec["containers"].as_array().into_iter().flatten();
+    let from_env = containers
+        .flat_map(|c| c["envFrom"].as_array().into_iter().flatten())
+        .filter_map(|e| e["configMapRef"]["name"].as_str());
+    let names: Vec<&str> = from_volumes.chain(from_env).collect();
+    names.into_iter().any(|name| {
+        *bad.entry((ns.to_string(), name.to_string()))
+            .or_insert_with(|| {
+                let path = format!("/api/v1/namespaces/{ns}/configmaps/{name}");
+                client.get::<Value>(&path).is_ok_and(|cm| {
+                    cm["data"].as_object().is_some_and(|d| {
+                        d.values()
+                            .any(|v| v.as_str().is_some_and(|v| v.contains(BAD_VALUE)))
+                    })
+                })
+            })
+    })
 }

@@ -5,27 +5,43 @@
 //!   `WAVELET_E2E_KUBECONFIG`), stopped at the end and when the suite dies.
 //! - `kubelet`: the kubelet's part for the suite's Pods (bind, Running/Ready, finish
 //!   graceful deletions); there is no kubelet.
-//! - `kube`: the harness's own API calls; `process`: the binary under test.
+//! - `kube`: the harness's own API calls; `process`: the binary under test; `forward`: a
+//!   TCP forwarder to the API server that can hold its answers back.
 //! - `scenarios`: hash mode (Deployment, StatefulSet, DaemonSet, CronJob, a custom
 //!   resource), Secrets as metadata plus one GET, delete mode (evict behind a
-//!   PodDisruptionBudget, delete, rolling), leader election with the leader killed,
+//!   PodDisruptionBudget, delete, rolling), leader election with the leader killed or
+//!   its renewal answered late, delete mode across leader terms,
 //!   in-cluster credentials with the shipped RBAC, `status` and `hash`, and
 //!   kube-apiserver killed and restarted mid-watch.
 //! - `loadtest`, `reloader_loadtest`: Reloader's load-test scenarios S1, S4 and S6 (the
 //!   subset its own CI runs) against wavelet, reload counts checked exactly; the
 //!   benchmark runs all 13 against wavelet, Reloader and Wave with the same module.
+//! - `quickstart`: the README's quick start, command by command (`kubectl proxy`, `wavelet
+//!   run --server`, the examples applied and edited).
+//! - `fanout`: safe fan-out of a shared ConfigMap change to ten Deployments (waves behind
+//!   the health gate, a bad change held after the first wave, the fix), wavelet killed
+//!   mid-fan-out, a restart window and the global pause.
+//! - `csi`: the Secrets Store CSI driver's CRDs installed, pod statuses written as the
+//!   driver writes them: a rotation rolls each Deployment mounting the class once.
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
 //!   server with `kubectl apply --dry-run=server`.
+//! - `reloader_chart`: Reloader's own chart with the image swapped, for its defaults and
+//!   common value sets, run as the kubelet would with the RBAC it renders.
 //!
 //! With neither variable set it prints that it did not run (and fails under `CI`).
 //! `cargo test --test e2e -- NAME...` runs the scenarios whose names contain a NAME.
 
 mod chart;
 mod cluster;
+mod csi;
+mod fanout;
+mod forward;
 mod kube;
 mod kubelet;
 mod loadtest;
 mod process;
+mod quickstart;
+mod reloader_chart;
 mod reloader_loadtest;
 mod scenarios;
 
@@ -67,6 +83,7 @@ fn main() {
     };
     let selected: Vec<&Scenario> = scenarios::ALL
         .iter()
+        .chain(fanout::ALL)
         .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
         .collect();
     let started = Instant::now();

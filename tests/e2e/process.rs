@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,9 +21,14 @@ pub struct Wavelet {
 /// `wavelet` with these arguments (a subcommand first), the cluster's kubeconfig added
 /// unless `in_cluster`.
 pub fn command(cluster: &Cluster, args: &[&str]) -> Command {
+    command_via(cluster, &cluster.kubeconfig, args)
+}
+
+/// [`command`] with another kubeconfig for the same cluster (one through a forwarder).
+pub fn command_via(cluster: &Cluster, kubeconfig: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_wavelet"));
     command.args(args);
-    command.arg("--kubeconfig").arg(&cluster.kubeconfig);
+    command.arg("--kubeconfig").arg(kubeconfig);
     command.env_clear().env("RUST_LOG", "debug");
     if let Some(group) = cluster.process_group() {
         command.process_group(group);
@@ -34,9 +40,14 @@ impl Wavelet {
     /// `wavelet run ARGS` against the cluster, listening on a free port; waits for the
     /// initial sync.
     pub fn run(cluster: &Cluster, args: &[&str]) -> Wavelet {
+        Wavelet::run_via(cluster, &cluster.kubeconfig, args)
+    }
+
+    /// [`Wavelet::run`] with another kubeconfig for the same cluster.
+    pub fn run_via(cluster: &Cluster, kubeconfig: &Path, args: &[&str]) -> Wavelet {
         let mut all = vec!["run", "--listen-addr", "127.0.0.1:0"];
         all.extend_from_slice(args);
-        let wavelet = Wavelet::spawn(command(cluster, &all));
+        let wavelet = Wavelet::spawn(command_via(cluster, kubeconfig, &all));
         wavelet.wait_output("initial sync complete", Duration::from_secs(60));
         wavelet
     }
@@ -137,6 +148,16 @@ impl Wavelet {
         if self.wait_exit(Duration::from_secs(10)).is_none() {
             self.kill();
         }
+    }
+
+    /// Sends a signal by name (`TERM`, `STOP`, `CONT`) with `kill(1)`.
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill")
+            .args([format!("-{name}"), pid])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{name} failed");
     }
 
     /// Stops it (SIGKILL) and returns its output.

@@ -85,6 +85,15 @@ pub fn access(types: &[ResourceType], request: &Request) -> Option<Access> {
             builtin: true,
         });
     };
+    // A list or watch narrowed to one object by `fieldSelector=metadata.name=X` is
+    // authorized for that name, as the apiserver's requestinfo.go does (so a grant limited
+    // by resourceNames allows a watch of that one object).
+    let selected = request
+        .query_param("fieldSelector")
+        .and_then(|f| f.strip_prefix("metadata.name="))
+        .filter(|n| !n.contains(','))
+        .filter(|_| route.name.is_none() && request.method == "GET")
+        .map(String::from);
     // A POST to a subresource (eviction) creates it; the name is the parent's.
     Some(Access {
         verb: verb(&request.method, route.name.is_some(), request.is_watch()).to_string(),
@@ -92,7 +101,7 @@ pub fn access(types: &[ResourceType], request: &Request) -> Option<Access> {
         resource: route.resource.plural.clone(),
         subresource: route.subresource.clone(),
         namespace: route.namespace.clone().unwrap_or_default(),
-        name: route.name.clone(),
+        name: route.name.clone().or(selected),
         builtin: route.resource.builtin,
     })
 }

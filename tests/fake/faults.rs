@@ -32,8 +32,27 @@ pub enum Fault {
         times: u32,
         plain_text: bool,
     },
-    /// Delay the next matching response by `delay`.
+    /// Every `n`-th request with this method on `resource` (the `n`-th, the `2n`-th, ...)
+    /// gets `code` with `Retry-After: retry_after_secs` and the APF text body (429) or a
+    /// JSON Status, until `FakeApi::heal`: an API server under API Priority and Fairness
+    /// that sheds a share of the load. `seen` counts the matching requests so far (0).
+    EveryNth {
+        method: String,
+        resource: String,
+        n: u32,
+        code: u16,
+        retry_after_secs: u64,
+        seen: u32,
+    },
+    /// Delay the next matching response by `delay`, before the request is applied.
     Slow {
+        method: String,
+        resource: String,
+        delay: Duration,
+    },
+    /// Apply the next matching request at once, then write its response `delay` late: the
+    /// server acted, and the client hears of it late (a stalled network, a slow proxy).
+    LateResponse {
         method: String,
         resource: String,
         delay: Duration,
@@ -112,8 +131,21 @@ impl Faults {
         }
     }
 
-    /// An error response for this request, if a `Status` fault matches (counts down `times`).
+    /// How late this request's response goes out after it was applied, if a
+    /// `LateResponse` fault matches.
+    pub fn take_late_response(&mut self, verb: &str, resource: &str) -> Option<Duration> {
+        match self.take(|f| matches!(f, Fault::LateResponse { method, resource: r, .. } if method == verb && r == resource))? {
+            Fault::LateResponse { delay, .. } => Some(delay),
+            _ => None,
+        }
+    }
+
+    /// An error response for this request, if a `Status` fault matches (counts down `times`)
+    /// or an `EveryNth` fault's turn has come.
     pub fn take_status(&mut self, verb: &str, resource: &str) -> Option<Response> {
+        if let Some(response) = self.take_every_nth(verb, resource) {
+            return Some(response);
+        }
         let index = self.queue.iter().position(
             |f| matches!(f, Fault::Status { method, resource: r, .. } if method == verb && r == resource),
         )?;
@@ -133,6 +165,28 @@ impl Faults {
             self.queue.remove(index);
         }
         Some(response)
+    }
+
+    fn take_every_nth(&mut self, verb: &str, resource: &str) -> Option<Response> {
+        for fault in &mut self.queue {
+            if let Fault::EveryNth {
+                method,
+                resource: r,
+                n,
+                code,
+                retry_after_secs,
+                seen,
+            } = fault
+            {
+                if method == verb && r == resource {
+                    *seen += 1;
+                    return (*seen % (*n).max(1) == 0).then(|| {
+                        status_fault_response(*code, Some(*retry_after_secs), *code == 429)
+                    });
+                }
+            }
+        }
+        None
     }
 
     pub fn take_watch_http_gone(&mut self, resource: &str) -> bool {

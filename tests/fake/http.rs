@@ -57,6 +57,21 @@ impl Request {
         crate::fake::resources::plural_in_path(&self.path)
     }
 
+    /// The resource faults address: the plural, or `<plural>/<name>` for a list or watch
+    /// narrowed to one object by `fieldSelector=metadata.name=<name>` (wavelet's watch of
+    /// its own state ConfigMap), so a fault aimed at a resource's collection does not land
+    /// on the watch of one object of it by chance.
+    pub fn fault_resource(&self) -> String {
+        let plural = self.resource();
+        match self
+            .query_param("fieldSelector")
+            .and_then(|f| f.strip_prefix("metadata.name="))
+        {
+            Some(name) if !name.contains(',') => format!("{plural}/{name}"),
+            _ => plural,
+        }
+    }
+
     /// The finer verb faults may name instead of GET: "LIST" for a GET of a collection,
     /// "GET_OBJECT" for a GET of one object; `None` for other requests.
     pub fn fault_detail(&self) -> Option<&'static str> {

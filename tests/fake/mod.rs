@@ -195,6 +195,29 @@ impl FakeApi {
         })
     }
 
+    /// Serves the resources of a `CustomResourceDefinition` read from a YAML file (e.g.
+    /// the Secrets Store CSI driver's, in ../shared/third-party), every served version, with
+    /// the scope and status subresource it declares.
+    pub fn install_crd(&self, path: &std::path::Path) {
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("reading CRD {}: {e}", path.display()));
+        let crd = wavelet::client::yaml::parse(&text)
+            .unwrap_or_else(|e| panic!("CRD {}: {e}", path.display()));
+        assert_eq!(
+            crd["kind"],
+            "CustomResourceDefinition",
+            "{}",
+            path.display()
+        );
+        self.with_state(|state| {
+            for served in ResourceType::from_crd(&crd) {
+                if !state.types.contains(&served) {
+                    state.types.push(served);
+                }
+            }
+        })
+    }
+
     /// Every request received, in arrival order (including rejected ones).
     pub fn requests(&self) -> Vec<Request> {
         self.shared.lock().requests.clone()

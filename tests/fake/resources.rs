@@ -13,6 +13,12 @@ pub struct ResourceType {
     pub namespaced: bool,
     /// Built-in types take strategic merge patches; custom resources answer them with 415.
     pub builtin: bool,
+    /// A custom resource with a pod template that the simulated controllers roll (what
+    /// `register_resource` serves); a CRD installed from its YAML is not one.
+    pub custom_workload: bool,
+    /// A custom resource whose CRD declares `subresources.status` (writes to the main
+    /// resource keep the stored status); without it, the status is written like any field.
+    pub custom_status: bool,
 }
 
 impl ResourceType {
@@ -36,9 +42,13 @@ impl ResourceType {
             kind: kind.into(),
             namespaced,
             builtin: true,
+            custom_workload: false,
+            custom_status: false,
         }
     }
 
+    /// A namespaced custom resource with a pod template and a status subresource (an Argo
+    /// Rollout, a `--workload-kinds` kind).
     pub fn custom(group: &str, version: &str, plural: &str, kind: &str) -> ResourceType {
         ResourceType {
             key: format!("{plural}.{group}"),
@@ -48,7 +58,35 @@ impl ResourceType {
             kind: kind.into(),
             namespaced: true,
             builtin: false,
+            custom_workload: true,
+            custom_status: true,
         }
+    }
+
+    /// The types a `CustomResourceDefinition` (`apiextensions.k8s.io/v1`, as JSON) serves:
+    /// one per served version, sharing one store (the versions of a CRD are views of the
+    /// same objects), with its scope and its status subresource as declared.
+    pub fn from_crd(crd: &serde_json::Value) -> Vec<ResourceType> {
+        let spec = &crd["spec"];
+        let text = |v: &serde_json::Value| v.as_str().expect("a CRD field").to_string();
+        let (group, plural) = (text(&spec["group"]), text(&spec["names"]["plural"]));
+        spec["versions"]
+            .as_array()
+            .expect("CRD versions")
+            .iter()
+            .filter(|v| v["served"] == true)
+            .map(|v| ResourceType {
+                key: format!("{plural}.{group}"),
+                plural: plural.clone(),
+                group: group.clone(),
+                version: text(&v["name"]),
+                kind: text(&spec["names"]["kind"]),
+                namespaced: spec["scope"] == "Namespaced",
+                builtin: false,
+                custom_workload: false,
+                custom_status: !v["subresources"]["status"].is_null(),
+            })
+            .collect()
     }
 
     pub fn api_version(&self) -> String {
@@ -74,6 +112,9 @@ impl ResourceType {
 
     /// Writes to the main resource keep the stored `status` (§3.5).
     pub fn has_status_subresource(&self) -> bool {
+        if !self.builtin {
+            return self.custom_status;
+        }
         !matches!(
             self.plural.as_str(),
             "configmaps" | "secrets" | "events" | "leases"
@@ -93,7 +134,7 @@ impl ResourceType {
         matches!(
             self.plural.as_str(),
             "deployments" | "statefulsets" | "daemonsets"
-        ) || !self.builtin
+        ) || (!self.builtin && self.custom_workload)
     }
 
     /// Kinds whose PUT may create a missing object (`AllowCreateOnUpdate`).

@@ -241,7 +241,7 @@ fn api_group(types: &[super::resources::ResourceType], group: &str) -> Response 
 /// Handles one request; `Ok(false)` closes the connection.
 fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Result<bool> {
     let verb = request.fault_verb().to_string();
-    let plural = request.resource();
+    let plural = request.fault_resource();
     let mut state = shared.lock();
     state.requests.push(request.clone());
     super::access::record(&state.types, &request);
@@ -251,6 +251,7 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
         return write_response(stream, &status.response()).map(|_| true);
     }
     let delay = state.faults.take_slow(&verb, &plural);
+    let late = state.faults.take_late_response(&verb, &plural);
     let detail = request.fault_detail();
     let injected = detail
         .and_then(|detail| state.faults.take_status(detail, &plural))
@@ -283,6 +284,9 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
     let response = api::dispatch(&mut state, &route, &request);
     drop(state);
     shared.notify();
+    if let Some(late) = late {
+        thread::sleep(late);
+    }
     let response = super::gzip::as_the_server_would(&request, response);
     write_response(stream, &response).map(|_| true)
 }

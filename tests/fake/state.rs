@@ -127,6 +127,25 @@ impl State {
             .collect()
     }
 
+    /// The objects of a namespace that `owner` made, as `list_where` with `keep`: the fake's
+    /// controllers name what they make after its owner (`<deployment>-<pod-template-hash>`,
+    /// `<replicaset>-<suffix>`), as the real ones do, so only names starting with
+    /// `<owner>-` are looked at (a namespace of thousands of Deployments stays fast).
+    pub fn list_owned(
+        &self,
+        resource: &ResourceType,
+        namespace: &str,
+        owner: &str,
+        keep: impl Fn(&Value) -> bool,
+    ) -> Vec<Value> {
+        let prefix = format!("{owner}-");
+        self.store
+            .iter_prefixed(&resource.key, namespace, &prefix)
+            .filter(|object| keep(object))
+            .cloned()
+            .collect()
+    }
+
     /// `Some(true)` active, `Some(false)` terminating, `None` missing.
     pub fn namespace_active(&self, namespace: &str) -> Option<bool> {
         let ns = self.store.get("namespaces", "", namespace)?;

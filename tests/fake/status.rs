@@ -229,6 +229,13 @@ impl FieldError {
             message: format!("Forbidden: {why}"),
         }
     }
+    pub fn too_long(field: &str, limit: usize) -> FieldError {
+        FieldError {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: format!("Too long: may not be more than {limit} bytes"),
+        }
+    }
     pub fn not_supported(field: &str, value: &str, supported: &str) -> FieldError {
         FieldError {
             reason: "FieldValueNotSupported",

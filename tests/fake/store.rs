@@ -147,6 +147,21 @@ impl Store {
         })
     }
 
+    /// Objects of `key` in `namespace` whose name starts with `prefix`, in name order.
+    pub fn iter_prefixed<'a>(
+        &'a self,
+        key: &str,
+        namespace: &'a str,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = &'a Value> {
+        self.objects.get(key).into_iter().flat_map(move |objects| {
+            objects
+                .range((namespace.to_string(), prefix.to_string())..)
+                .take_while(move |((ns, name), _)| ns == namespace && name.starts_with(prefix))
+                .map(|(_, object)| &**object)
+        })
+    }
+
     fn record(&mut self, event: StoredEvent) {
         self.history.push_back(event);
         while self.history.len() > HISTORY_CAPACITY {

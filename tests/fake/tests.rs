@@ -219,6 +219,62 @@ fn slow_delays_the_next_matching_response() {
 }
 
 #[test]
+fn late_response_applies_the_request_at_once_and_answers_it_late() {
+    let fake = FakeApi::start();
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}));
+    fake.inject(Fault::LateResponse {
+        method: "POST".into(),
+        resource: "configmaps".into(),
+        delay: Duration::from_millis(600),
+    });
+    let url = fake.url();
+    let started = Instant::now();
+    let creator = std::thread::spawn(move || {
+        let body = configmap("late", "1").to_string();
+        RawClient::connect(&url)
+            .request(
+                "POST",
+                "/api/v1/namespaces/ns/configmaps",
+                &[("Content-Type", "application/json")],
+                Some(&body),
+            )
+            .status
+    });
+    assert!(fake.wait_until(LONG, |f| f.get("configmaps", "ns", "late").is_some()));
+    assert!(
+        started.elapsed() < Duration::from_millis(600),
+        "applied before it was answered"
+    );
+    assert_eq!(creator.join().unwrap(), 201);
+    assert!(started.elapsed() >= Duration::from_millis(600));
+}
+
+#[test]
+fn a_configmap_whose_values_pass_one_mib_is_refused_with_422() {
+    let fake = FakeApi::start();
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}));
+    let mut client = RawClient::connect(&fake.url());
+    let post = |client: &mut RawClient, name: &str, size: usize| {
+        let body = configmap(name, &"x".repeat(size)).to_string();
+        client.request(
+            "POST",
+            "/api/v1/namespaces/ns/configmaps",
+            &[("Content-Type", "application/json")],
+            Some(&body),
+        )
+    };
+    assert_eq!(post(&mut client, "full", 1 << 20).status, 201);
+    let refused = post(&mut client, "over", (1 << 20) + 1);
+    assert_eq!(refused.status, 422);
+    let status = refused.json();
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "FieldValueTooLong"
+    );
+}
+
+#[test]
 fn open_watches_counts_until_the_client_leaves_or_they_are_closed() {
     let fake = FakeApi::start();
     let stream = watch_configmaps(&fake);

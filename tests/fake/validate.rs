@@ -1,5 +1,7 @@
 //! Server-side validation the recordings show: object names, Secret types, Lease
-//! MicroTime precision, and the two Event APIs (wire 008, 097, 106–111).
+//! MicroTime precision, and the two Event APIs (wire 008, 097, 106–111); and the
+//! ConfigMap size limit of the API server's `ValidateConfigMap` (not recorded: the sum of
+//! the values of `data` and `binaryData` may be at most 1 MiB).
 
 use serde_json::Value;
 
@@ -52,11 +54,32 @@ pub fn name(resource: &ResourceType, object: &Value) -> Result<(), Status> {
 pub fn object(resource: &ResourceType, object: &Value) -> Result<(), Status> {
     match (resource.plural.as_str(), resource.group.as_str()) {
         ("secrets", _) => secret(object),
+        ("configmaps", "") => configmap(object),
         ("leases", _) => lease(object),
         ("events", "") => core_event(object),
         ("events", "events.k8s.io") => events_v1_event(object),
         _ => Ok(()),
     }
+}
+
+/// `core.MaxSecretSize`, which `ValidateConfigMap` applies to a ConfigMap's values.
+pub const MAX_CONFIGMAP_BYTES: usize = 1 << 20;
+
+/// The values of `data` (and of `binaryData`, as sent: base64 is a little larger than the
+/// decoded bytes the server counts) together at most [`MAX_CONFIGMAP_BYTES`]; keys do not
+/// count.
+fn configmap(object: &Value) -> Result<(), Status> {
+    let total: usize = ["data", "binaryData"]
+        .iter()
+        .filter_map(|field| object[field].as_object())
+        .flat_map(|map| map.values())
+        .map(|v| v.as_str().map_or(0, str::len))
+        .sum();
+    if total <= MAX_CONFIGMAP_BYTES {
+        return Ok(());
+    }
+    let cause = FieldError::too_long("", MAX_CONFIGMAP_BYTES);
+    Err(status::invalid("ConfigMap", "", name_of(object), &[cause]))
 }
 
 fn secret(object: &Value) -> Result<(), Status> {

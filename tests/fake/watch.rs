@@ -202,7 +202,7 @@ pub fn serve(
         options: &options,
         presentation,
     };
-    let plural = route.resource.plural.clone();
+    let plural = request.fault_resource();
     let deadline = options.timeout.map(|t| Instant::now() + t);
 
     let mut state = shared.lock();
@@ -232,7 +232,7 @@ pub fn serve(
         start_of(&state, &view)
     };
     let id = state.register_watch(OpenWatch {
-        resource: plural.clone(),
+        resource: route.resource.plural.clone(),
         bookmarks: options.allow_bookmarks,
     });
     let mut bookmark_generation = state.bookmark_generation;

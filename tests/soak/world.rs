@@ -559,11 +559,12 @@ impl World {
                 .get(w.plural, &w.namespace, &w.name)
                 .expect("workload exists");
             let object: WorkloadObject = serde_json::from_value(object).expect("a workload");
-            for reference in wavelet::hashmode::references::references(&object) {
+            for reference in wavelet::model::references::references(&object) {
                 if reference.required {
                     let plural = match reference.config.kind {
                         ConfigKind::ConfigMap => "configmaps",
                         ConfigKind::Secret => "secrets",
+                        ConfigKind::SecretProviderClass => continue, // never required
                     };
                     let (namespace, name) = (reference.config.namespace, reference.config.name);
                     required.insert((plural, namespace.to_string(), name.to_string()));

@@ -5,17 +5,22 @@ Exactly manifests/cluster-wide/clusterrole.yaml, plus list/watch/patch for each 
 `workloadKinds` that is not one of those already granted.
 */}}
 {{- define "wavelet.watchRules" -}}
+{{- if not .Values.ignoreConfigMaps }}
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [list, watch]
+{{- end }}
+{{- if not .Values.ignoreSecrets }}
 # Secrets are watched as metadata only; the data of those a workload references (or
 # that carry a delete-mode selector) is read with one GET each.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, list, watch]
+{{- end }}
 - apiGroups: [apps]
   resources: [deployments, statefulsets, daemonsets]
   verbs: [list, watch, patch]
+{{- if not .Values.ignoreCronJobs }}
 # CronJobs: the hash goes onto the job template.
 - apiGroups: [batch]
   resources: [cronjobs]
@@ -24,6 +29,7 @@ Exactly manifests/cluster-wide/clusterrole.yaml, plus list/watch/patch for each 
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [create]
+{{- end }}
 # Argo Rollouts, watched when the API serves them (wavelet asks discovery at start).
 - apiGroups: [argoproj.io]
   resources: [rollouts]
@@ -34,15 +40,29 @@ Exactly manifests/cluster-wide/clusterrole.yaml, plus list/watch/patch for each 
 - apiGroups: [""]
   resources: [pods/eviction]
   verbs: [create]
+# Events: a Warning is looked up before it is written (the same one after a restart
+# adds to its count), and a repeated one counts up with a patch.
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, get, patch]
 {{- range $resource := include "wavelet.customResources" . | fromJsonArray }}
 # --workload-kinds: watched and patched like the built-in kinds.
 - apiGroups: [{{ index $resource 0 | quote }}]
   resources: [{{ index $resource 1 }}]
   verbs: [list, watch, patch]
 {{- end }}
+{{- end }}
+
+{{/*
+"true" when wavelet watches every namespace with a ClusterRole: no `namespaces`, or more
+than 10 of them without `perNamespaceWatches` (then it watches each resource once over all
+namespaces and keeps those listed; the binary decides the same way). Otherwise one Role
+per namespace.
+*/}}
+{{- define "wavelet.clusterWide" -}}
+{{- if or (not .Values.namespaces) (and (gt (len .Values.namespaces) 10) (not .Values.perNamespaceWatches)) -}}
+true
+{{- end -}}
 {{- end }}
 
 {{/*
@@ -61,4 +81,72 @@ order and without duplicates (two versions of one resource are one grant), as JS
 {{- end -}}
 {{- end -}}
 {{- toJson $out -}}
+{{- end }}
+
+
+{{/* The labels of every object: wavelet's name, and `commonLabels`. Takes the effective values. */}}
+{{- define "wavelet.labels" -}}
+app.kubernetes.io/name: wavelet
+{{- range $k, $v := .commonLabels }}
+{{- if ne $k "app.kubernetes.io/name" }}
+{{ $k }}: {{ $v | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The ServiceAccount the Pod runs as (effective values): wavelet's, another one named
+in serviceAccount.name, or with serviceAccount.create false and no name, `default` (as
+Reloader's chart). */}}
+{{- define "wavelet.serviceAccountName" -}}
+{{- $sa := .serviceAccount | default dict -}}
+{{- if $sa.name -}}
+{{ $sa.name }}
+{{- else if eq (toString (dig "create" true $sa)) "false" -}}
+default
+{{- else -}}
+wavelet
+{{- end -}}
+{{- end }}
+
+{{/* The labels of the RBAC objects: wavelet's, and rbac.labels. */}}
+{{- define "wavelet.rbacLabels" -}}
+{{ include "wavelet.labels" . }}
+{{- range $k, $v := (dig "labels" dict (.rbac | default dict)) }}
+{{ $k }}: {{ $v | quote }}
+{{- end }}
+{{- end }}
+
+{{/* A ServiceMonitor endpoint's or a PodMonitor endpoint's optional scrape settings, as
+Reloader's chart renders them. */}}
+{{- define "wavelet.scrapeOptions" -}}
+{{- with .scheme }}
+scheme: {{ . }}
+{{- end }}
+{{- with .tlsConfig }}
+tlsConfig: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .bearerTokenFile }}
+bearerTokenFile: {{ . }}
+{{- end }}
+{{- with .bearerTokenSecret }}
+bearerTokenSecret: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if hasKey . "honorLabels" }}
+honorLabels: {{ .honorLabels }}
+{{- end }}
+{{- with .metricRelabelings }}
+metricRelabelings: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .relabelings }}
+relabelings: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{/*
+--enable-csi-integration: the Secrets Store CSI driver's resources, read-only (exactly
+manifests/csi/clusterrole.yaml).
+*/}}
+{{- define "wavelet.csiRules" -}}
+- apiGroups: [secrets-store.csi.x-k8s.io]
+  resources: [secretproviderclasses, secretproviderclasspodstatuses]
+  verbs: [list, watch]
 {{- end }}

@@ -1,25 +1,28 @@
 //! wavelet's own cache: what decisions need and no more, plus the reverse index from a
-//! ConfigMap/Secret to the workloads that reference it.
+//! ConfigMap/Secret/SecretProviderClass to the workloads that reference it.
 //!
 //! Writers: the watch thread of each kind, and for Secrets also the fetchers, which read
 //! the data of the Secrets that matter (Secrets are watched as metadata only). Many
 //! readers (reconcile workers). Entries are immutable `Arc`s: a reader keeps a consistent
 //! snapshot while a writer swaps in a new one. Secret values never get here, only per-key
-//! digests.
+//! digests. A SecretProviderClass's entry holds its metadata, and as its data the versions
+//! all of its Pods mounted ([`Mounts`], from their pod statuses); a workload counts the
+//! versions its own Pods mounted ([`Cache::class_view`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::annotations;
 use crate::annotations::Annotations;
-use crate::annotations::{self, Flavor};
-use crate::hashmode::optin::{self, Counting, Policy};
-use crate::hashmode::references::{self, Reference};
-use crate::hashmode::rollout::Style;
+use crate::model::mounts::{Mounts, View};
+use crate::model::pods::is_pod_of;
+use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigObject, KeyDigest, ObjectMeta, Resource, WorkloadKey,
-    WorkloadObject,
+    ConfigKey, ConfigKind, ConfigObject, KeyDigest, MountedObject, ObjectMeta, Resource,
+    WorkloadKey,
 };
+use crate::watch::queue::ReleaseWhenEmpty as _;
 use crate::watch::scope::NamespaceScope;
 
 /// A ConfigMap or Secret as wavelet remembers it.
@@ -36,6 +39,35 @@ pub struct ConfigEntry {
     /// never counts) and `reloader.stakater.com/match: "true"` (it counts for `search`).
     pub reloader_ignore: bool,
     pub reloader_match: bool,
+    /// Its safe fan-out annotations; `None` for the many objects without any.
+    gates: Option<Box<ConfigGates>>,
+}
+
+/// The fan-out annotations of a ConfigMap or Secret (README: Rolling a shared change
+/// safely); values are validated where they are used, so a bad one is a Warning there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigGates {
+    /// `wavelet.dev/pause: "true"`.
+    pub pause: bool,
+    /// `wavelet.dev/fan-out`.
+    pub fan_out: Option<Box<str>>,
+    /// `wavelet.dev/wave-size`.
+    pub wave_size: Option<Box<str>>,
+    /// `wavelet.dev/urgent`.
+    pub urgent: Option<Box<str>>,
+}
+
+impl ConfigGates {
+    fn from(annotations: &Annotations) -> Option<Box<ConfigGates>> {
+        let text = |key| annotations.get(key).map(Box::from);
+        let gates = ConfigGates {
+            pause: annotations.get(annotations::WAVELET_PAUSE) == Some("true"),
+            fan_out: text(annotations::WAVELET_FAN_OUT),
+            wave_size: text(annotations::WAVELET_WAVE_SIZE),
+            urgent: text(annotations::WAVELET_URGENT),
+        };
+        (gates != ConfigGates::default()).then(|| Box::new(gates))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +109,43 @@ impl ConfigEntry {
             delete_mode: DeleteModeAnnotations::from(&metadata.annotations),
             reloader_ignore: metadata.annotations.get(annotations::RELOADER_IGNORE) == Some("true"),
             reloader_match: metadata.annotations.get(annotations::RELOADER_MATCH) == Some("true"),
+            gates: ConfigGates::from(&metadata.annotations),
         }
+    }
+
+    /// Its fan-out annotations (all unset when it has none).
+    pub fn gates(&self) -> &ConfigGates {
+        static NONE: ConfigGates = ConfigGates {
+            pause: false,
+            fan_out: None,
+            wave_size: None,
+            urgent: None,
+        };
+        self.gates.as_deref().unwrap_or(&NONE)
+    }
+
+    /// Its fan-out annotations differ (what is pending on it may roll now).
+    pub fn gates_differ(&self, other: &ConfigEntry) -> bool {
+        self.gates != other.gates
+    }
+
+    /// A SecretProviderClass as a set of Pods mounted it: `class`'s identity and
+    /// annotations (`None`: the class object is not cached), with `objects` as its data.
+    pub fn mounted(class: Option<&ConfigEntry>, objects: Box<[KeyDigest]>) -> ConfigEntry {
+        let mut entry = class.cloned().unwrap_or_else(|| ConfigEntry {
+            uid: Uid::new(""),
+            resource_version: ResourceVersion::new(""),
+            data: None,
+            delete_mode: None,
+            reloader_ignore: false,
+            reloader_match: false,
+            gates: None,
+        });
+        entry.data = Some(ConfigData {
+            resource_version: entry.resource_version.clone(),
+            digests: objects,
+        });
+        entry
     }
 
     /// Reloader's `ignore`/`match` annotations differ (who counts it may change).
@@ -135,93 +203,12 @@ pub enum ConfigChange {
     Unchanged,
 }
 
-/// An opted-in workload (or one with wavelet's annotations left to clean up).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkloadEntry {
-    pub uid: Uid,
-    pub resource_version: ResourceVersion,
-    /// `None`: opted out, kept only until wavelet's metadata annotations are removed.
-    pub flavor: Option<Flavor>,
-    pub references: Box<[Reference]>,
-    /// The hash on the pod template under the flavor's key.
-    pub template_hash: Option<Box<str>>,
-    /// The hash on the workload's metadata (adoption) under the flavor's key.
-    pub metadata_hash: Option<Box<str>>,
-    /// wavelet/Wave hash keys present on the metadata (for opt-out clean-up).
-    pub metadata_hash_keys: Vec<&'static str>,
-    /// What a rollout of this workload writes.
-    pub style: Style,
-    /// What counts besides the references (reload lists, search, exclusions, pause).
-    pub counting: Counting,
-}
-
-impl WorkloadEntry {
-    /// The entry to cache for a workload, or `None` when wavelet has nothing to do with it.
-    pub fn from_object(
-        resource: &Resource,
-        obj: &WorkloadObject,
-        policy: &Policy,
-    ) -> Option<WorkloadEntry> {
-        let meta = &obj.metadata;
-        let opted = optin::opt_in(
-            &meta.annotations,
-            &obj.pod_template().metadata.annotations,
-            policy,
-        );
-        let flavor = opted.as_ref().map(|(flavor, _)| *flavor);
-        let metadata_hash_keys: Vec<&'static str> =
-            [annotations::WAVELET_HASH, annotations::WAVE_HASH]
-                .into_iter()
-                .filter(|k| meta.annotations.contains_key(k))
-                .collect();
-        if flavor.is_none() && metadata_hash_keys.is_empty() {
-            return None;
-        }
-        let hash_key = flavor.map(Flavor::hash_key);
-        let lookup = |map: &Annotations| hash_key.and_then(|k| map.get(k)).map(Box::from);
-        Some(WorkloadEntry {
-            uid: Uid::new(&meta.uid),
-            resource_version: ResourceVersion::new(&meta.resource_version),
-            references: match &opted {
-                Some((_, counting)) => references::references(obj)
-                    .into_iter()
-                    .filter(|r| counting.counts_reference(r.config.kind, &r.config.name, policy))
-                    .collect(),
-                None => Box::default(),
-            },
-            template_hash: lookup(&obj.pod_template().metadata.annotations),
-            metadata_hash: lookup(&meta.annotations),
-            flavor,
-            metadata_hash_keys,
-            style: Style::of(
-                resource,
-                &meta.annotations,
-                obj.spec.suspend,
-                flavor == Some(Flavor::Reloader)
-                    || annotations::opted_in_by_reloader(&meta.annotations),
-            ),
-            counting: opted.map(|(_, counting)| counting).unwrap_or_default(),
-        })
-    }
-
-    /// Whether this workload counts `key` by a reload list (by name, referenced or not).
-    pub fn counts_by_name(&self, key: &ConfigKey) -> bool {
-        !self.counting.is_excluded(key.kind, &key.name)
-            && self
-                .counting
-                .patterns
-                .iter()
-                .any(|p| p.matches(key.kind, &key.name))
-    }
-
-    /// The hash wavelet last recorded: the metadata's (written with every rollout, and
-    /// alone on adoption or when only what counts changed), else the template's (a
-    /// workload Wave rolled, which wrote the template only).
-    pub fn recorded_hash(&self) -> Option<&str> {
-        self.metadata_hash
-            .as_deref()
-            .or(self.template_hash.as_deref())
-    }
+/// What a pod status changed: the workloads whose versions of the class may have moved, and
+/// whether a delete-mode class's own (every Pod's) versions did.
+#[derive(Debug, Default)]
+pub struct MountChange {
+    pub workloads: Vec<WorkloadKey>,
+    pub class_changed: bool,
 }
 
 #[derive(Default)]
@@ -234,6 +221,11 @@ struct Workloads {
 }
 
 impl Workloads {
+    /// Some workload references `key`, or counts it by a reload list.
+    fn reference(&self, key: &ConfigKey) -> bool {
+        self.dependents.contains_key(key) || !self.by_name(key).is_empty()
+    }
+
     /// The workloads that count `key` by a reload list.
     fn by_name(&self, key: &ConfigKey) -> Vec<WorkloadKey> {
         self.by_pattern
@@ -252,7 +244,9 @@ pub struct Cache {
     configs: RwLock<HashMap<ConfigKey, Arc<ConfigEntry>>>,
     /// Secrets read and found not to exist, until a watch event says otherwise. Secrets
     /// that nothing uses are not kept (see the Router), so for a Secret "not cached" alone
-    /// means "not known"; these are the ones known to be absent.
+    /// means "not known"; these are the ones known to be absent. Only referenced ones
+    /// (by name or by a reload-list pattern): a record goes with the last workload that
+    /// references it, so namespaces created and deleted do not leave theirs behind.
     absent_secrets: Mutex<HashSet<ConfigKey>>,
     /// Namespaces whose Secrets are being listed for a new reload-list pattern: the
     /// workloads there wait for the listing before they count by name.
@@ -262,8 +256,13 @@ pub struct Cache {
     /// keeps it so), and a new workload is not adopted from it.
     config_relists: Mutex<HashSet<u64>>,
     workloads: RwLock<Workloads>,
+    /// What the Secrets Store CSI driver's pod statuses say each Pod mounted. Locked
+    /// before `configs` and `workloads` when held together.
+    mounts: RwLock<Mounts>,
     /// The namespaces wavelet acts in (`--namespace-selector`); every one by default.
     scope: NamespaceScope,
+    /// The fan-out annotations of Namespaces that have any (pause, restart window).
+    namespace_gates: RwLock<HashMap<Arc<str>, Arc<Gates>>>,
 }
 
 impl Cache {
@@ -307,6 +306,43 @@ impl Cache {
             .entries
             .keys()
             .filter(|k| &*k.namespace == namespace)
+            .cloned()
+            .collect()
+    }
+
+    /// The fan-out annotations of `namespace` (none when it has none, or is not watched).
+    pub fn namespace_gates(&self, namespace: &str) -> Option<Arc<Gates>> {
+        self.namespace_gates.read().unwrap().get(namespace).cloned()
+    }
+
+    /// Stores a Namespace's fan-out annotations (`None`: gone); says whether they changed.
+    pub fn set_namespace_gates(&self, namespace: &str, gates: Option<Gates>) -> bool {
+        let gates = gates.filter(|g| !g.is_empty());
+        let mut all = self.namespace_gates.write().unwrap();
+        if all.get(namespace).map(|g| &**g) == gates.as_ref() {
+            return false;
+        }
+        match gates {
+            Some(gates) => {
+                all.insert(
+                    crate::objects::intern::namespace(namespace),
+                    Arc::new(gates),
+                );
+            }
+            None => {
+                all.remove(namespace);
+            }
+        }
+        true
+    }
+
+    /// Every opted-in workload (a global pause lifted wakes them all).
+    pub fn workload_keys(&self) -> Vec<WorkloadKey> {
+        self.workloads
+            .read()
+            .unwrap()
+            .entries
+            .keys()
             .cloned()
             .collect()
     }
@@ -399,9 +435,13 @@ impl Cache {
     }
 
     /// Records that the Secret `key` does not exist (a read found none, or the watch saw
-    /// it deleted), unless it is cached.
+    /// it deleted), unless it is cached or no workload references it any more. Decided
+    /// under the workloads' lock, which [`Cache::upsert_workload`] holds when it drops the
+    /// records of what a workload no longer references: a record is never left behind by
+    /// a workload that went meanwhile.
     pub fn mark_absent(&self, key: &ConfigKey) {
-        if self.configs.read().unwrap().contains_key(key) {
+        let workloads = self.workloads.read().unwrap();
+        if !workloads.reference(key) || self.configs.read().unwrap().contains_key(key) {
             return;
         }
         self.absent_secrets.lock().unwrap().insert(key.clone());
@@ -410,6 +450,11 @@ impl Cache {
     /// The Secret `key` is known not to exist.
     pub fn is_known_absent(&self, key: &ConfigKey) -> bool {
         self.absent_secrets.lock().unwrap().contains(key)
+    }
+
+    /// How many Secrets are known not to exist (for metrics).
+    pub fn absent_secrets_known(&self) -> usize {
+        self.absent_secrets.lock().unwrap().len()
     }
 
     /// The ConfigMap/Secret watch `watch` began (`true`) or completed (`false`) a list.
@@ -456,6 +501,135 @@ impl Cache {
         }
     }
 
+    /// Stores a SecretProviderClass's metadata; for one with a delete-mode selector, with
+    /// the versions all its Pods mounted as its data (none while no Pod has a pod status
+    /// for it): delete mode reads them. (Other classes' versions are asked for when
+    /// needed, [`Cache::class_view`]: one copy per class less.) Returns the entry before
+    /// and after.
+    pub fn upsert_class(
+        &self,
+        metadata: &ObjectMeta,
+    ) -> (ConfigKey, Option<Arc<ConfigEntry>>, Arc<ConfigEntry>) {
+        let key = ConfigKey::new(
+            ConfigKind::SecretProviderClass,
+            &metadata.namespace,
+            &metadata.name,
+        );
+        let mounts = self.mounts.read().unwrap();
+        let objects = annotations::pod_delete_match(&metadata.annotations)
+            .and_then(|_| mounts.view(&key, |_| true))
+            .map(|v| v.objects);
+        let entry = ConfigEntry::new(metadata, objects);
+        let mut configs = self.configs.write().unwrap();
+        let before = configs.get(&key).cloned();
+        if let Some(old) = &before {
+            if **old == entry {
+                return (key, before.clone(), Arc::clone(old));
+            }
+        }
+        let after = Arc::new(entry);
+        configs.insert(key.clone(), Arc::clone(&after));
+        (key, before, after)
+    }
+
+    /// Records what `pod` mounted of `class` (`None`: its pod status is gone; `listed`: the
+    /// relist it came with), and says what that may have moved: the workloads that mount
+    /// the class, when `pod` is one of their Pods, and those that count it by name (all
+    /// Pods count for them), each then reconciled to find out (see below); and, for a
+    /// delete-mode class, whether the versions all its Pods mounted moved, which its cached
+    /// entry then holds. `before_visible` gets the workloads while no reader can see the
+    /// change yet (their debounce windows open before the new versions can be hashed).
+    ///
+    /// A workload's versions are not compared before and after here: that would cost a
+    /// pass over every Pod of the class for each pod status (25 million name matches for
+    /// the initial list of a DaemonSet of 5,000 Pods), where a reconcile makes one pass per
+    /// debounce window, and finds the hash unchanged when the majority did not move.
+    pub fn set_mount(
+        &self,
+        class: &ConfigKey,
+        pod: &str,
+        objects: Option<&[MountedObject]>,
+        listed: Option<u32>,
+        before_visible: impl FnOnce(&[WorkloadKey]),
+    ) -> MountChange {
+        let mut mounts = self.mounts.write().unwrap();
+        // A class's key shares its strings with the reverse index when a workload
+        // references it (one copy of the name less per class).
+        let shared = self
+            .workloads
+            .read()
+            .unwrap()
+            .dependents
+            .get_key_value(class)
+            .map(|(key, _)| key.clone());
+        if !mounts.set(shared.as_ref().unwrap_or(class), pod, objects, listed) {
+            return MountChange::default();
+        }
+        // Who may see a change: a workload mounting the class sees its own Pods' statuses,
+        // one counting it by name sees every Pod's.
+        let workloads: Vec<WorkloadKey> = self
+            .dependents(class)
+            .into_iter()
+            .filter(|key| {
+                self.workload(key).is_some_and(|entry| {
+                    !entry.references.iter().any(|r| r.config == *class)
+                        || is_pod_of(&key.resource, &key.name, pod)
+                })
+            })
+            .collect();
+        before_visible(&workloads);
+        let mut configs = self.configs.write().unwrap();
+        let class_changed = match configs
+            .get(class)
+            .filter(|e| e.pod_delete_match().is_some())
+        {
+            Some(old) => {
+                let now = mounts.view(class, |_| true).map(|v| v.objects);
+                let changed = old.data.as_ref().map(|d| &d.digests) != now.as_ref();
+                if changed {
+                    let mut entry = (**old).clone();
+                    entry.data = now.map(|digests| ConfigData {
+                        resource_version: entry.resource_version.clone(),
+                        digests,
+                    });
+                    configs.insert(class.clone(), Arc::new(entry));
+                }
+                changed
+            }
+            None => false,
+        };
+        MountChange {
+            workloads,
+            class_changed,
+        }
+    }
+
+    /// The versions of `class` that count for the Pods `selects` picks (see
+    /// [`crate::model::mounts`]); `None` when none of them has a pod status for it yet.
+    pub fn class_view(&self, class: &ConfigKey, selects: impl Fn(&str) -> bool) -> Option<View> {
+        self.mounts.read().unwrap().view(class, selects)
+    }
+
+    /// A relist of pod statuses begins; its number goes with what it returns.
+    pub fn begin_mount_relist(&self) -> u32 {
+        self.mounts.write().unwrap().begin_relist()
+    }
+
+    /// The pod statuses recorded in one namespace or all that relist `listed` did not
+    /// return.
+    pub fn mounts_not_listed(
+        &self,
+        namespace: Option<&str>,
+        listed: u32,
+    ) -> Vec<(ConfigKey, Box<str>)> {
+        self.mounts.read().unwrap().not_listed(namespace, listed)
+    }
+
+    /// Pod statuses recorded.
+    pub fn pod_statuses(&self) -> usize {
+        self.mounts.read().unwrap().len()
+    }
+
     pub fn remove_config(&self, key: &ConfigKey) -> Option<Arc<ConfigEntry>> {
         self.configs.write().unwrap().remove(key)
     }
@@ -492,8 +666,7 @@ impl Cache {
 
     /// Some workload references `key`.
     pub fn is_referenced(&self, key: &ConfigKey) -> bool {
-        let workloads = self.workloads.read().unwrap();
-        workloads.dependents.contains_key(key) || !workloads.by_name(key).is_empty()
+        self.workloads.read().unwrap().reference(key)
     }
 
     /// Workloads that reference `key` or count it by a reload list.
@@ -577,6 +750,18 @@ impl Cache {
         if listed.is_empty() {
             workloads.by_pattern.remove(&key.namespace);
         }
+        // What this workload referenced, by name or by a pattern, may be referenced by
+        // nothing now: the records of absent Secrets go with it.
+        let had_patterns = old
+            .as_ref()
+            .is_some_and(|e| !e.counting.patterns.is_empty());
+        if had_patterns || old_refs.iter().any(|r| !new_refs.contains(r)) {
+            let mut absent = self.absent_secrets.lock().unwrap();
+            if !absent.is_empty() {
+                absent.retain(|k| k.namespace != key.namespace || workloads.reference(k));
+                absent.release_when_empty();
+            }
+        }
         old.is_some() || new.is_some()
     }
 
@@ -611,6 +796,8 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Policy;
+    use crate::objects::WorkloadObject;
     use std::collections::BTreeMap;
 
     fn configmap(
@@ -736,17 +923,76 @@ mod tests {
     #[test]
     fn a_secret_read_while_not_cached_is_stored_and_no_longer_absent() {
         let cache = Cache::new();
-        let key = ConfigKey::new(ConfigKind::Secret, "ns", "creds");
-        cache.mark_absent(&key);
-        assert!(cache.is_known_absent(&key));
+        let creds = ConfigKey::new(ConfigKind::Secret, "ns", "creds");
+        let web = deployment(
+            "web",
+            serde_json::json!({"wavelet.dev/update-on-config-change": "true"}),
+            serde_json::json!([{"name": "v", "secret": {"secretName": "creds"}}]),
+        );
+        cache.upsert_workload(
+            &key("web"),
+            WorkloadEntry::from_object(&Resource::deployments(), &web, &Policy::default()),
+        );
+        cache.mark_absent(&creds);
+        assert!(cache.is_known_absent(&creds));
         let stored = cache
-            .store_fetched(&key, None, fetched("3", "u", "a"))
+            .store_fetched(&creds, None, fetched("3", "u", "a"))
             .expect("stored");
         assert!(stored.is_current());
-        assert!(!cache.is_known_absent(&key));
+        assert!(!cache.is_known_absent(&creds));
         // A cached Secret is never marked absent.
-        cache.mark_absent(&key);
-        assert!(!cache.is_known_absent(&key));
+        cache.mark_absent(&creds);
+        assert!(!cache.is_known_absent(&creds));
+    }
+
+    #[test]
+    fn a_secret_is_recorded_absent_only_while_something_references_it() {
+        let cache = Cache::new();
+        let creds = ConfigKey::new(ConfigKind::Secret, "ns", "creds");
+        cache.mark_absent(&creds);
+        assert!(!cache.is_known_absent(&creds), "nothing references it");
+        let opted = serde_json::json!({"wavelet.dev/update-on-config-change": "true"});
+        let mounts =
+            |name: &str| serde_json::json!([{"name": "v", "secret": {"secretName": name}}]);
+        for name in ["web", "api"] {
+            let obj = deployment(name, opted.clone(), mounts("creds"));
+            cache.upsert_workload(
+                &key(name),
+                WorkloadEntry::from_object(&Resource::deployments(), &obj, &Policy::default()),
+            );
+        }
+        cache.mark_absent(&creds);
+        assert!(cache.is_known_absent(&creds));
+        // One of two references goes: the record stays.
+        cache.upsert_workload(&key("web"), None);
+        assert!(cache.is_known_absent(&creds));
+        // The last one moves to another Secret: the record goes with it.
+        let moved = deployment("api", opted, mounts("other"));
+        cache.upsert_workload(
+            &key("api"),
+            WorkloadEntry::from_object(&Resource::deployments(), &moved, &Policy::default()),
+        );
+        assert!(!cache.is_known_absent(&creds));
+        assert_eq!(cache.absent_secrets_known(), 0);
+    }
+
+    #[test]
+    fn a_secret_named_by_a_pattern_is_recorded_absent_until_the_pattern_goes() {
+        let cache = Cache::new();
+        let db = ConfigKey::new(ConfigKind::Secret, "ns", "db-main");
+        let listing = deployment(
+            "api",
+            serde_json::json!({"secret.reloader.stakater.com/reload": "db-.*"}),
+            serde_json::json!([]),
+        );
+        cache.upsert_workload(
+            &key("api"),
+            WorkloadEntry::from_object(&Resource::deployments(), &listing, &Policy::default()),
+        );
+        cache.mark_absent(&db);
+        assert!(cache.is_known_absent(&db));
+        cache.upsert_workload(&key("api"), None);
+        assert!(!cache.is_known_absent(&db));
     }
 
     #[test]
@@ -874,6 +1120,106 @@ mod tests {
         );
     }
 
+    fn mounting(name: &str, class: &str) -> WorkloadObject {
+        deployment(
+            name,
+            serde_json::json!({"wavelet.dev/update-on-config-change": "true"}),
+            serde_json::json!([{"name": "s", "csi": {"driver": "secrets-store.csi.k8s.io",
+                "volumeAttributes": {"secretProviderClass": class}}}]),
+        )
+    }
+
+    fn version(v: &str) -> Vec<MountedObject> {
+        use crate::objects::short_digest;
+        vec![(short_digest("db"), short_digest(v))]
+    }
+
+    fn shown(v: &str) -> Vec<KeyDigest> {
+        crate::model::mounts::majority(&[&version(v)]).into_vec()
+    }
+
+    const CSI: Policy = Policy {
+        auto_reload_all: false,
+        ignore_configmaps: false,
+        ignore_secrets: false,
+        csi_integration: true,
+    };
+
+    #[test]
+    fn a_pod_status_wakes_only_the_workload_whose_pod_it_is_and_moves_the_class() {
+        let cache = Cache::new();
+        for name in ["web", "api"] {
+            cache.upsert_workload(
+                &key(name),
+                WorkloadEntry::from_object(
+                    &Resource::deployments(),
+                    &mounting(name, "vault"),
+                    &CSI,
+                ),
+            );
+        }
+        let class = ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault");
+        let meta: ObjectMeta = serde_json::from_value(serde_json::json!({
+            "name": "vault", "namespace": "ns", "uid": "u", "resourceVersion": "1",
+            "annotations": {"wavelet.dev/pod-delete-match": "app=web"}}))
+        .unwrap();
+        let (_, _, entry) = cache.upsert_class(&meta);
+        assert!(!entry.is_current(), "no pod status yet: not read");
+        let mut seen = Vec::new();
+        let change = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |w| {
+            seen.extend(w.to_vec())
+        });
+        assert_eq!(change.workloads, [key("web")]);
+        assert_eq!(seen, [key("web")], "told before the change is visible");
+        assert!(change.class_changed);
+        assert!(
+            cache.config(&class).unwrap().is_current(),
+            "a delete-mode class holds every Pod's versions"
+        );
+        // The same again moves nothing.
+        let again = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |_| {});
+        assert!(again.workloads.is_empty() && !again.class_changed);
+        // A second Pod of web with the same versions: web looks (its reconcile finds the
+        // hash unchanged); the class's versions did not move.
+        let same = cache.set_mount(&class, "web-5d8f7-b7z2q", Some(&version("1")), None, |_| {});
+        assert_eq!(same.workloads, [key("web")]);
+        assert!(!same.class_changed);
+        // api's first Pod: api looks; the class's versions stay.
+        let api = cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("2")), None, |_| {});
+        assert_eq!(api.workloads, [key("api")]);
+        assert!(!api.class_changed, "two Pods of three report version 1");
+        let web = cache.class_view(&class, |p| p.starts_with("web-")).unwrap();
+        assert_eq!(&*web.objects, &shown("1")[..]);
+        assert_eq!(web.pods, 2);
+    }
+
+    #[test]
+    fn a_class_whose_pods_have_no_status_yet_does_not_count_for_them() {
+        let cache = Cache::new();
+        let web =
+            WorkloadEntry::from_object(&Resource::deployments(), &mounting("web", "vault"), &CSI)
+                .unwrap();
+        assert_eq!(web.references.len(), 1);
+        assert!(crate::model::counted::counted(&cache, &key("web"), &web).is_empty());
+        let class = ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault");
+        // Another workload's Pod mounted it: still nothing of web's.
+        cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("1")), None, |_| {});
+        assert!(crate::model::counted::counted(&cache, &key("web"), &web).is_empty());
+        cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |_| {});
+        let counted = crate::model::counted::counted(&cache, &key("web"), &web);
+        assert_eq!(counted.len(), 1);
+        let digests = counted[0].1.as_ref().unwrap().digests().unwrap();
+        assert_eq!(digests, &shown("1")[..]);
+        // Without --enable-csi-integration the class is not even a reference.
+        let off = WorkloadEntry::from_object(
+            &Resource::deployments(),
+            &mounting("web", "vault"),
+            &Policy::default(),
+        )
+        .unwrap();
+        assert!(off.references.is_empty());
+    }
+
     #[test]
     fn the_reverse_index_follows_reference_changes() {
         let cache = Cache::new();
@@ -905,81 +1251,5 @@ mod tests {
 
         cache.upsert_workload(&key("web"), None);
         assert!(cache.dependents(&two).is_empty());
-    }
-
-    #[test]
-    fn workloads_that_never_opted_in_are_not_cached() {
-        let plain = deployment("plain", serde_json::json!({}), serde_json::json!([]));
-        assert!(
-            WorkloadEntry::from_object(&Resource::deployments(), &plain, &Policy::default())
-                .is_none()
-        );
-        let leftover = deployment(
-            "old",
-            serde_json::json!({"wavelet.dev/config-hash": "abc"}),
-            serde_json::json!([]),
-        );
-        let entry =
-            WorkloadEntry::from_object(&Resource::deployments(), &leftover, &Policy::default())
-                .unwrap();
-        assert_eq!(entry.flavor, None);
-        assert_eq!(entry.metadata_hash_keys, vec![annotations::WAVELET_HASH]);
-    }
-
-    #[test]
-    fn a_restarted_rollouts_hash_is_the_metadatas_even_when_the_template_has_one() {
-        let obj: WorkloadObject = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "r", "namespace": "ns", "annotations": {
-                "reloader.stakater.com/auto": "true",
-                "reloader.stakater.com/rollout-strategy": "restart",
-                "wavelet.dev/update-on-config-change": "true", "wavelet.dev/config-hash": "meta"}},
-            "spec": {"template": {"metadata": {"annotations": {"wavelet.dev/config-hash": "tmpl"}}}}
-        }))
-        .unwrap();
-        let entry =
-            WorkloadEntry::from_object(&Resource::rollouts(), &obj, &Policy::default()).unwrap();
-        assert_eq!(entry.style, Style::RestartAt);
-        assert_eq!(entry.recorded_hash(), Some("meta"));
-    }
-
-    #[test]
-    fn a_cronjobs_hash_and_references_come_from_its_job_template() {
-        let obj: WorkloadObject = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "c", "namespace": "ns", "annotations": {
-                "wavelet.dev/update-on-config-change": "true"}},
-            "spec": {"suspend": true, "jobTemplate": {"spec": {"template": {
-                "metadata": {"annotations": {"wavelet.dev/config-hash": "job"}},
-                "spec": {"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]}}}}}
-        }))
-        .unwrap();
-        let entry =
-            WorkloadEntry::from_object(&Resource::cronjobs(), &obj, &Policy::default()).unwrap();
-        assert_eq!(entry.style, Style::CronJob { run_now: false });
-        assert_eq!(entry.recorded_hash(), Some("job"));
-        assert_eq!(entry.references.len(), 1);
-        assert_eq!(entry.references[0].config.name.as_ref(), "cfg");
-    }
-
-    #[test]
-    fn recorded_hash_prefers_the_metadata_which_every_write_updates() {
-        let obj: WorkloadObject = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "w", "namespace": "ns", "annotations": {
-                "wavelet.dev/update-on-config-change": "true", "wavelet.dev/config-hash": "meta"}},
-            "spec": {"template": {"metadata": {"annotations": {"wavelet.dev/config-hash": "tmpl"}}}}
-        }))
-        .unwrap();
-        let entry =
-            WorkloadEntry::from_object(&Resource::deployments(), &obj, &Policy::default()).unwrap();
-        assert_eq!(entry.recorded_hash(), Some("meta"));
-        // A workload Wave rolled: the template's.
-        let wave: WorkloadObject = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "w", "namespace": "ns", "annotations": {
-                "wave.pusher.com/update-on-config-change": "true"}},
-            "spec": {"template": {"metadata": {"annotations": {"wave.pusher.com/config-hash": "tmpl"}}}}
-        }))
-        .unwrap();
-        let entry = WorkloadEntry::from_object(&Resource::deployments(), &wave, &Policy::default())
-            .unwrap();
-        assert_eq!(entry.recorded_hash(), Some("tmpl"));
     }
 }

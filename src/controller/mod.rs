@@ -8,26 +8,32 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, Shape};
-use crate::config::{RunConfig, WorkloadKind};
-use crate::deletemode::ledger::{StateStore, STATE_CONFIGMAP};
+use crate::client::{Client, Limits, Shape};
+use crate::config::Policy;
+use crate::config::{FanOut, RunConfig, WorkloadKind};
+use crate::controller::sinks::{
+    ConfigSink, NamespaceSink, OnSynced, PodStatusSink, Router, StateSink, WorkloadSink,
+};
+use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
-use crate::hashmode::optin::Policy;
+use crate::hashmode::fanout::{FanOuts, Judge};
 use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
-use crate::hashmode::throttle::Debounce;
+use crate::hashmode::throttle::{Debounce, Throttled};
+use crate::model::cache::Cache;
+use crate::model::state::{StateConfigMap, StateObject};
 use crate::objects::{
-    ConfigKind, ConfigMapItem, NamespaceItem, Resource, SecretItem, WorkloadKey, WorkloadObject,
+    ConfigKind, ConfigMapItem, NamespaceItem, PodStatusItem, Resource, SecretItem, WorkloadKey,
+    WorkloadObject,
 };
+use crate::ops::alerts::{self, Alerts};
 use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
 use crate::ops::leader::{Gate, LeaderElector};
 use crate::ops::metrics::{self, Gauges};
-use crate::watch::cache::Cache;
 use crate::watch::fetch::Fetcher;
 use crate::watch::queue::{Backoff, WorkQueue};
-use crate::watch::scope::NamespaceScope;
-use crate::watch::sinks::{ConfigSink, NamespaceSink, OnSynced, Router, WorkloadSink};
+use crate::watch::scope::{NamespaceFilter, NamespaceScope};
 use crate::watch::source::ApiSource;
 use crate::watch::watcher::{self, Event, Restart, WatchConfig, Watcher};
 use crate::watch::worker::{run_worker, Action, Work};
@@ -50,28 +56,46 @@ pub(crate) struct Controller {
     /// `None` without `--leader-elect`.
     elector: Option<Arc<LeaderElector>>,
     health: Arc<Health>,
+    fanouts: Arc<FanOuts>,
+    /// Its budget's waits end at shutdown.
+    client: Client,
+    /// For the gauge of rollouts waiting for a token.
+    reconciler: Arc<Reconciler>,
+    /// Writes what is queued at shutdown.
+    recorder: Recorder,
 }
 
 impl Controller {
     /// Starts watching and reconciling; returns at once.
-    pub fn start(client: Client, config: &RunConfig, policy: Policy) -> Result<Controller, Error> {
+    pub fn start(
+        client: Client,
+        config: &RunConfig,
+        policy: Policy,
+        fan_out: &FanOut,
+    ) -> Result<Controller, Error> {
         let stop = Arc::new(AtomicBool::new(false));
+        client.limit(Limits {
+            qps: config.api_qps,
+            burst: config.api_burst,
+        });
         if config.leader_elect && config.dry_run {
             // Holding the Lease would keep the real controller from leading.
             log::warn!("--dry-run: not taking part in leader election (nothing is written, the Lease included); deciding as if leader");
         }
         let elector = if config.leader_elect && !config.dry_run {
-            let Some(namespace) = config
-                .lease_namespace
-                .clone()
-                .or_else(|| client.default_namespace())
-            else {
-                return Err(Error::Config(
-                    "--leader-elect needs a namespace for its Lease, and out of a cluster there is none: set --lease-namespace".into(),
-                ));
-            };
+            let (namespace, why) = own_namespace(
+                config.lease_namespace.as_deref(),
+                "--lease-namespace",
+                &client,
+            );
+            log::info!(
+                "leader election: Lease {namespace}/{} ({why})",
+                config.lease_name
+            );
             Some(Arc::new(LeaderElector::new(
-                client.clone(),
+                // Its own budget, as kube-controller-manager's leader election has its own
+                // client: a renewal never waits behind writes.
+                client.without_budget(),
                 namespace,
                 config.lease_name.clone(),
                 config.lease_timings,
@@ -86,6 +110,13 @@ impl Controller {
         };
         let health = Arc::new(Health::default());
         let reloader = &config.reloader;
+        metrics::global()
+            .count_by_namespace
+            .store(reloader.count_by_namespace, Ordering::Relaxed);
+        let alerts = match &config.alerts {
+            Some(settings) => Some(Arc::new(Alerts::start(settings, Arc::clone(&stop))?)),
+            None => None,
+        };
         let cache = Arc::new(Cache::with_scope(
             if reloader.namespace_selector.is_some() {
                 NamespaceScope::selected()
@@ -98,9 +129,45 @@ impl Controller {
         let hmac_key = config
             .hash_key_file
             .as_deref()
-            .map(crate::hashmode::hash::read_key_file)
+            .map(crate::model::hash::read_key_file)
             .transpose()?;
-        let delete_mode = start_delete_mode(&client, config, &cache, hmac_key.clone());
+        // One recorder: one correlator and one writer thread for both modes' Events.
+        let recorder = Recorder::new(client.clone());
+        let delete_mode = Some(start_delete_mode(
+            &client,
+            config,
+            &policy,
+            &cache,
+            &gate,
+            hmac_key.clone(),
+            &recorder,
+        ));
+        // Hash mode's own entries (fan-outs, urgent grants, the global pause) live in the
+        // same ConfigMap as delete mode's, watched so `wavelet pause` is seen at once.
+        let state = Arc::new(StateConfigMap::new(
+            client.clone(),
+            own_namespace(
+                config.state_namespace.as_deref(),
+                "--state-namespace",
+                &client,
+            )
+            .0,
+            config.dry_run,
+        ));
+        let fanouts = {
+            let queue = Arc::clone(&queue);
+            Arc::new(FanOuts::new(
+                Judge {
+                    cache: Arc::clone(&cache),
+                    fan_out: fan_out.clone(),
+                    hmac_key: hmac_key.clone(),
+                    absent_is_filtered: reloader.resource_label_selector.is_some(),
+                },
+                Arc::clone(&state),
+                recorder.clone(),
+                Box::new(move |key| queue.add(key)),
+            ))
+        };
         let settings = HashModeSettings {
             hmac_key,
             dry_run: config.dry_run,
@@ -114,9 +181,10 @@ impl Controller {
         let reconciler = Arc::new(Reconciler::new(
             client.clone(),
             Arc::clone(&cache),
-            Recorder::new(client.clone()),
+            recorder.clone(),
             settings,
             Arc::clone(&debounce),
+            Arc::clone(&fanouts),
         ));
 
         let mut workload_resources = vec![
@@ -130,17 +198,45 @@ impl Controller {
         for kind in &config.workload_kinds {
             workload_resources.push(discover(&client, kind));
         }
-        if !workload_resources.iter().any(Resource::is_argo_rollouts) {
+        // --is-Argo-Rollouts=false: never, as Reloader; otherwise whenever served.
+        if !workload_resources.iter().any(Resource::is_argo_rollouts)
+            && reloader.argo_rollouts != Some(false)
+        {
             if serves_argo_rollouts(&client) {
                 log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts");
                 workload_resources.push(Resource::rollouts());
+            } else if reloader.argo_rollouts == Some(true) {
+                log::warn!("--is-Argo-Rollouts=true, but the API does not serve argoproj.io/v1alpha1 rollouts: none are watched (restart wavelet once Argo Rollouts is installed)");
             } else {
                 log::debug!("the API does not serve Argo Rollouts: not watching them");
             }
         }
-        let namespaces = namespaces_to_watch(&config.namespaces, &reloader.namespaces_to_ignore)?;
+        // --ignore-configmaps / --ignore-secrets: that kind is not watched at all.
+        let config_kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
+            .into_iter()
+            .filter(|k| !policy.ignores(*k))
+            .collect();
+        let plan = watch_plan(
+            &config.namespaces,
+            &reloader.namespaces_to_ignore,
+            config.per_namespace_watches,
+            config_kinds.len() + workload_resources.len(),
+        )?;
+        if let WatchPlan::Filtered(names) = &plan {
+            log::info!(
+                "--namespaces names {} namespaces: watching each resource once in all namespaces and keeping those (needs list and watch in a ClusterRole; --per-namespace-watches watches each namespace on its own instead)",
+                names.len()
+            );
+        }
+        let namespaces = plan.namespaces();
+        let keep: Option<Arc<NamespaceFilter>> = match &plan {
+            WatchPlan::Filtered(names) => Some(Arc::new(NamespaceFilter::new(
+                names.iter().map(String::as_str),
+            ))),
+            _ => None,
+        };
         // Watching all namespaces: the ignored ones are filtered out by the API server.
-        let namespace_filter = if namespaces == [None] {
+        let namespace_filter = if plan == WatchPlan::Everywhere {
             ignored_namespaces_field_selector(&reloader.namespaces_to_ignore)
         } else {
             None
@@ -153,18 +249,22 @@ impl Controller {
             resync: config.resync,
             ..WatchConfig::default()
         };
-        // --ignore-configmaps / --ignore-secrets: that kind is not watched at all.
-        let config_kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
-            .into_iter()
-            .filter(|k| !policy.ignores(*k))
-            .collect();
-        let watchers = namespaces.len() * (config_kinds.len() + workload_resources.len())
-            + usize::from(reloader.namespace_selector.is_some());
+        // Namespaces are watched for --namespace-selector, and for their fan-out
+        // annotations whenever wavelet watches every namespace (the cluster-wide install).
+        let watch_namespaces = reloader.namespace_selector.is_some() || namespaces == [None];
+        // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
+        let csi = policy.csi_integration && serves_csi_driver(&client);
+        // One more: the watch of wavelet-state, so its copy is the listed one before the
+        // first reconcile (never a GET racing the watch).
+        let watchers = namespaces.len()
+            * (config_kinds.len() + workload_resources.len() + if csi { 2 } else { 0 })
+            + usize::from(watch_namespaces)
+            + 1;
         let listed = Arc::new(Latch::new(watchers));
         let fetcher = Arc::new(Fetcher::new(
             client.clone(),
-            Arc::clone(&cache),
             config.resync,
+            config_label_selector.clone(),
         ));
         let router = Arc::new(Router {
             cache: Arc::clone(&cache),
@@ -187,7 +287,7 @@ impl Controller {
                 // Secrets as metadata only; the fetcher reads those that matter.
                 let shape = match kind {
                     ConfigKind::ConfigMap => Shape::Whole,
-                    ConfigKind::Secret => Shape::Metadata,
+                    ConfigKind::Secret | ConfigKind::SecretProviderClass => Shape::Metadata,
                 };
                 let source =
                     ApiSource::new(client.clone(), kind.resource(), namespace.clone(), shape)
@@ -196,22 +296,85 @@ impl Controller {
                             namespace_filter.as_deref(),
                         );
                 let stop = Arc::clone(&stop);
+                let keep = keep.clone();
                 match kind {
                     ConfigKind::ConfigMap => spawn_watch(
                         source,
                         &health,
                         watch_config.clone(),
                         stop,
-                        move |e: Event<ConfigMapItem>| sink.handle(e),
+                        move |e: Event<ConfigMapItem>| {
+                            if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+                                sink.handle(e)
+                            }
+                        },
                     ),
-                    ConfigKind::Secret => spawn_watch(
+                    // Classes as metadata too (decoded like Secrets: one watcher less in
+                    // the binary).
+                    ConfigKind::Secret | ConfigKind::SecretProviderClass => spawn_watch(
                         source,
                         &health,
                         watch_config.clone(),
                         stop,
-                        move |e: Event<SecretItem>| sink.handle(e),
+                        move |e: Event<SecretItem>| {
+                            if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+                                sink.handle(e)
+                            }
+                        },
                     ),
                 }
+            }
+            if csi {
+                let mut classes = ConfigSink::new(
+                    ConfigKind::SecretProviderClass,
+                    namespace.clone(),
+                    Arc::clone(&router),
+                    on_listed(),
+                );
+                let source = ApiSource::new(
+                    client.clone(),
+                    Resource::secret_provider_classes(),
+                    namespace.clone(),
+                    Shape::Metadata,
+                )
+                .filtered(None, namespace_filter.as_deref());
+                // Above 10 --namespaces, as every other watch: one over all namespaces,
+                // keeping those listed.
+                let keep_classes = keep.clone();
+                spawn_watch(
+                    source,
+                    &health,
+                    watch_config.clone(),
+                    Arc::clone(&stop),
+                    move |e: Event<SecretItem>| {
+                        if keep_classes.as_ref().is_none_or(|k| k.keeps(&e)) {
+                            classes.handle(e)
+                        }
+                    },
+                );
+                // Whole objects (a CRD's status is not in its metadata), of which only the
+                // Pod, the class and a digest of each object's version are kept.
+                let mut statuses =
+                    PodStatusSink::new(namespace.clone(), Arc::clone(&router), on_listed());
+                let source = ApiSource::new(
+                    client.clone(),
+                    Resource::secret_provider_class_pod_statuses(),
+                    namespace.clone(),
+                    Shape::Whole,
+                )
+                .filtered(None, namespace_filter.as_deref());
+                let keep_statuses = keep.clone();
+                spawn_watch(
+                    source,
+                    &health,
+                    watch_config.clone(),
+                    Arc::clone(&stop),
+                    move |e: Event<PodStatusItem>| {
+                        if keep_statuses.as_ref().is_none_or(|k| k.keeps(&e)) {
+                            statuses.handle(e)
+                        }
+                    },
+                );
             }
             for resource in &workload_resources {
                 let resource = Arc::new(resource.clone());
@@ -228,25 +391,69 @@ impl Controller {
                     Shape::Whole,
                 )
                 .filtered(None, namespace_filter.as_deref());
+                // A kind RBAC does not let wavelet list (Argo Rollouts served but not granted,
+                // as in Reloader's chart) is one none of whose objects is acted on; it
+                // does not hold the initial sync.
+                let config = WatchConfig {
+                    forbidden_list_is_empty: true,
+                    ..watch_config.clone()
+                };
+                let keep = keep.clone();
                 spawn_watch(
                     source,
                     &health,
-                    watch_config.clone(),
+                    config,
                     Arc::clone(&stop),
-                    move |e: Event<WorkloadObject>| sink.handle(e),
+                    move |e: Event<WorkloadObject>| {
+                        if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+                            sink.handle(e)
+                        }
+                    },
                 );
             }
         }
-        if let Some(selector) = &reloader.namespace_selector {
-            let mut sink = NamespaceSink::new(Arc::clone(&router), on_listed());
+        if watch_namespaces {
+            let selector = reloader.namespace_selector.as_ref();
+            let mut sink = NamespaceSink::new(Arc::clone(&router), on_listed(), selector.is_some());
             let source = ApiSource::new(client.clone(), Resource::namespaces(), None, Shape::Whole)
-                .filtered(Some(&selector.to_query_string()), None);
+                .filtered(selector.map(|s| s.to_query_string()).as_deref(), None);
+            // Without --namespace-selector, Namespaces are read for their wavelet.dev/pause
+            // and restart-window annotations only: an RBAC that does not grant them (Reloader's
+            // chart) leaves those unread, with a warning, and holds nothing up. With a
+            // selector they decide what is in scope, and a refusal is an error.
+            let config = WatchConfig {
+                forbidden_list_is_empty: selector.is_none(),
+                ..watch_config.clone()
+            };
+            spawn_watch(
+                source,
+                &health,
+                config,
+                Arc::clone(&stop),
+                move |e: Event<NamespaceItem>| sink.handle(e),
+            );
+        }
+        {
+            let mut sink = StateSink::new(Arc::clone(&state), Arc::clone(&router), on_listed());
+            let source = ApiSource::new(
+                client.clone(),
+                Resource::configmaps(),
+                Some(state.namespace().to_string()),
+                Shape::Whole,
+            )
+            .filtered(
+                None,
+                Some(&format!(
+                    "metadata.name={}",
+                    crate::model::state::STATE_CONFIGMAP
+                )),
+            );
             spawn_watch(
                 source,
                 &health,
                 watch_config.clone(),
                 Arc::clone(&stop),
-                move |e: Event<NamespaceItem>| sink.handle(e),
+                move |e: Event<StateObject>| sink.handle(e),
             );
         }
 
@@ -267,20 +474,32 @@ impl Controller {
         // Synced: every first list is in, and the data of every Secret that matters read.
         let synced = Arc::new(Latch::new(1));
         {
-            let (listed, synced, fetcher, cache) = (
+            let (listed, synced, fetcher, cache, state) = (
                 Arc::clone(&listed),
                 Arc::clone(&synced),
                 Arc::clone(&fetcher),
                 Arc::clone(&cache),
+                Arc::clone(&state),
             );
             let started = std::time::Instant::now();
             std::thread::spawn(move || {
                 listed.wait();
                 fetcher.wait_idle();
+                // wavelet-state read before the first reconcile (unless its watch has),
+                // so a global pause holds from the start and no reconcile waits for it.
+                if let Err(err) = state.get(crate::model::state::PAUSE_KEY) {
+                    log::warn!("{err}");
+                }
                 synced.count_down();
                 let (configs, workloads) = cache.sizes();
+                let statuses = cache.pod_statuses();
+                let mounts = if statuses > 0 {
+                    format!(", {statuses} SecretProviderClass pod statuses")
+                } else {
+                    String::new()
+                };
                 log::info!(
-                    "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads",
+                    "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads{mounts}",
                     started.elapsed()
                 );
             });
@@ -297,6 +516,7 @@ impl Controller {
                 gate: Arc::clone(&gate),
                 beat: health.register(format!("worker-{n}")),
                 dry_run,
+                alerts: alerts.clone(),
             };
             let synced = Arc::clone(&synced);
             std::thread::Builder::new()
@@ -309,18 +529,14 @@ impl Controller {
         }));
         if let Some(delete_mode) = &delete_mode {
             for n in 0..config.workers.max(1) {
-                let (delete_mode, synced, gate) = (
-                    Arc::clone(delete_mode),
-                    Arc::clone(&synced),
-                    Arc::clone(&gate),
-                );
+                let (delete_mode, synced) = (Arc::clone(delete_mode), Arc::clone(&synced));
                 let beat = health.register(format!("delete-worker-{n}"));
                 let worker = std::thread::Builder::new()
                     .name(format!("delete-worker-{n}"))
                     .spawn(move || {
                         let _beat = beat;
                         synced.wait();
-                        delete_mode.work(&gate)
+                        delete_mode.work()
                     })
                     .expect("spawning a delete-mode worker thread");
                 workers.push(worker);
@@ -337,6 +553,10 @@ impl Controller {
             gate,
             elector,
             health,
+            fanouts,
+            client,
+            reconciler,
+            recorder,
         })
     }
 
@@ -350,7 +570,9 @@ impl Controller {
         );
         let delete_mode = self.delete_mode.clone();
         let fetcher = Arc::clone(&self.fetcher);
+        let fanouts = Arc::clone(&self.fanouts);
         let client = client.clone();
+        let reconciler = Arc::clone(&self.reconciler);
         Endpoints {
             health: Arc::clone(&self.health),
             gauges: Box::new(move || {
@@ -359,14 +581,20 @@ impl Controller {
                     requests: client.request_counts(),
                     cached_configs,
                     cached_workloads,
+                    cached_absent_secrets: cache.absent_secrets_known(),
                     hash_queue: queue.len(),
                     delete_queue: delete_mode.as_ref().map_or(0, |d| d.queue_len()),
                     secret_reads: fetcher.len(),
+                    state_bytes: delete_mode.as_ref().map_or(0, |d| d.state_bytes()),
                     leader: gate.may_write(),
                     ready: synced.is_open(),
+                    pending_rollouts: fanouts.pending_counts(),
+                    fanouts_held: fanouts.held_count(),
                     // Read by the HTTP thread when /metrics is scraped.
                     resident_bytes: None,
                     cpu_seconds: None,
+                    budget_wait_seconds: client.budget_waited().as_secs_f64(),
+                    rollouts_waiting: reconciler.rollouts_waiting(),
                 }
             }),
         }
@@ -375,6 +603,7 @@ impl Controller {
     /// Stops watching, lets in-flight reconciles finish, releases the Lease, and returns.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.client.stop_waiting();
         self.synced.open();
         self.gate.shut_down();
         self.queue.shut_down();
@@ -385,6 +614,7 @@ impl Controller {
         for worker in self.workers {
             let _ = worker.join();
         }
+        self.recorder.stop(Duration::from_secs(1));
         if let Some(elector) = &self.elector {
             elector.release();
         }
@@ -397,6 +627,7 @@ pub fn run(
     client: Client,
     config: &RunConfig,
     policy: Policy,
+    fan_out: &FanOut,
     stop: &AtomicBool,
 ) -> Result<(), Error> {
     let listener = TcpListener::bind(&config.listen_addr).map_err(|e| {
@@ -409,7 +640,7 @@ pub fn run(
         Ok(addr) => log::info!("listening on {addr} for /healthz, /readyz and /metrics"),
         Err(_) => log::info!("listening on {}", config.listen_addr),
     }
-    let controller = Controller::start(client.clone(), config, policy)?;
+    let controller = Controller::start(client.clone(), config, policy, fan_out)?;
     crate::ops::http::spawn(listener, controller.endpoints(&client));
     crate::stop::sleep_unless_stopped(stop, Duration::MAX);
     log::info!("stopping: finishing in-flight work");
@@ -425,6 +656,8 @@ struct Worker {
     gate: Arc<Gate>,
     beat: Beat,
     dry_run: bool,
+    /// `--alert-on-reload`: told of every rollout, off the rollout path.
+    alerts: Option<Arc<Alerts>>,
 }
 
 impl Work<WorkloadKey> for Worker {
@@ -443,9 +676,16 @@ impl Work<WorkloadKey> for Worker {
     }
 
     fn failed(&self, key: &WorkloadKey, err: &Error, delay: std::time::Duration) {
-        metrics::global()
-            .rollouts
-            .inc(&[&key.resource.kind, "error"]);
+        if err.status().is_some_and(|s| s.is_too_many_requests()) {
+            // The API server sheds load: the whole client waits out its Retry-After
+            // (client/budget.rs) and this key comes back after it. Not a failed rollout;
+            // `wavelet_api_requests_total{code="429"}` counts it.
+            log::debug!("{key}: the API server answered 429; retrying in {delay:?}");
+            return;
+        }
+        let m = metrics::global();
+        m.rollouts.inc(&[&key.resource.kind, "error"]);
+        m.reload_executed(false, &key.namespace);
         log::warn!("{key}: reconcile failed, retrying in {delay:?}: {err}");
     }
 }
@@ -456,6 +696,8 @@ impl Worker {
         run_worker(&self.queue, Some(&self.gate), self);
     }
 
+    /// Where every rollout is recorded: the metrics (wavelet's and Reloader's), and the
+    /// alert, handed to its queue.
     fn record(&self, key: &WorkloadKey, outcome: &Outcome) {
         let m = metrics::global();
         match counted_as(outcome, self.dry_run) {
@@ -463,12 +705,28 @@ impl Worker {
             Some(Counted::Skipped(reason)) => m.changes_skipped.inc(&[reason]),
             None => {}
         }
-        if let Outcome::Rolled {
-            changed_at: Some(since),
+        let Outcome::Rolled {
+            changed_at,
+            changed,
             ..
         } = outcome
-        {
+        else {
+            return;
+        };
+        if let Some(since) = changed_at {
             m.change_to_patch.observe(since.elapsed());
+        }
+        if !self.dry_run {
+            m.reload_executed(true, &key.namespace);
+        }
+        if let Some(alerts) = &self.alerts {
+            alerts.send(alerts::Rollout {
+                kind: key.resource.kind.to_string(),
+                namespace: key.namespace.to_string(),
+                name: key.name.to_string(),
+                changed: changed.clone(),
+                dry_run: self.dry_run,
+            });
         }
     }
 }
@@ -490,10 +748,22 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
         Outcome::Rolled { .. } => Some(Counted::Rollout("rolled")),
         Outcome::Adopted { .. } => Some(Counted::Rollout("adopted")),
         Outcome::Recorded { .. } => Some(Counted::Rollout("recorded")),
-        Outcome::Throttled(_) => Some(Counted::Skipped("throttled")),
+        // Each change of a workload once, when it starts to wait: `throttled` for
+        // --min-rollout-interval (its configuration changes faster), `rate_limited` for a
+        // token of --max-rollouts-per-second (a fan-out larger than --rollout-burst).
+        Outcome::Throttled {
+            rule: Throttled::MinInterval(_),
+            first: true,
+        } => Some(Counted::Skipped("throttled")),
+        Outcome::Throttled {
+            rule: Throttled::RateLimit(_),
+            first: true,
+        } => Some(Counted::Skipped("rate_limited")),
+        Outcome::Throttled { first: false, .. } => None,
         Outcome::MissingConfig => Some(Counted::Skipped("missing_config")),
         Outcome::OutOfScope => Some(Counted::Skipped("out_of_scope")),
         Outcome::UpToDate
+        | Outcome::Pending(_)
         | Outcome::Forgotten
         | Outcome::OptOutCleaned
         | Outcome::AwaitingWatch
@@ -502,26 +772,22 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
     }
 }
 
-/// Delete mode needs a namespace for its `wavelet-state` ConfigMap: `--state-namespace`,
-/// else the in-cluster namespace. Without one it is disabled while hash mode runs on:
-/// refusing to start would punish users of hash mode only. The start-up warning names the
-/// flag, and every delete-mode object seen then is an error that names it again.
+/// Delete mode keeps its `wavelet-state` ConfigMap in the namespace [`own_namespace`] says.
 fn start_delete_mode(
     client: &Client,
     config: &RunConfig,
+    policy: &Policy,
     cache: &Arc<Cache>,
+    gate: &Arc<Gate>,
     hmac_key: Option<Vec<u8>>,
-) -> Option<Arc<DeleteMode>> {
-    let Some(namespace) = config
-        .state_namespace
-        .clone()
-        .or_else(|| client.default_namespace())
-    else {
-        log::warn!(
-            "delete mode (magalix.com/podDeleteMatch) is disabled: it keeps its state in ConfigMap {STATE_CONFIGMAP}, and out of a cluster there is no namespace for it; set --state-namespace (hash mode is not affected)"
-        );
-        return None;
-    };
+    recorder: &Recorder,
+) -> Arc<DeleteMode> {
+    let (namespace, why) = own_namespace(
+        config.state_namespace.as_deref(),
+        "--state-namespace",
+        client,
+    );
+    log::info!("delete mode keeps its state in ConfigMap {namespace}/{STATE_CONFIGMAP} ({why})");
     let settings = DeleteModeSettings {
         dry_run: config.dry_run,
         rolling_timeout: config.rolling_timeout,
@@ -529,38 +795,117 @@ fn start_delete_mode(
         debounce: config.debounce,
         hmac_key,
     };
-    let state = StateStore::new(client.clone(), namespace, config.dry_run);
-    Some(Arc::new(DeleteMode::new(
+    // Entries of objects gone for a resync period leave the state (see ledger.rs).
+    let listed = Listed {
+        kinds: [ConfigKind::ConfigMap, ConfigKind::Secret]
+            .into_iter()
+            .filter(|k| !policy.ignores(*k))
+            .collect(),
+        namespaces: config.namespaces.clone(),
+        ignored: config.reloader.namespaces_to_ignore.clone(),
+    };
+    let pruning = crate::deletemode::pruning(Arc::clone(cache), listed, config.resync);
+    let state = StateStore::new(
         client.clone(),
+        namespace,
+        config.dry_run,
+        Arc::clone(gate),
+        Some(pruning),
+    );
+    Arc::new(DeleteMode::new(
+        client.clone(),
+        Arc::clone(gate),
         Arc::clone(cache),
-        Recorder::new(client.clone()),
+        recorder.clone(),
         state,
         settings,
-    )))
+    ))
 }
 
-/// The namespaces to run one set of watches in: `[None]` for all namespaces, else
-/// `--namespaces` less `--namespaces-to-ignore`.
-fn namespaces_to_watch(
+/// The namespace of what `run` writes of its own (the Lease, `wavelet-state`) and why: the
+/// flag's, else the namespace wavelet runs in (in a cluster) or the kubeconfig context's,
+/// else `default`, as kubectl does. Out of a cluster the quick start thus works as written,
+/// and the Info line at start says where the object lives and which flag moves it.
+fn own_namespace(flag: Option<&str>, flag_name: &str, client: &Client) -> (String, String) {
+    match (flag, client.default_namespace()) {
+        (Some(ns), _) => (ns.to_string(), flag_name.to_string()),
+        (None, Some(ns)) => (
+            ns,
+            format!("the namespace wavelet runs in, or its kubeconfig context's; {flag_name} sets another"),
+        ),
+        (None, None) => (
+            "default".to_string(),
+            format!("kubectl's default: neither a cluster nor the kubeconfig context names a namespace; {flag_name} sets another"),
+        ),
+    }
+}
+
+/// Up to this many `--namespaces`, each is watched on its own: a few threads and
+/// connections each, and the API server sends only their objects.
+const PER_NAMESPACE_UP_TO: usize = 10;
+/// `--per-namespace-watches` takes at most this many namespaces: 100 namespaces are 700
+/// watch threads and connections and 700 LISTs per resync.
+const PER_NAMESPACE_AT_MOST: usize = 100;
+
+/// Where the watches of `run` look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum WatchPlan {
+    /// One watch per resource over every namespace (no `--namespaces`).
+    Everywhere,
+    /// One watch per resource and namespace.
+    Each(Vec<String>),
+    /// One watch per resource over every namespace, its events kept to these (many
+    /// `--namespaces`): what client-go's informers do for `NamespaceAll`, filtered here.
+    Filtered(Vec<String>),
+}
+
+impl WatchPlan {
+    /// The namespace of each set of watches: `None` for all namespaces.
+    fn namespaces(&self) -> Vec<Option<String>> {
+        match self {
+            WatchPlan::Everywhere | WatchPlan::Filtered(_) => vec![None],
+            WatchPlan::Each(names) => names.iter().cloned().map(Some).collect(),
+        }
+    }
+}
+
+/// How to watch `--namespaces` less `--namespaces-to-ignore` with `resources` watched
+/// resources: each namespace on its own up to [`PER_NAMESPACE_UP_TO`] of them (or with
+/// `--per-namespace-watches`, up to [`PER_NAMESPACE_AT_MOST`]), else once cluster-wide.
+fn watch_plan(
     namespaces: &[String],
     ignored: &[String],
-) -> Result<Vec<Option<String>>, Error> {
+    per_namespace: bool,
+    resources: usize,
+) -> Result<WatchPlan, Error> {
     if namespaces.is_empty() {
-        return Ok(vec![None]);
+        return Ok(WatchPlan::Everywhere);
     }
-    let kept: Vec<Option<String>> = namespaces
-        .iter()
-        .filter(|ns| !ignored.contains(ns))
-        .cloned()
-        .map(Some)
-        .collect();
+    let mut kept: Vec<String> = Vec::new();
+    for ns in namespaces.iter().filter(|ns| !ignored.contains(ns)) {
+        if !kept.contains(ns) {
+            kept.push(ns.clone());
+        }
+    }
     if kept.is_empty() {
         return Err(Error::Config(
             "every namespace of --namespaces is also in --namespaces-to-ignore: nothing to watch"
                 .into(),
         ));
     }
-    Ok(kept)
+    let n = kept.len();
+    if per_namespace && n > PER_NAMESPACE_AT_MOST {
+        return Err(Error::Config(format!(
+            "--per-namespace-watches with {n} namespaces would open {} watches (a thread and a long-lived connection each) and send {} LISTs at start and every --resync; it takes at most {PER_NAMESPACE_AT_MOST} namespaces. Leave it off to watch each resource once in all namespaces and keep those of --namespaces (needs list and watch in a ClusterRole), or split the namespaces between installations",
+            n * resources,
+            n * resources
+        )));
+    }
+    if per_namespace || n <= PER_NAMESPACE_UP_TO {
+        Ok(WatchPlan::Each(kept))
+    } else {
+        Ok(WatchPlan::Filtered(kept))
+    }
 }
 
 /// `metadata.namespace!=a,metadata.namespace!=b` for `--namespaces-to-ignore` when all
@@ -573,6 +918,24 @@ fn ignored_namespaces_field_selector(ignored: &[String]) -> Option<String> {
             .collect::<Vec<_>>()
             .join(",")
     })
+}
+
+/// Whether the API serves the Secrets Store CSI driver's `secretproviderclasses` and
+/// `secretproviderclasspodstatuses` (`secrets-store.csi.x-k8s.io/v1`); says so either way.
+/// Asked once at start, like Argo Rollouts: a driver installed later needs a restart.
+fn serves_csi_driver(client: &Client) -> bool {
+    let served = [
+        Resource::secret_provider_classes(),
+        Resource::secret_provider_class_pod_statuses(),
+    ]
+    .iter()
+    .all(|r| discovered_kind(client, r).is_some());
+    if served {
+        log::info!("--enable-csi-integration: watching secrets-store.csi.x-k8s.io/v1 secretproviderclasses and secretproviderclasspodstatuses");
+    } else {
+        log::warn!("--enable-csi-integration: the API does not serve secrets-store.csi.x-k8s.io/v1 secretproviderclasspodstatuses (is the Secrets Store CSI driver installed?); SecretProviderClasses count for no workload until wavelet is restarted after it is");
+    }
+    served
 }
 
 /// Whether the API serves `argoproj.io/v1alpha1` `rollouts` (Argo Rollouts installed).
@@ -704,32 +1067,71 @@ impl Latch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashmode::throttle::Throttled;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("ns-{i}")).collect()
+    }
 
     #[test]
     fn no_namespaces_flag_means_one_set_of_watches_over_all_namespaces() {
-        assert_eq!(namespaces_to_watch(&[], &[]).unwrap(), vec![None]);
         assert_eq!(
-            namespaces_to_watch(&[], &["kube-system".into()]).unwrap(),
-            vec![None],
+            watch_plan(&[], &[], false, 7).unwrap(),
+            WatchPlan::Everywhere
+        );
+        assert_eq!(
+            watch_plan(&[], &["kube-system".into()], false, 7).unwrap(),
+            WatchPlan::Everywhere,
             "ignored namespaces are filtered by the API server then, not by the watch list"
         );
+        assert_eq!(WatchPlan::Everywhere.namespaces(), vec![None]);
     }
 
     #[test]
     fn namespaces_to_ignore_are_subtracted_from_namespaces_in_order() {
-        let watched = namespaces_to_watch(
-            &["b".into(), "a".into(), "c".into()],
+        let watched = watch_plan(
+            &["b".into(), "a".into(), "c".into(), "b".into()],
             &["a".into(), "z".into()],
+            false,
+            7,
         )
         .unwrap();
-        assert_eq!(watched, vec![Some("b".into()), Some("c".into())]);
+        assert_eq!(watched, WatchPlan::Each(vec!["b".into(), "c".into()]));
+        assert_eq!(
+            watched.namespaces(),
+            vec![Some("b".into()), Some("c".into())]
+        );
     }
 
     #[test]
     fn ignoring_every_listed_namespace_is_a_configuration_error() {
-        let err = namespaces_to_watch(&["a".into()], &["a".into()]).unwrap_err();
+        let err = watch_plan(&["a".into()], &["a".into()], false, 7).unwrap_err();
         assert!(err.to_string().contains("nothing to watch"), "{err}");
+    }
+
+    #[test]
+    fn up_to_ten_namespaces_are_watched_each_and_more_once_cluster_wide() {
+        assert_eq!(
+            watch_plan(&names(10), &[], false, 7).unwrap(),
+            WatchPlan::Each(names(10))
+        );
+        let many = watch_plan(&names(200), &[], false, 7).unwrap();
+        assert_eq!(many, WatchPlan::Filtered(names(200)));
+        assert_eq!(many.namespaces(), vec![None], "one set of watches");
+    }
+
+    #[test]
+    fn per_namespace_watches_are_capped_with_an_error_that_says_what_they_cost() {
+        assert_eq!(
+            watch_plan(&names(100), &[], true, 7).unwrap(),
+            WatchPlan::Each(names(100))
+        );
+        let err = watch_plan(&names(200), &[], true, 7)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("200 namespaces would open 1400 watches") && err.contains("at most 100"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -755,6 +1157,7 @@ mod tests {
             from: "a".into(),
             to: "b".into(),
             changed_at: None,
+            changed: Vec::new(),
         };
         assert_eq!(counted_as(&rolled, false), Some(Counted::Rollout("rolled")));
         assert_eq!(counted_as(&rolled, true), Some(Counted::Rollout("dry_run")));
@@ -772,11 +1175,23 @@ mod tests {
 
     #[test]
     fn changes_not_acted_on_count_as_skipped_by_reason() {
-        let throttled = Outcome::Throttled(Throttled::RateLimit(Duration::from_secs(1)));
+        let second = Duration::from_secs(1);
+        let waiting = |rule, first| Outcome::Throttled { rule, first };
         assert_eq!(
-            counted_as(&throttled, false),
+            counted_as(&waiting(Throttled::MinInterval(second), true), false),
             Some(Counted::Skipped("throttled"))
         );
+        assert_eq!(
+            counted_as(&waiting(Throttled::RateLimit(second), true), false),
+            Some(Counted::Skipped("rate_limited"))
+        );
+        for rule in [Throttled::MinInterval(second), Throttled::RateLimit(second)] {
+            assert_eq!(
+                counted_as(&waiting(rule, false), false),
+                None,
+                "a change still waiting was counted when it started to"
+            );
+        }
         assert_eq!(
             counted_as(&Outcome::MissingConfig, false),
             Some(Counted::Skipped("missing_config"))
@@ -830,3 +1245,4 @@ mod tests {
         waiter.join().unwrap();
     }
 }
+pub(crate) mod sinks;

@@ -1,34 +1,17 @@
-//! Who is opted in, through which family of keys, and which ConfigMaps and Secrets count
-//! for them: wavelet's and Wave's keys (every reference counts), Stakater Reloader's
-//! (`auto`, typed `auto`, reload lists of anchored regular expressions, `search` with
-//! `match`, exclude lists, `pause-period`), and `--auto-reload-all`. Pure: the cache
-//! stores what [`opt_in`] says, the reconcile applies [`Counting`] to what exists.
+//! Who is opted in, through which family of keys, and which ConfigMaps, Secrets and
+//! SecretProviderClasses count for them: wavelet's and Wave's keys (every reference
+//! counts), Stakater Reloader's (`auto`, typed `auto`, reload lists of anchored regular
+//! expressions, `search` with `match`, exclude lists, `pause-period`; for classes, their
+//! `secretproviderclass` keys with `--enable-csi-integration`), and `--auto-reload-all`.
+//! Pure: the cache stores what [`opt_in`] says, the reconcile applies [`Counting`] to
+//! what exists.
 
 use std::time::Duration;
 
 use crate::annotations::Annotations;
 use crate::annotations::{self, Flavor};
-use crate::config::duration;
+use crate::config::{duration, Policy};
 use crate::objects::ConfigKind;
-
-/// Run-wide settings that decide opt-in and counting: `--auto-reload-all`,
-/// `--ignore-configmaps`, `--ignore-secrets`. `run`, `status` and `hash` share them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Policy {
-    pub auto_reload_all: bool,
-    pub ignore_configmaps: bool,
-    pub ignore_secrets: bool,
-}
-
-impl Policy {
-    /// Objects of this kind never count (`--ignore-configmaps`, `--ignore-secrets`).
-    pub fn ignores(&self, kind: ConfigKind) -> bool {
-        match kind {
-            ConfigKind::ConfigMap => self.ignore_configmaps,
-            ConfigKind::Secret => self.ignore_secrets,
-        }
-    }
-}
 
 /// A reload-list entry: an anchored regular expression over names of one kind.
 #[derive(Debug, Clone)]
@@ -74,6 +57,8 @@ pub struct Counting {
     pub referenced_configmaps: bool,
     /// Referenced Secrets count.
     pub referenced_secrets: bool,
+    /// Referenced SecretProviderClasses count (with `--enable-csi-integration`).
+    pub referenced_classes: bool,
     /// `reloader.stakater.com/search`: of the referenced objects, only those with
     /// `reloader.stakater.com/match: "true"` count.
     pub search: bool,
@@ -94,6 +79,7 @@ impl Counting {
         Counting {
             referenced_configmaps: true,
             referenced_secrets: true,
+            referenced_classes: true,
             ..Counting::default()
         }
     }
@@ -103,6 +89,7 @@ impl Counting {
         let typed = match kind {
             ConfigKind::ConfigMap => self.referenced_configmaps,
             ConfigKind::Secret => self.referenced_secrets,
+            ConfigKind::SecretProviderClass => self.referenced_classes,
         };
         typed && !policy.ignores(kind) && !self.is_excluded(kind, name)
     }
@@ -146,9 +133,11 @@ pub fn opt_in(
     let has_reloader_key = |a: &Annotations| {
         annotations::RELOADER_OPT_INS
             .iter()
+            .chain(&annotations::RELOADER_CSI_OPT_INS)
             .chain(&[
                 annotations::RELOADER_CONFIGMAPS_EXCLUDE,
                 annotations::RELOADER_SECRETS_EXCLUDE,
+                annotations::RELOADER_SECRETPROVIDERCLASSES_EXCLUDE,
                 annotations::RELOADER_PAUSE_PERIOD,
             ])
             .any(|k| a.contains_key(k))
@@ -164,10 +153,14 @@ pub fn opt_in(
     {
         return None;
     }
-    // 2. The family: wavelet's or Wave's key, then Reloader's, then the flag.
+    // 2. The family: wavelet's or Wave's key, then Reloader's (its SecretProviderClass
+    //    keys only with --enable-csi-integration, as in Reloader), then the flag.
+    let csi_opt_in = policy.csi_integration && annotations::has_reloader_csi_opt_in(reloader);
     let flavor = match Flavor::from_annotations(metadata) {
         Some(flavor) => flavor,
-        None if Flavor::from_annotations(reloader) == Some(Flavor::Reloader) => Flavor::Reloader,
+        None if Flavor::from_annotations(reloader) == Some(Flavor::Reloader) || csi_opt_in => {
+            Flavor::Reloader
+        }
         None if policy.auto_reload_all => Flavor::AutoReloadAll,
         None => return None,
     };
@@ -180,6 +173,7 @@ pub fn opt_in(
     if yes(annotations::RELOADER_AUTO) || yes(annotations::RELOADER_SEARCH) {
         counting.referenced_configmaps = true;
         counting.referenced_secrets = true;
+        counting.referenced_classes = true;
     }
     counting.search = yes(annotations::RELOADER_SEARCH);
     if yes(annotations::RELOADER_CONFIGMAP_AUTO) {
@@ -188,12 +182,19 @@ pub fn opt_in(
     if yes(annotations::RELOADER_SECRET_AUTO) {
         counting.referenced_secrets = true;
     }
+    if yes(annotations::RELOADER_SECRETPROVIDERCLASS_AUTO) {
+        counting.referenced_classes = true;
+    }
     for (key, kind) in [
         (
             annotations::RELOADER_CONFIGMAP_RELOAD,
             ConfigKind::ConfigMap,
         ),
         (annotations::RELOADER_SECRET_RELOAD, ConfigKind::Secret),
+        (
+            annotations::RELOADER_SECRETPROVIDERCLASS_RELOAD,
+            ConfigKind::SecretProviderClass,
+        ),
     ] {
         for entry in list(reloader.get(key)) {
             match NamePattern::new(kind, entry) {
@@ -208,6 +209,10 @@ pub fn opt_in(
             ConfigKind::ConfigMap,
         ),
         (annotations::RELOADER_SECRETS_EXCLUDE, ConfigKind::Secret),
+        (
+            annotations::RELOADER_SECRETPROVIDERCLASSES_EXCLUDE,
+            ConfigKind::SecretProviderClass,
+        ),
     ] {
         counting
             .excluded
@@ -250,7 +255,67 @@ mod tests {
         auto_reload_all: true,
         ignore_configmaps: false,
         ignore_secrets: false,
+        csi_integration: false,
     };
+
+    const CSI: Policy = Policy {
+        auto_reload_all: false,
+        ignore_configmaps: false,
+        ignore_secrets: false,
+        csi_integration: true,
+    };
+
+    const SPC: ConfigKind = ConfigKind::SecretProviderClass;
+
+    #[test]
+    fn reloaders_secretproviderclass_keys_opt_in_only_with_the_csi_integration() {
+        let typed = with(&[(RELOADER_SECRETPROVIDERCLASS_AUTO, "true")]);
+        assert!(opt_in(&typed, &none(), &Policy::default()).is_none());
+        let (flavor, c) = opt_in(&typed, &none(), &CSI).unwrap();
+        assert_eq!(flavor, Flavor::Reloader);
+        assert!(c.referenced_classes && !c.referenced_configmaps && !c.referenced_secrets);
+        assert!(c.counts_reference(SPC, "vault", &CSI));
+        assert!(
+            !c.counts_reference(SPC, "vault", &Policy::default()),
+            "without the flag, classes count for nobody"
+        );
+        let listed = with(&[(RELOADER_SECRETPROVIDERCLASS_RELOAD, "vault-.*")]);
+        let (_, c) = opt_in(&listed, &none(), &CSI).unwrap();
+        assert!(c.counts_by_name(SPC, "vault-db", &CSI));
+        assert!(!c.counts_by_name(ConfigKind::Secret, "vault-db", &CSI));
+        assert!(
+            !c.referenced_classes,
+            "a reload list alone counts no reference"
+        );
+    }
+
+    #[test]
+    fn reloaders_auto_and_wavelets_key_count_referenced_classes_and_an_exclude_wins() {
+        let (_, c) = opt_in(&with(&[(RELOADER_AUTO, "true")]), &none(), &CSI).unwrap();
+        assert!(c.counts_reference(SPC, "vault", &CSI));
+        let (_, c) = opt_in(&with(&[(WAVELET_OPT_IN, "true")]), &none(), &CSI).unwrap();
+        assert!(c.counts_reference(SPC, "vault", &CSI));
+        let (_, c) = opt_in(
+            &with(&[
+                (RELOADER_AUTO, "true"),
+                (RELOADER_SECRETPROVIDERCLASS_RELOAD, "vault"),
+                (RELOADER_SECRETPROVIDERCLASSES_EXCLUDE, "vault, noisy"),
+            ]),
+            &none(),
+            &CSI,
+        )
+        .unwrap();
+        assert!(!c.counts_reference(SPC, "vault", &CSI));
+        assert!(!c.counts_by_name(SPC, "vault", &CSI));
+        assert!(c.counts_reference(SPC, "other", &CSI));
+        assert!(
+            c.counts_reference(ConfigKind::Secret, "vault", &CSI),
+            "the class exclude list names classes only"
+        );
+        // Typed auto for ConfigMaps counts no class.
+        let (_, c) = opt_in(&with(&[(RELOADER_CONFIGMAP_AUTO, "true")]), &none(), &CSI).unwrap();
+        assert!(!c.counts_reference(SPC, "vault", &CSI));
+    }
 
     #[test]
     fn reloaders_auto_counts_every_reference_and_writes_wavelets_hash_key() {

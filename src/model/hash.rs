@@ -9,17 +9,20 @@
 //! <kind> <namespace>/<name> present                     it exists; then per counted key:
 //! <kind> <namespace>/<name> key <key> sha256:<hex>      SHA-256 of the value's bytes
 //! <kind> <namespace>/<name> key <key> absent            a named key it does not have
+//! <kind> <namespace>/<name> object <id> version <v>     a SecretProviderClass's object
 //! ```
 //!
-//! `<kind>` is `configmap` or `secret`. Value bytes are the UTF-8 text of a ConfigMap's
-//! `data`, and the base64-decoded bytes of `binaryData` and of a Secret's `data`. Counted
-//! keys are every key the object has when a reference takes all keys, plus keys named
-//! one by one. Metadata never enters the hash.
+//! `<kind>` is `configmap`, `secret` or `secretproviderclass`; a class's `<id>` and `<v>`
+//! are the hex of the first 8 bytes of the SHA-256 of the object's id and version, as its
+//! Pods mounted them (`model::mounts`), and a class not read yet has no line. Value bytes
+//! are the UTF-8 text of a ConfigMap's `data`, and the base64-decoded bytes of
+//! `binaryData` and of a Secret's `data`. Counted keys are every key the object has when a
+//! reference takes all keys, plus keys named one by one. Metadata never enters the hash.
 
 use sha2::{Digest as _, Sha256};
 
-use crate::hashmode::references::Reference;
-use crate::objects::{find_digest, ConfigKey, KeyDigest};
+use crate::model::references::Reference;
+use crate::objects::{find_digest, ConfigKey, ConfigKind, KeyDigest};
 
 /// A reference with the digests of the object it names (`None`: the object is absent).
 pub type Resolved<'a> = (&'a Reference, Option<&'a [KeyDigest]>);
@@ -29,6 +32,15 @@ pub type Resolved<'a> = (&'a Reference, Option<&'a [KeyDigest]>);
 pub enum Missing {
     Object(ConfigKey),
     Key(ConfigKey, String),
+}
+
+impl Missing {
+    /// The object missing, or missing a key.
+    pub fn config(&self) -> &ConfigKey {
+        match self {
+            Missing::Object(config) | Missing::Key(config, _) => config,
+        }
+    }
 }
 
 impl std::fmt::Display for Missing {
@@ -93,6 +105,10 @@ pub fn canonical_form(items: &[Resolved<'_>]) -> String {
         counted.dedup();
         for key in counted {
             match find_digest(digests, key) {
+                // A class's object: 8 bytes of SHA-256 of its id and of its version.
+                Some(digest) if object.kind == ConfigKind::SecretProviderClass => out.push_str(
+                    &format!("{prefix} object {key} version {}\n", hex(&digest[..8])),
+                ),
                 Some(digest) => {
                     out.push_str(&format!("{prefix} key {key} sha256:{}\n", hex(digest)))
                 }
@@ -194,7 +210,7 @@ pub fn data_hash(digests: &[KeyDigest], hmac_key: Option<&[u8]>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashmode::references::NamedKeys;
+    use crate::model::references::NamedKeys;
     use crate::objects::{ConfigKind, Digest};
 
     fn digest(value: &str) -> Digest {
@@ -241,6 +257,33 @@ mod tests {
         );
         let hash = compute([(&reference, Some(digests.as_slice()))], None).hash;
         assert_eq!(hash, hex(&Sha256::digest(text.as_bytes())));
+    }
+
+    #[test]
+    fn a_class_reads_as_8_bytes_of_sha256_of_each_objects_id_and_version() {
+        use crate::objects::short_digest;
+        let mut class = all_keys(ConfigKind::SecretProviderClass, "apps", "vault");
+        class.required = false;
+        let mounted = [(short_digest("secret/db"), short_digest("v7"))];
+        let view = crate::model::mounts::majority(&[&mounted]);
+        let text = canonical_form(&[(&class, Some(&view))]);
+        let full = |text: &str| hex(&Sha256::digest(text.as_bytes()));
+        assert_eq!(
+            text,
+            format!(
+                "secretproviderclass apps/vault present\n\
+                 secretproviderclass apps/vault object {} version {}\n",
+                &full("secret/db")[..16],
+                &full("v7")[..16]
+            )
+        );
+        // Another version of the object is another hash.
+        let rotated =
+            crate::model::mounts::majority(&[&[(short_digest("secret/db"), short_digest("v8"))]]);
+        assert_ne!(
+            compute([(&class, Some(&*view))], None),
+            compute([(&class, Some(&*rotated))], None)
+        );
     }
 
     #[test]

@@ -1,27 +1,30 @@
 //! From watch events to work: the sinks write what each watcher reports into the cache,
-//! and the [`Router`] turns a change of a ConfigMap or Secret into what it causes —
-//! debounce windows and reconciles of the workloads that reference it, a delete-mode
-//! reconcile, a read of a Secret's data.
+//! and the [`Router`] turns a change of a ConfigMap, Secret, SecretProviderClass or pod
+//! status into what it causes — debounce windows and reconciles of the workloads that
+//! reference it, a delete-mode reconcile, a read of a Secret's data.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::annotations;
-use crate::deletemode::ledger::STATE_CONFIGMAP;
+use crate::config::Policy;
 use crate::deletemode::DeleteMode;
-use crate::hashmode::optin::Policy;
-use crate::hashmode::references::Reference;
 use crate::hashmode::throttle::Debounce;
+use crate::model::cache::{Cache, ConfigChange, ConfigEntry};
+use crate::model::references::Reference;
+use crate::model::state::{StateConfigMap, StateObject, PAUSE_KEY};
+use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
+use crate::objects::MountedObject;
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, NamespaceItem, Resource, SecretItem,
-    WorkloadKey, WorkloadObject,
+    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, PodStatusItem, Resource, WorkloadKey,
+    WorkloadObject,
 };
-use crate::watch::cache::{Cache, ConfigChange, ConfigEntry, WorkloadEntry};
-use crate::watch::fetch::{FetchSink, Fetcher};
-use crate::watch::queue::WorkQueue;
-use crate::watch::watcher::{self, Event};
+use crate::watch::fetch::{FetchSink, Fetcher, Need};
+use crate::watch::objects::ConfigItem;
+use crate::watch::queue::{ReleaseWhenEmpty as _, WorkQueue};
+use crate::watch::watcher::Event;
 
 /// Called once by each sink when its watcher's first list is complete.
 pub type OnSynced = Box<dyn FnOnce() + Send>;
@@ -80,12 +83,8 @@ impl Router {
         // Metadata changes count too: an annotation added to an existing object must be
         // recorded before its next data change, and one removed stops a replacement.
         // Delete mode compares data hashes, so a metadata change never replaces a Pod.
-        if change != ConfigChange::Unchanged {
-            let is_delete_mode = self.is_delete_mode(&key);
-            if is_delete_mode || was_delete_mode {
-                let data_changed = change != ConfigChange::MetadataOnly;
-                self.delete_mode_changed(&key, is_delete_mode, data_changed);
-            }
+        if change != ConfigChange::Unchanged && (was_delete_mode || self.is_delete_mode(&key)) {
+            self.delete_mode_changed(&key);
         }
         key
     }
@@ -97,6 +96,9 @@ impl Router {
     /// releases, service-account tokens, certificates), and one that becomes referenced is
     /// read then (a new pattern lists its namespace). Returns the key when it is kept.
     fn apply_metadata(&self, kind: ConfigKind, obj: ConfigObject) -> Applied {
+        if kind == ConfigKind::SecretProviderClass {
+            return self.apply_class(obj);
+        }
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
         let wanted = self.cache.is_referenced(&key)
             || annotations::pod_delete_match(&obj.metadata.annotations).is_some();
@@ -121,11 +123,63 @@ impl Router {
             self.wake_dependents(&key);
         }
         let was_delete_mode = before.is_some_and(|b| b.pod_delete_match().is_some());
-        let is_delete_mode = after.pod_delete_match().is_some();
-        if is_delete_mode || was_delete_mode {
-            self.delete_mode_changed(&key, is_delete_mode, !was_delete_mode);
+        if was_delete_mode || after.pod_delete_match().is_some() {
+            self.delete_mode_changed(&key);
         }
         Applied::Kept(key)
+    }
+
+    /// A SecretProviderClass's metadata. Every one is kept (a namespace has a few): its
+    /// annotations say whether it counts (Reloader's `ignore` and `match`) and whether
+    /// delete mode acts on it; its data is what its Pods mounted, which the pod statuses
+    /// bring ([`Router::set_mount`]), so nothing is read.
+    fn apply_class(&self, obj: ConfigObject) -> Applied {
+        let (key, before, after) = self.cache.upsert_class(&obj.metadata);
+        if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
+            return Applied::Kept(key);
+        }
+        match &before {
+            Some(before) => self.recount(&key, Some(before)),
+            // Workloads that name it in a reload list count it from now on.
+            None => self.wake_dependents(&key),
+        }
+        let was_delete_mode = before.is_some_and(|b| b.pod_delete_match().is_some());
+        let is_delete_mode = after.pod_delete_match().is_some();
+        if is_delete_mode || was_delete_mode {
+            self.delete_mode_changed(&key);
+        }
+        Applied::Kept(key)
+    }
+
+    /// A pod status: what one Pod mounted of one SecretProviderClass (`None`: the status
+    /// is gone, with its Pod). The workloads whose versions of the class moved reconcile
+    /// once their debounce window closes; delete mode looks at the class when every Pod's
+    /// versions moved.
+    pub fn set_mount(
+        &self,
+        class: &ConfigKey,
+        pod: &str,
+        objects: Option<&[MountedObject]>,
+        listed: Option<u32>,
+    ) {
+        let change = self
+            .cache
+            .set_mount(class, pod, objects, listed, |workloads| {
+                let now = Instant::now();
+                for workload in workloads {
+                    self.windows.note_change(workload.clone(), now);
+                }
+            });
+        for workload in change.workloads {
+            log::debug!(
+                "{class}: the versions Pod {pod} reports moved {workload}'s; due in {:?}",
+                self.debounce
+            );
+            self.queue.add_after(workload, self.debounce);
+        }
+        if change.class_changed && self.is_delete_mode(class) {
+            self.delete_mode_changed(class);
+        }
     }
 
     /// Forgets a Secret nothing uses any more (it lost its last reference or its
@@ -134,8 +188,12 @@ impl Router {
         let Some(old) = self.cache.remove_config(key) else {
             return;
         };
-        if old.pod_delete_match().is_some() {
-            self.delete_mode_changed(key, false, false);
+        if old.pod_delete_match().is_some() && self.cache.in_scope(&key.namespace) {
+            // It lost its selector (or it would be kept): an opt-out, which forgets its
+            // state entry, not a deletion, which keeps it.
+            if let Some(delete_mode) = &self.delete_mode {
+                delete_mode.opted_out(key.clone());
+            }
         }
         // Referenced again between the check and the removal: read it back.
         if self.cache.is_referenced(key) {
@@ -160,7 +218,7 @@ impl Router {
         if let Some(old) = removed {
             self.changed(key);
             if old.pod_delete_match().is_some() {
-                self.delete_mode_changed(key, false, true);
+                self.delete_mode_changed(key);
             }
         }
     }
@@ -172,12 +230,13 @@ impl Router {
     }
 
     /// Reloader's `ignore` or `match` of `key` changed: who counts it may have changed, so
-    /// its dependents reconcile now (they record the new set without rolling).
+    /// its dependents reconcile now (they record the new set without rolling). So do they
+    /// when its fan-out annotations changed (a pause lifted, an urgent change).
     fn recount(&self, key: &ConfigKey, before: Option<&ConfigEntry>) {
         let (Some(before), Some(after)) = (before, self.cache.config(key)) else {
             return;
         };
-        if before.counting_differs(&after) {
+        if before.counting_differs(&after) || before.gates_differ(&after) {
             for workload in self.cache.dependents(key) {
                 self.queue.add(workload);
             }
@@ -201,23 +260,24 @@ impl Router {
     /// Cached without current data, or a Secret not cached and not known to be absent
     /// (unused Secrets are not kept; a ConfigMap not cached does not exist).
     fn needs_read(&self, key: &ConfigKey) -> bool {
+        if key.kind == ConfigKind::SecretProviderClass {
+            return false; // its versions come with the pod statuses
+        }
         match self.cache.config(key) {
             Some(entry) => !entry.is_current(),
             None => key.kind == ConfigKind::Secret && !self.cache.is_known_absent(key),
         }
     }
 
-    fn delete_mode_changed(&self, key: &ConfigKey, is_delete_mode: bool, data_changed: bool) {
+    /// A delete-mode object was created, changed (data or annotations) or removed.
+    /// `delete_mode` is `None` only in unit tests of the Router.
+    fn delete_mode_changed(&self, key: &ConfigKey) {
         if !self.cache.in_scope(&key.namespace) {
             // --namespace-selector: recorded once its namespace enters the scope.
             return;
         }
-        match &self.delete_mode {
-            Some(delete_mode) => delete_mode.enqueue(key.clone()),
-            None if is_delete_mode && data_changed => log::error!(
-                "{key} has a pod-delete-match annotation but delete mode is disabled (no namespace for ConfigMap {STATE_CONFIGMAP}): set --state-namespace; no Pods are replaced"
-            ),
-            None => {}
+        if let Some(delete_mode) = &self.delete_mode {
+            delete_mode.enqueue(key.clone());
         }
     }
 
@@ -245,8 +305,24 @@ impl Router {
 }
 
 impl FetchSink for Router {
-    fn wants_data(&self, key: &ConfigKey) -> bool {
-        self.cache.is_referenced(key) || self.is_delete_mode(key)
+    fn need(&self, key: &ConfigKey) -> Need {
+        if key.kind == ConfigKind::SecretProviderClass {
+            return Need::Nothing;
+        }
+        let entry = self.cache.config(key);
+        match &entry {
+            Some(entry) if entry.is_current() => return Need::Nothing,
+            // Deleted, or read and found absent: the watch reports it if it appears.
+            None if self.cache.is_known_absent(key) => return Need::Nothing,
+            _ => {}
+        }
+        // Still needed: something references it, or it is a delete-mode object.
+        if !(self.cache.is_referenced(key) || self.is_delete_mode(key)) {
+            return Need::Nothing;
+        }
+        Need::Read {
+            cached: entry.map(|e| e.resource_version.clone()),
+        }
     }
 
     fn fetched(&self, key: &ConfigKey, asked_at: Option<&ResourceVersion>, object: ConfigObject) {
@@ -276,7 +352,7 @@ impl FetchSink for Router {
         }
         let was_delete_mode = old.is_some_and(|old| old.pod_delete_match().is_some());
         if after.pod_delete_match().is_some() || was_delete_mode {
-            self.delete_mode_changed(key, after.pod_delete_match().is_some(), data_changed);
+            self.delete_mode_changed(key);
         }
     }
 
@@ -407,11 +483,93 @@ impl ConfigSink {
     }
 
     fn apply(&self, obj: ConfigObject) -> Applied {
-        if obj.data.is_some() {
+        // A class's data is what its Pods mounted, never in the object.
+        if obj.data.is_some() && self.kind != ConfigKind::SecretProviderClass {
             Applied::Kept(self.router.apply_whole(self.kind, obj))
         } else {
             self.router.apply_metadata(self.kind, obj)
         }
+    }
+}
+
+/// Writes the Secrets Store CSI driver's pod statuses (`SecretProviderClassPodStatus`)
+/// into the cache through the [`Router`]: which Pod mounted which versions of which class.
+pub struct PodStatusSink {
+    namespace: Option<String>,
+    router: Arc<Router>,
+    /// Counts the first list as the sync; what a list returned is marked in the cache
+    /// itself (a copy of every key would cost more than the statuses).
+    relist: Relist<()>,
+    /// The list under way, from [`Cache::begin_mount_relist`].
+    listing: Option<u32>,
+    /// This watch, for the cache's record of lists under way (a workload is not adopted
+    /// from versions a failing list keeps out of date).
+    id: u64,
+}
+
+impl PodStatusSink {
+    pub fn new(
+        namespace: Option<String>,
+        router: Arc<Router>,
+        on_synced: OnSynced,
+    ) -> PodStatusSink {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        PodStatusSink {
+            namespace,
+            router,
+            relist: Relist::new(on_synced),
+            listing: None,
+            // Apart from the ConfigSinks' ids: counted down from the top.
+            id: u64::MAX - NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    pub fn handle(&mut self, event: Event<PodStatusItem>) {
+        match event {
+            Event::InitStart => {
+                self.router.cache.config_relisting(self.id, true);
+                self.relist.start();
+                self.listing = Some(self.router.cache.begin_mount_relist());
+            }
+            Event::InitApply(status) => self.apply(&status, true, self.listing),
+            Event::Apply(status) => self.apply(&status, true, None),
+            Event::Delete(status) => self.apply(&status, false, None),
+            Event::InitDone => {
+                self.relist.finish();
+                if let Some(listed) = self.listing.take() {
+                    let gone = self
+                        .router
+                        .cache
+                        .mounts_not_listed(self.namespace.as_deref(), listed);
+                    for (class, pod) in gone {
+                        log::debug!("{class}: the pod status of Pod {pod} is gone after relist");
+                        self.router.set_mount(&class, &pod, None, None);
+                    }
+                }
+                self.router.cache.config_relisting(self.id, false);
+            }
+        }
+    }
+
+    /// Records (`exists`) or forgets a pod status; `listed`: the relist it came with.
+    fn apply(&self, status: &PodStatusItem, exists: bool, listed: Option<u32>) {
+        let mounted = &status.status;
+        if mounted.pod_name.is_empty() || mounted.secret_provider_class_name.is_empty() {
+            log::debug!(
+                "pod status {}/{} names no Pod or class yet: skipped",
+                status.metadata.namespace,
+                status.metadata.name
+            );
+            return;
+        }
+        let class = ConfigKey::new(
+            ConfigKind::SecretProviderClass,
+            &status.metadata.namespace,
+            &mounted.secret_provider_class_name,
+        );
+        let objects = exists.then_some(&mounted.objects[..]);
+        self.router
+            .set_mount(&class, &mounted.pod_name, objects, listed);
     }
 }
 
@@ -421,7 +579,9 @@ pub struct WorkloadSink {
     namespace: Option<String>,
     router: Arc<Router>,
     relist: Relist<u128>,
-    /// Workloads already warned about for older Wave's finalizer.
+    /// Workloads already warned about for older Wave's finalizer; only ones that exist
+    /// (a deleted one is forgotten, and a relist keeps what it listed), so namespaces
+    /// created and deleted do not grow it, and one created again is warned about again.
     warned_wave: HashSet<WorkloadKey>,
 }
 
@@ -454,6 +614,7 @@ impl WorkloadSink {
             }
             Event::Delete(obj) => {
                 let key = self.key(&obj);
+                self.warned_wave.remove(&key);
                 self.forget(key);
             }
             Event::InitDone => {
@@ -464,6 +625,8 @@ impl WorkloadSink {
                 for key in cache.workloads_not_listed(&self.resource, namespace, &listed) {
                     self.forget(key);
                 }
+                self.warned_wave.retain(|k| seen.contains(&digest(k)));
+                self.warned_wave.release_when_empty();
             }
         }
     }
@@ -541,18 +704,49 @@ fn counts_new_secret_patterns(before: Option<&WorkloadEntry>, after: &WorkloadEn
 pub struct NamespaceSink {
     router: Arc<Router>,
     relist: Relist<Box<str>>,
+    /// `--namespace-selector`: the watch (filtered by it) says which namespaces are in
+    /// scope. Without it the watch only reads the Namespaces' fan-out annotations.
+    scopes: bool,
 }
 
 impl NamespaceSink {
-    pub fn new(router: Arc<Router>, on_synced: OnSynced) -> NamespaceSink {
+    pub fn new(router: Arc<Router>, on_synced: OnSynced, scopes: bool) -> NamespaceSink {
         NamespaceSink {
             router,
             relist: Relist::new(on_synced),
+            scopes,
+        }
+    }
+
+    /// Stores a Namespace's pause and restart window; a change wakes its workloads.
+    fn gates(&self, ns: &NamespaceItem, gone: bool) {
+        let gates = (!gone).then(|| Gates::from_annotations(&ns.metadata.annotations));
+        if self
+            .router
+            .cache
+            .set_namespace_gates(&ns.metadata.name, gates)
+        {
+            for key in self.router.cache.workloads_in(&ns.metadata.name) {
+                self.router.queue.add(key);
+            }
         }
     }
 
     pub fn handle(&mut self, event: Event<NamespaceItem>) {
         let scope = self.router.cache.scope();
+        match &event {
+            Event::InitApply(ns) | Event::Apply(ns) => self.gates(ns, false),
+            Event::Delete(ns) => self.gates(ns, true),
+            Event::InitStart | Event::InitDone => {}
+        }
+        if !self.scopes {
+            if let Event::InitStart = event {
+                self.relist.start();
+            } else if let Event::InitDone = event {
+                self.relist.finish();
+            }
+            return;
+        }
         match event {
             Event::InitStart => self.relist.start(),
             Event::InitApply(ns) => self.relist.saw(ns.metadata.name.into()),
@@ -591,44 +785,78 @@ impl NamespaceSink {
     }
 }
 
-impl watcher::Object for NamespaceItem {
-    fn resource_version(&self) -> &str {
-        &self.metadata.resource_version
+/// Keeps hash mode's copy of `wavelet-state` current (fan-outs, urgent grants, the global
+/// pause) and wakes what a change there concerns: every workload for the global pause, the
+/// users of a ConfigMap/Secret whose fan-out entry changed (`wavelet resume`).
+pub struct StateSink {
+    state: Arc<StateConfigMap>,
+    router: Arc<Router>,
+    relist: Relist<()>,
+    listed: bool,
+}
+
+impl StateSink {
+    pub fn new(state: Arc<StateConfigMap>, router: Arc<Router>, on_synced: OnSynced) -> StateSink {
+        StateSink {
+            state,
+            router,
+            relist: Relist::new(on_synced),
+            listed: false,
+        }
     }
-}
 
-/// A ConfigMap or Secret as a watcher decodes it (text values vs base64 values).
-pub trait ConfigItem: watcher::Object {
-    fn into_object(self) -> ConfigObject;
-}
-
-impl watcher::Object for ConfigMapItem {
-    fn resource_version(&self) -> &str {
-        &self.0.metadata.resource_version
+    pub fn handle(&mut self, event: Event<StateObject>) {
+        let changed = match event {
+            Event::InitStart => {
+                self.relist.start();
+                self.listed = false;
+                return;
+            }
+            Event::InitApply(object) => {
+                self.listed = true;
+                self.state.observed(Some(object))
+            }
+            Event::Apply(object) => self.state.observed(Some(object)),
+            Event::Delete(_) => self.state.observed(None),
+            Event::InitDone => {
+                self.relist.finish();
+                if self.listed {
+                    return;
+                }
+                self.state.observed(None)
+            }
+        };
+        self.wake(&changed);
     }
-}
 
-impl watcher::Object for SecretItem {
-    fn resource_version(&self) -> &str {
-        &self.0.metadata.resource_version
-    }
-}
-
-impl ConfigItem for ConfigMapItem {
-    fn into_object(self) -> ConfigObject {
-        self.0
-    }
-}
-
-impl ConfigItem for SecretItem {
-    fn into_object(self) -> ConfigObject {
-        self.0
-    }
-}
-
-impl watcher::Object for WorkloadObject {
-    fn resource_version(&self) -> &str {
-        &self.metadata.resource_version
+    fn wake(&self, changed: &[String]) {
+        let cache = &self.router.cache;
+        if changed.iter().any(|k| k == PAUSE_KEY) {
+            log::info!("the global pause changed: every workload looks again");
+            for key in cache.workload_keys() {
+                self.router.queue.add(key);
+            }
+            return;
+        }
+        for key in changed {
+            let Some(rest) = key.strip_prefix("fanout.") else {
+                continue;
+            };
+            let mut parts = rest.splitn(3, '.');
+            let (Some(kind), Some(namespace), Some(name)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let kind = match kind {
+                "configmap" => ConfigKind::ConfigMap,
+                "secret" => ConfigKind::Secret,
+                _ => continue,
+            };
+            for workload in cache.dependents(&ConfigKey::new(kind, namespace, name)) {
+                self.router.queue.add(workload);
+            }
+        }
     }
 }
 

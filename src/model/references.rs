@@ -1,9 +1,12 @@
-//! Which ConfigMaps and Secrets a pod template references, and which of their keys count.
+//! Which ConfigMaps, Secrets and SecretProviderClasses a pod template references, and
+//! which of their keys count.
 //!
 //! Followed in `initContainers` and `containers` alike: volumes, projected sources (with and
 //! without `items`), `env[].valueFrom` key refs (that key only), `envFrom`, and the
-//! `extra-configmaps`/`extra-secrets` annotations (wavelet's and Wave's).
-//! `ephemeralContainers` are ignored: they cannot be rolled.
+//! `extra-configmaps`/`extra-secrets` annotations (wavelet's and Wave's); CSI volumes with
+//! a `secretProviderClass` attribute (the Secrets Store CSI driver's), whose every object
+//! counts and which are never required (their versions are known only once Pods mounted
+//! them). `ephemeralContainers` are ignored: they cannot be rolled.
 
 use std::collections::BTreeMap;
 
@@ -94,6 +97,13 @@ pub fn references(workload: &WorkloadObject) -> Vec<Reference> {
                 secret.items.as_deref(),
                 secret.optional,
             );
+        }
+        if let Some(class) = volume
+            .csi
+            .as_ref()
+            .and_then(|csi| csi.volume_attributes.secret_provider_class.as_deref())
+        {
+            found.all(ConfigKind::SecretProviderClass, namespace, class, false);
         }
         for source in volume.projected.iter().flat_map(|p| &p.sources) {
             if let Some(cm) = &source.config_map {
@@ -370,6 +380,23 @@ mod tests {
             parse_extra_list("a/b/c, /x, y/, ok", "d"),
             vec![("d".to_string(), "ok".to_string())]
         );
+    }
+
+    #[test]
+    fn a_csi_volume_references_its_secret_provider_class_with_every_object_and_never_required() {
+        let refs = references(&template(serde_json::json!({
+            "volumes": [
+                {"name": "s", "csi": {"driver": "secrets-store.csi.k8s.io", "readOnly": true,
+                    "volumeAttributes": {"secretProviderClass": "vault-db"}}},
+                {"name": "other", "csi": {"driver": "ebs.csi.aws.com", "volumeAttributes": {"type": "gp3"}}}
+            ]
+        })));
+        assert_eq!(refs.len(), 1);
+        assert_eq!(
+            refs[0].config,
+            key(ConfigKind::SecretProviderClass, "vault-db")
+        );
+        assert!(refs[0].all_keys && !refs[0].required);
     }
 
     #[test]

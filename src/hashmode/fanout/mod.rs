@@ -1,0 +1,823 @@
+//! Safe fan-out: a change of a ConfigMap or Secret that several workloads use rolls them
+//! in waves behind a health gate (`waves`); pauses and restart windows hold rollouts as
+//! pending (`gates`); what was decided is kept in `wavelet-state` (`record`), so a
+//! restarted wavelet or a new leader goes on exactly where the last one was.
+//!
+//! [`FanOuts`] is asked by hash mode's reconcile, for a workload whose hash is due to
+//! change, whether it may roll now ([`FanOuts::check`]), and told of every workload found
+//! up to date ([`FanOuts::observe`]): a workload of a fan-out's current wave finishing
+//! (or failing) its rollout is what releases the next wave (or holds the rest). The I/O
+//! is here; every decision is one of the pure functions of `waves` and `gates`.
+
+pub(crate) mod gates;
+pub(crate) mod record;
+pub(crate) mod waves;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::config::{parse_fan_out, FanOut, WaveSize};
+use crate::error::Error;
+use crate::hashmode::fanout::gates::{Pending, UrgentDecision};
+use crate::hashmode::fanout::record::{workload_id, Record, Urgent, FANOUT, URGENT};
+use crate::hashmode::fanout::waves::{Decision, Member, Settings};
+use crate::model::cache::{Cache, ConfigEntry};
+use crate::model::counted::counted;
+use crate::model::hash;
+use crate::model::rollout_status::RolloutStatus;
+use crate::model::state::{object_key, StateConfigMap, PAUSE_KEY};
+use crate::model::workload::WorkloadEntry;
+use crate::objects::{ConfigKey, WorkloadKey};
+use crate::ops::events::{ObjectRef, Recorder};
+use crate::ops::metrics;
+
+/// What hash mode needs to judge the workloads of a change as `run` does.
+#[derive(Clone)]
+pub struct Judge {
+    pub cache: Arc<Cache>,
+    pub fan_out: FanOut,
+    pub hmac_key: Option<Vec<u8>>,
+    /// `--resource-label-selector`: an absent object is filtered out, not missing.
+    pub absent_is_filtered: bool,
+}
+
+/// One workload that uses a changed object, as the cache shows it.
+#[derive(Debug, Clone)]
+pub struct Dependent {
+    pub key: WorkloadKey,
+    pub id: String,
+    pub canary: bool,
+    /// It carries the hash of its current configuration.
+    pub current: bool,
+    pub status: RolloutStatus,
+}
+
+/// A change of one shared ConfigMap or Secret that rolls in waves.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub config: ConfigKey,
+    pub entry: Arc<ConfigEntry>,
+    /// Its data hash (what a record is about).
+    pub hash: String,
+    pub settings: Settings,
+}
+
+impl Judge {
+    /// The change of `config` as a fan-out: `None` when it is not one (fan-out `at-once`,
+    /// fewer than two workloads use it, or its data is not read yet). Unreadable
+    /// annotations are returned as problems (the global setting applies instead).
+    pub fn change(&self, config: &ConfigKey) -> (Option<Change>, Vec<String>) {
+        let mut problems = Vec::new();
+        let Some(entry) = self.cache.config(config) else {
+            return (None, problems);
+        };
+        let gates = entry.gates();
+        let waves = match gates.fan_out.as_deref().map(parse_fan_out) {
+            Some(Ok(waves)) => waves,
+            Some(Err(why)) => {
+                problems.push(format!("wavelet.dev/fan-out on {config}: {why}"));
+                self.fan_out.waves
+            }
+            None => self.fan_out.waves,
+        };
+        let wave_size = match gates.wave_size.as_deref().map(WaveSize::parse) {
+            Some(Ok(size)) => size,
+            Some(Err(why)) => {
+                problems.push(format!("wavelet.dev/wave-size on {config}: {why}"));
+                self.fan_out.wave_size
+            }
+            None => self.fan_out.wave_size,
+        };
+        let Some(digests) = entry.digests() else {
+            return (None, problems);
+        };
+        if !waves || self.cache.dependents(config).len() < 2 {
+            return (None, problems);
+        }
+        let change = Change {
+            config: config.clone(),
+            hash: hash::data_hash(digests, self.hmac_key.as_deref()),
+            settings: Settings {
+                first_wave: self.fan_out.first_wave,
+                wave_size,
+                rollout_timeout_secs: self.fan_out.rollout_timeout.as_secs().max(1),
+            },
+            entry,
+        };
+        (Some(change), problems)
+    }
+
+    /// The opted-in, adopted workloads that count `config`, each with whether it carries
+    /// the hash of its current configuration and how its rollout is doing.
+    pub fn dependents(&self, config: &ConfigKey) -> Vec<Dependent> {
+        let mut out = Vec::new();
+        for key in self.cache.dependents(config) {
+            let Some(entry) = self.cache.workload(&key) else {
+                continue;
+            };
+            if entry.flavor.is_none() || !self.cache.in_scope(&key.namespace) {
+                continue;
+            }
+            let Some(recorded) = entry.recorded_hash() else {
+                continue; // not adopted yet: adoption rolls nothing
+            };
+            let resolved = counted(&self.cache, &key, &entry);
+            if !resolved.iter().any(|(r, _)| r.config == *config) {
+                continue;
+            }
+            // Data not read yet: it cannot be told up to date, so it counts as due.
+            let unread = resolved
+                .iter()
+                .any(|(_, e)| e.as_ref().is_some_and(|e| !e.is_current()));
+            let computed = hash::compute(
+                resolved
+                    .iter()
+                    .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
+                self.hmac_key.as_deref(),
+            );
+            if !computed.missing.is_empty() && !self.absent_is_filtered {
+                continue; // held by its missing configuration, not by the fan-out
+            }
+            out.push(Dependent {
+                id: workload_id(&key),
+                canary: entry.gates.canary,
+                current: !unread && recorded == computed.hash,
+                status: entry.rollout.clone(),
+                key,
+            });
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
+    /// The record of `change` in `state`, if it is about this data.
+    pub fn record(state: &StateConfigMap, change: &Change) -> Result<Option<Record>, Error> {
+        Ok(state
+            .get(&object_key(FANOUT, &change.config))?
+            .and_then(|text| Record::decode(&text))
+            .filter(|r| r.hash == change.hash))
+    }
+}
+
+/// What `wavelet status` shows of a workload whose hash is due to change: why it waits, if
+/// it does — the decisions of [`FanOuts::check`], read-only (nothing recorded).
+pub fn pending_of(
+    judge: &Judge,
+    state: Option<&StateConfigMap>,
+    key: &WorkloadKey,
+    entry: &WorkloadEntry,
+    now: u64,
+) -> Option<Pending> {
+    let resolved = counted(&judge.cache, key, entry);
+    let global = state
+        .and_then(|s| s.get(PAUSE_KEY).ok().flatten())
+        .map(|e| record::paused_since(&e));
+    let namespace_gates = judge.cache.namespace_gates(&key.namespace);
+    let paused_configs: Vec<String> = resolved
+        .iter()
+        .filter(|(_, e)| e.as_ref().is_some_and(|e| e.gates().pause))
+        .map(|(r, _)| r.config.to_string())
+        .collect();
+    if let Some(by) = gates::paused_by(
+        global,
+        namespace_gates
+            .as_ref()
+            .filter(|g| g.pause)
+            .map(|_| &*key.namespace),
+        entry.gates.pause,
+        &paused_configs,
+    ) {
+        return Some(Pending::Paused(by));
+    }
+    let id = workload_id(key);
+    for (reference, _) in &resolved {
+        let (Some(change), _) = judge.change(&reference.config) else {
+            continue;
+        };
+        let name = format!("{}'s fan-out", change.config);
+        let record = state.and_then(|s| Judge::record(s, &change).ok().flatten());
+        if let Some(record) = &record {
+            if let Some(hold) = &record.held {
+                return Some(Pending::Held {
+                    fan_out: name,
+                    reason: hold_text(&change, hold),
+                });
+            }
+            if record.released(&id) {
+                continue;
+            }
+            return Some(Pending::Wave {
+                fan_out: name,
+                wave: record.waves.len() + 1,
+            });
+        }
+        let dependents = judge.dependents(&change.config);
+        let members: Vec<Member> = dependents
+            .iter()
+            .map(|d| Member {
+                id: &d.id,
+                canary: d.canary,
+                current: d.current,
+                status: &d.status,
+                rolled_at: None,
+            })
+            .collect();
+        if let Decision::Release { workloads, .. } =
+            waves::decide(None, &members, change.settings, now)
+        {
+            if !workloads.contains(&id) {
+                return Some(Pending::Wave {
+                    fan_out: name,
+                    wave: 2,
+                });
+            }
+        }
+    }
+    let namespace_window = namespace_gates.as_ref().and_then(|g| g.window.as_deref());
+    let (windows, _) = gates::window_for(
+        &[
+            (entry.gates.window.as_deref(), "the workload"),
+            (namespace_window, "its Namespace"),
+        ],
+        judge.fan_out.restart_window.as_ref(),
+    );
+    gates::outside_window(windows.as_ref(), false, now as i64)
+}
+
+/// What a workload held by a fan-out says: which change, which workload failed, how to
+/// go on (the reason itself is in the Events and in `status`'s fan-out table).
+fn hold_text(change: &Change, hold: &record::Hold) -> String {
+    format!(
+        "change {} stopped: {} failed its rollout; fix the {} or `wavelet resume -n {} {}/{}`",
+        hash::short(&change.hash),
+        record::display_id(&hold.workload),
+        change.config.kind.kind(),
+        change.config.namespace,
+        change.config.kind.as_str(),
+        change.config.name
+    )
+}
+
+/// The fan-outs recorded in `state`: (ConfigMap/Secret as named in its key, record).
+pub fn recorded(state: &StateConfigMap) -> Vec<(String, Record)> {
+    state
+        .entries(&format!("{FANOUT}."))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let rest = k.strip_prefix(&format!("{FANOUT}."))?.to_string();
+            let mut parts = rest.splitn(3, '.');
+            let name = format!("{} {}/{}", parts.next()?, parts.next()?, parts.next()?);
+            Some((name, Record::decode(&v)?))
+        })
+        .collect()
+}
+
+/// What [`FanOuts::check`] says of one rollout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Roll now; the note says which wave released it, if one did.
+    Go { note: Option<String> },
+    /// Pending; look again after `requeue` (a window opening, a timeout), or when woken.
+    Wait {
+        pending: Pending,
+        requeue: Option<Duration>,
+    },
+}
+
+#[derive(Default)]
+struct Memory {
+    /// When each released workload was first seen carrying its new hash (Unix seconds).
+    rolled_at: HashMap<String, u64>,
+    /// The workloads waiting now, and why (for `/metrics` and one Event per reason).
+    pending: HashMap<WorkloadKey, Pending>,
+    /// Warnings about annotations that cannot be read, each once.
+    warned: HashSet<String>,
+}
+
+/// The coordinator of fan-outs, pauses and windows for `wavelet run`.
+pub struct FanOuts {
+    judge: Judge,
+    state: Arc<StateConfigMap>,
+    recorder: Recorder,
+    /// Enqueues a workload (a released wave, a lifted hold).
+    wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
+    /// One fan-out decision (and its record's write) at a time.
+    deciding: Mutex<()>,
+    memory: Mutex<Memory>,
+}
+
+impl FanOuts {
+    pub fn new(
+        judge: Judge,
+        state: Arc<StateConfigMap>,
+        recorder: Recorder,
+        wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
+    ) -> FanOuts {
+        FanOuts {
+            judge,
+            state,
+            recorder,
+            wake,
+            deciding: Mutex::new(()),
+            memory: Mutex::new(Memory::default()),
+        }
+    }
+
+    /// The workloads pending now, by reason label (`pause`, `window`, `wave`, `held`).
+    pub fn pending_counts(&self) -> Vec<(&'static str, usize)> {
+        let memory = self.memory.lock().unwrap();
+        let mut counts: Vec<(&'static str, usize)> = ["pause", "window", "wave", "held"]
+            .into_iter()
+            .map(|label| (label, 0))
+            .collect();
+        for pending in memory.pending.values() {
+            if let Some(c) = counts.iter_mut().find(|(l, _)| *l == pending.label()) {
+                c.1 += 1;
+            }
+        }
+        counts
+    }
+
+    /// Fan-outs held now, from the state (every replica reads it).
+    pub fn held_count(&self) -> usize {
+        self.state
+            .entries(&format!("{FANOUT}."))
+            .unwrap_or_default()
+            .iter()
+            .filter(|(_, v)| Record::decode(v).is_some_and(|r| r.held.is_some()))
+            .count()
+    }
+
+    /// The workload is up to date, forgotten or rolled: not pending any more.
+    pub fn settled(&self, key: &WorkloadKey) {
+        let mut memory = self.memory.lock().unwrap();
+        if !memory.pending.is_empty() {
+            memory.pending.remove(key);
+        }
+    }
+
+    /// Whether `key`, due to roll to a new hash, may roll now: pauses first, then the
+    /// fan-outs of the shared objects it uses (which may start one, or hold it), then its
+    /// restart window.
+    pub fn check(
+        &self,
+        key: &WorkloadKey,
+        entry: &WorkloadEntry,
+        now: u64,
+    ) -> Result<Verdict, Error> {
+        let verdict = self.decide(key, entry, now)?;
+        let mut memory = self.memory.lock().unwrap();
+        match &verdict {
+            Verdict::Go { .. } => {
+                memory.pending.remove(key);
+            }
+            Verdict::Wait { pending, .. } => {
+                let before = memory.pending.insert(key.clone(), pending.clone());
+                if before.as_ref().map(Pending::label) != Some(pending.label()) {
+                    let text = pending.describe(now as i64);
+                    log::info!("{key}: {text}");
+                    if let Some(about) = self.workload_ref(key, entry) {
+                        self.recorder.normal(&about, "RolloutPending", &text);
+                    }
+                }
+            }
+        }
+        Ok(verdict)
+    }
+
+    fn decide(&self, key: &WorkloadKey, entry: &WorkloadEntry, now: u64) -> Result<Verdict, Error> {
+        let resolved = counted(&self.judge.cache, key, entry);
+        // Pauses.
+        let global = self.state.get(PAUSE_KEY)?.map(|e| record::paused_since(&e));
+        let namespace_gates = self.judge.cache.namespace_gates(&key.namespace);
+        let paused_configs: Vec<String> = resolved
+            .iter()
+            .filter(|(_, e)| e.as_ref().is_some_and(|e| e.gates().pause))
+            .map(|(r, _)| r.config.to_string())
+            .collect();
+        if let Some(by) = gates::paused_by(
+            global,
+            namespace_gates
+                .as_ref()
+                .filter(|g| g.pause)
+                .map(|_| &*key.namespace),
+            entry.gates.pause,
+            &paused_configs,
+        ) {
+            return Ok(Verdict::Wait {
+                pending: Pending::Paused(by),
+                requeue: None,
+            });
+        }
+        // Fan-outs.
+        let mut notes = Vec::new();
+        let mut rechecks = Vec::new();
+        for (reference, _) in &resolved {
+            let (change, problems) = self.judge.change(&reference.config);
+            self.warn(&reference.config, problems);
+            let Some(change) = change else { continue };
+            match self.gate_by(key, &change, now)? {
+                None => {}
+                Some(Ok(note)) => notes.push(note),
+                Some(Err((pending, recheck))) => {
+                    if matches!(pending, Pending::Held { .. }) {
+                        return Ok(Verdict::Wait {
+                            pending,
+                            requeue: None,
+                        });
+                    }
+                    rechecks.push((pending, recheck));
+                }
+            }
+        }
+        if let Some((pending, recheck)) = rechecks.into_iter().next() {
+            return Ok(Verdict::Wait {
+                pending,
+                requeue: recheck,
+            });
+        }
+        // Restart window.
+        let namespace_window = namespace_gates.as_ref().and_then(|g| g.window.as_deref());
+        let (windows, problems) = gates::window_for(
+            &[
+                (entry.gates.window.as_deref(), "the workload"),
+                (namespace_window, "its Namespace"),
+            ],
+            self.judge.fan_out.restart_window.as_ref(),
+        );
+        if !problems.is_empty() {
+            let about = self.workload_ref(key, entry);
+            for (place, why) in problems {
+                let text = format!("wavelet.dev/restart-window on {place} cannot be read: {why}; the next window out applies");
+                if self
+                    .memory
+                    .lock()
+                    .unwrap()
+                    .warned
+                    .insert(format!("{key} {text}"))
+                {
+                    log::warn!("{key}: {text}");
+                    if let Some(about) = &about {
+                        self.recorder.warning(about, "InvalidAnnotation", &text);
+                    }
+                }
+            }
+        }
+        let urgent = windows.is_some() && self.urgent(&resolved)?;
+        if let Some(pending) = gates::outside_window(windows.as_ref(), urgent, now as i64) {
+            let opens_in = match &pending {
+                Pending::Window { opens_at, .. } => (*opens_at - now as i64).max(1) as u64,
+                _ => 1,
+            };
+            return Ok(Verdict::Wait {
+                pending,
+                requeue: Some(Duration::from_secs(opens_in)),
+            });
+        }
+        if urgent {
+            notes.push("wavelet.dev/urgent, past its restart window".into());
+        }
+        Ok(Verdict::Go {
+            note: (!notes.is_empty()).then(|| notes.join("; ")),
+        })
+    }
+
+    /// The fan-out of `change` for workload `key`: `None` when it does not gate it,
+    /// `Some(Ok(note))` when a wave released it, `Some(Err(why, recheck))` when it waits.
+    #[allow(clippy::type_complexity)]
+    fn gate_by(
+        &self,
+        key: &WorkloadKey,
+        change: &Change,
+        now: u64,
+    ) -> Result<Option<Result<String, (Pending, Option<Duration>)>>, Error> {
+        let id = workload_id(key);
+        let name = format!("{}'s fan-out", change.config);
+        // The common case, without a decision: released already, or held.
+        if let Some(record) = Judge::record(&self.state, change)? {
+            if let Some(hold) = &record.held {
+                return Ok(Some(Err((
+                    Pending::Held {
+                        fan_out: name,
+                        reason: hold_text(change, hold),
+                    },
+                    None,
+                ))));
+            }
+            if let Some(wave) = record.wave_of(&id) {
+                return Ok(Some(Ok(format!("wave {wave} of {name}"))));
+            }
+        }
+        let (decision, record) = self.advance(change, now)?;
+        let Some(record) = record else {
+            return Ok(None); // not a fan-out
+        };
+        if let Some(wave) = record.wave_of(&id) {
+            return Ok(Some(Ok(format!("wave {wave} of {name}"))));
+        }
+        Ok(Some(Err(match decision {
+            Decision::Held | Decision::Hold(_) => (
+                Pending::Held {
+                    fan_out: name,
+                    reason: record
+                        .held
+                        .as_ref()
+                        .map(|h| hold_text(change, h))
+                        .unwrap_or_default(),
+                },
+                None,
+            ),
+            Decision::Rolling { recheck_in, .. } => (
+                Pending::Wave {
+                    fan_out: name,
+                    wave: record.waves.len() + 1,
+                },
+                Some(Duration::from_secs(recheck_in)),
+            ),
+            _ => (
+                Pending::Wave {
+                    fan_out: name,
+                    wave: record.waves.len() + 1,
+                },
+                None,
+            ),
+        })))
+    }
+
+    /// Up to date: if `key` is in the current wave of a fan-out, its rollout may release
+    /// the next wave or hold the rest. Returns when to look again (a wave's timeout).
+    pub fn observe(
+        &self,
+        key: &WorkloadKey,
+        entry: &WorkloadEntry,
+        now: u64,
+    ) -> Result<Option<Duration>, Error> {
+        self.settled(key);
+        let id = workload_id(key);
+        let mut recheck: Option<Duration> = None;
+        for (reference, _) in counted(&self.judge.cache, key, entry) {
+            let (Some(change), _) = self.judge.change(&reference.config) else {
+                continue;
+            };
+            let Some(record) = Judge::record(&self.state, &change)? else {
+                continue;
+            };
+            if record.held.is_some() || !record.waves.last().is_some_and(|w| w.contains(&id)) {
+                continue;
+            }
+            self.memory
+                .lock()
+                .unwrap()
+                .rolled_at
+                .entry(id.clone())
+                .or_insert(now);
+            if let (Decision::Rolling { recheck_in, .. }, _) = self.advance(&change, now)? {
+                let d = Duration::from_secs(recheck_in);
+                recheck = Some(recheck.map_or(d, |r| r.min(d)));
+            }
+        }
+        Ok(recheck)
+    }
+
+    /// Decides the next step of `change`'s fan-out and carries it out (records it, emits
+    /// Events, wakes the released workloads). Returns the decision and the record after.
+    fn advance(&self, change: &Change, now: u64) -> Result<(Decision, Option<Record>), Error> {
+        let _one_at_a_time = self.deciding.lock().unwrap();
+        let state_key = object_key(FANOUT, &change.config);
+        let stored = self.state.get(&state_key)?;
+        let record = stored
+            .as_deref()
+            .and_then(Record::decode)
+            .filter(|r| r.hash == change.hash);
+        let dependents = self.judge.dependents(&change.config);
+        let rolled_at = self.memory.lock().unwrap().rolled_at.clone();
+        let members: Vec<Member> = dependents
+            .iter()
+            .map(|d| Member {
+                id: &d.id,
+                canary: d.canary,
+                current: d.current,
+                status: &d.status,
+                rolled_at: rolled_at.get(&d.id).copied(),
+            })
+            .collect();
+        let decision = waves::decide(record.as_ref(), &members, change.settings, now);
+        let about = self.config_ref(change);
+        let short = hash::short(&change.hash);
+        let name_of = |id: &str| {
+            dependents
+                .iter()
+                .find(|d| d.id == id)
+                .map_or(id.to_string(), |d| d.key.to_string())
+        };
+        let after = match &decision {
+            Decision::NotShared => {
+                if stored.is_some() {
+                    // An older change's record: this one is not a fan-out.
+                    self.state.set(&state_key, None)?;
+                }
+                None
+            }
+            Decision::Release { wave, workloads } => {
+                let mut next = record.clone().unwrap_or(Record {
+                    hash: change.hash.clone(),
+                    since: now,
+                    waves: Vec::new(),
+                    skipped: Vec::new(),
+                    held: None,
+                });
+                let took = now.saturating_sub(next.since);
+                next.waves.push(workloads.clone());
+                next.since = now;
+                // Recorded before any of them is patched: a restart from here on goes on
+                // with this wave, never repeats one.
+                self.state.set(&state_key, Some(&next.encode()))?;
+                let total = dependents
+                    .iter()
+                    .filter(|d| !d.current || next.released(&d.id))
+                    .count();
+                let names = workloads
+                    .iter()
+                    .map(|w| name_of(w))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let message = if *wave == 1 {
+                    format!(
+                        "Change {short} rolls the {total} workloads that use this {} in waves: wave 1 rolls {names}; each next wave follows once the one before finished its rollout healthy.",
+                        change.config.kind.kind()
+                    )
+                } else {
+                    metrics::global()
+                        .fanout_wave_duration
+                        .observe(Duration::from_secs(took));
+                    let rolled = next.waves.iter().map(Vec::len).sum::<usize>();
+                    format!(
+                        "Change {short}: wave {} finished its rollout healthy in {}; wave {wave} rolls {names} ({rolled} of {total} released).",
+                        wave - 1,
+                        gates::human(took)
+                    )
+                };
+                log::info!("{}: {message}", change.config);
+                self.recorder.normal(&about, "FanOutWave", &message);
+                for workload in workloads {
+                    if let Some(d) = dependents.iter().find(|d| &d.id == workload) {
+                        (self.wake)(d.key.clone());
+                    }
+                }
+                Some(next)
+            }
+            Decision::Hold(hold) => {
+                let mut held = record.clone().expect("a hold has a record");
+                held.held = Some(hold.clone());
+                self.state.set(&state_key, Some(&held.encode()))?;
+                metrics::global()
+                    .fanouts_halted
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let not_rolled = dependents
+                    .iter()
+                    .filter(|d| !d.current && !held.released(&d.id))
+                    .count();
+                let failed = name_of(&hold.workload);
+                let resume = format!(
+                    "wavelet resume -n {} {}/{}",
+                    change.config.namespace,
+                    change.config.kind.as_str(),
+                    change.config.name
+                );
+                let message = format!(
+                    "Change {short} held after wave {}: {failed} {}. {not_rolled} workload(s) using this {} are not rolled. To go on: fix the {} (its next change starts a new fan-out), or roll the rest anyway with `{resume}`.",
+                    held.waves.len(),
+                    hold.reason,
+                    change.config.kind.kind(),
+                    change.config.kind.kind(),
+                );
+                log::warn!("{}: {message}", change.config);
+                self.recorder.warning(&about, "FanOutHeld", &message);
+                // The ones waiting for a wave now wait for a fix or a resume: say so.
+                for d in dependents
+                    .iter()
+                    .filter(|d| !d.current && !held.released(&d.id))
+                {
+                    (self.wake)(d.key.clone());
+                }
+                if let Some(d) = dependents.iter().find(|d| d.id == hold.workload) {
+                    if let Some(entry) = self.judge.cache.workload(&d.key) {
+                        if let Some(workload) = self.workload_ref(&d.key, &entry) {
+                            self.recorder.warning(
+                                &workload,
+                                "FanOutHeld",
+                                &format!(
+                                    "Change {short} of {} failed here: {}; wavelet holds the {not_rolled} other workload(s) that use it. To go on: fix {}, or `{resume}`.",
+                                    change.config, hold.reason, change.config
+                                ),
+                            );
+                        }
+                    }
+                }
+                Some(held)
+            }
+            Decision::Complete { waves } => {
+                let rolled = record
+                    .as_ref()
+                    .map_or(0, |r| r.waves.iter().map(Vec::len).sum());
+                if let Some(r) = &record {
+                    metrics::global()
+                        .fanout_wave_duration
+                        .observe(Duration::from_secs(now.saturating_sub(r.since)));
+                }
+                self.state.set(&state_key, None)?;
+                let message = format!(
+                    "Change {short} rolled out to all {rolled} workloads in {waves} wave(s), each finished healthy."
+                );
+                log::info!("{}: {message}", change.config);
+                self.recorder.normal(&about, "FanOutComplete", &message);
+                let mut memory = self.memory.lock().unwrap();
+                if let Some(r) = &record {
+                    for id in r.waves.iter().flatten() {
+                        memory.rolled_at.remove(id);
+                    }
+                }
+                None
+            }
+            Decision::Held | Decision::Rolling { .. } => record.clone(),
+        };
+        Ok((decision, after))
+    }
+
+    /// Whether an object the workload uses lets its change through restart windows
+    /// (`wavelet.dev/urgent`), recording a new grant.
+    fn urgent(&self, resolved: &[crate::model::counted::Counted]) -> Result<bool, Error> {
+        let mut urgent = false;
+        for (reference, entry) in resolved {
+            let Some(entry) = entry else { continue };
+            let Some(digests) = entry.digests() else {
+                continue;
+            };
+            let data = hash::data_hash(digests, self.judge.hmac_key.as_deref());
+            let state_key = object_key(URGENT, &reference.config);
+            let recorded = self.state.get(&state_key)?.and_then(|t| Urgent::decode(&t));
+            match gates::urgent(entry.gates().urgent.as_deref(), recorded.as_ref(), &data) {
+                UrgentDecision::No => {
+                    if recorded.is_some() {
+                        self.state.set(&state_key, None)?;
+                    }
+                }
+                UrgentDecision::Used => {}
+                UrgentDecision::Granted(grant) => {
+                    if let Some(grant) = grant {
+                        log::info!(
+                            "{}: wavelet.dev/urgent {:?} lets change {} through restart windows (once)",
+                            reference.config,
+                            grant.value,
+                            hash::short(&data)
+                        );
+                        self.state.set(&state_key, Some(&grant.encode()))?;
+                    }
+                    urgent = true;
+                }
+            }
+        }
+        Ok(urgent)
+    }
+
+    fn warn(&self, config: &ConfigKey, problems: Vec<String>) {
+        for problem in problems {
+            if self.memory.lock().unwrap().warned.insert(problem.clone()) {
+                log::warn!("{problem}; the global setting applies");
+                if let Some(entry) = self.judge.cache.config(config) {
+                    let about = ObjectRef::new(
+                        &config.kind.resource(),
+                        &config.namespace,
+                        &config.name,
+                        &entry.uid.to_string(),
+                    );
+                    self.recorder.warning(
+                        &about,
+                        "InvalidAnnotation",
+                        &format!("{problem}; the global setting applies"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn config_ref(&self, change: &Change) -> ObjectRef {
+        ObjectRef::new(
+            &change.config.kind.resource(),
+            &change.config.namespace,
+            &change.config.name,
+            &change.entry.uid.to_string(),
+        )
+    }
+
+    fn workload_ref(&self, key: &WorkloadKey, entry: &WorkloadEntry) -> Option<ObjectRef> {
+        Some(ObjectRef::new(
+            &key.resource,
+            &key.namespace,
+            &key.name,
+            &entry.uid.to_string(),
+        ))
+    }
+}

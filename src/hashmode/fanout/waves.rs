@@ -1,0 +1,403 @@
+//! The health gate between waves, as a pure function of what the API server holds: the
+//! fan-out's record in `wavelet-state` (if any), and for every workload that uses the
+//! changed ConfigMap/Secret whether it carries its new hash and how its rollout is doing.
+//!
+//! 1. No record for this change: fewer than two workloads due → not a fan-out (they roll
+//!    as usual). Otherwise release the first wave: the canaries, or the first
+//!    `--first-wave` workloads in name order.
+//! 2. Held → nothing more is released.
+//! 3. A workload of the current wave failed its rollout (its own judgement), or has not
+//!    finished within `--rollout-timeout` of rolling → hold the rest.
+//! 4. The current wave still rolling → wait, and look again when its timeout is due.
+//! 5. The current wave finished healthy: nothing left → complete; otherwise release the
+//!    next wave (`--wave-size` of all the workloads the change rolls, in name order).
+//!
+//! So a restarted wavelet tells "wave 1 rolled and is healthy, roll wave 2" (a record
+//! with one wave, whose workloads carry the new hash and are done) from "nothing rolled
+//! yet" (no record for this data hash) and from "held" (the record says so).
+
+use crate::config::WaveSize;
+use crate::hashmode::fanout::record::{Hold, Record};
+use crate::model::rollout_status::RolloutStatus;
+
+/// One workload that uses the changed object, as the decision sees it.
+#[derive(Debug, Clone)]
+pub struct Member<'a> {
+    /// Its id in records (`deployments.apps/ns/name`); also the order of waves.
+    pub id: &'a str,
+    /// `wavelet.dev/canary: "true"`: first wave.
+    pub canary: bool,
+    /// It carries the hash of its current configuration (rolled, or never affected).
+    pub current: bool,
+    pub status: &'a RolloutStatus,
+    /// When wavelet first saw it carry the new hash (Unix seconds), if it did.
+    pub rolled_at: Option<u64>,
+}
+
+/// The wave settings of one fan-out.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub first_wave: usize,
+    pub wave_size: WaveSize,
+    pub rollout_timeout_secs: u64,
+}
+
+/// What to do next with the fan-out of one change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Fewer than two workloads due: they roll as usual.
+    NotShared,
+    /// Record this wave (`wave` counts from 1), then roll its workloads.
+    Release { wave: usize, workloads: Vec<String> },
+    /// The current wave is still rolling: what each workload waits for, and when to
+    /// look again (seconds from now) for its timeout.
+    Rolling {
+        wave: usize,
+        waiting: Vec<(String, String)>,
+        recheck_in: u64,
+    },
+    /// Record the hold: the rest are not rolled.
+    Hold(Hold),
+    /// Held already.
+    Held,
+    /// Every workload the change rolls carries it and finished healthy.
+    Complete { waves: usize },
+}
+
+/// Steps 1 to 5 above. `record` is this change's (same data hash), if any.
+pub fn decide(
+    record: Option<&Record>,
+    members: &[Member],
+    settings: Settings,
+    now: u64,
+) -> Decision {
+    let mut due: Vec<&Member> = members
+        .iter()
+        .filter(|m| !m.current && record.is_none_or(|r| !r.released(m.id)))
+        .collect();
+    due.sort_by(|a, b| b.canary.cmp(&a.canary).then(a.id.cmp(b.id)));
+    // 1.
+    let Some(record) = record else {
+        if due.len() < 2 {
+            return Decision::NotShared;
+        }
+        let canaries = due.iter().take_while(|m| m.canary).count();
+        let first = if canaries > 0 {
+            canaries
+        } else {
+            settings.first_wave.max(1)
+        };
+        return Decision::Release {
+            wave: 1,
+            workloads: due.iter().take(first).map(|m| m.id.to_string()).collect(),
+        };
+    };
+    // 2.
+    if record.held.is_some() {
+        return Decision::Held;
+    }
+    // 3. and 4.
+    let wave = record.waves.len();
+    let mut waiting = Vec::new();
+    let mut recheck_in = settings.rollout_timeout_secs;
+    for id in record.waves.last().into_iter().flatten() {
+        if record.skipped.contains(id) {
+            continue;
+        }
+        // Gone, opted out, or no longer using the object: nothing to wait for.
+        let Some(member) = members.iter().find(|m| m.id == id) else {
+            continue;
+        };
+        let started = member.rolled_at.unwrap_or(record.since).max(record.since);
+        let waited = now.saturating_sub(started);
+        let why = match (member.current, member.status) {
+            (true, RolloutStatus::Done) => continue,
+            (true, RolloutStatus::Failed(reason)) => {
+                return Decision::Hold(Hold {
+                    workload: id.clone(),
+                    reason: format!("its rollout failed: it {reason}"),
+                })
+            }
+            (true, RolloutStatus::Progressing(text)) => {
+                if waited >= settings.rollout_timeout_secs {
+                    return Decision::Hold(Hold {
+                        workload: id.clone(),
+                        reason: format!(
+                            "its rollout did not finish within --rollout-timeout ({}s): {text}",
+                            settings.rollout_timeout_secs
+                        ),
+                    });
+                }
+                recheck_in = recheck_in.min(settings.rollout_timeout_secs - waited);
+                text.to_string()
+            }
+            // Released but not rolled yet: its patch, its window or a pause is pending.
+            (false, _) => "not rolled yet".to_string(),
+        };
+        waiting.push((id.clone(), why));
+    }
+    if !waiting.is_empty() {
+        return Decision::Rolling {
+            wave,
+            waiting,
+            recheck_in: recheck_in.max(1),
+        };
+    }
+    // 5.
+    if due.is_empty() {
+        return Decision::Complete { waves: wave };
+    }
+    let released = record.waves.iter().map(Vec::len).sum::<usize>();
+    let size = settings.wave_size.of(released + due.len());
+    Decision::Release {
+        wave: wave + 1,
+        workloads: due.iter().take(size).map(|m| m.id.to_string()).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: u64 = 1_795_317_280;
+    const SETTINGS: Settings = Settings {
+        first_wave: 1,
+        wave_size: WaveSize::Percent(50),
+        rollout_timeout_secs: 600,
+    };
+
+    fn ids(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| format!("deployments.apps/ns/web-{i}"))
+            .collect()
+    }
+
+    fn members<'a>(
+        ids: &'a [String],
+        current: &[usize],
+        status: &'a RolloutStatus,
+    ) -> Vec<Member<'a>> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| Member {
+                id,
+                canary: false,
+                current: current.contains(&i),
+                status,
+                rolled_at: None,
+            })
+            .collect()
+    }
+
+    fn record(waves: &[&[usize]], ids: &[String], since: u64) -> Record {
+        Record {
+            hash: "h".into(),
+            since,
+            waves: waves
+                .iter()
+                .map(|w| w.iter().map(|i| ids[*i].clone()).collect())
+                .collect(),
+            skipped: vec![],
+            held: None,
+        }
+    }
+
+    #[test]
+    fn the_waves_of_a_good_change_to_ten_workloads_go_one_then_half_then_the_rest() {
+        let ids = ids(10);
+        let done = RolloutStatus::Done;
+        // Table: (record waves, which carry the new hash) → decision.
+        type Row<'a> = (&'a [&'a [usize]], &'a [usize], Decision);
+        let table: &[Row] = &[
+            (
+                &[],
+                &[],
+                Decision::Release {
+                    wave: 1,
+                    workloads: vec![ids[0].clone()],
+                },
+            ),
+            (
+                &[&[0]],
+                &[],
+                Decision::Rolling {
+                    wave: 1,
+                    waiting: vec![(ids[0].clone(), "not rolled yet".into())],
+                    recheck_in: 600,
+                },
+            ),
+            (
+                &[&[0]],
+                &[0],
+                Decision::Release {
+                    wave: 2,
+                    workloads: ids[1..6].to_vec(),
+                },
+            ),
+            (
+                &[&[0], &[1, 2, 3, 4, 5]],
+                &[0, 1, 2, 3, 4, 5],
+                Decision::Release {
+                    wave: 3,
+                    workloads: ids[6..10].to_vec(),
+                },
+            ),
+            (
+                &[&[0], &[1, 2, 3, 4, 5], &[6, 7, 8, 9]],
+                &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+                Decision::Complete { waves: 3 },
+            ),
+        ];
+        for (waves, current, expected) in table {
+            let members = members(&ids, current, &done);
+            let record = (!waves.is_empty()).then(|| record(waves, &ids, T0));
+            assert_eq!(
+                &decide(record.as_ref(), &members, SETTINGS, T0 + 5),
+                expected,
+                "waves {waves:?}, current {current:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_workload_due_is_not_a_fan_out() {
+        let ids = ids(3);
+        let done = RolloutStatus::Done;
+        assert_eq!(
+            decide(None, &members(&ids, &[0, 1], &done), SETTINGS, T0),
+            Decision::NotShared
+        );
+        assert_eq!(
+            decide(None, &members(&ids, &[0, 1, 2], &done), SETTINGS, T0),
+            Decision::NotShared
+        );
+    }
+
+    #[test]
+    fn canaries_make_the_first_wave_whatever_their_names() {
+        let ids = ids(5);
+        let done = RolloutStatus::Done;
+        let mut all = members(&ids, &[], &done);
+        all[3].canary = true;
+        all[4].canary = true;
+        assert_eq!(
+            decide(None, &all, SETTINGS, T0),
+            Decision::Release {
+                wave: 1,
+                workloads: vec![ids[3].clone(), ids[4].clone()]
+            }
+        );
+        let more = Settings {
+            first_wave: 3,
+            ..SETTINGS
+        };
+        assert_eq!(
+            decide(None, &members(&ids, &[], &done), more, T0),
+            Decision::Release {
+                wave: 1,
+                workloads: ids[..3].to_vec()
+            }
+        );
+    }
+
+    #[test]
+    fn a_failed_workload_of_the_current_wave_holds_the_rest() {
+        let ids = ids(10);
+        let failed = RolloutStatus::Failed("exceeded its progress deadline".into());
+        let all = members(&ids, &[0], &failed);
+        assert_eq!(
+            decide(Some(&record(&[&[0]], &ids, T0)), &all, SETTINGS, T0 + 30),
+            Decision::Hold(Hold {
+                workload: ids[0].clone(),
+                reason: "its rollout failed: it exceeded its progress deadline".into()
+            })
+        );
+        let mut held = record(&[&[0]], &ids, T0);
+        held.held = Some(Hold {
+            workload: ids[0].clone(),
+            reason: "x".into(),
+        });
+        assert_eq!(decide(Some(&held), &all, SETTINGS, T0 + 30), Decision::Held);
+    }
+
+    #[test]
+    fn a_rollout_still_progressing_past_the_timeout_holds_and_before_it_waits_for_the_rest_of_it() {
+        let ids = ids(4);
+        let slow = RolloutStatus::Progressing("1 of 2 updated replicas are available".into());
+        let mut all = members(&ids, &[0], &slow);
+        let rec = record(&[&[0]], &ids, T0);
+        assert_eq!(
+            decide(Some(&rec), &all, SETTINGS, T0 + 200),
+            Decision::Rolling {
+                wave: 1,
+                waiting: vec![(
+                    ids[0].clone(),
+                    "1 of 2 updated replicas are available".into()
+                )],
+                recheck_in: 400
+            }
+        );
+        assert!(
+            matches!(decide(Some(&rec), &all, SETTINGS, T0 + 600), Decision::Hold(h) if h.reason.contains("--rollout-timeout"))
+        );
+        // Rolled late (it waited for its restart window): the timeout counts from then.
+        all[0].rolled_at = Some(T0 + 500);
+        assert!(matches!(
+            decide(Some(&rec), &all, SETTINGS, T0 + 600),
+            Decision::Rolling {
+                recheck_in: 500,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_resume_goes_past_the_skipped_workload_and_gone_workloads_hold_nothing() {
+        let ids = ids(4);
+        let failed = RolloutStatus::Failed("is Degraded".into());
+        let all = members(&ids, &[0], &failed);
+        let mut rec = record(&[&[0]], &ids, T0);
+        rec.skipped = vec![ids[0].clone()];
+        assert_eq!(
+            decide(Some(&rec), &all, SETTINGS, T0 + 30),
+            Decision::Release {
+                wave: 2,
+                workloads: ids[1..3].to_vec()
+            }
+        );
+        let gone = record(&[&[0]], &ids, T0);
+        let rest = members(&ids, &[], &failed).split_off(1);
+        assert_eq!(
+            decide(Some(&gone), &rest, SETTINGS, T0 + 30),
+            Decision::Release {
+                wave: 2,
+                workloads: ids[1..3].to_vec()
+            }
+        );
+    }
+
+    #[test]
+    fn workloads_the_change_does_not_affect_are_neither_due_nor_waited_for() {
+        // web-0 and web-1 never needed the change: they carry their hash and no wave
+        // released them, so they are not the first wave and hold nothing.
+        let ids = ids(4);
+        let failed = RolloutStatus::Failed("exceeded its progress deadline".into());
+        let all = members(&ids, &[0, 1], &failed);
+        assert_eq!(
+            decide(None, &all, SETTINGS, T0),
+            Decision::Release {
+                wave: 1,
+                workloads: vec![ids[2].clone()]
+            }
+        );
+        let done = RolloutStatus::Done;
+        let rolled = members(&ids, &[0, 1, 2], &done);
+        assert_eq!(
+            decide(Some(&record(&[&[2]], &ids, T0)), &rolled, SETTINGS, T0 + 1),
+            Decision::Release {
+                wave: 2,
+                workloads: vec![ids[3].clone()]
+            }
+        );
+    }
+}

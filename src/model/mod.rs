@@ -1,0 +1,19 @@
+//! wavelet's model of the cluster, between the generic watch engine below and the two
+//! modes above: which ConfigMaps, Secrets and SecretProviderClasses a pod template
+//! references (`references`), whether a workload opted in and what counts for it
+//! (`optin`), what a workload is to wavelet (`workload`), the canonical form and hash of
+//! configuration (`hash`), the cache of ConfigMaps/Secrets as digests and of opted-in
+//! workloads, with its reverse index (`cache`), what the Secrets Store CSI driver reports
+//! mounted (`mounts`) and which Pods are a workload's (`pods`), what counts for one
+//! workload now (`counted`), whether a workload's rollout finished (`rollout_status`),
+//! and wavelet's own state ConfigMap (`state`).
+pub mod cache;
+pub(crate) mod counted;
+pub mod hash;
+pub mod mounts;
+pub(crate) mod optin;
+pub mod pods;
+pub mod references;
+pub mod rollout_status;
+pub mod state;
+pub(crate) mod workload;

@@ -1,0 +1,750 @@
+//! The Secrets Store CSI driver (`--enable-csi-integration`), through the binary against the
+//! fake API server serving the driver's own CRDs (v1.6.0, read from ../shared/third-party),
+//! with pod statuses written as the driver writes them ([`Driver`]): a rotation rolls each
+//! workload that mounts the class once, a pod status of an unrelated class rolls nothing,
+//! adoption rolls nothing (nor do the first pod statuses, nor turning the flag on),
+//! Reloader's annotations select as in Reloader, an exclude list wins, delete mode acts on
+//! a SecretProviderClass, and `status` and `hash` show the classes. Each "rolls nothing"
+//! is asserted after a later change that must roll has rolled.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use serde_json::{json, Value};
+
+use crate::fake::client::RawClient;
+use crate::fake::FakeApi;
+use crate::util::*;
+
+const NS: &str = "default";
+const HASH: &str = "wavelet.dev/config-hash";
+const CSI: &str = "--enable-csi-integration";
+const GROUP_VERSION: &str = "secrets-store.csi.x-k8s.io/v1";
+pub const STATUSES: &str = "secretproviderclasspodstatuses";
+
+/// The driver's CRDs as its v1.6.0 release ships them (never copied into this repository).
+pub fn csi_crds() -> [PathBuf; 2] {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/third-party/secrets-store-csi-driver-v1.6.0");
+    [
+        dir.join("secretproviderclasses.yaml"),
+        dir.join("secretproviderclasspodstatuses.yaml"),
+    ]
+}
+
+/// The fake serves the driver's resources, as an API server with its CRDs installed.
+pub fn install_csi_driver(fake: &FakeApi) {
+    for crd in csi_crds() {
+        fake.install_crd(&crd);
+    }
+}
+
+/// A SecretProviderClass for Vault with these annotations.
+pub fn secret_provider_class(ns: &str, name: &str, annotations: Value) -> Value {
+    json!({
+        "apiVersion": GROUP_VERSION, "kind": "SecretProviderClass",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": {"provider": "vault", "parameters": {
+            "vaultAddress": "https://vault.vault:8200", "roleName": name,
+            "objects": "- objectName: db-password\n  secretPath: secret/data/db\n  secretKey: password\n"}}
+    })
+}
+
+/// A pod spec that mounts SecretProviderClass `class` through the driver (volume
+/// `secrets-store`), and, when given, ConfigMap `configmap` through `envFrom`.
+pub fn mounts_class(class: &str, configmap: Option<&str>) -> Value {
+    let mut container = json!({"name": "app", "image": "nginx",
+        "volumeMounts": [{"name": "secrets-store", "mountPath": "/mnt/secrets-store", "readOnly": true}]});
+    if let Some(cm) = configmap {
+        container["envFrom"] = json!([{"configMapRef": {"name": cm}}]);
+    }
+    json!({
+        "volumes": [{"name": "secrets-store", "csi": {"driver": "secrets-store.csi.k8s.io",
+            "readOnly": true, "volumeAttributes": {"secretProviderClass": class}}}],
+        "containers": [container],
+    })
+}
+
+/// A Deployment of two replicas.
+fn deployment(name: &str, annotations: Value, pod_spec: Value) -> Value {
+    let mut object = workload("Deployment", NS, name, annotations, pod_spec);
+    object["spec"]["replicas"] = json!(2);
+    object
+}
+
+/// The Secrets Store CSI driver's side: what its node plugin writes once a Pod mounted a
+/// class (`createOrUpdateSecretProviderClassPodStatus`, v1.6.0), over HTTP like the driver.
+pub struct Driver {
+    url: String,
+}
+
+impl Driver {
+    pub fn new(fake: &FakeApi) -> Driver {
+        Driver { url: fake.url() }
+    }
+
+    /// `pod` mounted `objects` (id, version) of `class`: the status is created (named
+    /// `<pod>-<namespace>-<class>`, labelled with the node, owned by the Pod, objects
+    /// ordered by id); when it exists, it is read and its labels, status and owner
+    /// references are replaced with a PUT.
+    pub fn write(&self, pod: &Value, class: &str, objects: &[(&str, &str)]) {
+        let ns = pod["metadata"]["namespace"].as_str().unwrap();
+        let pod_name = pod["metadata"]["name"].as_str().unwrap();
+        let name = format!("{pod_name}-{ns}-{class}");
+        let volume = pod["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["csi"]["volumeAttributes"]["secretProviderClass"] == class)
+            .and_then(|v| v["name"].as_str())
+            .unwrap_or("secrets-store");
+        let mut sorted = objects.to_vec();
+        sorted.sort();
+        let status = json!({
+            "podName": pod_name,
+            "targetPath": format!("/var/lib/kubelet/pods/{}/volumes/kubernetes.io~csi/{volume}/mount", pod["metadata"]["uid"].as_str().unwrap()),
+            "mounted": true,
+            "secretProviderClassName": class,
+            "objects": sorted.iter().map(|(id, version)| json!({"id": id, "version": version})).collect::<Vec<_>>(),
+        });
+        let owner = json!([{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod["metadata"]["uid"]}]);
+        let labels = json!({"internal.secrets-store.csi.k8s.io/node-name": "node-1"});
+        let collection = format!("/apis/{GROUP_VERSION}/namespaces/{ns}/{STATUSES}");
+        let created = json!({
+            "apiVersion": GROUP_VERSION, "kind": "SecretProviderClassPodStatus",
+            "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": owner},
+            "status": status,
+        });
+        let mut client = RawClient::connect(&self.url);
+        let response = client.json("POST", &collection, "application/json", &created);
+        match response.status {
+            201 => return,
+            409 => {}
+            other => panic!("creating pod status {name}: {other} {}", response.text()),
+        }
+        let path = format!("{collection}/{name}");
+        let found = client.get(&path);
+        if found.status == 404 {
+            return; // its Pod is gone meanwhile, and the status with it
+        }
+        let mut existing = found.json();
+        existing["metadata"]["labels"] = labels;
+        existing["status"] = status;
+        existing["metadata"]["ownerReferences"] = owner;
+        let response = client.json("PUT", &path, "application/json", &existing);
+        assert!(
+            matches!(response.status, 200 | 404),
+            "updating {name}: {} {}",
+            response.status,
+            response.text()
+        );
+    }
+
+    /// Every running Pod of `ns` that mounts `class` (re)mounts it with these versions, one
+    /// after the other in name order, as the driver's periodic remount does; returns how
+    /// many Pods did.
+    pub fn publish(
+        &self,
+        fake: &FakeApi,
+        ns: &str,
+        class: &str,
+        objects: &[(&str, &str)],
+    ) -> usize {
+        self.publish_where(fake, ns, class, objects, |_| true)
+    }
+
+    /// [`Driver::publish`] for the Pods whose name `remounts` accepts only.
+    pub fn publish_where(
+        &self,
+        fake: &FakeApi,
+        ns: &str,
+        class: &str,
+        objects: &[(&str, &str)],
+        remounts: impl Fn(&str) -> bool,
+    ) -> usize {
+        let pods: Vec<Value> = fake
+            .pods(ns)
+            .into_iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .filter(|p| remounts(p["metadata"]["name"].as_str().unwrap()))
+            .filter(|p| {
+                p["spec"]["volumes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|v| v["csi"]["volumeAttributes"]["secretProviderClass"] == class)
+            })
+            .collect();
+        for pod in &pods {
+            self.write(pod, class, objects);
+        }
+        pods.len()
+    }
+}
+
+fn rollouts(fake: &FakeApi, name: &str) -> usize {
+    template_patches(fake, "deployments", NS, name)
+}
+
+fn adopted(fake: &FakeApi, name: &str) -> bool {
+    hashes(fake, "deployments", NS, name, HASH).1.is_some()
+}
+
+/// Starts wavelet with `args` (and the test timings), and waits until `marker` and the
+/// Deployments `adopt` are adopted.
+fn start(fake: &FakeApi, args: &[&str], adopt: &[&str]) -> Wavelet {
+    fake.apply(configmap(NS, "marker-config", &[("v", "1")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "marker",
+        opted_in(),
+        mounts_configmap("marker-config"),
+    ));
+    let mut all = FAST.to_vec();
+    all.extend_from_slice(args);
+    let wavelet = Wavelet::start(fake, &all);
+    eventually(fake, &wavelet, "adoptions", |f| {
+        adopted(f, "marker") && adopt.iter().all(|name| adopted(f, name))
+    });
+    wavelet
+}
+
+/// The positive signal: the marker rolls, so every change made before it was processed.
+fn barrier(fake: &FakeApi, wavelet: &Wavelet) {
+    let before = rollouts(fake, "marker");
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "marker-config",
+        json!({"data": {"v": format!("{}", before + 2)}}),
+    );
+    eventually(fake, wavelet, "the marker's rollout", |f| {
+        rollouts(f, "marker") == before + 1
+    });
+}
+
+/// The rollouts of each Deployment.
+fn counts(fake: &FakeApi, names: &[&str]) -> Vec<(String, usize)> {
+    names
+        .iter()
+        .map(|n| (n.to_string(), rollouts(fake, n)))
+        .collect()
+}
+
+fn expect(names: &[(&str, usize)]) -> Vec<(String, usize)> {
+    names.iter().map(|(n, c)| (n.to_string(), *c)).collect()
+}
+
+#[test]
+fn a_rotation_rolls_each_workload_that_mounts_the_class_once_and_an_unrelated_class_rolls_nothing()
+{
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    fake.apply(secret_provider_class(NS, "unrelated", json!({})));
+    for name in ["web", "api"] {
+        fake.apply(deployment(name, opted_in(), mounts_class("vault", None)));
+    }
+    fake.apply(deployment(
+        "other",
+        opted_in(),
+        mounts_class("unrelated", None),
+    ));
+    // A Deployment that is not opted in mounts the class too, with more Pods than web and
+    // api together, which never remount (stuck): a workload counts its own Pods' versions.
+    let mut legacy = deployment("legacy", json!({}), mounts_class("vault", None));
+    legacy["spec"]["replicas"] = json!(5);
+    fake.apply(legacy);
+    assert_eq!(
+        driver.publish(&fake, NS, "vault", &[("db-password", "1")]),
+        9
+    );
+    assert_eq!(driver.publish(&fake, NS, "unrelated", &[("token", "1")]), 2);
+    let all = ["web", "api", "other"];
+    let wavelet = start(&fake, &[CSI], &all);
+    assert_eq!(
+        counts(&fake, &all),
+        expect(&[("web", 0), ("api", 0), ("other", 0)])
+    );
+
+    // Vault rotates db-password: each Pod of web and api remounts in turn, and its status
+    // says so.
+    let remounting = |pod: &str| !pod.starts_with("legacy-");
+    let rotated = [("db-password", "2")];
+    assert_eq!(
+        driver.publish_where(&fake, NS, "vault", &rotated, remounting),
+        4
+    );
+    eventually(&fake, &wavelet, "web and api rolled", |f| {
+        rollouts(f, "web") == 1 && rollouts(f, "api") == 1
+    });
+    // The rollouts' new Pods mount the new version (the old ones went, their statuses
+    // with them), and the next remounts report it again.
+    driver.publish_where(&fake, NS, "vault", &rotated, remounting);
+    barrier(&fake, &wavelet);
+    driver.publish_where(&fake, NS, "vault", &rotated, remounting);
+    barrier(&fake, &wavelet);
+    assert_eq!(
+        counts(&fake, &all),
+        expect(&[("web", 1), ("api", 1), ("other", 0)]),
+        "{}",
+        wavelet.output()
+    );
+    let statuses = fake.list(STATUSES, Some(NS));
+    let of = |prefix: &str| -> Vec<String> {
+        statuses
+            .iter()
+            .filter(|s| s["status"]["podName"].as_str().unwrap().starts_with(prefix))
+            .map(|s| {
+                s["status"]["objects"][0]["version"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(
+        of("web-"),
+        ["2", "2"],
+        "the new Pods' statuses; the old ones' are gone"
+    );
+    assert_eq!(of("legacy-"), ["1"; 5]);
+
+    // A pod status of a class that web and api do not mount: only other rolls.
+    driver.publish(&fake, NS, "unrelated", &[("token", "2")]);
+    eventually(&fake, &wavelet, "other rolled", |f| {
+        rollouts(f, "other") == 1
+    });
+    barrier(&fake, &wavelet);
+    assert_eq!(
+        counts(&fake, &all),
+        expect(&[("web", 1), ("api", 1), ("other", 1)]),
+        "{}",
+        wavelet.output()
+    );
+    let event = fake
+        .events_for(NS, "web")
+        .into_iter()
+        .find(|e| e["reason"] == "ConfigChanged")
+        .expect("a ConfigChanged Event");
+    assert!(
+        event["message"]
+            .as_str()
+            .unwrap()
+            .contains("SecretProviderClass default/vault changed"),
+        "{event}"
+    );
+}
+
+#[test]
+fn adoption_rolls_nothing_nor_do_the_first_pod_statuses_nor_turning_the_flag_on() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    // Mounted before wavelet starts.
+    fake.apply(deployment("early", opted_in(), mounts_class("vault", None)));
+    driver.publish(&fake, NS, "vault", &[("db-password", "1")]);
+    // Its Pods have not mounted yet: not read yet, which is not missing.
+    fake.apply(deployment(
+        "late",
+        opted_in(),
+        mounts_class("vault", Some("app-config")),
+    ));
+    let pods_of_late: Vec<Value> = fake
+        .pods(NS)
+        .into_iter()
+        .filter(|p| p["metadata"]["name"].as_str().unwrap().starts_with("late-"))
+        .collect();
+    let wavelet = start(&fake, &[CSI], &["early", "late"]);
+    let adopted_late = hashes(&fake, "deployments", NS, "late", HASH).1;
+    assert!(
+        fake.events_for(NS, "late").is_empty(),
+        "no Warning for a class not read yet"
+    );
+
+    // late's Pods mount it now: the new hash is recorded, nothing rolls.
+    for pod in &pods_of_late {
+        driver.write(pod, "vault", &[("db-password", "1")]);
+    }
+    eventually(
+        &fake,
+        &wavelet,
+        "late's hash recorded with the class",
+        |f| hashes(f, "deployments", NS, "late", HASH).1 != adopted_late,
+    );
+    barrier(&fake, &wavelet);
+    assert_eq!(
+        counts(&fake, &["early", "late"]),
+        expect(&[("early", 0), ("late", 0)])
+    );
+
+    // A class not read yet holds nothing: a ConfigMap change still rolls.
+    fake.apply(deployment(
+        "pending",
+        opted_in(),
+        mounts_class("not-mounted-yet", Some("app-config")),
+    ));
+    eventually(&fake, &wavelet, "pending adopted", |f| {
+        adopted(f, "pending")
+    });
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "late and pending rolled", |f| {
+        rollouts(f, "late") == 1 && rollouts(f, "pending") == 1
+    });
+    assert!(
+        !wavelet.output().contains("ConfigMissing"),
+        "{}",
+        wavelet.output()
+    );
+    drop(wavelet);
+
+    // Adopted without the flag, then restarted with it: the classes' versions are
+    // recorded without a rollout, with no memory of the workload.
+    let fresh = FakeApi::start();
+    install_csi_driver(&fresh);
+    let driver = Driver::new(&fresh);
+    fresh.apply(secret_provider_class(NS, "vault", json!({})));
+    fresh.apply(deployment("web", opted_in(), mounts_class("vault", None)));
+    driver.publish(&fresh, NS, "vault", &[("db-password", "1")]);
+    let without = start(&fresh, &[], &["web"]);
+    let before = hashes(&fresh, "deployments", NS, "web", HASH).1;
+    drop(without);
+    let with = start(&fresh, &[CSI], &["web"]);
+    eventually(&fresh, &with, "the classes recorded", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1 != before
+    });
+    barrier(&fresh, &with);
+    assert_eq!(rollouts(&fresh, "web"), 0, "{}", with.output());
+    // And the next rotation rolls it.
+    driver.publish(&fresh, NS, "vault", &[("db-password", "2")]);
+    eventually(&fresh, &with, "web rolled", |f| rollouts(f, "web") == 1);
+}
+
+#[test]
+fn reloaders_annotations_select_classes_as_in_reloader_and_an_exclude_list_wins() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    fake.apply(secret_provider_class(
+        NS,
+        "quiet",
+        json!({"reloader.stakater.com/ignore": "true"}),
+    ));
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    let uses = || mounts_class("vault", Some("app-config"));
+    let cases = [
+        // (name, annotations, pod spec, rolls on the rotation, rolls on the ConfigMap)
+        (
+            "typed",
+            json!({"secretproviderclass.reloader.stakater.com/auto": "true"}),
+            uses(),
+            true,
+            false,
+        ),
+        (
+            "listed",
+            json!({"secretproviderclass.reloader.stakater.com/reload": "vau.*"}),
+            uses(),
+            true,
+            false,
+        ),
+        (
+            "auto",
+            json!({"reloader.stakater.com/auto": "true"}),
+            uses(),
+            true,
+            true,
+        ),
+        (
+            "cmonly",
+            json!({"configmap.reloader.stakater.com/auto": "true"}),
+            uses(),
+            false,
+            true,
+        ),
+        (
+            "excluded",
+            json!({"reloader.stakater.com/auto": "true",
+            "secretproviderclasses.exclude.reloader.stakater.com/reload": "other, vault"}),
+            uses(),
+            false,
+            true,
+        ),
+        // Named in a reload list without mounting it: it counts with every Pod's versions.
+        (
+            "named",
+            json!({"secretproviderclass.reloader.stakater.com/reload": "vault"}),
+            mounts_configmap("app-config"),
+            true,
+            false,
+        ),
+        // Reloader reads its keys from the pod template when the metadata has none.
+        ("template", json!({}), uses(), true, false),
+        (
+            "ignored",
+            json!({"reloader.stakater.com/auto": "true"}),
+            mounts_class("quiet", Some("app-config")),
+            false,
+            true,
+        ),
+    ];
+    for (name, annotations, spec, ..) in &cases {
+        let mut object = deployment(name, annotations.clone(), spec.clone());
+        if *name == "template" {
+            object["spec"]["template"]["metadata"]["annotations"] =
+                json!({"secretproviderclass.reloader.stakater.com/auto": "true"});
+        }
+        fake.apply(object);
+    }
+    driver.publish(&fake, NS, "vault", &[("db-password", "1")]);
+    driver.publish(&fake, NS, "quiet", &[("token", "1")]);
+    let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    let wavelet = start(&fake, &[CSI], &names);
+
+    driver.publish(&fake, NS, "vault", &[("db-password", "2")]);
+    driver.publish(&fake, NS, "quiet", &[("token", "2")]);
+    let rotated: Vec<(&str, usize)> = cases.iter().map(|c| (c.0, usize::from(c.3))).collect();
+    eventually(&fake, &wavelet, "the rotation's rollouts", |f| {
+        counts(f, &names) == expect(&rotated)
+    });
+    driver.publish(&fake, NS, "vault", &[("db-password", "2")]);
+    barrier(&fake, &wavelet);
+    assert_eq!(
+        counts(&fake, &names),
+        expect(&rotated),
+        "{}",
+        wavelet.output()
+    );
+
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    let both: Vec<(&str, usize)> = cases
+        .iter()
+        .map(|c| (c.0, usize::from(c.3) + usize::from(c.4)))
+        .collect();
+    eventually(&fake, &wavelet, "the ConfigMap's rollouts", |f| {
+        counts(f, &names) == expect(&both)
+    });
+    barrier(&fake, &wavelet);
+    assert_eq!(counts(&fake, &names), expect(&both), "{}", wavelet.output());
+}
+
+#[test]
+fn without_the_flag_nothing_of_the_driver_is_asked_for_and_classes_count_for_nobody() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    fake.apply(deployment("web", opted_in(), mounts_class("vault", None)));
+    fake.apply(deployment(
+        "typed",
+        json!({"secretproviderclass.reloader.stakater.com/auto": "true"}),
+        mounts_class("vault", None),
+    ));
+    driver.publish(&fake, NS, "vault", &[("db-password", "1")]);
+    let wavelet = start(&fake, &[], &["web"]);
+    assert!(
+        !adopted(&fake, "typed"),
+        "Reloader's class keys opt in only with the flag"
+    );
+    driver.publish(&fake, NS, "vault", &[("db-password", "2")]);
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 0, "{}", wavelet.output());
+    assert!(!adopted(&fake, "typed"));
+    // Not even discovery: wavelet's own requests (the driver's are not in `accesses`).
+    let asked: Vec<String> = fake
+        .accesses()
+        .iter()
+        .filter(|a| a.group.contains("secrets-store") || a.resource.contains("secrets-store"))
+        .map(|a| a.to_string())
+        .collect();
+    assert!(asked.is_empty(), "{asked:?}");
+}
+
+#[test]
+fn delete_mode_replaces_the_pods_a_secret_provider_class_selects_once_per_rotation() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wavelet"}}));
+    fake.apply(secret_provider_class(
+        NS,
+        "vault",
+        json!({"wavelet.dev/pod-delete-match": "app=web", "wavelet.dev/pod-delete-strategy": "delete"}),
+    ));
+    fake.apply(deployment("web", json!({}), mounts_class("vault", None)));
+    driver.publish(&fake, NS, "vault", &[("db-password", "1")]);
+    let wavelet = start(&fake, &[CSI, "--state-namespace", "wavelet"], &[]);
+    let state_key = "secretproviderclass.default.vault";
+    eventually(&fake, &wavelet, "the class recorded at first sight", |f| {
+        f.get("configmaps", "wavelet", "wavelet-state")
+            .is_some_and(|s| !s["data"][state_key].is_null())
+    });
+    let web_pods = |f: &FakeApi| -> Vec<String> {
+        f.pods(NS)
+            .iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "web")
+            .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = web_pods(&fake);
+    assert_eq!(before.len(), 2);
+    assert!(pod_replacements(&fake).is_empty());
+
+    driver.publish(&fake, NS, "vault", &[("db-password", "2")]);
+    eventually(&fake, &wavelet, "web's Pods replaced", |f| {
+        pod_replacements(f).len() == 2
+    });
+    // The new Pods mount version 2 and report it: nothing more is replaced.
+    driver.publish(&fake, NS, "vault", &[("db-password", "2")]);
+    barrier(&fake, &wavelet);
+    wavelet.wait_for_log_after(
+        0,
+        "secretproviderclass default/vault",
+        "delete mode: Replaced {",
+    );
+    assert_eq!(pod_replacements(&fake).len(), 2, "{}", wavelet.output());
+    assert!(web_pods(&fake).iter().all(|uid| !before.contains(uid)));
+    assert!(fake
+        .events_for(NS, "vault")
+        .iter()
+        .any(|e| e["reason"] == "PodsReplaced"
+            && e["involvedObject"]["apiVersion"] == GROUP_VERSION
+            && e["involvedObject"]["kind"] == "SecretProviderClass"));
+}
+
+fn run(fake: &FakeApi, args: &[&str]) -> (Option<i32>, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = wavelet_command()
+        .args(args)
+        .args(["--server", &fake.url()])
+        .env_clear()
+        .output()
+        .expect("running wavelet");
+    (
+        status.code(),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+#[test]
+fn status_and_hash_count_the_classes_a_workload_mounts() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    fake.apply(deployment("web", opted_in(), mounts_class("vault", None)));
+    fake.apply(deployment(
+        "pending",
+        opted_in(),
+        mounts_class("not-mounted-yet", None),
+    ));
+    driver.publish(
+        &fake,
+        NS,
+        "vault",
+        &[("db-password", "1"), ("api-key", "7")],
+    );
+    let (code, stdout, stderr) = run(&fake, &["hash", CSI, "-n", NS, "deployment/web"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains(
+            "secretproviderclass default/vault (mounted, 2 objects, as 2 Pods report them)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("db-password"),
+        "names and counts only: {stdout}"
+    );
+    let with_class = stdout.lines().next().unwrap().to_string();
+    let (_, without, _) = run(&fake, &["hash", "-n", NS, "deployment/web"]);
+    assert_ne!(
+        without.lines().next().unwrap(),
+        with_class,
+        "the flag counts the class"
+    );
+    let (_, pending, _) = run(&fake, &["hash", CSI, "-n", NS, "deployment/pending"]);
+    assert!(
+        pending.contains("secretproviderclass default/not-mounted-yet (not read yet"),
+        "{pending}"
+    );
+
+    // `run` writes the hash `hash` prints, and `status` agrees.
+    let wavelet = start(&fake, &[CSI], &["web", "pending"]);
+    assert_eq!(
+        hashes(&fake, "deployments", NS, "web", HASH).1.as_deref(),
+        Some(with_class.as_str())
+    );
+    drop(wavelet);
+    let (code, stdout, stderr) = run(&fake, &["status", CSI, "-n", NS]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let row = stdout.lines().find(|l| l.contains("default/web")).unwrap();
+    assert!(
+        row.contains("up to date") && row.split_whitespace().nth(5) == Some("1"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn pod_statuses_deleted_while_the_watch_was_down_are_dropped_at_the_relist() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    let mut web = deployment("web", opted_in(), mounts_class("vault", None));
+    web["spec"]["replicas"] = json!(3);
+    fake.apply(web);
+    // One Pod has remounted version 2, two still report version 1: web counts version 1.
+    let pods = fake.pods(NS);
+    let web_pods: Vec<&Value> = pods
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "web")
+        .collect();
+    assert_eq!(web_pods.len(), 3);
+    driver.write(web_pods[0], "vault", &[("db-password", "2")]);
+    for pod in &web_pods[1..] {
+        driver.write(pod, "vault", &[("db-password", "1")]);
+    }
+    let wavelet = start(&fake, &[CSI], &["web"]);
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 0);
+
+    // The watch is down while the two stale statuses go; history is compacted past it,
+    // so wavelet relists: what the relist does not return is gone, and web now counts
+    // version 2.
+    fake.inject(crate::fake::Fault::Slow {
+        method: "WATCH".into(),
+        resource: STATUSES.into(),
+        delay: std::time::Duration::from_millis(300),
+    });
+    fake.close_watches();
+    for pod in &web_pods[1..] {
+        let name = format!("{}-{NS}-vault", pod["metadata"]["name"].as_str().unwrap());
+        assert!(fake.delete(STATUSES, NS, &name));
+    }
+    fake.compact();
+    eventually(&fake, &wavelet, "web rolled for version 2", |f| {
+        rollouts(f, "web") == 1
+    });
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 1, "{}", wavelet.output());
+}

@@ -1,0 +1,298 @@
+//! The Secrets Store CSI driver against the real API server: its v1.6.0 CRDs installed
+//! from ../shared/third-party, pod statuses written for the real Pods of real
+//! ReplicaSets as the driver's node plugin writes them (and garbage-collected with their
+//! Pods by the real controller-manager), wavelet run with `--enable-csi-integration`.
+//! One rotation rolls each Deployment that mounts the class exactly once (one new
+//! ReplicaSet), a rotation of an unrelated class rolls none of them, adoption rolls
+//! nothing, Reloader's typed `auto` selects the class, and an exclude list wins.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::kube::{configmap, opted_in, workload, Kube};
+use crate::process::{one_shot, Wavelet};
+use crate::Ctx;
+
+const LONG: Duration = Duration::from_secs(60);
+const GROUP_VERSION: &str = "secrets-store.csi.x-k8s.io/v1";
+
+/// Installs the driver's CRDs (once for the suite) and waits until the API serves them.
+fn install_crds(kube: &Kube) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/third-party/secrets-store-csi-driver-v1.6.0");
+    for file in [
+        "secretproviderclasses.yaml",
+        "secretproviderclasspodstatuses.yaml",
+    ] {
+        let text = std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|e| panic!("reading {file}: {e}"));
+        let crd = wavelet::client::yaml::parse(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        match kube.client.post::<Value>(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &crd,
+        ) {
+            Ok(_) => {}
+            Err(e) if e.status().is_some_and(|s| s.is_conflict()) => {}
+            Err(e) => panic!("creating the CRD of {file}: {e}"),
+        }
+    }
+    for plural in ["secretproviderclasses", "secretproviderclasspodstatuses"] {
+        kube.until(LONG, &format!("{plural} served"), || {
+            kube.client
+                .get::<Value>(&format!("/apis/{GROUP_VERSION}/{plural}"))
+                .is_ok()
+        });
+    }
+}
+
+fn statuses_path(ns: &str) -> String {
+    format!("/apis/{GROUP_VERSION}/namespaces/{ns}/secretproviderclasspodstatuses")
+}
+
+/// The pod spec part that mounts SecretProviderClass `class` (and, when given, reads
+/// ConfigMap `configmap` through `envFrom`).
+fn mounts_class(class: &str, configmap: Option<&str>) -> Value {
+    let mut container = json!({"volumeMounts": [{"name": "secrets-store",
+        "mountPath": "/mnt/secrets-store", "readOnly": true}]});
+    if let Some(cm) = configmap {
+        container["envFrom"] = json!([{"configMapRef": {"name": cm}}]);
+    }
+    json!({"volumes": [{"name": "secrets-store", "csi": {"driver": "secrets-store.csi.k8s.io",
+            "readOnly": true, "volumeAttributes": {"secretProviderClass": class}}}],
+        "container": container})
+}
+
+/// The running Pods of `ns` that mount `class`.
+fn pods_mounting(kube: &Kube, ns: &str, class: &str) -> Vec<Value> {
+    kube.list("Pod", ns)
+        .into_iter()
+        .filter(|p| {
+            p["metadata"]["deletionTimestamp"].is_null() && p["status"]["phase"] == "Running"
+        })
+        .filter(|p| {
+            p["spec"]["volumes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|v| v["csi"]["volumeAttributes"]["secretProviderClass"] == class)
+        })
+        .collect()
+}
+
+/// What the driver's `createOrUpdateSecretProviderClassPodStatus` writes once `pod` has
+/// mounted version `version` of object `db-password` of `class`: create, or read and PUT.
+fn write_status(kube: &Kube, pod: &Value, class: &str, version: &str) {
+    let ns = pod["metadata"]["namespace"].as_str().unwrap();
+    let pod_name = pod["metadata"]["name"].as_str().unwrap();
+    let name = format!("{pod_name}-{ns}-{class}");
+    let status = json!({
+        "podName": pod_name, "secretProviderClassName": class, "mounted": true,
+        "targetPath": format!("/var/lib/kubelet/pods/{}/volumes/kubernetes.io~csi/secrets-store/mount",
+            pod["metadata"]["uid"].as_str().unwrap()),
+        "objects": [{"id": "db-password", "version": version}],
+    });
+    let owner = json!([{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod["metadata"]["uid"]}]);
+    let labels = json!({"internal.secrets-store.csi.k8s.io/node-name": crate::kubelet::NODE});
+    let created = json!({"apiVersion": GROUP_VERSION, "kind": "SecretProviderClassPodStatus",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": owner},
+        "status": status});
+    match kube.client.post::<Value>(&statuses_path(ns), &created) {
+        Ok(_) => return,
+        Err(e) if e.status().is_some_and(|s| s.is_conflict()) => {}
+        Err(e) => panic!("creating pod status {name}: {e}"),
+    }
+    let path = format!("{}/{name}", statuses_path(ns));
+    let Ok(mut existing) = kube.client.get::<Value>(&path) else {
+        return; // its Pod went meanwhile, and the status with it
+    };
+    existing["metadata"]["labels"] = labels;
+    existing["metadata"]["ownerReferences"] = owner;
+    existing["status"] = status;
+    if let Err(e) = kube.client.put::<Value>(&path, &existing) {
+        assert!(e.is_not_found(), "updating pod status {name}: {e}");
+    }
+}
+
+/// The driver's remount of every running Pod that mounts `class`: each reports `version`.
+/// Returns how many Pods did.
+fn publish(kube: &Kube, ns: &str, class: &str, version: &str) -> usize {
+    let pods = pods_mounting(kube, ns, class);
+    for pod in &pods {
+        write_status(kube, pod, class, version);
+    }
+    pods.len()
+}
+
+/// Deployment `name` (2 replicas) with these annotations and pod spec part.
+fn deployment(kube: &Kube, ns: &str, name: &str, annotations: Value, pod: Value) {
+    kube.create(workload("Deployment", ns, name, annotations, pod));
+}
+
+fn replica_sets(kube: &Kube, ns: &str, name: &str) -> usize {
+    kube.list("ReplicaSet", ns)
+        .iter()
+        .filter(|rs| {
+            rs["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|refs| refs.iter().any(|r| r["name"] == name))
+        })
+        .count()
+}
+
+fn adopted(kube: &Kube, ns: &str, name: &str) -> bool {
+    kube.get("Deployment", ns, name)
+        .is_some_and(|d| !d["metadata"]["annotations"]["wavelet.dev/config-hash"].is_null())
+}
+
+pub fn rotation(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-csi";
+    kube.create_namespace(ns);
+    install_crds(kube);
+    for class in ["vault", "unrelated"] {
+        let spc = json!({"apiVersion": GROUP_VERSION, "kind": "SecretProviderClass",
+            "metadata": {"name": class, "namespace": ns},
+            "spec": {"provider": "vault", "parameters": {"vaultAddress": "https://vault.vault:8200",
+                "roleName": "app", "objects": "- objectName: db-password\n  secretPath: secret/data/db\n  secretKey: password\n"}}});
+        kube.client
+            .post::<Value>(
+                &format!("/apis/{GROUP_VERSION}/namespaces/{ns}/secretproviderclasses"),
+                &spc,
+            )
+            .expect("creating a SecretProviderClass");
+    }
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    deployment(kube, ns, "web", opted_in(), mounts_class("vault", None));
+    deployment(
+        kube,
+        ns,
+        "api",
+        json!({"secretproviderclass.reloader.stakater.com/auto": "true"}),
+        mounts_class("vault", None),
+    );
+    deployment(
+        kube,
+        ns,
+        "excluded",
+        json!({"reloader.stakater.com/auto": "true",
+            "secretproviderclasses.exclude.reloader.stakater.com/reload": "vault"}),
+        mounts_class("vault", Some("cfg")),
+    );
+    deployment(
+        kube,
+        ns,
+        "other",
+        opted_in(),
+        mounts_class("unrelated", None),
+    );
+    let all = ["web", "api", "excluded", "other"];
+    kube.until(LONG, "every Pod running", || {
+        pods_mounting(kube, ns, "vault").len() == 6
+            && pods_mounting(kube, ns, "unrelated").len() == 2
+    });
+    assert_eq!(publish(kube, ns, "vault", "1"), 6);
+    assert_eq!(publish(kube, ns, "unrelated", "1"), 2);
+
+    let wavelet = Wavelet::run(
+        &ctx.cluster,
+        &[
+            "--namespaces",
+            ns,
+            "--enable-csi-integration",
+            "--debounce",
+            "300ms",
+            "--min-rollout-interval",
+            "0s",
+            "--max-rollouts-per-second",
+            "50",
+        ],
+    );
+    kube.until(LONG, "adoptions", || {
+        all.iter().all(|n| adopted(kube, ns, n))
+    });
+    let revisions = |names: &[&str]| -> Vec<usize> {
+        names.iter().map(|n| replica_sets(kube, ns, n)).collect()
+    };
+    assert_eq!(revisions(&all), [1, 1, 1, 1], "adoption rolled nothing");
+    // The hash it adopted counts the class: `hash` (with the flag) prints the same.
+    let (code, out) = one_shot(
+        &ctx.cluster,
+        &[
+            "hash",
+            "--enable-csi-integration",
+            "-n",
+            ns,
+            "deployment/web",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let recorded = kube.get("Deployment", ns, "web").unwrap()["metadata"]["annotations"]
+        ["wavelet.dev/config-hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        out.starts_with(&recorded),
+        "hash printed {out}, recorded {recorded}"
+    );
+    assert!(
+        out.contains(&format!(
+            "secretproviderclass {ns}/vault (mounted, 1 objects, as 2 Pods report them)"
+        )),
+        "{out}"
+    );
+
+    // The unrelated class rotates: only other, which mounts it, rolls.
+    publish(kube, ns, "unrelated", "2");
+    kube.until(LONG, "other rolled", || {
+        replica_sets(kube, ns, "other") == 2
+    });
+    assert_eq!(revisions(&all), [1, 1, 1, 2], "{}", wavelet.output());
+
+    // Vault rotates: web (wavelet's key) and api (Reloader's typed auto) roll once each;
+    // excluded (its exclude list names vault) does not.
+    publish(kube, ns, "vault", "2");
+    kube.until(LONG, "web and api rolled", || {
+        replica_sets(kube, ns, "web") == 2 && replica_sets(kube, ns, "api") == 2
+    });
+    // The rollouts' new Pods mount the new version (the old Pods' statuses go with them,
+    // by the garbage collector), and the driver's next remounts report it again.
+    let rolled_out = |name: &str| {
+        kube.get("Deployment", ns, name).is_some_and(|d| {
+            let s = &d["status"];
+            s["replicas"] == 2 && s["updatedReplicas"] == 2 && s["availableReplicas"] == 2
+        })
+    };
+    kube.until(LONG, "the rollouts done", || {
+        ["web", "api", "other"].iter().all(|n| rolled_out(n))
+            && pods_mounting(kube, ns, "vault").len() == 6
+            && pods_mounting(kube, ns, "unrelated").len() == 2
+    });
+    publish(kube, ns, "vault", "2");
+    publish(kube, ns, "unrelated", "2");
+    publish(kube, ns, "vault", "2");
+    // The positive signal: a ConfigMap change rolls excluded (its exclude list names the
+    // class only).
+    kube.merge_patch("ConfigMap", ns, "cfg", json!({"data": {"k": "2"}}));
+    kube.until(LONG, "excluded rolled for its ConfigMap", || {
+        replica_sets(kube, ns, "excluded") == 2
+    });
+    assert_eq!(revisions(&all), [2, 2, 2, 2], "{}", wavelet.output());
+    assert_eq!(
+        wavelet
+            .output()
+            .lines()
+            .filter(|l| l.contains("rolled:"))
+            .count(),
+        4,
+        "{}",
+        wavelet.output()
+    );
+    let (code, out) = one_shot(
+        &ctx.cluster,
+        &["status", "--enable-csi-integration", "-n", ns],
+    );
+    assert_eq!(code, 0, "{out}");
+}

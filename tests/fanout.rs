@@ -1,0 +1,421 @@
+//! Safe fan-out against the fake API server (README: Rolling a shared change safely): the
+//! waves of a shared change and their health gate, `at-once`, wavelet killed mid-fan-out,
+//! a hold by `--rollout-timeout` with its Events, status, metrics and `wavelet resume`,
+//! pauses by annotation, and a restart window with an urgent change let through once.
+//! The end-to-end suite does the same against the real Deployment controller.
+
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::fake::FakeApi;
+use crate::util::*;
+
+const NS: &str = "default";
+const NAMES: [&str; 3] = ["a", "b", "c"];
+
+/// ConfigMap `shared` and Deployments a, b, c that mount it.
+fn shared() -> FakeApi {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "shared", &[("k", "1")]));
+    for name in NAMES {
+        fake.apply(workload(
+            "Deployment",
+            NS,
+            name,
+            opted_in(),
+            mounts_configmap("shared"),
+        ));
+    }
+    fake
+}
+
+fn start(fake: &FakeApi, extra: &[&str]) -> Wavelet {
+    let mut args = FAST.to_vec();
+    args.extend_from_slice(extra);
+    let wavelet = Wavelet::start(fake, &args);
+    eventually(fake, &wavelet, "a, b and c adopted", |f| {
+        NAMES.iter().all(|n| {
+            hashes(f, "deployments", NS, n, "wavelet.dev/config-hash")
+                .1
+                .is_some()
+        })
+    });
+    wavelet
+}
+
+fn change(fake: &FakeApi, value: &str) {
+    fake.merge_patch("configmaps", NS, "shared", json!({"data": {"k": value}}));
+}
+
+fn rolled(fake: &FakeApi, name: &str) -> usize {
+    template_patches(fake, "deployments", NS, name)
+}
+
+fn events(fake: &FakeApi, name: &str, reason: &str) -> Vec<String> {
+    fake.events_for(NS, name)
+        .iter()
+        .filter(|e| e["reason"] == reason)
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn pending_lines(wavelet: &Wavelet, name: &str, what: &str) -> usize {
+    wavelet
+        .output()
+        .lines()
+        .filter(|l| l.contains(&format!("deployment {NS}/{name}: {what}")))
+        .count()
+}
+
+fn state_entry(fake: &FakeApi, key: &str) -> Option<String> {
+    fake.get("configmaps", NS, "wavelet-state")
+        .and_then(|s| s["data"][key].as_str().map(String::from))
+}
+
+/// A one-shot `wavelet ARGS --server <fake>`: exit code and stdout.
+fn one_shot(fake: &FakeApi, args: &[&str]) -> (Option<i32>, String) {
+    let Output { status, stdout, .. } = wavelet_command()
+        .args(args)
+        .args(["--server", &fake.url()])
+        .env_clear()
+        .output()
+        .expect("running wavelet");
+    (status.code(), String::from_utf8_lossy(&stdout).into_owned())
+}
+
+#[test]
+fn a_shared_change_rolls_the_first_workload_and_the_rest_only_once_it_is_ready() {
+    let fake = shared();
+    let wavelet = start(&fake, &["--wave-size", "2"]);
+    // New Pods turn Ready 3 s after they are created.
+    fake.set_ready_delay(Duration::from_secs(3));
+    change(&fake, "2");
+    eventually(&fake, &wavelet, "b and c waiting for wave 2", |_| {
+        ["b", "c"]
+            .iter()
+            .all(|n| pending_lines(&wavelet, n, "PENDING: waiting for wave 2") == 1)
+    });
+    assert_eq!(rolled(&fake, "a"), 1, "the first wave is a");
+    assert_eq!(
+        (rolled(&fake, "b"), rolled(&fake, "c")),
+        (0, 0),
+        "b and c went before a was Ready"
+    );
+    let record =
+        state_entry(&fake, "fanout.configmap.default.shared").expect("the fan-out is recorded");
+    assert!(
+        record.contains("waves=deployments.apps/default/a"),
+        "{record}"
+    );
+    eventually(&fake, &wavelet, "b and c rolled once a is Ready", |f| {
+        rolled(f, "b") == 1 && rolled(f, "c") == 1
+    });
+    eventually(&fake, &wavelet, "FanOutComplete", |f| {
+        !events(f, "shared", "FanOutComplete").is_empty()
+    });
+    assert_eq!(
+        events(&fake, "shared", "FanOutWave").len(),
+        2,
+        "waves [a], [b, c]"
+    );
+    assert_eq!(
+        state_entry(&fake, "fanout.configmap.default.shared"),
+        None,
+        "forgotten when complete"
+    );
+    assert_eq!(rolled(&fake, "a"), 1);
+    eventually(&fake, &wavelet, "b's ConfigChanged", |f| {
+        !events(f, "b", "ConfigChanged").is_empty()
+    });
+    assert!(events(&fake, "b", "ConfigChanged")[0]
+        .contains("Released by wave 2 of configmap default/shared's fan-out"));
+    assert_eq!(
+        metric(&wavelet, "wavelet_fanout_wave_duration_seconds_count", ""),
+        2.0
+    );
+}
+
+#[test]
+fn at_once_rolls_every_workload_together_as_before() {
+    let fake = shared();
+    let wavelet = start(&fake, &["--fan-out", "at-once"]);
+    fake.set_ready_delay(Duration::from_secs(30));
+    change(&fake, "2");
+    eventually(&fake, &wavelet, "all three rolled", |f| {
+        NAMES.iter().all(|n| rolled(f, n) == 1)
+    });
+    assert!(events(&fake, "shared", "FanOutWave").is_empty());
+    assert_eq!(
+        fake.get("configmaps", NS, "wavelet-state"),
+        None,
+        "nothing recorded"
+    );
+
+    // The annotation on the object wins over the flag.
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "shared",
+        json!({"metadata": {"annotations": {"wavelet.dev/fan-out": "waves"}}}),
+    );
+    change(&fake, "3");
+    eventually(&fake, &wavelet, "a rolled, b and c waiting", |f| {
+        rolled(f, "a") == 2
+            && ["b", "c"]
+                .iter()
+                .all(|n| pending_lines(&wavelet, n, "PENDING: waiting for wave 2") == 1)
+    });
+    assert_eq!((rolled(&fake, "b"), rolled(&fake, "c")), (1, 1));
+}
+
+#[test]
+fn wavelet_killed_mid_fan_out_goes_on_from_the_record_without_rolling_anything_twice() {
+    let fake = shared();
+    let mut first = start(&fake, &["--wave-size", "1"]);
+    fake.set_ready_delay(Duration::from_secs(2));
+    change(&fake, "2");
+    eventually(&fake, &first, "wave 1 rolled", |f| rolled(f, "a") == 1);
+    first.signal("KILL");
+    first.wait_exit(Duration::from_secs(10));
+    // a is still starting; the new process must wait for it, then go on with b and c.
+    let second = Wavelet::start(&fake, &[FAST, &["--wave-size", "1"]].concat());
+    eventually(&fake, &second, "b and c rolled", |f| {
+        rolled(f, "b") == 1 && rolled(f, "c") == 1
+    });
+    eventually(&fake, &second, "FanOutComplete", |f| {
+        !events(f, "shared", "FanOutComplete").is_empty()
+    });
+    assert_eq!(rolled(&fake, "a"), 1, "a rolled again after the restart");
+    assert_eq!(events(&fake, "shared", "FanOutWave").len(), 3);
+    assert!(
+        !second.output().contains("deployment default/a: rolled:"),
+        "{}",
+        second.output()
+    );
+}
+
+#[test]
+fn a_workload_past_the_rollout_timeout_holds_the_rest_until_wavelet_resume() {
+    let fake = shared();
+    let wavelet = start(&fake, &["--rollout-timeout", "2s"]);
+    // a's new Pods never get Ready within the test.
+    fake.set_ready_delay(Duration::from_secs(600));
+    change(&fake, "2");
+    eventually(
+        &fake,
+        &wavelet,
+        "the hold, on the ConfigMap and on a",
+        |f| {
+            !events(f, "shared", "FanOutHeld").is_empty()
+                && !events(f, "a", "FanOutHeld").is_empty()
+        },
+    );
+    let held = events(&fake, "shared", "FanOutHeld").remove(0);
+    assert!(
+        held.contains("deployment default/a")
+            && held.contains("--rollout-timeout")
+            && held.contains("2 workload(s) using this ConfigMap are not rolled")
+            && held.contains("wavelet resume -n default configmap/shared"),
+        "{held}"
+    );
+    assert_eq!(events(&fake, "a", "FanOutHeld").len(), 1);
+    assert_eq!(
+        (rolled(&fake, "a"), rolled(&fake, "b"), rolled(&fake, "c")),
+        (1, 0, 0)
+    );
+    assert_eq!(metric(&wavelet, "wavelet_fanouts_held", ""), 1.0);
+    assert_eq!(metric(&wavelet, "wavelet_fanouts_halted_total", ""), 1.0);
+    wait_for_metric(
+        &wavelet,
+        "wavelet_rollouts_pending",
+        "reason=\"held\"",
+        |v| v == 2.0,
+    );
+    let (code, table) = one_shot(&fake, &["status", "-n", NS]);
+    assert_eq!(code, Some(1), "{table}");
+    assert_eq!(
+        table
+            .lines()
+            .filter(|l| l.contains("HELD: configmap default/shared's fan-out"))
+            .count(),
+        2,
+        "{table}"
+    );
+
+    // Resumed past a: b then c, each after the one before is Ready.
+    fake.set_ready_delay(Duration::ZERO);
+    let (code, out) = one_shot(&fake, &["resume", "-n", NS, "configmap/shared"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("resumed past deployment default/a"), "{out}");
+    eventually(&fake, &wavelet, "b and c rolled", |f| {
+        rolled(f, "b") == 1 && rolled(f, "c") == 1
+    });
+    assert_eq!(rolled(&fake, "a"), 1);
+    let (code, out) = one_shot(&fake, &["resume", "-n", NS, "configmap/shared"]);
+    assert_eq!(code, Some(1), "nothing held any more: {out}");
+}
+
+#[test]
+fn a_pause_on_the_namespace_or_the_configmap_holds_changes_until_lifted_then_they_roll_once() {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app", &[("k", "1")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("app"),
+    ));
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", "wavelet.dev/config-hash")
+            .1
+            .is_some()
+    });
+    let pause = |resource: &str, ns: &str, name: &str, on: bool| {
+        let value = if on { json!("true") } else { Value::Null };
+        fake.merge_patch(
+            resource,
+            ns,
+            name,
+            json!({"metadata": {"annotations": {"wavelet.dev/pause": value}}}),
+        );
+    };
+    for (resource, ns, name, says) in [
+        (
+            "namespaces",
+            "",
+            NS,
+            "Namespace default has wavelet.dev/pause",
+        ),
+        (
+            "configmaps",
+            NS,
+            "app",
+            "configmap default/app has wavelet.dev/pause",
+        ),
+    ] {
+        let before = rolled(&fake, "web");
+        pause(resource, ns, name, true);
+        let mark = wavelet.log_mark();
+        fake.merge_patch(
+            "configmaps",
+            NS,
+            "app",
+            json!({"data": {"k": format!("{name}-1")}}),
+        );
+        fake.merge_patch(
+            "configmaps",
+            NS,
+            "app",
+            json!({"data": {"k": format!("{name}-2")}}),
+        );
+        eventually(&fake, &wavelet, "pending while paused", |_| {
+            wavelet.output()[mark..].contains(&format!("PENDING: paused ({says})"))
+        });
+        wait_for_metric(
+            &wavelet,
+            "wavelet_rollouts_pending",
+            "reason=\"pause\"",
+            |v| v == 1.0,
+        );
+        assert_eq!(
+            rolled(&fake, "web"),
+            before,
+            "rolled while paused by {resource}"
+        );
+        pause(resource, ns, name, false);
+        eventually(&fake, &wavelet, "one rollout once lifted", |f| {
+            rolled(f, "web") == before + 1
+        });
+        assert_eq!(
+            hashes(&fake, "deployments", NS, "web", "wavelet.dev/config-hash").0,
+            Some(expected_hash(&fake, "deployments", NS, "web")),
+            "rolled with the latest change"
+        );
+    }
+    wait_for_metric(
+        &wavelet,
+        "wavelet_rollouts_pending",
+        "reason=\"pause\"",
+        |v| v == 0.0,
+    );
+}
+
+#[test]
+fn outside_the_restart_window_a_change_waits_and_an_urgent_one_goes_through_once() {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app", &[("k", "1")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        mounts_configmap("app"),
+    ));
+    // A one-minute window twelve hours from now: closed for the whole test.
+    let opens = (wavelet::time::unix_now() + 12 * 3600) % 86_400;
+    let hhmm = |t: u64| format!("{:02}:{:02}", t / 3600, t / 60 % 60);
+    let window = format!("{}-{} UTC", hhmm(opens), hhmm((opens + 60) % 86_400));
+    let wavelet = Wavelet::start(&fake, &[FAST, &["--restart-window", &window]].concat());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", "wavelet.dev/config-hash")
+            .1
+            .is_some()
+    });
+    fake.merge_patch("configmaps", NS, "app", json!({"data": {"k": "2"}}));
+    eventually(&fake, &wavelet, "pending outside the window", |_| {
+        pending_lines(&wavelet, "web", "PENDING: outside its restart window") == 1
+    });
+    wait_for_metric(
+        &wavelet,
+        "wavelet_rollouts_pending",
+        "reason=\"window\"",
+        |v| v == 1.0,
+    );
+    assert_eq!(rolled(&fake, "web"), 0);
+    let (code, table) = one_shot(&fake, &["status", "-n", NS, "--restart-window", &window]);
+    assert_eq!(code, Some(1));
+    assert!(
+        table.contains("PENDING: outside its restart window"),
+        "{table}"
+    );
+
+    let urgent = |value: &str| {
+        fake.merge_patch(
+            "configmaps",
+            NS,
+            "app",
+            json!({"metadata": {"annotations": {"wavelet.dev/urgent": value}}}),
+        );
+    };
+    urgent("INC-1");
+    eventually(&fake, &wavelet, "the urgent change rolled", |f| {
+        rolled(f, "web") == 1
+    });
+    let grant = state_entry(&fake, "urgent.configmap.default.app").expect("the grant is recorded");
+    assert!(grant.ends_with(" INC-1"), "{grant}");
+    // The next change waits again: the value was used.
+    let mark = wavelet.log_mark();
+    fake.merge_patch("configmaps", NS, "app", json!({"data": {"k": "3"}}));
+    eventually(&fake, &wavelet, "pending again", |_| {
+        wavelet.output()[mark..]
+            .contains("deployment default/web: PENDING: outside its restart window")
+    });
+    assert_eq!(
+        rolled(&fake, "web"),
+        1,
+        "the used value let a second change through"
+    );
+    urgent("INC-2");
+    eventually(
+        &fake,
+        &wavelet,
+        "the second urgent change rolled, with its Event",
+        |f| rolled(f, "web") == 2 && events(f, "web", "ConfigChanged").len() == 2,
+    );
+    assert!(events(&fake, "web", "ConfigChanged")[1]
+        .contains("wavelet.dev/urgent, past its restart window"));
+}
