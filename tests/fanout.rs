@@ -94,12 +94,17 @@ fn a_shared_change_rolls_the_first_workload_and_the_rest_only_once_it_is_ready()
     change(&fake, "2");
     // The positive signal: a rolled and b and c said to wait (the workers reconcile them
     // in any order, so either may come first).
-    eventually(&fake, &wavelet, "a rolled, b and c waiting for wave 2", |f| {
-        rolled(f, "a") >= 1
-            && ["b", "c"]
-                .iter()
-                .all(|n| pending_lines(&wavelet, n, "PENDING: waiting for wave 2") == 1)
-    });
+    eventually(
+        &fake,
+        &wavelet,
+        "a rolled, b and c waiting for wave 2",
+        |f| {
+            rolled(f, "a") >= 1
+                && ["b", "c"]
+                    .iter()
+                    .all(|n| pending_lines(&wavelet, n, "PENDING: waiting for wave 2") == 1)
+        },
+    );
     assert_eq!(rolled(&fake, "a"), 1, "the first wave is a");
     assert_eq!(
         (rolled(&fake, "b"), rolled(&fake, "c")),

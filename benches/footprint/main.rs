@@ -125,7 +125,9 @@ impl Options {
             .as_deref()
             .filter(|p| !["default", "scaling", "churn", "polite", "csi", "versus"].contains(p))
         {
-            panic!("WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn, polite, csi or versus");
+            panic!(
+                "WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn, polite, csi or versus"
+            );
         }
         Options {
             only,
