@@ -819,11 +819,16 @@ impl StateSink {
             Event::Apply(object) => self.state.observed(Some(object)),
             Event::Delete(_) => self.state.observed(None),
             Event::InitDone => {
+                // The copy is set before the list counts as done: the initial sync reads
+                // the state as soon as every first list is in, and must find it here
+                // (absent, when nothing was listed), not read it again.
+                let changed = if self.listed {
+                    Vec::new()
+                } else {
+                    self.state.observed(None)
+                };
                 self.relist.finish();
-                if self.listed {
-                    return;
-                }
-                self.state.observed(None)
+                changed
             }
         };
         self.wake(&changed);
