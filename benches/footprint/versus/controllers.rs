@@ -76,7 +76,14 @@ impl Which {
     /// How it was started, for the tables.
     pub fn how(self) -> String {
         match self {
-            Which::Wavelet => format!("wavelet {}", crate::loadtest::WAVELET_FLAGS.join(" ")),
+            Which::Wavelet => {
+                let mut args: Vec<String> = crate::loadtest::WAVELET_FLAGS
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect();
+                args.extend(extra_wavelet_args());
+                format!("wavelet {}", args.join(" "))
+            }
             Which::Reloader => {
                 "Reloader v1.4.21 --log-level=info (its chart's arguments; env-vars strategy)"
                     .into()
@@ -84,6 +91,16 @@ impl Which {
             Which::Wave => format!("Wave v0.11.0 {}", WAVE_FLAGS.join(" ")),
         }
     }
+}
+
+/// More flags for wavelet, from `WAVELET_BENCH_WAVELET_ARGS` (split at spaces), e.g.
+/// `--fan-out at-once` to see S2 without safe fan-out's waves.
+fn extra_wavelet_args() -> Vec<String> {
+    std::env::var("WAVELET_BENCH_WAVELET_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
 }
 
 /// Where the peers' binaries are: `WAVELET_BENCH_PEERS` (default `target/peers-bin`).
@@ -144,7 +161,8 @@ fn spawn(which: Which, plane: &Plane, start: &Start, n: usize) -> Life {
             c.args(["run", "--kubeconfig"])
                 .arg(kubeconfig)
                 .args(["--listen-addr", "127.0.0.1:0"])
-                .args(crate::loadtest::WAVELET_FLAGS);
+                .args(crate::loadtest::WAVELET_FLAGS)
+                .args(extra_wavelet_args());
             if let Some(resync) = &start.resync {
                 c.args(["--resync", resync]);
             }

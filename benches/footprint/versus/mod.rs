@@ -16,7 +16,8 @@
 //! `WAVELET_BENCH_DURATION=60` (Reloader's `--duration`, seconds),
 //! `WAVELET_BENCH_FLOOR=1`, `WAVELET_BENCH_STARTUP_SCALES=1,3,10`,
 //! `WAVELET_BENCH_IDLE_SECONDS=660` (0: no steady state), `WAVELET_BENCH_RESYNC` (wavelet's
-//! `--resync` in the start-up part, e.g. `1m` to see relists in a short window).
+//! `--resync` in the start-up part, e.g. `1m` to see relists in a short window),
+//! `WAVELET_BENCH_WAVELET_ARGS` (more flags for wavelet, e.g. `--fan-out at-once`).
 
 mod controllers;
 mod floor;
