@@ -214,18 +214,6 @@ fn world() -> FakeApi {
     fake
 }
 
-/// The opted-in workloads the initial sync line counts.
-fn opted_in_at_sync(output: &str) -> usize {
-    output
-        .lines()
-        .find_map(|l| {
-            let rest = l.split("initial sync complete in ").nth(1)?;
-            let before = rest.split(" opted-in workloads").next()?;
-            before.rsplit(' ').next()?.parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no initial sync line in:\n{output}"))
-}
-
 /// What wavelet did, started as `(args, env)`: the requests it sent (GETs with their
 /// selectors, writes by path; Leases apart), whether it took a Lease, and its output.
 fn observe(
@@ -255,12 +243,11 @@ fn observe(
     // Every opted-in workload adopted before the change: one adopted after it would take
     // the new hash without a rollout, and whether a fan-out (and its state entry) happens
     // would depend on timing.
-    let opted_in = opted_in_at_sync(&wavelet.output());
+    wait_all_adopted(&fake, &wavelet);
     eventually(&fake, &wavelet, &format!("{what}: adoption"), |f| {
         hashes(f, "deployments", ns, "web", "wavelet.dev/config-hash")
             .1
             .is_some()
-            && wavelet.output().matches("adopted with config hash").count() >= opted_in
     });
     for namespace in ["apps", RELEASE_NS, "kube-system"] {
         fake.merge_patch("configmaps", namespace, "cfg", json!({"data": {"k": "2"}}));

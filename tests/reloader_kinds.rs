@@ -705,7 +705,19 @@ fn reloader_flags_wavelet_already_honours_are_accepted_and_said_once_at_start() 
     ] {
         assert_eq!(output.matches(said).count(), 1, "{said}:\n{output}");
     }
-    // And it leads and rolls as ever.
+    // And it leads and rolls as ever (changed once web is adopted: a change before that
+    // is taken in by the adoption, without a rollout).
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(
+            f,
+            "deployments",
+            "default",
+            "web",
+            "wavelet.dev/config-hash",
+        )
+        .1
+        .is_some()
+    });
     fake.merge_patch(
         "configmaps",
         "default",

@@ -160,7 +160,15 @@ fn with_alerts(
     all_env.extend_from_slice(env);
     let mut args = FAST.to_vec();
     args.extend_from_slice(extra);
-    Wavelet::start_with_env(fake, &args, &all_env)
+    let wavelet = Wavelet::start_with_env(fake, &args, &all_env);
+    // The tests change app-config next and count the rollout's alert: a change made before
+    // a workload is adopted is taken in by the adoption, without a rollout or an alert.
+    eventually(fake, &wavelet, "every Deployment adopted", |f| {
+        f.list("deployments", None)
+            .iter()
+            .all(|d| d["metadata"]["annotations"]["wavelet.dev/config-hash"].is_string())
+    });
+    wavelet
 }
 
 fn change_app_config(fake: &FakeApi, color: &str) {

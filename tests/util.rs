@@ -688,6 +688,26 @@ pub fn metric(wavelet: &Wavelet, name: &str, labels: &str) -> f64 {
         .map_or(0.0, |v| v.trim().parse().unwrap())
 }
 
+/// Waits (up to 15 s) until wavelet has adopted every opted-in workload its initial sync
+/// line counts (the binary says "adopted with config hash" once per workload it adopts, so
+/// this is for workloads that start without a hash): a change made before that is taken in
+/// by the adoption, without a rollout, so a test that wants a rollout changes the data only
+/// after this.
+pub fn wait_all_adopted(fake: &FakeApi, wavelet: &Wavelet) {
+    let output = wavelet.output();
+    let opted_in: usize = output
+        .lines()
+        .find_map(|l| {
+            let rest = l.split("initial sync complete in ").nth(1)?;
+            let before = rest.split(" opted-in workloads").next()?;
+            before.rsplit(' ').next()?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no initial sync line in:\n{output}"));
+    eventually(fake, wavelet, "every opted-in workload adopted", |_| {
+        wavelet.output().matches("adopted with config hash").count() >= opted_in
+    });
+}
+
 /// Waits (up to 15 s) until `cond` holds for the sample `name{labels}` (see [`metric`]):
 /// the positive signal that wavelet processed something before asserting an absence.
 pub fn wait_for_metric(
