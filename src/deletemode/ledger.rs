@@ -38,16 +38,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::objects::{ConfigKey, ConfigKind, Resource};
+use crate::model::state;
+use crate::objects::{ConfigKey, ConfigKind};
 use crate::ops::leader::Gate;
 
-/// Name of the ConfigMap.
-pub const STATE_CONFIGMAP: &str = "wavelet-state";
+/// Name of the ConfigMap, which safe fan-out's entries share (`model::state`).
+pub use crate::model::state::STATE_CONFIGMAP;
 
 /// The most the API server keeps in a ConfigMap: 1 MiB of values (`ValidateConfigMap`).
 /// Counted here over keys and values, which keeps the whole object under etcd's limit too.
@@ -287,20 +287,6 @@ pub fn prune_pass<'a>(
     expired
 }
 
-#[derive(serde::Deserialize)]
-struct ConfigMapWire {
-    #[serde(default)]
-    metadata: MetaWire,
-    #[serde(default)]
-    data: Option<BTreeMap<String, String>>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct MetaWire {
-    #[serde(default, rename = "resourceVersion")]
-    resource_version: String,
-}
-
 impl StateStore {
     pub fn new(
         client: Client,
@@ -499,19 +485,15 @@ impl StateStore {
         );
     }
 
-    fn path(&self) -> String {
-        Resource::configmaps().object_path(&self.namespace, STATE_CONFIGMAP)
-    }
-
     fn read(&self, term: u64) -> Result<Loaded, Error> {
-        let loaded = match self.client.get::<ConfigMapWire>(&self.path()) {
-            Ok(cm) => Loaded {
-                resource_version: Some(cm.metadata.resource_version),
-                data: cm.data.unwrap_or_default(),
+        let loaded = match state::fetch(&self.client, &self.namespace) {
+            Ok(Some((resource_version, data))) => Loaded {
+                resource_version: Some(resource_version),
+                data,
                 term,
                 marks: Marks::default(),
             },
-            Err(err) if err.is_not_found() => Loaded {
+            Ok(None) => Loaded {
                 term,
                 ..Loaded::default()
             },
@@ -528,27 +510,7 @@ impl StateStore {
         resource_version: Option<&str>,
         data: &BTreeMap<String, String>,
     ) -> Result<String, Error> {
-        let mut body = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": STATE_CONFIGMAP,
-                "namespace": self.namespace,
-                "labels": {"app.kubernetes.io/managed-by": "wavelet"},
-            },
-            "data": data,
-        });
-        let written: ConfigMapWire = match resource_version {
-            None => self.client.post(
-                &Resource::configmaps().collection_path(Some(&self.namespace)),
-                &body,
-            )?,
-            Some(rv) => {
-                body["metadata"]["resourceVersion"] = json!(rv);
-                self.client.put(&self.path(), &body)?
-            }
-        };
-        Ok(written.metadata.resource_version)
+        state::store(&self.client, &self.namespace, resource_version, data)
     }
 
     /// Adds what to check to errors about the state ConfigMap.

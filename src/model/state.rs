@@ -225,17 +225,13 @@ impl StateConfigMap {
         )))
     }
 
-    fn path(&self) -> String {
-        Resource::configmaps().object_path(&self.namespace, STATE_CONFIGMAP)
-    }
-
     fn read(&self) -> Result<Copy, Error> {
-        match self.client.get::<Wire>(&self.path()) {
-            Ok(cm) => Ok(Copy {
-                resource_version: Some(cm.metadata.resource_version),
-                data: cm.data.unwrap_or_default(),
+        match fetch(&self.client, &self.namespace) {
+            Ok(Some((resource_version, data))) => Ok(Copy {
+                resource_version: Some(resource_version),
+                data,
             }),
-            Err(err) if err.is_not_found() => Ok(Copy::default()),
+            Ok(None) => Ok(Copy::default()),
             Err(err) => Err(self.explain(err)),
         }
     }
@@ -245,27 +241,7 @@ impl StateConfigMap {
         resource_version: Option<&str>,
         data: &BTreeMap<String, String>,
     ) -> Result<String, Error> {
-        let mut body = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": STATE_CONFIGMAP,
-                "namespace": self.namespace,
-                "labels": {"app.kubernetes.io/managed-by": "wavelet"},
-            },
-            "data": data,
-        });
-        let written: Wire = match resource_version {
-            None => self.client.post(
-                &Resource::configmaps().collection_path(Some(&self.namespace)),
-                &body,
-            )?,
-            Some(rv) => {
-                body["metadata"]["resourceVersion"] = json!(rv);
-                self.client.put(&self.path(), &body)?
-            }
-        };
-        Ok(written.metadata.resource_version)
+        store(&self.client, &self.namespace, resource_version, data)
     }
 
     fn explain(&self, err: Error) -> Error {
@@ -277,6 +253,59 @@ impl StateConfigMap {
             other => other,
         }
     }
+}
+
+fn path(namespace: &str) -> String {
+    Resource::configmaps().object_path(namespace, STATE_CONFIGMAP)
+}
+
+/// The ConfigMap as the API server holds it: its resourceVersion and its data.
+pub type Stored = (String, BTreeMap<String, String>);
+
+/// The ConfigMap as the API server holds it now: its resourceVersion and data, or `None`
+/// when it does not exist. Both of its writers (this store and delete mode's ledger) read
+/// it through here; errors are theirs to explain.
+pub fn fetch(client: &Client, namespace: &str) -> Result<Option<Stored>, Error> {
+    match client.get::<Wire>(&path(namespace)) {
+        Ok(cm) => Ok(Some((
+            cm.metadata.resource_version,
+            cm.data.unwrap_or_default(),
+        ))),
+        Err(err) if err.is_not_found() => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Creates the ConfigMap with `data` (`resource_version` `None`: it did not exist) or
+/// replaces it, only if it is still at `resource_version` (409 Conflict otherwise);
+/// returns its new resourceVersion.
+pub fn store(
+    client: &Client,
+    namespace: &str,
+    resource_version: Option<&str>,
+    data: &BTreeMap<String, String>,
+) -> Result<String, Error> {
+    let mut body = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": STATE_CONFIGMAP,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "wavelet"},
+        },
+        "data": data,
+    });
+    let written: Wire = match resource_version {
+        None => client.post(
+            &Resource::configmaps().collection_path(Some(namespace)),
+            &body,
+        )?,
+        Some(rv) => {
+            body["metadata"]["resourceVersion"] = json!(rv);
+            client.put(&path(namespace), &body)?
+        }
+    };
+    Ok(written.metadata.resource_version)
 }
 
 #[cfg(test)]
