@@ -96,6 +96,24 @@ fn deployment_of(
             "template": template(name, pod)}})
 }
 
+/// `count` ConfigMaps `<prefix>-cm-<i>` holding `data`, each mounted by its own Deployment
+/// `<prefix>-deploy-<i>`: the one-to-one layout most of Reloader's scenarios use.
+pub fn one_to_one(
+    ns: &str,
+    prefix: &str,
+    count: usize,
+    data: &Value,
+    opt_in: OptIn,
+    configs: &mut Vec<Value>,
+    workloads: &mut Vec<Value>,
+) {
+    for i in 0..count {
+        let cm = format!("{prefix}-cm-{i}");
+        configs.push(configmap(ns, &cm, data.clone()));
+        workloads.push(deployment(ns, &format!("{prefix}-deploy-{i}"), &cm, opt_in));
+    }
+}
+
 /// `createDeployment`: `envFrom` one ConfigMap.
 pub fn deployment(ns: &str, name: &str, configmap: &str, opt_in: OptIn) -> Value {
     deployment_of(

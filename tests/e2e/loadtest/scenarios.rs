@@ -215,19 +215,15 @@ impl Scenario {
         let one_key = |key: &str, value: &str| json!({ key: value });
         match id {
             Id::S1 => {
-                for i in 0..10 * k {
-                    configs.push(objects::configmap(
-                        &ns,
-                        &format!("burst-cm-{i}"),
-                        one_key("key", "initial-value"),
-                    ));
-                    objects.push(objects::deployment(
-                        &ns,
-                        &format!("burst-deploy-{i}"),
-                        &format!("burst-cm-{i}"),
-                        opt_in,
-                    ));
-                }
+                objects::one_to_one(
+                    &ns,
+                    "burst",
+                    10 * k,
+                    &one_key("key", "initial-value"),
+                    opt_in,
+                    &mut configs,
+                    &mut objects,
+                );
                 let steps = ticks(Duration::from_millis(100), window)
                     .enumerate()
                     .map(|(n, at)| Step {
@@ -273,19 +269,15 @@ impl Scenario {
                     namespaces.push(format!("{ns}-{i}"));
                 }
                 for n in &namespaces {
-                    for i in 0..20 {
-                        configs.push(objects::configmap(
-                            n,
-                            &format!("hc-cm-{i}"),
-                            one_key("key", "value"),
-                        ));
-                        objects.push(objects::deployment(
-                            n,
-                            &format!("hc-deploy-{i}"),
-                            &format!("hc-cm-{i}"),
-                            opt_in,
-                        ));
-                    }
+                    objects::one_to_one(
+                        n,
+                        "hc",
+                        20,
+                        &one_key("key", "value"),
+                        opt_in,
+                        &mut configs,
+                        &mut objects,
+                    );
                 }
                 let steps = ticks(Duration::from_millis(200), window)
                     .enumerate()
@@ -304,19 +296,15 @@ impl Scenario {
                 lanes.push(steps.collect());
             }
             Id::S4 => {
-                for i in 0..10 * k {
-                    configs.push(objects::configmap(
-                        &ns,
-                        &format!("noop-cm-{i}"),
-                        one_key("key", "static-value"),
-                    ));
-                    objects.push(objects::deployment(
-                        &ns,
-                        &format!("noop-deploy-{i}"),
-                        &format!("noop-cm-{i}"),
-                        opt_in,
-                    ));
-                }
+                objects::one_to_one(
+                    &ns,
+                    "noop",
+                    10 * k,
+                    &one_key("key", "static-value"),
+                    opt_in,
+                    &mut configs,
+                    &mut objects,
+                );
                 let steps = ticks(Duration::from_millis(100), window)
                     .enumerate()
                     .map(|(n, at)| Step {
@@ -376,19 +364,15 @@ impl Scenario {
                 lanes.push(updates.collect());
             }
             Id::S6 => {
-                for i in 0..20 * k {
-                    configs.push(objects::configmap(
-                        &ns,
-                        &format!("restart-cm-{i}"),
-                        one_key("key", "initial"),
-                    ));
-                    objects.push(objects::deployment(
-                        &ns,
-                        &format!("restart-deploy-{i}"),
-                        &format!("restart-cm-{i}"),
-                        opt_in,
-                    ));
-                }
+                objects::one_to_one(
+                    &ns,
+                    "restart",
+                    20 * k,
+                    &one_key("key", "initial"),
+                    opt_in,
+                    &mut configs,
+                    &mut objects,
+                );
                 let steps = ticks(Duration::from_millis(200), window)
                     .enumerate()
                     .map(|(n, at)| Step {
@@ -409,19 +393,15 @@ impl Scenario {
                 }
             }
             Id::S7 => {
-                for i in 0..50 * k {
-                    configs.push(objects::configmap(
-                        &ns,
-                        &format!("api-cm-{i}"),
-                        one_key("key", "value"),
-                    ));
-                    objects.push(objects::deployment(
-                        &ns,
-                        &format!("api-deploy-{i}"),
-                        &format!("api-cm-{i}"),
-                        opt_in,
-                    ));
-                }
+                objects::one_to_one(
+                    &ns,
+                    "api",
+                    50 * k,
+                    &one_key("key", "value"),
+                    opt_in,
+                    &mut configs,
+                    &mut objects,
+                );
                 for g in 0..10 {
                     let mut rng = Choice::new(id, g);
                     let steps =
@@ -443,19 +423,15 @@ impl Scenario {
                 let large: String = (0..100 * 1024)
                     .map(|i| (b'a' + (i % 26) as u8) as char)
                     .collect();
-                for i in 0..10 * k {
-                    configs.push(objects::configmap(
-                        &ns,
-                        &format!("large-cm-{i}"),
-                        json!({"large-key-1": large, "large-key-2": large}),
-                    ));
-                    objects.push(objects::deployment(
-                        &ns,
-                        &format!("large-deploy-{i}"),
-                        &format!("large-cm-{i}"),
-                        opt_in,
-                    ));
-                }
+                objects::one_to_one(
+                    &ns,
+                    "large",
+                    10 * k,
+                    &json!({"large-key-1": large, "large-key-2": large}),
+                    opt_in,
+                    &mut configs,
+                    &mut objects,
+                );
                 let steps = ticks(Duration::from_secs(2), window)
                     .enumerate()
                     .map(|(n, at)| Step {
