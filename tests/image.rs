@@ -411,3 +411,75 @@ fn two_builds_of_a_commit_give_one_digest_sboms_included_and_each_platform_holds
         assert_eq!(process["args"], Value::Array(args), "{arch}");
     }
 }
+
+/// `image/out-dir` on `messages` (Cargo's JSON lines): its exit success, stdout and stderr.
+fn out_dir_of(messages: &str) -> (bool, String, String) {
+    use std::io::Write;
+    let mut child = Command::new("bash")
+        .arg(repo().join("image/out-dir"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bash image/out-dir");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(messages.as_bytes()).expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().expect("image/out-dir");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One `build-script-executed` message as Cargo writes it.
+fn build_script_message(package_id: &str, out_dir: &str) -> String {
+    json!({
+        "reason": "build-script-executed",
+        "package_id": package_id,
+        "linked_libs": [],
+        "linked_paths": [],
+        "cfgs": [],
+        "env": [],
+        "out_dir": out_dir,
+    })
+    .to_string()
+}
+
+#[test]
+fn out_dir_finds_wavelets_build_script_whatever_the_checkout_folder_is_called() {
+    let ring = build_script_message(
+        "registry+https://github.com/rust-lang/crates.io-index#ring@0.17.14",
+        "/t/release/build/ring-1/out",
+    );
+    // A path dependency inside a checkout called wavelet is not wavelet.
+    let vendored = build_script_message(
+        "path+file:///src/wavelet/vendor/helper#0.1.0",
+        "/t/release/build/helper-1/out",
+    );
+    for package_id in [
+        // The folder has another name than the package.
+        "path+file:///home/me/x#wavelet@0.1.0",
+        // `git clone …` into a folder named `wavelet`: Cargo leaves the name out.
+        "path+file:///home/me/wavelet#0.1.0",
+        // Cargo before 1.77.
+        "wavelet 0.1.0 (path+file:///home/me/x)",
+    ] {
+        let messages = [
+            ring.clone(),
+            vendored.clone(),
+            build_script_message(package_id, "/t/release/build/wavelet-2/out"),
+        ]
+        .join("\n");
+        let (ok, stdout, stderr) = out_dir_of(&messages);
+        assert!(ok, "{package_id}: {stderr}");
+        assert_eq!(stdout, "/t/release/build/wavelet-2/out\n", "{package_id}");
+    }
+    let (ok, stdout, stderr) = out_dir_of(&[ring, vendored].join("\n"));
+    assert!(!ok && stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("no build-script-executed message of package wavelet"),
+        "{stderr}"
+    );
+}

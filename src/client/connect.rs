@@ -14,16 +14,23 @@ impl Client {
     /// takes the CA and credentials of `--kubeconfig` when that is given as well (as kubectl
     /// does), and otherwise needs `--insecure-skip-tls-verify`.
     pub fn from_flags(flags: &ConnectionFlags) -> Result<Client, Error> {
-        Client::from_flags_with_env(flags, &|name| std::env::var_os(name))
+        Client::from_flags_with_env(
+            flags,
+            &|name| std::env::var_os(name),
+            Path::new(SERVICE_ACCOUNT_DIR),
+        )
     }
 
+    /// [`Client::from_flags`] with the environment `env` and the service account files in
+    /// `service_account_dir` (normally [`SERVICE_ACCOUNT_DIR`]): tests give their own.
     pub(super) fn from_flags_with_env(
         flags: &ConnectionFlags,
         env: &dyn Fn(&str) -> Option<OsString>,
+        service_account_dir: &Path,
     ) -> Result<Client, Error> {
         let non_empty = |name: &str| env(name).filter(|v| !v.is_empty());
         if let Some(server) = &flags.server {
-            return Client::from_server_flag(server, flags);
+            return Client::from_server_flag(server, flags, service_account_dir);
         }
         if let Some(path) = &flags.kubeconfig {
             return Client::from_kubeconfig(std::slice::from_ref(path), flags);
@@ -41,7 +48,7 @@ impl Client {
             non_empty("KUBERNETES_SERVICE_PORT"),
         ) {
             return Client::in_cluster_from(
-                Path::new(SERVICE_ACCOUNT_DIR),
+                service_account_dir,
                 &host.to_string_lossy(),
                 &port.to_string_lossy(),
                 flags.insecure_skip_tls_verify,
@@ -60,7 +67,19 @@ impl Client {
         )))
     }
 
-    fn from_server_flag(server: &str, flags: &ConnectionFlags) -> Result<Client, Error> {
+    /// For unit tests: [`Client::from_flags`] with an empty environment and an empty
+    /// service account directory, so that no test reads the machine it runs on.
+    #[cfg(test)]
+    pub(crate) fn for_tests(flags: &ConnectionFlags) -> Result<Client, Error> {
+        let no_service_account = crate::testing::TempDir::new("no-service-account");
+        Client::from_flags_with_env(flags, &|_| None, &no_service_account.0)
+    }
+
+    fn from_server_flag(
+        server: &str,
+        flags: &ConnectionFlags,
+        service_account_dir: &Path,
+    ) -> Result<Client, Error> {
         let server = server.trim_end_matches('/');
         check_url(server, "--server")?;
         if server.starts_with("http://") {
@@ -77,7 +96,7 @@ impl Client {
                 token: TokenSource::None,
                 // A kubectl proxy sidecar in a Pod: the Pod's namespace, as kubectl in a
                 // Pod would default to it.
-                namespace: in_cluster_namespace(Path::new(SERVICE_ACCOUNT_DIR)),
+                namespace: in_cluster_namespace(service_account_dir),
                 ca_hint: String::new(),
                 proxy_url: None,
                 tls_server_name: None,
@@ -106,7 +125,7 @@ impl Client {
             },
         };
         setup.base_url = server.to_string();
-        setup.namespace = in_cluster_namespace(Path::new(SERVICE_ACCOUNT_DIR));
+        setup.namespace = in_cluster_namespace(service_account_dir);
         Client::build(setup)
     }
 
@@ -284,6 +303,15 @@ mod tests {
 
     use crate::testing::TempDir;
 
+    /// A service account directory as a Pod of namespace `in-pod` has it.
+    fn in_cluster_files() -> TempDir {
+        let dir = TempDir::new("service-account");
+        dir.write("token", "t");
+        dir.write("ca.crt", CA_CRT);
+        dir.write("namespace", "in-pod\n");
+        dir
+    }
+
     #[test]
     fn tokens_go_over_plain_http_only_to_loopback_addresses() {
         assert!(is_loopback_url("http://127.0.0.1:8001"));
@@ -306,11 +334,18 @@ mod tests {
             insecure_skip_tls_verify: false,
             context: None,
         };
+        let service_account = TempDir::new("service-account");
+        let vars = env(&[("KUBERNETES_SERVICE_HOST", "10.96.0.1")]);
         let client =
-            Client::from_flags_with_env(&flags, &env(&[("KUBERNETES_SERVICE_HOST", "10.96.0.1")]))
-                .expect("client");
+            Client::from_flags_with_env(&flags, &vars, &service_account.0).expect("client");
         assert_eq!(client.base_url(), "http://127.0.0.1:8001");
         assert_eq!(client.default_namespace(), None);
+        assert!(matches!(client.inner.token, TokenSource::None));
+        // A kubectl proxy sidecar in a Pod: the Pod's namespace, still no credentials.
+        service_account.write("namespace", "in-pod\n");
+        let client =
+            Client::from_flags_with_env(&flags, &vars, &service_account.0).expect("client");
+        assert_eq!(client.default_namespace().as_deref(), Some("in-pod"));
         assert!(matches!(client.inner.token, TokenSource::None));
     }
 
@@ -336,14 +371,16 @@ mod tests {
             kubeconfig: Some(a.clone()),
             ..Default::default()
         };
+        let service_account = in_cluster_files();
         assert_eq!(
-            Client::from_flags_with_env(&flags, &vars)
+            Client::from_flags_with_env(&flags, &vars, &service_account.0)
                 .expect("client")
                 .base_url(),
             "https://a.example:6443"
         );
         let client =
-            Client::from_flags_with_env(&ConnectionFlags::default(), &vars).expect("client");
+            Client::from_flags_with_env(&ConnectionFlags::default(), &vars, &service_account.0)
+                .expect("client");
         assert_eq!(client.base_url(), "https://b.example:6443");
         assert_eq!(
             client.default_namespace().as_deref(),
@@ -364,33 +401,46 @@ mod tests {
             ),
         );
         let home_path = home.0.display().to_string();
-        let client =
-            Client::from_flags_with_env(&ConnectionFlags::default(), &env(&[("HOME", &home_path)]))
-                .expect("home kubeconfig");
+        let service_account = in_cluster_files();
+        let client = Client::from_flags_with_env(
+            &ConnectionFlags::default(),
+            &env(&[("HOME", &home_path)]),
+            &service_account.0,
+        )
+        .expect("home kubeconfig");
         assert_eq!(client.base_url(), "https://home.example");
-        if !Path::new(SERVICE_ACCOUNT_DIR).exists() {
-            let vars = env(&[
-                ("HOME", &home_path),
-                ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
-                ("KUBERNETES_SERVICE_PORT", "443"),
-            ]);
-            let m = config_message(Client::from_flags_with_env(
-                &ConnectionFlags::default(),
-                &vars,
-            ));
-            assert!(
-                m.contains(SERVICE_ACCOUNT_DIR) && m.contains("automountServiceAccountToken"),
-                "{m}"
-            );
-        }
+        let vars = env(&[
+            ("HOME", &home_path),
+            ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+        ]);
+        let client =
+            Client::from_flags_with_env(&ConnectionFlags::default(), &vars, &service_account.0)
+                .expect("in-cluster");
+        assert_eq!(client.base_url(), "https://10.96.0.1:443");
+        assert_eq!(client.default_namespace().as_deref(), Some("in-pod"));
+        // Without the token file (automountServiceAccountToken: false), the message says so.
+        let unmounted = TempDir::new("service-account");
+        let m = config_message(Client::from_flags_with_env(
+            &ConnectionFlags::default(),
+            &vars,
+            &unmounted.0,
+        ));
+        assert!(
+            m.contains(&unmounted.0.display().to_string())
+                && m.contains("automountServiceAccountToken"),
+            "{m}"
+        );
     }
 
     #[test]
     fn nothing_configured_says_which_flags_to_pass() {
         let home = TempDir::new("client");
+        let no_service_account = TempDir::new("service-account");
         let m = config_message(Client::from_flags_with_env(
             &ConnectionFlags::default(),
             &env(&[("HOME", &home.0.display().to_string())]),
+            &no_service_account.0,
         ));
         assert!(
             m.contains("--server") && m.contains("--kubeconfig") && m.contains(".kube/config"),
@@ -404,7 +454,7 @@ mod tests {
             server: Some("https://10.0.0.1:6443".into()),
             ..Default::default()
         };
-        let m = config_message(Client::from_flags(&flags));
+        let m = config_message(Client::for_tests(&flags));
         assert!(
             m.contains("--insecure-skip-tls-verify") && m.contains("--kubeconfig"),
             "{m}"
@@ -414,7 +464,7 @@ mod tests {
             ..flags
         };
         assert_eq!(
-            Client::from_flags(&flags)
+            Client::for_tests(&flags)
                 .expect("insecure client")
                 .base_url(),
             "https://10.0.0.1:6443"
@@ -423,7 +473,7 @@ mod tests {
             server: Some("127.0.0.1:8001".into()),
             ..Default::default()
         };
-        assert!(config_message(Client::from_flags(&flags)).contains("http://"));
+        assert!(config_message(Client::for_tests(&flags)).contains("http://"));
     }
 
     #[test]

@@ -691,7 +691,7 @@ mod tests {
             .local_addr()
             .expect("addr")
             .port();
-        let client = Client::from_flags(&ConnectionFlags {
+        let client = Client::for_tests(&ConnectionFlags {
             server: Some(format!("http://127.0.0.1:{port}")),
             ..Default::default()
         })

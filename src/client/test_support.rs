@@ -281,7 +281,7 @@ pub(crate) fn answer<S: Read + Write>(
 }
 
 pub(crate) fn proxy_client(server: &FakeServer) -> Client {
-    Client::from_flags(&ConnectionFlags {
+    Client::for_tests(&ConnectionFlags {
         server: Some(server.url.clone()),
         ..ConnectionFlags::default()
     })

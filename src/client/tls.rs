@@ -133,7 +133,7 @@ mod tests {
             "config",
             &kubeconfig_text("https://10.0.0.1:6443", "", "    token: t\n"),
         );
-        let m = config_message(Client::from_flags(&ConnectionFlags {
+        let m = config_message(Client::for_tests(&ConnectionFlags {
             kubeconfig: Some(path),
             ..Default::default()
         }));
@@ -245,7 +245,7 @@ mod tests {
             "    client-certificate: client.crt\n    client-key: client.key\n",
         );
         let path = dir.write("config", &text);
-        let client = Client::from_flags(&ConnectionFlags {
+        let client = Client::for_tests(&ConnectionFlags {
             kubeconfig: Some(path),
             ..Default::default()
         })

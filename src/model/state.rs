@@ -327,7 +327,7 @@ mod tests {
 
     #[test]
     fn a_watched_change_reports_the_keys_that_changed_and_an_older_event_is_ignored() {
-        let client = Client::from_flags(&crate::config::ConnectionFlags {
+        let client = Client::for_tests(&crate::config::ConnectionFlags {
             server: Some("http://127.0.0.1:1".into()),
             ..Default::default()
         })
