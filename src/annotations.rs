@@ -64,7 +64,7 @@ pub const RELOADER_IGNORE: &str = "reloader.stakater.com/ignore";
 /// On a ConfigMap or Secret: it counts for workloads with [`RELOADER_SEARCH`].
 pub const RELOADER_MATCH: &str = "reloader.stakater.com/match";
 
-/// Safe fan-out (README: Rolling a shared change safely). On a workload: `"true"` puts it
+/// Safe fan-out (book: Rolling a shared change safely). On a workload: `"true"` puts it
 /// in the first wave of every shared change it is part of.
 pub const WAVELET_CANARY: &str = "wavelet.dev/canary";
 /// On a Namespace, a workload or a ConfigMap/Secret: `"true"` holds every rollout it

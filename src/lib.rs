@@ -1,7 +1,7 @@
 //! wavelet: keeps Kubernetes workloads running the configuration their ConfigMaps and
 //! Secrets declare. The modules are layers, listed bottom to top: each uses only the
-//! layers above it in this list (`tests/architecture.rs` checks it; the README's "How it
-//! works" draws it).
+//! layers above it in this list (`tests/architecture.rs` checks it; the book's design
+//! page, `docs/src/design.md`, draws it).
 #![forbid(unsafe_code)]
 
 // Foundations and vocabulary: errors, time, the stop flag; label selectors, restart

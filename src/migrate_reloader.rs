@@ -361,7 +361,7 @@ pub fn report(client: &Client, found: &[Found], out: &mut dyn Write) -> Result<(
         line(
             out,
             format_args!(
-                "\n  To switch (README: Coming from Reloader):
+                "\n  To switch (book: Coming from Reloader):
     1. Swap the image of {ns}/{name} to wavelet's (which replaces Reloader at once), or
        install wavelet's chart beside it with Reloader's values file.
     2. wavelet status: exit 0 once every workload is adopted.

@@ -1,7 +1,7 @@
 //! The folders of `src/` are layers: each one uses only the layers below it, so a reader
 //! who opens a folder knows what it may change without touching what sits above. The
-//! table below is the one declaration of the layers; the README's "How it works" draws
-//! the same table (checked here too).
+//! table below is the one declaration of the layers; the book's design page
+//! (`docs/src/design.md`) draws the same table (checked here too).
 //!
 //! Every `crate::` path in `src/` (in `use` lines, grouped `use crate::{..}` lines and
 //! paths in code; comments aside) is an edge from the file's top-level module (its folder,
@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 /// Bottom to top. A module may use the modules of the layers below its own, never one of
 /// its own layer (modules on one layer are peers that know nothing of each other) nor of
 /// a layer above.
+/// The book's page that draws the layers, after its `<!-- layers -->` marker.
+const DESIGN_PAGE: &str = "docs/src/design.md";
+
 const LAYERS: &[(&str, &[&str])] = &[
     ("foundations", &["error", "time", "stop", "testing"]),
     ("vocabulary", &["selector", "window", "annotations"]),
@@ -231,7 +234,7 @@ fn every_module_of_src_is_on_a_layer() {
     assert!(
         unplaced.is_empty(),
         "modules of src/ on no layer: {unplaced:?}; add each to LAYERS in tests/architecture.rs \
-         (and to the README's layer table)"
+         (and to the layer table of {DESIGN_PAGE})"
     );
 }
 
@@ -282,13 +285,13 @@ fn every_module_uses_only_the_layers_below_it() {
 }
 
 #[test]
-fn the_readme_draws_the_same_layers() {
-    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
-    let block = readme
+fn the_design_page_draws_the_same_layers() {
+    let page = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(DESIGN_PAGE))
+        .expect(DESIGN_PAGE);
+    let block = page
         .split("<!-- layers -->")
         .nth(1)
-        .expect("README's How it works has the <!-- layers --> marker")
+        .expect("the book's design page has the <!-- layers --> marker")
         .split("```")
         .nth(1)
         .expect("a ``` block follows the marker");
@@ -320,7 +323,7 @@ fn the_readme_draws_the_same_layers() {
         .collect();
     assert_eq!(
         drawn, declared,
-        "README's layer table (top to bottom) differs from LAYERS in tests/architecture.rs"
+        "the layer table of docs/src/design.md (top to bottom) differs from LAYERS in tests/architecture.rs"
     );
 }
 

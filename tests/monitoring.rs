@@ -3,7 +3,7 @@
 //! (scraped after a rollout, a Pod replacement and watch restarts, so labelled counters
 //! have samples); the ServiceMonitor selects the Service's labels and port; the chart
 //! renders the same objects when enabled and nothing by default; every alert has its
-//! runbook entry in the README.
+//! runbook page in the book (`docs/src/operations/runbooks/`).
 //!
 //! The PromQL is not validated by a Prometheus parser (promtool is not available here):
 //! [`promql_usage`] reads only what these checks need, metric names and label names, and
@@ -38,6 +38,12 @@ const PROMETHEUS_METRICS: &[&str] = &["up"];
 /// Where the shipped runbook links point; `monitoring.prometheusRule.runbookBaseUrl`
 /// replaces it in the chart.
 const RUNBOOK_BASE: &str = "https://github.com/wavelet-dev/wavelet/blob/main/README.md";
+
+/// The book's page with the table of what `/metrics` exports.
+const METRICS_PAGE: &str = "docs/src/operations/metrics.md";
+
+/// The book's folder with one runbook page per alert, `<alert>.md`.
+const RUNBOOK_PAGES: &str = "docs/src/operations/runbooks";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -676,11 +682,11 @@ fn promql_usage_reads_selectors_groupings_and_matched_values() {
 }
 
 /// A matched label value (`result="error"`) that wavelet never writes would make an alert
-/// that cannot fire: where the README's metrics table enumerates a label's values, every
+/// that cannot fire: where the book's metrics table enumerates a label's values, every
 /// value an alert or panel matches is one of them.
 #[test]
-fn matched_label_values_are_the_ones_the_readme_documents() {
-    let readme = read("README.md");
+fn matched_label_values_are_the_ones_the_book_documents() {
+    let readme = read(METRICS_PAGE);
     let mut problems = Vec::new();
     for (at, expr) in shipped_exprs() {
         for (metric, label, value) in promql_usage(&expr).unwrap().matched_values {
@@ -690,7 +696,9 @@ fn matched_label_values_are_the_ones_the_readme_documents() {
             let row = readme
                 .lines()
                 .find(|l| l.starts_with(&format!("| `{metric}` |")))
-                .unwrap_or_else(|| panic!("{at}: {metric} is not in the README's metrics table"));
+                .unwrap_or_else(|| {
+                    panic!("{at}: {metric} is not in the metrics table of {METRICS_PAGE}")
+                });
             if !row.contains(&format!("`{label}` = ")) {
                 continue; // values not enumerated (verb, code, resource)
             }
@@ -709,25 +717,8 @@ fn matched_label_values_are_the_ones_the_readme_documents() {
 // ---------------------------------------------------------------------------------------
 // The objects
 
-/// The GitHub anchor of a Markdown heading.
-fn anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
 #[test]
-fn every_alert_has_severity_summary_description_and_a_runbook_entry_in_the_readme() {
-    let readme = read("README.md");
-    let anchors: BTreeSet<String> = readme
-        .lines()
-        .filter_map(|l| l.strip_prefix('#'))
-        .map(|l| anchor(l.trim_start_matches('#')))
-        .collect();
+fn every_alert_has_severity_summary_description_and_a_runbook_page() {
     let rules = shipped_rules();
     let mut names = BTreeSet::new();
     for group in rules["groups"].as_array().unwrap() {
@@ -754,10 +745,11 @@ fn every_alert_has_severity_summary_description_and_a_runbook_entry_in_the_readm
             let url = rule["annotations"]["runbook_url"].as_str().unwrap();
             let want = format!("{RUNBOOK_BASE}#runbook-{}", name.to_lowercase());
             assert_eq!(url, want, "{name}: runbook_url");
-            let fragment = url.split_once('#').unwrap().1;
+            let page = format!("{RUNBOOK_PAGES}/{name}.md");
             assert!(
-                anchors.contains(fragment),
-                "{name}: the README has no heading with anchor #{fragment} (add \"#### Runbook: {name}\")"
+                root().join(&page).is_file()
+                    && read(&page).starts_with(&format!("# Runbook: {name}\n")),
+                "{name}: no runbook page {page} starting \"# Runbook: {name}\""
             );
         }
     }

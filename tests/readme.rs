@@ -1,4 +1,5 @@
-//! The README's hash test vector reproduces with `sha256sum`, and matches the library.
+//! The hash test vector of the book's hash-mode page (`docs/src/hash-mode.md`) reproduces
+//! with `sha256sum`, and matches the library.
 
 use std::process::Command;
 
@@ -6,7 +7,11 @@ use wavelet::model::references::Reference;
 use wavelet::objects::{ConfigKey, ConfigKind, ConfigObject};
 
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md")
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/src/hash-mode.md"
+    ))
+    .expect("docs/src/hash-mode.md")
 }
 
 /// The shell block after the `hash-test-vector` marker.
@@ -14,7 +19,7 @@ fn vector_script(readme: &str) -> String {
     let after = readme
         .split("<!-- hash-test-vector -->")
         .nth(1)
-        .expect("README has the hash-test-vector marker");
+        .expect("docs/src/hash-mode.md has the hash-test-vector marker");
     let block = after
         .split("```sh\n")
         .nth(1)

@@ -14,7 +14,7 @@
 //! variables: subject, source commit, build command and builder image), signs the index
 //! digest, the image's provenance, each file's provenance and SHA256SUMS keylessly with
 //! cosign, and publishes the SBOMs; the provenance names the command and the container
-//! the build job really used; the README's verify commands and Kyverno policy name the
+//! the build job really used; the book's verify commands and Kyverno policy name the
 //! identity the workflow signs with.
 
 use std::path::{Path, PathBuf};
@@ -425,7 +425,7 @@ fn publish_pushes_the_image_then_writes_provenance_then_signs_the_index_digest_a
         steps[installer]["with"]["cosign-release"]
             .as_str()
             .is_some_and(|v| v.starts_with("v3.")),
-        "cosign 3: Sigstore bundles as OCI 1.1 referrers (the README's Kyverno type)"
+        "cosign 3: Sigstore bundles as OCI 1.1 referrers (the book's Kyverno type)"
     );
     let push = step_starting(
         &steps,
@@ -637,19 +637,14 @@ fn image_provenance_refuses_a_missing_variable_or_an_unknown_subject() {
     );
 }
 
-/// The README's section `## Verifying a release`.
+/// The book's page "Verifying a release".
 fn verifying_section() -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let start = readme
-        .find("\n## Verifying a release\n")
-        .expect("README has a section \"Verifying a release\"");
-    let rest = &readme[start + 1..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |e| e + 4);
-    rest[..end].to_string()
+    std::fs::read_to_string(repo().join("docs/src/installing/verifying.md"))
+        .expect("docs/src/installing/verifying.md")
 }
 
 #[test]
-fn the_readme_verifies_with_the_identity_the_release_workflow_signs_with() {
+fn the_book_verifies_with_the_identity_the_release_workflow_signs_with() {
     let section = verifying_section();
     // The identity Fulcio certifies for this workflow on a tag (the provenance's builder.id).
     let identity =
@@ -686,7 +681,10 @@ fn the_readme_verifies_with_the_identity_the_release_workflow_signs_with() {
         "cosign verify-blob-attestation --bundle wavelet-linux-amd64.intoto.sigstore.json ",
         "sha256sum -c SHA256SUMS",
     ] {
-        assert!(section.contains(command), "README: no `{command}`");
+        assert!(
+            section.contains(command),
+            "docs/src/installing/verifying.md: no `{command}`"
+        );
     }
     assert!(
         section.contains("--certificate-oidc-issuer https://token.actions.githubusercontent.com")

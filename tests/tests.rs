@@ -1,7 +1,7 @@
 //! Integration tests: the real `wavelet` binary against the fake API server, over sockets
 //! on 127.0.0.1.
 //!
-//! - `architecture`: the folders of `src/` are layers that use only the layers below them (and the README draws them).
+//! - `architecture`: the folders of `src/` are layers that use only the layers below them (and the book's design page draws them).
 //! - `fake`: the fake API server (HTTP/1.1, watch streams, patches, faults).
 //! - `wire`: the fake checked against the recordings of a real API server in ../shared/k8s-wire.
 //! - `util`: starting the binary, building objects, the expected hash.
@@ -24,7 +24,7 @@
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `politeness`: at scale: the client-side budget and 429 pauses, aggregated Events, throttle accounting and its alert, many namespaces.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
-//! - `readme`: the README's hash test vector reproduces with `sha256sum`.
+//! - `readme`: the hash test vector of the book's hash-mode page reproduces with `sha256sum`.
 //! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
 //! - `kustomize`: `kubectl kustomize` of each overlay equals the plain manifests of its shape.
 //! - `plugin`: `kubectl wavelet status` / `hash` through the real kubectl, with `-n`, `--kubeconfig` and `--context`.

@@ -72,7 +72,7 @@ pub struct Config {
     pub command: Command,
 }
 
-/// How a change of a ConfigMap or Secret that several workloads use rolls (README:
+/// How a change of a ConfigMap or Secret that several workloads use rolls (book:
 /// Rolling a shared change safely). The annotations on objects override it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FanOut {
@@ -271,7 +271,7 @@ pub struct RunConfig {
     pub rolling_timeout: Duration,
     /// `--eviction-warning-after` (> 0).
     pub eviction_warning_after: Duration,
-    /// Reloader's flags with the same meaning (README, Coming from Reloader).
+    /// Reloader's flags with the same meaning (book: Coming from Reloader).
     pub reloader: ReloaderFlags,
     /// `--alert-*` (Reloader's `ALERT_*`); `None`: no alerts.
     pub alerts: Option<AlertConfig>,

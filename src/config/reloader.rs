@@ -101,7 +101,7 @@ impl Judged {
         let flag = format!("--{}={value}", self.name);
         verdict
             .map(|note| format!("{flag}: {note}"))
-            .map_err(|why| format!("{flag} is a Stakater Reloader flag whose meaning wavelet does not share: {why} (README: Coming from Reloader)"))
+            .map_err(|why| format!("{flag} is a Stakater Reloader flag whose meaning wavelet does not share: {why} (book: Coming from Reloader)"))
     }
 }
 

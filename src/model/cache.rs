@@ -43,7 +43,7 @@ pub struct ConfigEntry {
     gates: Option<Box<ConfigGates>>,
 }
 
-/// The fan-out annotations of a ConfigMap or Secret (README: Rolling a shared change
+/// The fan-out annotations of a ConfigMap or Secret (book: Rolling a shared change
 /// safely); values are validated where they are used, so a bad one is a Warning there.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigGates {

@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn readme_test_vector() {
-        // README "The hash": printf ... | sha256sum reproduces this.
+        // The book's "The hash" (docs/src/hash-mode.md): printf ... | sha256sum reproduces this.
         let reference = all_keys(ConfigKind::ConfigMap, "default", "app-config");
         let digests = data(&[("color", "blue")]);
         let text = canonical_form(&[(&reference, Some(&digests))]);

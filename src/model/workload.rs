@@ -35,7 +35,7 @@ pub struct WorkloadEntry {
     pub gates: Gates,
 }
 
-/// The fan-out annotations of a workload or a Namespace (README: Rolling a shared change
+/// The fan-out annotations of a workload or a Namespace (book: Rolling a shared change
 /// safely); the window text is parsed where it is used, so a bad one is a Warning there.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Gates {

@@ -1,12 +1,12 @@
-//! The README's quick start, command by command, against the real API server, as a new
-//! user runs it: `kubectl proxy` and `wavelet run --server` out of the cluster, then the
+//! The quick start of the book's getting-started page (`docs/src/getting-started.md`),
+//! command by command, against the real API server, as a new user runs it: `kubectl proxy` and `wavelet run --server` out of the cluster, then the
 //! two examples applied and edited with `kubectl edit`. Each command is checked to be in
-//! the README's quick start word for word, so the README cannot drift from what is tested.
-//! Passes only if both examples do what the README says (Deployment `web` rolls once with
+//! that quick start word for word, so the page cannot drift from what is tested.
+//! Passes only if both examples do what the page says (Deployment `web` rolls once with
 //! a `ConfigChanged` Event; the `worker` Pods are replaced with a `PodsReplaced` Event) and
 //! wavelet printed no ERROR line.
 //!
-//! It runs wavelet cluster-wide and creates namespace `apps`, as the README does, so it
+//! It runs wavelet cluster-wide and creates namespace `apps`, as the quick start does, so it
 //! runs alone (serial) and only on the suite's own control plane.
 
 use std::collections::BTreeSet;
@@ -28,17 +28,21 @@ const EVENTS_WORKER: &str = "kubectl -n apps get events --field-selector reason=
 
 const LONG: Duration = Duration::from_secs(90);
 
+/// Where the quick start is written.
+const QUICK_START_PAGE: &str = "docs/src/getting-started.md";
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The README from the `<!-- quick-start -->` marker to the next section.
+/// The book's getting-started page from the `<!-- quick-start -->` marker to the next
+/// section.
 fn quick_start_text() -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
-    let after = readme
+    let page = std::fs::read_to_string(repo().join(QUICK_START_PAGE)).expect(QUICK_START_PAGE);
+    let after = page
         .split("<!-- quick-start -->")
         .nth(1)
-        .expect("README has the quick-start marker");
+        .expect("the getting-started page has the quick-start marker");
     after.split("\n## ").next().unwrap().to_string()
 }
 
@@ -105,7 +109,7 @@ pub fn quick_start(ctx: &Ctx) {
     for line in [RUN, APPLY, EDIT_WEB, EVENTS_WEB, EDIT_WORKER, EVENTS_WORKER] {
         assert!(
             text.contains(line),
-            "the README's quick start no longer says `{line}`: update tests/e2e/quickstart.rs with it"
+            "the quick start ({QUICK_START_PAGE}) no longer says `{line}`: update tests/e2e/quickstart.rs with it"
         );
     }
     if !ctx.cluster.is_own() {

@@ -22,7 +22,7 @@ and reads the effective values from $v: wavelet's own, with the Reloader values 
 
 {{/* Fails, naming the key, for what Reloader's chart has and wavelet cannot honour. */}}
 {{- define "wavelet.reloader.fail" -}}
-{{- fail (printf "%s: %s (README: Coming from Reloader)" (index . 0) (index . 1)) -}}
+{{- fail (printf "%s: %s (book: Coming from Reloader)" (index . 0) (index . 1)) -}}
 {{- end -}}
 
 {{/* Every key Reloader's chart reads, by level; anything else is not Reloader's. */}}
