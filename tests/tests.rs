@@ -24,6 +24,7 @@
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `politeness`: at scale: the client-side budget and 429 pauses, aggregated Events, throttle accounting and its alert, many namespaces.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
+//! - `docs`: every relative link and anchor of README.md and the book (docs/src) resolves; every page is in SUMMARY.md; the flags page is `wavelet run --help`.
 //! - `readme`: the hash test vector of the book's hash-mode page reproduces with `sha256sum`.
 //! - `manifests`: every file in manifests/ matches the API's OpenAPI schema; examples are whole.
 //! - `kustomize`: `kubectl kustomize` of each overlay equals the plain manifests of its shape.
@@ -43,6 +44,7 @@ mod commands;
 mod connecting;
 mod csi;
 mod delete_mode;
+mod docs;
 mod fake;
 mod fanout;
 mod faults;
