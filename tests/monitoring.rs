@@ -35,9 +35,12 @@ const TARGET_LABELS: &[&str] = &[
 /// `up` is written by Prometheus for every target, whatever the target exports.
 const PROMETHEUS_METRICS: &[&str] = &["up"];
 
-/// Where the shipped runbook links point; `monitoring.prometheusRule.runbookBaseUrl`
-/// replaces it in the chart.
-const RUNBOOK_BASE: &str = "https://github.com/wavelet-dev/wavelet/blob/main/README.md";
+/// Where the shipped runbook links point, `<base>/<alert>.html`: the runbook pages of the
+/// published book; `monitoring.prometheusRule.runbookBaseUrl` replaces it in the chart.
+const RUNBOOK_BASE: &str = "https://wavelet-dev.github.io/wavelet/operations/runbooks";
+
+/// Where the book is published; its `site-url` in docs/book.toml is this URL's path.
+const BOOK_URL: &str = "https://wavelet-dev.github.io/wavelet/";
 
 /// The book's page with the table of what `/metrics` exports.
 const METRICS_PAGE: &str = "docs/src/operations/metrics.md";
@@ -719,6 +722,23 @@ fn matched_label_values_are_the_ones_the_book_documents() {
 
 #[test]
 fn every_alert_has_severity_summary_description_and_a_runbook_page() {
+    // The runbook URLs are the pages the book builds from RUNBOOK_PAGES, where it is published.
+    let site_url = read("docs/book.toml")
+        .lines()
+        .find_map(|l| l.strip_prefix("site-url = "))
+        .map(|v| v.trim_matches('"').to_string())
+        .expect("docs/book.toml sets site-url");
+    assert!(
+        BOOK_URL.ends_with(&site_url),
+        "{BOOK_URL} is not at site-url {site_url}"
+    );
+    assert_eq!(
+        RUNBOOK_BASE,
+        format!(
+            "{BOOK_URL}{}",
+            RUNBOOK_PAGES.strip_prefix("docs/src/").unwrap()
+        )
+    );
     let rules = shipped_rules();
     let mut names = BTreeSet::new();
     for group in rules["groups"].as_array().unwrap() {
@@ -743,7 +763,7 @@ fn every_alert_has_severity_summary_description_and_a_runbook_page() {
                 );
             }
             let url = rule["annotations"]["runbook_url"].as_str().unwrap();
-            let want = format!("{RUNBOOK_BASE}#runbook-{}", name.to_lowercase());
+            let want = format!("{RUNBOOK_BASE}/{name}.html");
             assert_eq!(url, want, "{name}: runbook_url");
             let page = format!("{RUNBOOK_PAGES}/{name}.md");
             assert!(
@@ -1041,6 +1061,20 @@ fn chart_monitoring_values_move_labels_namespace_and_runbook_links() {
     }
     assert!(links > 0);
     assert_eq!(rule["spec"], want, "only the runbook links move");
+    // A base with a trailing slash gives the same links.
+    let mut slashed = ENABLE_ALL.to_vec();
+    slashed.extend([
+        "--set",
+        "monitoring.prometheusRule.runbookBaseUrl=https://wiki.example.com/wavelet/",
+    ]);
+    let again = parse_objects("helm template", &helm_template(&helm, &slashed).unwrap());
+    let key = (
+        "PrometheusRule".to_string(),
+        "wavelet".to_string(),
+        "wavelet".to_string(),
+    );
+    let again = again.get(&key).expect("PrometheusRule rendered");
+    assert_eq!(again["spec"], want, "a trailing slash in runbookBaseUrl");
     let configmap = get("ConfigMap", "grafana", "wavelet-dashboard");
     assert_eq!(
         configmap["metadata"]["labels"]["grafana_dashboard"],
