@@ -66,6 +66,7 @@ mod reloader_switch;
 mod secret_reads;
 mod secrets;
 mod soak;
+mod state_location;
 mod supply;
 mod util;
 mod wave;

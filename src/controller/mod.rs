@@ -154,6 +154,9 @@ impl Controller {
             .0,
             config.dry_run,
         ));
+        if !config.dry_run {
+            create_state_configmap(&client, state.namespace());
+        }
         let fanouts = {
             let queue = Arc::clone(&queue);
             Arc::new(FanOuts::new(
@@ -769,6 +772,23 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
         | Outcome::AwaitingWatch
         | Outcome::AwaitingData
         | Outcome::Debouncing => None,
+    }
+}
+
+/// Creates `wavelet-state` (empty) at start where it does not exist yet, so the one-shot
+/// commands find the running wavelet's state from the first minute: they write only into
+/// an existing one (see `commands/locate.rs`). A replica that loses the race (409) or may not
+/// create it says so and goes on: the first write creates it then.
+fn create_state_configmap(client: &Client, namespace: &str) {
+    let created = match crate::model::state::fetch(client, namespace) {
+        Ok(Some(_)) => return,
+        Ok(None) => crate::model::state::store(client, namespace, None, &Default::default()),
+        Err(err) => Err(err),
+    };
+    match created {
+        Ok(_) => log::info!("created ConfigMap {namespace}/{STATE_CONFIGMAP} for fan-outs, pauses and delete mode's hashes"),
+        Err(err) if err.is_already_exists() => {}
+        Err(err) => log::warn!("cannot create ConfigMap {namespace}/{STATE_CONFIGMAP} ({err}): `wavelet pause` and `wavelet resume` find no state there until wavelet first writes one"),
     }
 }
 
