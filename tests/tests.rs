@@ -47,6 +47,7 @@ mod fake;
 mod fanout;
 mod faults;
 mod hash_mode;
+mod hold_alerts;
 mod image;
 mod kubeconfigs;
 mod kustomize;

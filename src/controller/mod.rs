@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::client::{Client, Limits, Shape};
 use crate::config::Policy;
 use crate::config::{FanOut, RunConfig, WorkloadKind};
+use crate::controller::hold_alerts::HoldAlerts;
 use crate::controller::sinks::{
     ConfigSink, NamespaceSink, OnSynced, PodStatusSink, Router, StateSink, WorkloadSink,
 };
@@ -437,7 +438,18 @@ impl Controller {
             );
         }
         {
-            let mut sink = StateSink::new(Arc::clone(&state), Arc::clone(&router), on_listed());
+            // Alerts on fan-out holds hook in here (--alert-on-hold): the state watch sees
+            // every hold begin and end, whoever wrote it.
+            let hold_alerts = alerts
+                .as_ref()
+                .filter(|_| config.alerts.as_ref().is_some_and(|a| a.on_hold))
+                .map(|a| HoldAlerts::new(Arc::clone(a), Arc::clone(&gate)));
+            let mut sink = StateSink::new(
+                Arc::clone(&state),
+                Arc::clone(&router),
+                on_listed(),
+                hold_alerts,
+            );
             let source = ApiSource::new(
                 client.clone(),
                 Resource::configmaps(),
@@ -519,7 +531,9 @@ impl Controller {
                 gate: Arc::clone(&gate),
                 beat: health.register(format!("worker-{n}")),
                 dry_run,
-                alerts: alerts.clone(),
+                alerts: alerts
+                    .clone()
+                    .filter(|_| config.alerts.as_ref().is_some_and(|a| a.on_reload)),
             };
             let synced = Arc::clone(&synced);
             std::thread::Builder::new()
@@ -723,13 +737,13 @@ impl Worker {
             m.reload_executed(true, &key.namespace);
         }
         if let Some(alerts) = &self.alerts {
-            alerts.send(alerts::Rollout {
+            alerts.send(alerts::Alert::Rollout(alerts::Rollout {
                 kind: key.resource.kind.to_string(),
                 namespace: key.namespace.to_string(),
                 name: key.name.to_string(),
                 changed: changed.clone(),
                 dry_run: self.dry_run,
-            });
+            }));
         }
     }
 }
@@ -1265,4 +1279,5 @@ mod tests {
         waiter.join().unwrap();
     }
 }
+mod hold_alerts;
 pub(crate) mod sinks;
