@@ -330,7 +330,9 @@ pub fn status(
     let mut out_of_date = 0;
     let cache = Arc::new(Cache::new());
     load_configs(client, namespace, policy, &cache)?;
-    load_namespaces(client, namespace, &cache);
+    if let Some(note) = load_namespaces(client, namespace, &cache) {
+        writeln!(out, "{note}").map_err(|e| Error::Transport(format!("writing output: {e}")))?;
+    }
     let wavelet_state = match &gating.state_namespace {
         Some(namespace) => {
             let state = StateConfigMap::new(client.clone(), namespace.clone(), true);
@@ -564,8 +566,9 @@ fn write_fan_outs(state: &StateConfigMap, now: u64, out: &mut dyn Write) -> std:
     Ok(())
 }
 
-/// The Namespaces' fan-out annotations (pause, restart window), when they may be read.
-fn load_namespaces(client: &Client, namespace: Option<&str>, cache: &Cache) {
+/// The Namespaces' fan-out annotations (pause, restart window), when they may be read;
+/// otherwise the note that says they are not shown.
+fn load_namespaces(client: &Client, namespace: Option<&str>, cache: &Cache) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct List {
         #[serde(default)]
@@ -585,8 +588,18 @@ fn load_namespaces(client: &Client, namespace: Option<&str>, cache: &Cache) {
                 cache.set_namespace_gates(&ns.metadata.name, Some(gates));
             }
         }
-        Err(err) => log::debug!("not reading Namespaces' annotations: {err}"),
+        Err(err) if !err.is_forbidden() => {
+            log::debug!("not reading Namespaces' annotations: {err}")
+        }
+        Err(err) => {
+            return Some(format!(
+                "note: cannot read {} ({err}): wavelet.dev/pause and wavelet.dev/restart-window on {} are not shown; wavelet itself reads them only where its RBAC grants list and watch on them",
+                namespace.map_or("the Namespaces".to_string(), |ns| format!("Namespace {ns}")),
+                namespace.map_or("Namespaces".to_string(), |ns| format!("Namespace {ns}")),
+            ));
+        }
     }
+    None
 }
 
 /// `wavelet pause`: every rollout waits until `wavelet resume`.

@@ -54,6 +54,7 @@ mod kustomize;
 mod malformed;
 mod manifests;
 mod monitoring;
+mod namespace_gates;
 mod operations;
 mod plugin;
 mod politeness;

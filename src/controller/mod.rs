@@ -256,6 +256,13 @@ impl Controller {
         // Namespaces are watched for --namespace-selector, and for their fan-out
         // annotations whenever wavelet watches every namespace (the cluster-wide install).
         let watch_namespaces = reloader.namespace_selector.is_some() || namespaces == [None];
+        // With --namespaces (each watched on its own), the listed Namespaces are read by
+        // name for the same annotations, where RBAC allows it (the chart grants it).
+        let named_namespaces: Vec<String> = if watch_namespaces {
+            Vec::new()
+        } else {
+            namespaces.iter().flatten().cloned().collect()
+        };
         // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
         let csi = policy.csi_integration && serves_csi_driver(&client);
         // One more: the watch of wavelet-state, so its copy is the listed one before the
@@ -263,6 +270,7 @@ impl Controller {
         let watchers = namespaces.len()
             * (config_kinds.len() + workload_resources.len() + if csi { 2 } else { 0 })
             + usize::from(watch_namespaces)
+            + named_namespaces.len()
             + 1;
         let listed = Arc::new(Latch::new(watchers));
         let fetcher = Arc::new(Fetcher::new(
@@ -427,6 +435,25 @@ impl Controller {
             // selector they decide what is in scope, and a refusal is an error.
             let config = WatchConfig {
                 forbidden_list_is_empty: selector.is_none(),
+                ..watch_config.clone()
+            };
+            spawn_watch(
+                source,
+                &health,
+                config,
+                Arc::clone(&stop),
+                move |e: Event<NamespaceItem>| sink.handle(e),
+            );
+        }
+        for name in &named_namespaces {
+            say_if_namespace_unreadable(&client, name);
+            let mut sink = NamespaceSink::new(Arc::clone(&router), on_listed(), false);
+            let source = ApiSource::new(client.clone(), Resource::namespaces(), None, Shape::Whole)
+                .filtered(None, Some(&format!("metadata.name={name}")));
+            // A refusal leaves this Namespace's annotations unread (said once above) and
+            // holds nothing up.
+            let config = WatchConfig {
+                forbidden_list_is_empty: true,
                 ..watch_config.clone()
             };
             spawn_watch(
@@ -786,6 +813,29 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
         | Outcome::AwaitingWatch
         | Outcome::AwaitingData
         | Outcome::Debouncing => None,
+    }
+}
+
+/// With `--namespaces`, whether wavelet may read a listed Namespace (one list narrowed to
+/// it at start, as its watch reads it); where it may not, says once what that costs: its
+/// `wavelet.dev/pause` and `wavelet.dev/restart-window` are not seen.
+fn say_if_namespace_unreadable(client: &Client, name: &str) {
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        items: Vec<serde::de::IgnoredAny>,
+    }
+    match client.get::<List>(&format!(
+        "/api/v1/namespaces?fieldSelector=metadata.name%3D{name}"
+    )) {
+        Ok(list) if list.items.is_empty() => {
+            log::warn!("namespace {name}: listed in --namespaces but does not exist")
+        }
+        Ok(_) => {}
+        Err(err) if err.is_forbidden() => log::warn!(
+            "namespace {name}: cannot read the Namespace ({err}): its wavelet.dev/pause and wavelet.dev/restart-window are NOT seen and hold nothing; grant list and watch on namespaces with resourceNames [{name}] (the chart and manifests/namespaced/namespace-clusterrole.yaml do)"
+        ),
+        Err(err) => log::debug!("namespace {name}: not read at start: {err}"),
     }
 }
 

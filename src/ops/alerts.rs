@@ -265,14 +265,19 @@ impl Alerts {
             capacity: config.queue_size,
             added: Condvar::new(),
         });
+        let (what, also) = match (config.on_reload, config.on_hold) {
+            (true, true) => (
+                "on rollout",
+                ", and on fan-out holds (--alert-on-hold=false turns those off)",
+            ),
+            (true, false) => ("on rollout", ""),
+            (false, _) => (
+                "on fan-out holds",
+                " (--alert-on-hold=false turns them off; --alert-on-reload adds one per rollout)",
+            ),
+        };
         log::info!(
-            "alerts{}{}: {} payloads to {} (the URL's path is not logged){}",
-            if config.on_reload { " on rollout" } else { "" },
-            if config.on_hold {
-                " on fan-out holds (--alert-on-hold=false turns them off)"
-            } else {
-                ""
-            },
+            "alerts {what}: {} payloads to {} (the URL's path is not logged){}{also}",
             sink_name(config.sink),
             sender.target,
             if config.proxy.is_some() {
