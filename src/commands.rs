@@ -1,6 +1,8 @@
 //! The one-shot subcommands: `wavelet hash` and `wavelet status` (read-only), and
 //! `wavelet pause` / `wavelet resume` (they write one entry of `wavelet-state`).
 
+pub mod locate;
+
 use std::io::Write;
 use std::sync::Arc;
 
@@ -328,20 +330,26 @@ pub fn status(
     let mut out_of_date = 0;
     let cache = Arc::new(Cache::new());
     load_configs(client, namespace, policy, &cache)?;
-    load_namespaces(client, namespace, &cache);
-    let wavelet_state = StateConfigMap::new(client.clone(), gating.state_namespace.clone(), true);
-    let wavelet_state = match wavelet_state.get(PAUSE_KEY) {
-        Ok(_) => Some(wavelet_state),
-        Err(err) => {
-            writeln!(
-                out,
-                "note: cannot read ConfigMap {}/{} ({err}): fan-outs and the global pause are not shown",
-                gating.state_namespace,
-                crate::model::state::STATE_CONFIGMAP
-            )
-            .map_err(|e| Error::Transport(format!("writing output: {e}")))?;
-            None
+    if let Some(note) = load_namespaces(client, namespace, &cache) {
+        writeln!(out, "{note}").map_err(|e| Error::Transport(format!("writing output: {e}")))?;
+    }
+    let wavelet_state = match &gating.state_namespace {
+        Some(namespace) => {
+            let state = StateConfigMap::new(client.clone(), namespace.clone(), true);
+            match state.get(PAUSE_KEY) {
+                Ok(_) => Some(state),
+                Err(err) => {
+                    writeln!(
+                        out,
+                        "note: cannot read ConfigMap {namespace}/{} ({err}): fan-outs and the global pause are not shown",
+                        crate::model::state::STATE_CONFIGMAP
+                    )
+                    .map_err(|e| Error::Transport(format!("writing output: {e}")))?;
+                    None
+                }
+            }
         }
+        None => None,
     };
     let judge = Judge {
         cache: Arc::clone(&cache),
@@ -477,8 +485,9 @@ pub fn status(
 /// What `status` needs to show pending and held rollouts as `run` decides them.
 pub struct Gating {
     pub fan_out: FanOut,
-    /// Where `wavelet-state` is.
-    pub state_namespace: String,
+    /// Where `wavelet-state` is ([`locate`]); `None`: not found (the caller said
+    /// why, on stderr, so the table stays the workloads').
+    pub state_namespace: Option<String>,
 }
 
 /// "rolling out (wave 2 of configmap ns/x's fan-out): 1 of 2 updated replicas are
@@ -557,8 +566,9 @@ fn write_fan_outs(state: &StateConfigMap, now: u64, out: &mut dyn Write) -> std:
     Ok(())
 }
 
-/// The Namespaces' fan-out annotations (pause, restart window), when they may be read.
-fn load_namespaces(client: &Client, namespace: Option<&str>, cache: &Cache) {
+/// The Namespaces' fan-out annotations (pause, restart window), when they may be read;
+/// otherwise the note that says they are not shown.
+fn load_namespaces(client: &Client, namespace: Option<&str>, cache: &Cache) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct List {
         #[serde(default)]
@@ -578,16 +588,18 @@ fn load_namespaces(client: &Client, namespace: Option<&str>, cache: &Cache) {
                 cache.set_namespace_gates(&ns.metadata.name, Some(gates));
             }
         }
-        Err(err) => log::debug!("not reading Namespaces' annotations: {err}"),
+        Err(err) if !err.is_forbidden() => {
+            log::debug!("not reading Namespaces' annotations: {err}")
+        }
+        Err(err) => {
+            return Some(format!(
+                "note: cannot read {} ({err}): wavelet.dev/pause and wavelet.dev/restart-window on {} are not shown; wavelet itself reads them only where its RBAC grants list and watch on them",
+                namespace.map_or("the Namespaces".to_string(), |ns| format!("Namespace {ns}")),
+                namespace.map_or("Namespaces".to_string(), |ns| format!("Namespace {ns}")),
+            ));
+        }
     }
-}
-
-/// The namespace of `wavelet-state` for the one-shot commands: the flag's, else the
-/// kubeconfig context's, else `default` (as `run` out of a cluster).
-pub fn state_namespace(client: &Client, flag: Option<&str>) -> String {
-    flag.map(String::from)
-        .or_else(|| client.default_namespace())
-        .unwrap_or_else(|| "default".to_string())
+    None
 }
 
 /// `wavelet pause`: every rollout waits until `wavelet resume`.

@@ -57,7 +57,7 @@ fn run(args: &[String]) -> Result<i32, Error> {
         Command::Pause { state_namespace } => {
             wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
             let client = Client::from_flags(&config.connection)?;
-            let ns = wavelet::commands::state_namespace(&client, state_namespace.as_deref());
+            let ns = locate_for_writing(&client, state_namespace.as_deref())?;
             wavelet::commands::pause(&client, &ns, &mut std::io::stdout()).map(|()| 0)
         }
         Command::Resume {
@@ -66,7 +66,7 @@ fn run(args: &[String]) -> Result<i32, Error> {
         } => {
             wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
             let client = Client::from_flags(&config.connection)?;
-            let ns = wavelet::commands::state_namespace(&client, state_namespace.as_deref());
+            let ns = locate_for_writing(&client, state_namespace.as_deref())?;
             let resumed =
                 wavelet::commands::resume(&client, &ns, target.as_ref(), &mut std::io::stdout())?;
             Ok(if resumed { 0 } else { 1 })
@@ -143,10 +143,21 @@ fn run(args: &[String]) -> Result<i32, Error> {
             let namespace = namespace.or_else(|| client.default_namespace());
             let gating = wavelet::commands::Gating {
                 fan_out: config.fan_out.clone(),
-                state_namespace: wavelet::commands::state_namespace(
+                state_namespace: match wavelet::commands::locate::state_namespace(
                     &client,
                     state_namespace.as_deref(),
-                ),
+                ) {
+                    Ok(located) => {
+                        eprintln!("wavelet: {}", located.describe());
+                        Some(located.namespace)
+                    }
+                    Err(err) => {
+                        eprintln!(
+                            "wavelet: note: fan-outs and the global pause are not shown: {err}"
+                        );
+                        None
+                    }
+                },
             };
             let out_of_date = wavelet::commands::status(
                 &client,
@@ -163,6 +174,15 @@ fn run(args: &[String]) -> Result<i32, Error> {
             Ok(0)
         }
     }
+}
+
+/// Where `wavelet pause` and `resume` write: the running wavelet's state namespace (said on
+/// stderr), whose ConfigMap must exist; the CLI never creates it.
+fn locate_for_writing(client: &Client, flag: Option<&str>) -> Result<String, Error> {
+    let located = wavelet::commands::locate::state_namespace(client, flag)?;
+    eprintln!("wavelet: {}", located.describe());
+    wavelet::commands::locate::require_existing(client, &located)?;
+    Ok(located.namespace)
 }
 
 /// `wavelet migrate wave`: exit 0 when nothing is left to do (or it was done), 1 when a

@@ -15,8 +15,11 @@
 //! ```
 //!
 //! A window that crosses midnight belongs to the day it starts on: `Fri 22:00-02:00` is
-//! open from Friday 22:00 to Saturday 02:00. Local times that a daylight-saving change
-//! skips open at the first instant after the gap.
+//! open from Friday 22:00 to Saturday 02:00. Daylight saving: a window opens the first
+//! time clocks read its start and closes the last time they read its end. A start that
+//! spring-forward skips opens right after the jump (`Sun 02:00-03:00 Europe/Berlin` on
+//! 29 March 2026 opens at 03:00 CEST, 01:00Z, and stays open its hour); in the hour that
+//! fall-back repeats, a window opens once, the first time, and spans both passes.
 
 use std::fmt;
 
@@ -129,35 +132,79 @@ impl Span {
         (weekday, local.rem_euclid(i64::from(DAY)) as u32, day)
     }
 
-    /// The instant of a local wall-clock time (seconds since the epoch, read as local):
-    /// in a fall-back overlap the earlier one, in a spring-forward gap the instant the
-    /// gap ends plus the skipped part (03:30 for a skipped 02:30), as jiff's "compatible".
-    fn instant(&self, local: i64) -> i64 {
+    /// The instants at which clocks read `local` (seconds since the epoch, read as local):
+    /// the first and the last, which differ in the hour a fall-back repeats. A reading a
+    /// spring-forward jump skips has none; both are then the jump itself, the first
+    /// instant after the gap.
+    fn instants(&self, local: i64) -> (i64, i64) {
         let before = self.offset(local - i64::from(DAY));
         let after = self.offset(local + i64::from(DAY));
-        [local - before, local - after]
+        let valid: Vec<i64> = [local - before, local - after]
             .into_iter()
             .filter(|u| self.offset(*u) == local - u)
-            .min()
-            .unwrap_or(local - before)
+            .collect();
+        match (valid.iter().min(), valid.iter().max()) {
+            (Some(first), Some(last)) => (*first, *last),
+            _ => {
+                let jump = self.jump_between(local - after.max(before), local - after.min(before));
+                (jump, jump)
+            }
+        }
+    }
+
+    /// The first instant in `(from, to]` whose offset is the one at `to`: where the zone's
+    /// offset changed in between (found by bisection, to the second).
+    fn jump_between(&self, mut from: i64, mut to: i64) -> i64 {
+        let target = self.offset(to);
+        while to - from > 1 {
+            let mid = from + (to - from) / 2;
+            if self.offset(mid) == target {
+                to = mid;
+            } else {
+                from = mid;
+            }
+        }
+        to
+    }
+
+    /// The opening of this window on local day `day` (days since 1970-01-01), as instants
+    /// `[open, close)`, whether or not the window is on that weekday. It opens the first
+    /// time clocks read its start (right after the jump where spring-forward skips it) and
+    /// closes the last time they read its end, so the hour fall-back repeats is one
+    /// opening, not two. A window spring-forward skips entirely opens right after the jump
+    /// for as long as it would have lasted.
+    fn opening(&self, day: i64) -> (i64, i64) {
+        let midnight = day * i64::from(DAY);
+        let end = if self.end > self.start {
+            self.end
+        } else {
+            self.end + DAY
+        };
+        let (open, _) = self.instants(midnight + i64::from(self.start));
+        let (_, close) = self.instants(midnight + i64::from(end));
+        if close > open {
+            (open, close)
+        } else {
+            (open, open + i64::from(end - self.start))
+        }
     }
 
     fn is_open(&self, unix: i64) -> bool {
-        let (day, seconds, _) = self.local(unix);
-        if self.start < self.end {
-            self.days[day] && (self.start..self.end).contains(&seconds)
-        } else {
-            (self.days[day] && seconds >= self.start)
-                || (self.days[(day + 6) % 7] && seconds < self.end)
-        }
+        let (weekday, _, today) = self.local(unix);
+        // A window belongs to the day it starts on, and ends at most a day and a jump
+        // later: yesterday's or today's opening may hold `unix`.
+        (-2..=0).any(|d| {
+            let (open, close) = self.opening(today + d);
+            self.days[(weekday as i64 + 7 + d) as usize % 7] && (open..close).contains(&unix)
+        })
     }
 
     /// The next start of this window strictly after `unix`.
     fn next_start(&self, unix: i64) -> Option<i64> {
         let (weekday, _, today) = self.local(unix);
         (0..9).find_map(|d| {
-            let start = self.instant((today + d) * i64::from(DAY) + i64::from(self.start));
-            (self.days[(weekday + d as usize) % 7] && start > unix).then_some(start)
+            let (open, _) = self.opening(today + d);
+            (self.days[(weekday + d as usize) % 7] && open > unix).then_some(open)
         })
     }
 }
@@ -402,7 +449,11 @@ mod tests {
         // 2026-03-29 02:30 does not exist in Berlin (clocks go from 02:00 to 03:00).
         let w = Windows::parse("Sun 02:30-04:00 Europe/Berlin").unwrap();
         let opening = w.next_opening(utc("2026-03-28T12:00:00Z"));
-        assert_eq!(opening, utc("2026-03-29T01:30:00Z"), "03:30 CEST");
+        assert_eq!(
+            opening,
+            utc("2026-03-29T01:00:00Z"),
+            "03:00 CEST, right after the jump"
+        );
         assert!(w.is_open(opening));
     }
 
@@ -414,6 +465,104 @@ mod tests {
             w.next_opening(utc("2026-10-24T12:00:00Z")),
             utc("2026-10-25T00:30:00Z")
         );
+    }
+
+    #[test]
+    fn a_window_that_spring_forward_skips_entirely_opens_right_after_the_jump() {
+        // Regression (issue 32.4): 2026-03-29 Berlin goes from 02:00 CET to 03:00 CEST at
+        // 01:00Z, so no clock reads 02:00-03:00. The Event promised 01:00Z, yet the window
+        // compared wall-clock times and stayed shut until the next Sunday.
+        let w = Windows::parse("Sun 02:00-03:00 Europe/Berlin").unwrap();
+        let opening = w.next_opening(utc("2026-03-28T12:00:00Z"));
+        assert_eq!(opening, utc("2026-03-29T01:00:00Z"), "03:00 CEST, the jump");
+        assert!(w.is_open(opening), "open at the instant it said it opens");
+        assert!(w.is_open(utc("2026-03-29T01:59:59Z")), "for its own hour");
+        assert!(!w.is_open(utc("2026-03-29T02:00:00Z")), "04:00 CEST: shut");
+        assert!(
+            !w.is_open(utc("2026-03-29T00:59:59Z")),
+            "01:59:59 CET: not yet"
+        );
+        // The next Sunday is an ordinary one again: 02:00 CEST = 00:00Z.
+        assert_eq!(
+            w.next_opening(utc("2026-03-29T02:00:00Z")),
+            utc("2026-04-05T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn a_window_that_spring_forward_skips_in_new_york_opens_right_after_the_jump() {
+        // 2026-03-08 New York goes from 02:00 EST to 03:00 EDT at 07:00Z.
+        let w = Windows::parse("Sun 02:00-03:00 America/New_York").unwrap();
+        let opening = w.next_opening(utc("2026-03-07T12:00:00Z"));
+        assert_eq!(opening, utc("2026-03-08T07:00:00Z"), "03:00 EDT, the jump");
+        assert!(w.is_open(opening));
+        assert!(w.is_open(utc("2026-03-08T07:59:59Z")));
+        assert!(!w.is_open(utc("2026-03-08T08:00:00Z")));
+    }
+
+    #[test]
+    fn a_window_that_spring_forward_cuts_short_is_open_for_what_is_left() {
+        // Berlin 2026-03-29: 01:30-02:30 is open from 01:30 CET to the jump (00:30Z-01:00Z),
+        // 02:30-04:00 from the jump to 04:00 CEST (01:00Z-02:00Z).
+        let before = Windows::parse("Sun 01:30-02:30 Europe/Berlin").unwrap();
+        assert!(before.is_open(utc("2026-03-29T00:30:00Z")));
+        assert!(before.is_open(utc("2026-03-29T00:59:59Z")));
+        assert!(!before.is_open(utc("2026-03-29T01:00:00Z")));
+        let after = Windows::parse("Sun 02:30-04:00 Europe/Berlin").unwrap();
+        assert!(after.is_open(utc("2026-03-29T01:00:00Z")));
+        assert!(after.is_open(utc("2026-03-29T01:59:59Z")));
+        assert!(!after.is_open(utc("2026-03-29T02:00:00Z")));
+    }
+
+    #[test]
+    fn a_window_in_the_hour_fall_back_repeats_opens_once_across_both_passes() {
+        // Berlin 2026-10-25: clocks read 02:00-03:00 twice, 00:00Z-01:00Z (CEST) and
+        // 01:00Z-02:00Z (CET). The window opens the first time and stays open until its
+        // end has passed for the last time: one opening, never two on one day.
+        let w = Windows::parse("Sun 02:00-02:30 Europe/Berlin").unwrap();
+        assert_eq!(
+            w.next_opening(utc("2026-10-24T12:00:00Z")),
+            utc("2026-10-25T00:00:00Z")
+        );
+        for at in [
+            "2026-10-25T00:00:00Z",
+            "2026-10-25T00:45:00Z",
+            "2026-10-25T01:15:00Z",
+            "2026-10-25T01:29:59Z",
+        ] {
+            assert!(w.is_open(utc(at)), "{at}");
+        }
+        assert!(!w.is_open(utc("2026-10-25T01:30:00Z")), "02:30 CET: shut");
+        assert!(
+            !w.is_open(utc("2026-10-24T23:59:59Z")),
+            "01:59:59 CEST: not yet"
+        );
+        let hour = Windows::parse("Sun 02:00-03:00 America/New_York").unwrap();
+        // 2026-11-01 New York: 01:00-02:00 repeats; 02:00-03:00 EST is 07:00Z-08:00Z.
+        assert!(hour.is_open(utc("2026-11-01T07:00:00Z")));
+        assert!(!hour.is_open(utc("2026-11-01T08:00:00Z")));
+    }
+
+    #[test]
+    fn the_next_opening_is_always_an_open_instant_through_a_year_of_jumps() {
+        // Every 10 minutes of 2026, in zones with jumps of an hour, half an hour
+        // (Australia/Lord_Howe) and none: what next_opening promises, is_open keeps.
+        for text in [
+            "Sun 02:00-03:00 Europe/Berlin",
+            "daily 01:30-02:15 America/New_York",
+            "Sat-Sun 23:00-02:30 Europe/London",
+            "02:00-02:20 Australia/Lord_Howe",
+            "Mon-Fri 02:00-05:00 Asia/Tokyo",
+        ] {
+            let w = Windows::parse(text).unwrap();
+            let mut at = utc("2026-01-01T00:00:00Z");
+            while at < utc("2027-01-01T00:00:00Z") {
+                let opens = w.next_opening(at);
+                assert!(opens >= at && opens - at < 8 * 86_400, "{text} at {at}");
+                assert!(w.is_open(opens), "{text}: opens at {opens} (asked at {at})");
+                at += 1200;
+            }
+        }
     }
 
     #[test]

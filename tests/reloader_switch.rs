@@ -20,19 +20,19 @@ use crate::fake::{FakeApi, Fault};
 use crate::util::*;
 
 /// The token part of the webhook URLs: it must never reach a log line.
-const TOKEN: &str = "T0KEN-b2a7f3";
+pub(crate) const TOKEN: &str = "T0KEN-b2a7f3";
 
 /// A webhook receiver on 127.0.0.1, plain or with the fixture certificate: records each
 /// request and answers it with the next scripted code (200 once the script is done), or
 /// never answers (`hang`).
-struct Receiver {
+pub(crate) struct Receiver {
     address: String,
     tls: bool,
     got: Arc<Mutex<Vec<Request>>>,
 }
 
 impl Receiver {
-    fn start(tls: bool, script: &[u16], hang: bool) -> Receiver {
+    pub(crate) fn start(tls: bool, script: &[u16], hang: bool) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -67,12 +67,12 @@ impl Receiver {
         Receiver { address, tls, got }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}/services/{TOKEN}?key={TOKEN}", self.address)
     }
 
-    fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.got.lock().unwrap().clone()
     }
 }

@@ -737,4 +737,8 @@ pub fn is_wavelet_state(request: &Request) -> bool {
     request.path.ends_with("/configmaps/wavelet-state")
         || (request.path.ends_with("/configmaps")
             && request.query_param("fieldSelector") == Some("metadata.name=wavelet-state"))
+        // Its creation (wavelet creates it at start).
+        || (request.method == "POST"
+            && request.path.ends_with("/configmaps")
+            && request.body_json()["metadata"]["name"] == "wavelet-state")
 }

@@ -340,6 +340,13 @@ pub(super) static FLAGS: &[Flag] = &[
     )
     .or_reloader_env("ALERT_ON_RELOAD"),
     flag(
+        "alert-on-hold",
+        None,
+        FlagDefault::Value("true"),
+        Scope::Run,
+        "wherever --alert-webhook-url is set, POST an alert when a fan-out is held (the change, the workload that failed and why, the `wavelet resume` that goes on) and one when the hold ends (resumed or superseded); false turns them off",
+    ),
+    flag(
         "alert-sink",
         Some("slack|teams|gchat|webhook"),
         FlagDefault::Value("webhook"),
@@ -641,6 +648,7 @@ mod tests {
             // The alert settings need --alert-on-reload and a URL (alerts.rs's tests); each
             // sample here sets it with them through its own variable.
             "alert-on-reload"
+            | "alert-on-hold"
             | "alert-sink"
             | "alert-webhook-url"
             | "alert-webhook-proxy"
@@ -684,15 +692,21 @@ mod tests {
             "alert-on-reload" => (
                 "run --alert-webhook-url https://hooks.example/T0",
                 "true",
-                |c| alerts(c).is_some(),
+                |c| alerts(c).is_some_and(|a| a.on_reload),
             ),
             "alert-sink" => (ON, "slack", |c| {
                 alerts(c).is_some_and(|a| a.sink == AlertSink::Slack)
             }),
-            // Without --alert-on-reload a URL turns nothing on, and says so.
+            // A URL alone: alerts on fan-out holds, none per rollout.
             "alert-webhook-url" => ("run", "http://127.0.0.1:1/x", |c| {
-                c.notes.iter().any(|n| n.starts_with("alerts are off"))
+                alerts(c).is_some_and(|a| a.on_hold && !a.on_reload)
             }),
+            // Both kinds off: nothing is sent, and a note says so.
+            "alert-on-hold" => (
+                "run --alert-webhook-url https://hooks.example/T0",
+                "false",
+                |c| alerts(c).is_none() && c.notes.iter().any(|n| n.starts_with("alerts are off")),
+            ),
             "alert-webhook-proxy" => (ON, "http://proxy:3128", |c| {
                 alerts(c).is_some_and(|a| a.proxy.as_deref() == Some("http://proxy:3128"))
             }),

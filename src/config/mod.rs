@@ -273,13 +273,18 @@ pub struct RunConfig {
     pub eviction_warning_after: Duration,
     /// Reloader's flags with the same meaning (book: Coming from Reloader).
     pub reloader: ReloaderFlags,
-    /// `--alert-*` (Reloader's `ALERT_*`); `None`: no alerts.
+    /// `--alert-*` (Reloader's `ALERT_*`); `None`: no alerts (no URL, or both kinds off).
     pub alerts: Option<AlertConfig>,
 }
 
 /// Where and how alerts on rollout are sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlertConfig {
+    /// `--alert-on-reload`: an alert per rollout.
+    pub on_reload: bool,
+    /// `--alert-on-hold` (on by default): an alert when a fan-out is held, and one when
+    /// the hold ends (resumed or superseded).
+    pub on_hold: bool,
     pub sink: AlertSink,
     /// `--alert-webhook-url`: http or https. Often holds a token: never logged.
     pub webhook_url: String,

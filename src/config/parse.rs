@@ -355,21 +355,28 @@ fn config_target(text: &str, namespace: Option<String>) -> Result<ConfigTarget, 
     })
 }
 
-/// `--alert-*` (Reloader's `ALERT_*`): `None` unless `--alert-on-reload`.
+/// `--alert-*` (Reloader's `ALERT_*`): `None` without a URL, or with both kinds of alert
+/// off. A URL alone turns on the alerts on fan-out holds; `--alert-on-reload` adds one per
+/// rollout, and needs the URL.
 fn alert_config(look: &Lookup, notes: &mut Vec<String>) -> Result<Option<AlertConfig>, Error> {
     let url = look.get("alert-webhook-url", http_url)?;
-    if !look.required("alert-on-reload", parse_bool)? {
-        if url.is_some() {
-            notes.push("alerts are off: --alert-webhook-url is set, but --alert-on-reload (ALERT_ON_RELOAD) is not true".into());
+    let on_reload = look.required("alert-on-reload", parse_bool)?;
+    let on_hold = look.required("alert-on-hold", parse_bool)?;
+    let Some(webhook_url) = url else {
+        if on_reload {
+            return Err(config_error(
+                "--alert-on-reload (ALERT_ON_RELOAD) needs --alert-webhook-url (ALERT_WEBHOOK_URL): where to send the alerts",
+            ));
         }
         return Ok(None);
-    }
-    let Some(webhook_url) = url else {
-        return Err(config_error(
-            "--alert-on-reload (ALERT_ON_RELOAD) needs --alert-webhook-url (ALERT_WEBHOOK_URL): where to send the alerts",
-        ));
     };
+    if !on_reload && !on_hold {
+        notes.push("alerts are off: --alert-webhook-url is set, but --alert-on-reload (ALERT_ON_RELOAD) is not true and --alert-on-hold is false".into());
+        return Ok(None);
+    }
     Ok(Some(AlertConfig {
+        on_reload,
+        on_hold,
         sink: look.required("alert-sink", alert_sink)?,
         webhook_url,
         proxy: look.get("alert-webhook-proxy", http_url)?,

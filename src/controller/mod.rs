@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::client::{Client, Limits, Shape};
 use crate::config::Policy;
 use crate::config::{FanOut, RunConfig, WorkloadKind};
+use crate::controller::hold_alerts::HoldAlerts;
 use crate::controller::sinks::{
     ConfigSink, NamespaceSink, OnSynced, PodStatusSink, Router, StateSink, WorkloadSink,
 };
@@ -154,6 +155,9 @@ impl Controller {
             .0,
             config.dry_run,
         ));
+        if !config.dry_run {
+            create_state_configmap(&client, state.namespace());
+        }
         let fanouts = {
             let queue = Arc::clone(&queue);
             Arc::new(FanOuts::new(
@@ -252,6 +256,13 @@ impl Controller {
         // Namespaces are watched for --namespace-selector, and for their fan-out
         // annotations whenever wavelet watches every namespace (the cluster-wide install).
         let watch_namespaces = reloader.namespace_selector.is_some() || namespaces == [None];
+        // With --namespaces (each watched on its own), the listed Namespaces are read by
+        // name for the same annotations, where RBAC allows it (the chart grants it).
+        let named_namespaces: Vec<String> = if watch_namespaces {
+            Vec::new()
+        } else {
+            namespaces.iter().flatten().cloned().collect()
+        };
         // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
         let csi = policy.csi_integration && serves_csi_driver(&client);
         // One more: the watch of wavelet-state, so its copy is the listed one before the
@@ -259,6 +270,7 @@ impl Controller {
         let watchers = namespaces.len()
             * (config_kinds.len() + workload_resources.len() + if csi { 2 } else { 0 })
             + usize::from(watch_namespaces)
+            + named_namespaces.len()
             + 1;
         let listed = Arc::new(Latch::new(watchers));
         let fetcher = Arc::new(Fetcher::new(
@@ -433,8 +445,38 @@ impl Controller {
                 move |e: Event<NamespaceItem>| sink.handle(e),
             );
         }
+        for name in &named_namespaces {
+            say_if_namespace_unreadable(&client, name);
+            let mut sink = NamespaceSink::new(Arc::clone(&router), on_listed(), false);
+            let source = ApiSource::new(client.clone(), Resource::namespaces(), None, Shape::Whole)
+                .filtered(None, Some(&format!("metadata.name={name}")));
+            // A refusal leaves this Namespace's annotations unread (said once above) and
+            // holds nothing up.
+            let config = WatchConfig {
+                forbidden_list_is_empty: true,
+                ..watch_config.clone()
+            };
+            spawn_watch(
+                source,
+                &health,
+                config,
+                Arc::clone(&stop),
+                move |e: Event<NamespaceItem>| sink.handle(e),
+            );
+        }
         {
-            let mut sink = StateSink::new(Arc::clone(&state), Arc::clone(&router), on_listed());
+            // Alerts on fan-out holds hook in here (--alert-on-hold): the state watch sees
+            // every hold begin and end, whoever wrote it.
+            let hold_alerts = alerts
+                .as_ref()
+                .filter(|_| config.alerts.as_ref().is_some_and(|a| a.on_hold))
+                .map(|a| HoldAlerts::new(Arc::clone(a), Arc::clone(&gate)));
+            let mut sink = StateSink::new(
+                Arc::clone(&state),
+                Arc::clone(&router),
+                on_listed(),
+                hold_alerts,
+            );
             let source = ApiSource::new(
                 client.clone(),
                 Resource::configmaps(),
@@ -516,7 +558,9 @@ impl Controller {
                 gate: Arc::clone(&gate),
                 beat: health.register(format!("worker-{n}")),
                 dry_run,
-                alerts: alerts.clone(),
+                alerts: alerts
+                    .clone()
+                    .filter(|_| config.alerts.as_ref().is_some_and(|a| a.on_reload)),
             };
             let synced = Arc::clone(&synced);
             std::thread::Builder::new()
@@ -720,13 +764,13 @@ impl Worker {
             m.reload_executed(true, &key.namespace);
         }
         if let Some(alerts) = &self.alerts {
-            alerts.send(alerts::Rollout {
+            alerts.send(alerts::Alert::Rollout(alerts::Rollout {
                 kind: key.resource.kind.to_string(),
                 namespace: key.namespace.to_string(),
                 name: key.name.to_string(),
                 changed: changed.clone(),
                 dry_run: self.dry_run,
-            });
+            }));
         }
     }
 }
@@ -769,6 +813,46 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
         | Outcome::AwaitingWatch
         | Outcome::AwaitingData
         | Outcome::Debouncing => None,
+    }
+}
+
+/// With `--namespaces`, whether wavelet may read a listed Namespace (one list narrowed to
+/// it at start, as its watch reads it); where it may not, says once what that costs: its
+/// `wavelet.dev/pause` and `wavelet.dev/restart-window` are not seen.
+fn say_if_namespace_unreadable(client: &Client, name: &str) {
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        items: Vec<serde::de::IgnoredAny>,
+    }
+    match client.get::<List>(&format!(
+        "/api/v1/namespaces?fieldSelector=metadata.name%3D{name}"
+    )) {
+        Ok(list) if list.items.is_empty() => {
+            log::warn!("namespace {name}: listed in --namespaces but does not exist")
+        }
+        Ok(_) => {}
+        Err(err) if err.is_forbidden() => log::warn!(
+            "namespace {name}: cannot read the Namespace ({err}): its wavelet.dev/pause and wavelet.dev/restart-window are NOT seen and hold nothing; grant list and watch on namespaces with resourceNames [{name}] (the chart and manifests/namespaced/namespace-clusterrole.yaml do)"
+        ),
+        Err(err) => log::debug!("namespace {name}: not read at start: {err}"),
+    }
+}
+
+/// Creates `wavelet-state` (empty) at start where it does not exist yet, so the one-shot
+/// commands find the running wavelet's state from the first minute: they write only into
+/// an existing one (see `commands/locate.rs`). A replica that loses the race (409) or may not
+/// create it says so and goes on: the first write creates it then.
+fn create_state_configmap(client: &Client, namespace: &str) {
+    let created = match crate::model::state::fetch(client, namespace) {
+        Ok(Some(_)) => return,
+        Ok(None) => crate::model::state::store(client, namespace, None, &Default::default()),
+        Err(err) => Err(err),
+    };
+    match created {
+        Ok(_) => log::info!("created ConfigMap {namespace}/{STATE_CONFIGMAP} for fan-outs, pauses and delete mode's hashes"),
+        Err(err) if err.is_already_exists() => {}
+        Err(err) => log::warn!("cannot create ConfigMap {namespace}/{STATE_CONFIGMAP} ({err}): `wavelet pause` and `wavelet resume` find no state there until wavelet first writes one"),
     }
 }
 
@@ -1245,4 +1329,5 @@ mod tests {
         waiter.join().unwrap();
     }
 }
+mod hold_alerts;
 pub(crate) mod sinks;

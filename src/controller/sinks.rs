@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::annotations;
 use crate::config::Policy;
+use crate::controller::hold_alerts::HoldAlerts;
 use crate::deletemode::DeleteMode;
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::{Cache, ConfigChange, ConfigEntry};
@@ -793,15 +794,26 @@ pub struct StateSink {
     router: Arc<Router>,
     relist: Relist<()>,
     listed: bool,
+    /// Alerts on fan-out holds (`--alert-on-hold`), told after every event.
+    hold_alerts: Option<HoldAlerts>,
+    /// The first complete list is in.
+    synced: bool,
 }
 
 impl StateSink {
-    pub fn new(state: Arc<StateConfigMap>, router: Arc<Router>, on_synced: OnSynced) -> StateSink {
+    pub fn new(
+        state: Arc<StateConfigMap>,
+        router: Arc<Router>,
+        on_synced: OnSynced,
+        hold_alerts: Option<HoldAlerts>,
+    ) -> StateSink {
         StateSink {
             state,
             router,
             relist: Relist::new(on_synced),
             listed: false,
+            hold_alerts,
+            synced: false,
         }
     }
 
@@ -828,9 +840,13 @@ impl StateSink {
                     self.state.observed(None)
                 };
                 self.relist.finish();
+                self.synced = true;
                 changed
             }
         };
+        if let Some(hold_alerts) = &mut self.hold_alerts {
+            hold_alerts.observe(&self.state, self.synced);
+        }
         self.wake(&changed);
     }
 

@@ -1,10 +1,12 @@
-//! Alerts on rollout, configured as Stakater Reloader's (`ALERT_ON_RELOAD`, `ALERT_SINK`,
+//! Alerts, configured as Stakater Reloader's (`ALERT_ON_RELOAD`, `ALERT_SINK`,
 //! `ALERT_WEBHOOK_URL`, `ALERT_WEBHOOK_PROXY`, `ALERT_ADDITIONAL_INFO`) or by wavelet's
-//! `--alert-*` flags, each sink with the payload Reloader sends it. Off the rollout path: a
-//! worker hands an alert to a bounded queue and goes on; one thread sends them, retrying
-//! with backoff; when the queue is full the alert is dropped, counted and logged. An alert
-//! names the workload, its kind and the ConfigMaps and Secrets that changed, never a value;
-//! the webhook URL (which often holds a token) is never logged.
+//! `--alert-*` flags, each sink with the payload Reloader sends it. Two kinds: one per
+//! rollout (`--alert-on-reload`), and one when a fan-out is held and one when that hold
+//! ends, resumed or superseded (`--alert-on-hold`, on wherever a URL is set). Off the
+//! rollout path: a worker hands an alert to a bounded queue and goes on; one thread sends
+//! them, retrying with backoff; when the queue is full the alert is dropped, counted and
+//! logged. An alert names workloads, kinds and the ConfigMaps and Secrets concerned, never
+//! a value; the webhook URL (which often holds a token) is never logged.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +35,113 @@ pub struct Rollout {
     pub changed: Vec<ConfigKey>,
     /// `--dry-run`: nothing was written.
     pub dry_run: bool,
+}
+
+/// A fan-out hold that began or ended, to alert on-call about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FanOutNotice {
+    /// The ConfigMap/Secret whose change fans out; `None` when its entry's key shortened a
+    /// long name to a digest (the entry's key is in `entry`).
+    pub object: Option<ConfigKey>,
+    /// The `wavelet-state` key of the fan-out.
+    pub entry: String,
+    /// The change's hash, shortened.
+    pub change: String,
+    pub what: FanOutEvent,
+}
+
+/// What happened to a fan-out's hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FanOutEvent {
+    /// Held: `workload` (`deployment shop/web`) failed for `reason`.
+    Held { workload: String, reason: String },
+    /// `wavelet resume` went on past `workload`.
+    Resumed { workload: String },
+    /// A newer change (`by`, shortened) replaced it with a fan-out of its own.
+    Superseded { by: String },
+    /// Its entry is gone: the object was deleted, or its fan-out ended otherwise.
+    Cleared,
+}
+
+/// One alert of either kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Alert {
+    Rollout(Rollout),
+    FanOut(Box<FanOutNotice>),
+}
+
+impl Alert {
+    /// What the alert is about, for the log.
+    fn about(&self) -> String {
+        match self {
+            Alert::Rollout(r) => {
+                format!("{} {}/{}", r.kind.to_ascii_lowercase(), r.namespace, r.name)
+            }
+            Alert::FanOut(n) => match &n.object {
+                Some(o) => format!("{o}'s fan-out"),
+                None => format!("fan-out {}", n.entry),
+            },
+        }
+    }
+
+    /// Slack's attachment colour: `danger` for a hold, else `good`.
+    fn color(&self) -> &'static str {
+        match self {
+            Alert::FanOut(n) if matches!(n.what, FanOutEvent::Held { .. }) => "danger",
+            _ => "good",
+        }
+    }
+
+    fn message(&self, additional_info: Option<&str>) -> String {
+        match self {
+            Alert::Rollout(r) => message(r, additional_info),
+            Alert::FanOut(n) => fan_out_message(n, additional_info),
+        }
+    }
+}
+
+/// The sentence of a fan-out notice, Reloader's style (`*name*` in bold): which change,
+/// which workload failed and why, and how to go on. Names only.
+pub fn fan_out_message(notice: &FanOutNotice, additional_info: Option<&str>) -> String {
+    let (object, resume) = match &notice.object {
+        Some(o) => (
+            format!(
+                "*{}* of type *{}* in namespace *{}*",
+                o.name,
+                o.kind.as_str().to_ascii_uppercase(),
+                o.namespace
+            ),
+            format!(
+                "wavelet resume -n {} {}/{}",
+                o.namespace,
+                o.kind.as_str(),
+                o.name
+            ),
+        ),
+        None => (
+            format!("*{}*", notice.entry),
+            "wavelet status, then wavelet resume -n NAMESPACE KIND/NAME".to_string(),
+        ),
+    };
+    let change = &notice.change;
+    let text = match &notice.what {
+        FanOutEvent::Held { workload, reason } => format!(
+            "wavelet held the fan-out of change *{change}* in {object}: *{workload}* failed: {reason}. The workloads not rolled yet wait. To go on: fix the object (its next change starts a new fan-out), or roll the rest anyway with `{resume}`"
+        ),
+        FanOutEvent::Resumed { workload } => format!(
+            "wavelet resumed the fan-out of change *{change}* in {object} past *{workload}*: the rest roll in waves, each after the one before is healthy"
+        ),
+        FanOutEvent::Superseded { by } => format!(
+            "wavelet no longer holds the fan-out of change *{change}* in {object}: change *{by}* superseded it and fans out on its own"
+        ),
+        FanOutEvent::Cleared => format!(
+            "wavelet no longer holds the fan-out of change *{change}* in {object}: its record is gone (the object was deleted, or its fan-out ended)"
+        ),
+    };
+    match additional_info {
+        Some(info) => format!("{} : {text}", info.trim()),
+        None => text,
+    }
 }
 
 /// Reloader's sentence, with wavelet as its subject: "wavelet detected changes in *app* of
@@ -77,13 +186,14 @@ pub fn message(rollout: &Rollout, additional_info: Option<&str>) -> String {
     }
 }
 
-/// The content type and body of `sink`'s request for `message`, as Reloader sends them.
-pub fn payload(sink: AlertSink, message: &str) -> (&'static str, Vec<u8>) {
+/// The content type and body of `sink`'s request for `message`, as Reloader sends them,
+/// with Slack's attachment colour (`good`, `danger` for a hold); the other sinks have none.
+pub fn payload(sink: AlertSink, message: &str, color: &str) -> (&'static str, Vec<u8>) {
     const JSON: &str = "application/json";
     let text = serde_json::Value::from(message).to_string();
     let body = match sink {
         AlertSink::Slack => format!(
-            r#"{{"attachments":[{{"color":"good","author_name":"wavelet","text":{text}}}]}}"#
+            r#"{{"attachments":[{{"color":"{color}","author_name":"wavelet","text":{text}}}]}}"#
         ),
         AlertSink::Teams | AlertSink::GoogleChat => format!(r#"{{"text":{text}}}"#),
         // Reloader's raw webhook: the text without Slack's bold markers.
@@ -117,25 +227,25 @@ pub struct Alerts {
 
 /// Alerts waiting for the sending thread, at most `capacity`.
 struct Queue {
-    waiting: Mutex<VecDeque<Rollout>>,
+    waiting: Mutex<VecDeque<Alert>>,
     capacity: usize,
     added: Condvar,
 }
 
 impl Queue {
-    /// Queues `rollout`, or hands it back when the queue is full.
-    fn push(&self, rollout: Rollout) -> Result<(), Rollout> {
+    /// Queues `alert`, or hands it back when the queue is full.
+    fn push(&self, alert: Alert) -> Result<(), Alert> {
         let mut waiting = self.waiting.lock().unwrap();
         if waiting.len() >= self.capacity {
-            return Err(rollout);
+            return Err(alert);
         }
-        waiting.push_back(rollout);
+        waiting.push_back(alert);
         self.added.notify_one();
         Ok(())
     }
 
     /// The next alert; waits for one.
-    fn pop(&self) -> Rollout {
+    fn pop(&self) -> Alert {
         let mut waiting = self.waiting.lock().unwrap();
         loop {
             if let Some(rollout) = waiting.pop_front() {
@@ -155,8 +265,19 @@ impl Alerts {
             capacity: config.queue_size,
             added: Condvar::new(),
         });
+        let (what, also) = match (config.on_reload, config.on_hold) {
+            (true, true) => (
+                "on rollout",
+                ", and on fan-out holds (--alert-on-hold=false turns those off)",
+            ),
+            (true, false) => ("on rollout", ""),
+            (false, _) => (
+                "on fan-out holds",
+                " (--alert-on-hold=false turns them off; --alert-on-reload adds one per rollout)",
+            ),
+        };
         log::info!(
-            "alerts on rollout: {} payloads to {} (the URL's path is not logged){}",
+            "alerts {what}: {} payloads to {} (the URL's path is not logged){}{also}",
             sink_name(config.sink),
             sender.target,
             if config.proxy.is_some() {
@@ -173,17 +294,15 @@ impl Alerts {
         Ok(Alerts { queue })
     }
 
-    /// Queues an alert for `rollout`; a full queue drops it (counted, logged).
-    pub fn send(&self, rollout: Rollout) {
-        match self.queue.push(rollout) {
+    /// Queues an alert; a full queue drops it (counted, logged).
+    pub fn send(&self, alert: Alert) {
+        match self.queue.push(alert) {
             Ok(()) => {}
-            Err(rollout) => {
+            Err(alert) => {
                 metrics::global().alerts.inc(&["dropped"]);
                 log::warn!(
-                    "{} {}/{}: alert dropped: the alert queue is full (the receiver is slow or down; --alert-queue-size)",
-                    rollout.kind.to_ascii_lowercase(),
-                    rollout.namespace,
-                    rollout.name
+                    "{}: alert dropped: the alert queue is full (the receiver is slow or down; --alert-queue-size)",
+                    alert.about()
                 );
             }
         }
@@ -274,15 +393,10 @@ impl Sender {
     /// Sends the alerts one after the other until the process ends.
     fn run(self, queue: &Queue) {
         loop {
-            let rollout = queue.pop();
-            let about = format!(
-                "{} {}/{}",
-                rollout.kind.to_ascii_lowercase(),
-                rollout.namespace,
-                rollout.name
-            );
-            let text = message(&rollout, self.additional_info.as_deref());
-            let (content_type, body) = payload(self.sink, &text);
+            let alert = queue.pop();
+            let about = alert.about();
+            let text = alert.message(self.additional_info.as_deref());
+            let (content_type, body) = payload(self.sink, &text, alert.color());
             let m = metrics::global();
             match self.deliver(content_type, &body) {
                 Ok(()) => {
@@ -393,7 +507,7 @@ mod tests {
 
     #[test]
     fn each_sink_gets_reloaders_payload() {
-        let (kind, body) = payload(AlertSink::Slack, "*a* b");
+        let (kind, body) = payload(AlertSink::Slack, "*a* b", "good");
         assert_eq!(kind, "application/json");
         let slack: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(
@@ -401,14 +515,59 @@ mod tests {
             serde_json::json!({"attachments": [{"color": "good", "author_name": "wavelet", "text": "*a* b"}]})
         );
         for sink in [AlertSink::Teams, AlertSink::GoogleChat] {
-            let (_, body) = payload(sink, "*a* b");
+            let (_, body) = payload(sink, "*a* b", "good");
             let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
             assert_eq!(json, serde_json::json!({"text": "*a* b"}));
         }
         assert_eq!(
-            payload(AlertSink::Webhook, "*a* b"),
+            payload(AlertSink::Webhook, "*a* b", "good"),
             ("text/plain", b"a b".to_vec())
         );
+    }
+
+    fn held() -> FanOutNotice {
+        FanOutNotice {
+            object: Some(ConfigKey::new(ConfigKind::ConfigMap, "shop", "app")),
+            entry: "fanout.configmap.shop.app".into(),
+            change: "abf2ed49".into(),
+            what: FanOutEvent::Held {
+                workload: "deployment shop/web".into(),
+                reason: "its rollout failed: progress deadline exceeded".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_hold_says_which_change_which_workload_failed_why_and_how_to_go_on() {
+        assert_eq!(
+            fan_out_message(&held(), Some("prod-eu")),
+            "prod-eu : wavelet held the fan-out of change *abf2ed49* in *app* of type *CONFIGMAP* in namespace *shop*: *deployment shop/web* failed: its rollout failed: progress deadline exceeded. The workloads not rolled yet wait. To go on: fix the object (its next change starts a new fan-out), or roll the rest anyway with `wavelet resume -n shop configmap/app`"
+        );
+        let mut resumed = held();
+        resumed.what = FanOutEvent::Resumed {
+            workload: "deployment shop/web".into(),
+        };
+        assert!(fan_out_message(&resumed, None)
+            .starts_with("wavelet resumed the fan-out of change *abf2ed49* in *app*"));
+        let mut superseded = held();
+        superseded.what = FanOutEvent::Superseded {
+            by: "0c1d2e3f".into(),
+        };
+        assert!(fan_out_message(&superseded, None).contains("change *0c1d2e3f* superseded it"));
+    }
+
+    #[test]
+    fn a_hold_is_red_in_slack_and_plain_text_on_a_raw_webhook() {
+        let alert = Alert::FanOut(Box::new(held()));
+        let text = alert.message(None);
+        let (_, body) = payload(AlertSink::Slack, &text, alert.color());
+        let slack: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(slack["attachments"][0]["color"], "danger");
+        let (kind, raw) = payload(AlertSink::Webhook, &text, alert.color());
+        assert_eq!(kind, "text/plain");
+        assert!(String::from_utf8(raw).unwrap().starts_with(
+            "wavelet held the fan-out of change abf2ed49 in app of type CONFIGMAP in namespace shop: deployment shop/web failed"
+        ));
     }
 
     #[test]
@@ -421,6 +580,7 @@ mod tests {
         let (a, b, c) = (rollout(&[]), rollout(&[]), rollout(&[]));
         let mut b = b;
         b.name = "b".into();
+        let (a, b, c) = (Alert::Rollout(a), Alert::Rollout(b), Alert::Rollout(c));
         assert!(queue.push(a.clone()).is_ok());
         assert!(queue.push(b.clone()).is_ok());
         assert_eq!(queue.push(c.clone()), Err(c));

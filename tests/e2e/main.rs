@@ -36,6 +36,7 @@ mod cluster;
 mod csi;
 mod fanout;
 mod forward;
+mod gates;
 mod kube;
 mod kubelet;
 mod loadtest;
@@ -84,6 +85,7 @@ fn main() {
     let selected: Vec<&Scenario> = scenarios::ALL
         .iter()
         .chain(fanout::ALL)
+        .chain(gates::ALL)
         .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
         .collect();
     let started = Instant::now();
