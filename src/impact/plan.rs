@@ -612,8 +612,11 @@ fn when_of(
             if let Some(windows) = &windows {
                 why.push_str(&format!(", within its restart window {windows}"));
             }
-            if window.is_some() {
-                why.push_str(" (closed now)");
+            if let Some(gates::Pending::Window { opens_at, .. }) = &window {
+                why.push_str(&format!(
+                    " (closed now; it opens next at {})",
+                    crate::time::rfc3339((*opens_at).max(0) as u64)
+                ));
             }
             (
                 When::AfterWave {
