@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::client::{Client, Shape};
 use crate::error::Error;
-use crate::hashmode::fanout::record;
+use crate::hashmode::fanout::{self, record};
 use crate::impact::input::{self, Documents, NamespaceDoc};
 use crate::impact::plan::World;
 use crate::model::references::references;
@@ -152,6 +152,7 @@ pub fn offline(
         namespaces: manifests.namespaces,
         pods: None,
         paused_since: None,
+        fan_outs: Vec::new(),
     }
 }
 
@@ -273,9 +274,12 @@ pub fn live(
     }
     let state = StateConfigMap::new(client.clone(), state_namespace.to_string(), true);
     match state.get(PAUSE_KEY) {
-        Ok(entry) => world.paused_since = entry.map(|e| record::paused_since(&e)),
+        Ok(entry) => {
+            world.paused_since = entry.map(|e| record::paused_since(&e));
+            world.fan_outs = fanout::recorded(&state);
+        }
         Err(e) => notes.push(format!(
-            "cannot read ConfigMap {state_namespace}/{} ({e}): the global pause is not shown",
+            "cannot read ConfigMap {state_namespace}/{} ({e}): the global pause and fan-outs under way are not shown",
             crate::model::state::STATE_CONFIGMAP
         )),
     }

@@ -54,6 +54,8 @@ pub struct World {
     pub pods: Option<Vec<(String, Pod)>>,
     /// `wavelet pause` in effect since (Unix seconds).
     pub paused_since: Option<u64>,
+    /// The fan-outs recorded in `wavelet-state`: (object as `configmap ns/name`, record).
+    pub fan_outs: Vec<(String, Record)>,
 }
 
 /// The settings `run` would decide by.
@@ -150,6 +152,11 @@ pub enum When {
     AfterWave {
         fan_out: String,
         wave: usize,
+    },
+    /// Behind a fan-out that is held: a workload of an earlier wave failed its rollout.
+    Held {
+        fan_out: String,
+        reason: String,
     },
 }
 
@@ -570,6 +577,51 @@ fn when_of(
     ) {
         return (When::Paused { by: by.clone() }, format!("paused: {by}"));
     }
+    // A fan-out under way of another object it uses (as recorded for that object's
+    // current data): held, or not yet at its wave.
+    let id = workload_id(&w.key);
+    let changed = |config: &ConfigKey| {
+        proposed.iter().any(|(kind, o)| {
+            *kind == config.kind
+                && o.metadata.namespace == *config.namespace
+                && o.metadata.name == *config.name
+        })
+    };
+    for (reference, entry) in &resolved {
+        let (Some(entry), false) = (entry, changed(&reference.config)) else {
+            continue;
+        };
+        let object = reference.config.to_string();
+        let data = hash::data_hash(entry.digests().unwrap_or_default(), None);
+        let Some((_, record)) = world
+            .fan_outs
+            .iter()
+            .find(|(o, r)| *o == object && r.hash == data)
+        else {
+            continue;
+        };
+        let fan_out = format!("{object}'s fan-out");
+        if let Some(hold) = &record.held {
+            let why = format!(
+                "held: {fan_out} stopped at {} ({}); `wavelet resume -n {} {}/{}` goes on",
+                display_id(&hold.workload),
+                hold.reason,
+                reference.config.namespace,
+                reference.config.kind.as_str(),
+                reference.config.name
+            );
+            let reason = hold.reason.clone();
+            return (When::Held { fan_out, reason }, why);
+        }
+        if !record.released(&id) {
+            let wave = record.waves.len() + 1;
+            let why = format!(
+                "waits for wave {} of {fan_out}, under way: rolls in wave {wave} at the earliest",
+                record.waves.len()
+            );
+            return (When::AfterWave { fan_out, wave }, why);
+        }
+    }
     let namespace_window = namespace_gates.as_ref().and_then(|g| g.window.as_deref());
     let (windows, problems) = gates::window_for(
         &[
@@ -703,6 +755,7 @@ mod tests {
             }],
             pods: Some(Vec::new()),
             paused_since: None,
+            fan_outs: Vec::new(),
         }
     }
 
@@ -821,6 +874,82 @@ mod tests {
             .workloads
             .iter()
             .all(|w| matches!(w.when, When::Paused { .. })));
+    }
+
+    #[test]
+    fn a_held_fan_out_of_another_object_it_uses_holds_it() {
+        // web-2 also uses b, whose fan-out (of b's current data) is held.
+        let mut world = world();
+        world.workloads.retain(|(_, w)| w.metadata.name != "web-2");
+        world.workloads.extend(
+            docs(&deployment(
+                "web-2",
+                OPT_IN,
+                "envFrom: [{configMapRef: {name: a}}, {configMapRef: {name: b}}]",
+            ))
+            .workloads,
+        );
+        let b = world
+            .configs
+            .iter()
+            .find(|(_, o)| o.metadata.name == "b")
+            .unwrap();
+        let record = Record {
+            hash: hash::data_hash(b.1.digests(), None),
+            since: 1_767_500_000,
+            waves: vec![vec!["deployments.apps/team/uses-b".into()]],
+            skipped: Vec::new(),
+            held: Some(crate::hashmode::fanout::record::Hold {
+                workload: "deployments.apps/team/uses-b".into(),
+                reason: "its rollout failed".into(),
+            }),
+        };
+        world.fan_outs = vec![("configmap team/b".into(), record.clone())];
+        let impact = plan(&world, &a_with("x: '1', y: '2'", ""), &settings());
+        let web_2 = impact
+            .workloads
+            .iter()
+            .find(|w| w.workload == "deployment team/web-2")
+            .unwrap();
+        assert_eq!(
+            web_2.when,
+            When::Held {
+                fan_out: "configmap team/b's fan-out".into(),
+                reason: "its rollout failed".into()
+            }
+        );
+        assert!(
+            web_2.why.contains("`wavelet resume -n team configmap/b`"),
+            "{}",
+            web_2.why
+        );
+        // The same fan-out under way, web-2 not released yet: after its current wave.
+        world.fan_outs[0].1.held = None;
+        let impact = plan(&world, &a_with("x: '1', y: '2'", ""), &settings());
+        let web_2 = impact
+            .workloads
+            .iter()
+            .find(|w| w.workload == "deployment team/web-2")
+            .unwrap();
+        assert!(
+            matches!(web_2.when, When::AfterWave { wave: 2, .. }),
+            "{web_2:?}"
+        );
+        // A record of other data of b says nothing: only a's own fan-out places it.
+        world.fan_outs[0].1.hash = "other".into();
+        let impact = plan(&world, &a_with("x: '1', y: '2'", ""), &settings());
+        let web_2 = impact
+            .workloads
+            .iter()
+            .find(|w| w.workload == "deployment team/web-2")
+            .unwrap();
+        assert_eq!(
+            web_2.when,
+            When::AfterWave {
+                fan_out: "configmap team/a's fan-out".into(),
+                wave: 2
+            }
+        );
     }
 
     #[test]

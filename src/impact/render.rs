@@ -44,6 +44,7 @@ fn when_text(when: &When) -> String {
         When::Window { opens_at, .. } => format!("at {opens_at} (window)"),
         When::Paused { .. } => "paused".into(),
         When::AfterWave { wave, .. } => format!("wave {wave}, after wave {}", wave - 1),
+        When::Held { .. } => "held (fan-out)".into(),
     }
 }
 
