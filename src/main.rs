@@ -88,14 +88,14 @@ fn run(args: &[String]) -> Result<i32, Error> {
         Command::Impact(impact) => {
             wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
             // Any failure, bad files included, is exit 1: 3 is kept for --max-rolls.
-            let code = match wavelet::impact::run(
+            let (rolls, code) = match wavelet::impact::run(
                 &impact,
                 &config.policy,
                 &config.fan_out,
                 &|| Client::from_flags(&config.connection),
                 &mut std::io::stdout(),
             ) {
-                Ok(code) => code,
+                Ok(outcome) => outcome,
                 Err(err) => {
                     eprintln!("wavelet impact: {err}");
                     return Ok(1);
@@ -103,7 +103,7 @@ fn run(args: &[String]) -> Result<i32, Error> {
             };
             if code == wavelet::impact::EXIT_TOO_MANY_ROLLS {
                 eprintln!(
-                    "wavelet: more workloads would roll than --max-rolls {} allows",
+                    "wavelet: {rolls} workloads would roll, more than --max-rolls {} allows",
                     impact.max_rolls.unwrap_or_default()
                 );
             }

@@ -153,7 +153,7 @@ fn offline_manifests_give_the_same_workloads_as_the_live_cluster_and_nothing_is_
     assert_eq!(rolled, ["deployment team/web-1", "deployment team/web-2"]);
     assert_eq!(
         a["rolls_not"],
-        json!([{"workload": "deployment team/only-x", "why": "uses only keys x, unchanged"}])
+        json!([{"workload": "deployment team/only-x", "why": "uses only key x, unchanged"}])
     );
     assert_eq!(live["objects"][1]["keys_changed"], json!(["token"]));
 }
@@ -186,7 +186,10 @@ fn a_secrets_values_appear_in_no_output_and_max_rolls_gates_with_exit_3() {
         Some(CHANGE),
     );
     assert_eq!(code, Some(3), "{stderr}");
-    assert!(stderr.contains("--max-rolls 1"), "{stderr}");
+    assert!(
+        stderr.contains("2 workloads would roll, more than --max-rolls 1 allows"),
+        "{stderr}"
+    );
     let (code, _, _) = impact(
         &["-f", "-", "--server", &fake.url(), "--max-rolls", "2"],
         Some(CHANGE),

@@ -22,8 +22,8 @@ use crate::impact::plan::{plan, Settings};
 /// The exit code when more workloads would roll than `--max-rolls` allows.
 pub const EXIT_TOO_MANY_ROLLS: i32 = 3;
 
-/// Runs `wavelet impact`: writes the report to `out` and returns the exit code (0, or
-/// [`EXIT_TOO_MANY_ROLLS`]). `client` is `None` offline (`--manifests`); `connect` makes
+/// Runs `wavelet impact`: writes the report to `out` and returns how many workloads roll
+/// and the exit code (0, or [`EXIT_TOO_MANY_ROLLS`]). `client` is `None` offline (`--manifests`); `connect` makes
 /// one only when the cluster is read.
 pub fn run(
     config: &ImpactConfig,
@@ -31,7 +31,7 @@ pub fn run(
     fan_out: &FanOut,
     connect: &dyn Fn() -> Result<Client, Error>,
     out: &mut dyn Write,
-) -> Result<i32, Error> {
+) -> Result<(usize, i32), Error> {
     if config.files.is_empty() {
         return Err(Error::Config(
             "wavelet impact needs the changed objects: -f FILE (YAML or JSON; - for standard input), e.g. wavelet impact -f configmap.yaml".into(),
@@ -85,8 +85,9 @@ pub fn run(
     let impact = plan(&world, &proposed, &settings);
     out.write_all(render::render(&impact, &notes, config.output).as_bytes())
         .map_err(|e| Error::Transport(format!("writing output: {e}")))?;
-    Ok(match config.max_rolls {
+    let code = match config.max_rolls {
         Some(max) if impact.rolls() > max => EXIT_TOO_MANY_ROLLS,
         _ => 0,
-    })
+    };
+    Ok((impact.rolls(), code))
 }

@@ -353,10 +353,9 @@ fn object_impact(
         let uses = if reference.all_keys {
             "every key".to_string()
         } else {
-            format!(
-                "keys {}",
-                reference.keys.names().collect::<Vec<_>>().join(", ")
-            )
+            let names: Vec<&str> = reference.keys.names().collect();
+            let noun = if names.len() == 1 { "key" } else { "keys" };
+            format!("{noun} {}", names.join(", "))
         };
         let (rolls, why) = if !w.in_scope {
             (
@@ -790,7 +789,7 @@ mod tests {
         );
         assert_eq!(a.rolls[0].why, "uses every key; changed: y");
         assert_eq!(names(&a.rolls_not), ["deployment team/only-x"]);
-        assert_eq!(a.rolls_not[0].why, "uses only keys x, unchanged");
+        assert_eq!(a.rolls_not[0].why, "uses only key x, unchanged");
         // Two workloads: a fan-out, the first in name order, then the rest.
         assert_eq!(
             a.waves,

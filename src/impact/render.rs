@@ -232,7 +232,7 @@ mod tests {
                 }],
                 rolls_not: vec![Affected {
                     workload: "deployment team/only-x".into(),
-                    why: "uses only keys x, unchanged".into(),
+                    why: "uses only key x, unchanged".into(),
                 }],
                 waves: vec![],
                 fan_out: "at once: one workload rolls".into(),
@@ -258,7 +258,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(
-            "NO ROLL  deployment team/only-x                   uses only keys x, unchanged"
+            "NO ROLL  deployment team/only-x                   uses only key x, unchanged"
         ));
         assert!(text.contains("at 2026-01-10T01:00:00Z (window)"));
         assert!(text.ends_with("\n1 workload rolls\n"));

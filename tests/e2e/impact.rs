@@ -159,7 +159,7 @@ fn impact_scenario(ctx: &Ctx) {
         "configmap e2e-impact/a: keys changed y".to_string(),
         format!("ROLLS    {:<40} uses every key; changed: y", d("a-all-1")),
         format!("ROLLS    {:<40} uses every key; changed: y", d("a-all-2")),
-        format!("NO ROLL  {:<40} uses only keys x, unchanged", d("a-only-x")),
+        format!("NO ROLL  {:<40} uses only key x, unchanged", d("a-only-x")),
         format!("wave 1: {}", d("a-all-1")),
         format!("wave 2: {}", d("a-all-2")),
         "secret e2e-impact/s: keys changed token: rolls nothing".to_string(),
