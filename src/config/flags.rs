@@ -535,7 +535,7 @@ pub(super) static FLAGS: &[Flag] = &[
         value: Some("NAMESPACE"),
         default: FlagDefault::Unset("all namespaces for status; required for hash"),
         scope: Scope::StatusAndHash,
-        help: "namespace to show (status) or of the workload (hash)",
+        help: "namespace to show (status), of the workload (hash), or of the objects of -f that name none (impact)",
         reloader_env: None,
     },
 ];
