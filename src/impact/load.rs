@@ -90,26 +90,25 @@ pub fn offline(
     proposed: &[(ConfigKind, ConfigObject)],
     notes: &mut Vec<String>,
 ) -> World {
+    let same = |(k, o): &(ConfigKind, ConfigObject),
+                (kind, object): &(ConfigKind, ConfigObject)| {
+        k == kind
+            && o.metadata.namespace == object.metadata.namespace
+            && o.metadata.name == object.metadata.name
+    };
+    // The manifests may be the rendered change itself: their copy of an object of -f says
+    // nothing of how it is now; --base does, or, without it, every key counts as changed.
     let mut configs = manifests.configs;
+    configs.retain(|c| !proposed.iter().any(|p| same(c, p)));
     match base {
         Some(base) => {
-            // `--base` wins over a manifest's copy of the same object.
-            for (kind, object) in base.configs {
-                configs.retain(|(k, o)| {
-                    !(*k == kind
-                        && o.metadata.namespace == object.metadata.namespace
-                        && o.metadata.name == object.metadata.name)
-                });
-                configs.push((kind, object));
+            for object in base.configs {
+                configs.retain(|c| !same(c, &object));
+                configs.push(object);
             }
         }
         None => {
             for (kind, object) in proposed {
-                configs.retain(|(k, o)| {
-                    !(k == kind
-                        && o.metadata.namespace == object.metadata.namespace
-                        && o.metadata.name == object.metadata.name)
-                });
                 configs.push((*kind, every_key_other(object)));
             }
         }
@@ -238,9 +237,10 @@ pub fn live(
             Resource::statefulsets(),
             Resource::daemonsets(),
             Resource::cronjobs(),
+            Resource::rollouts(),
         ] {
             let resource = Arc::new(resource);
-            list_each(
+            let listed = list_each(
                 client,
                 &resource,
                 ns,
@@ -248,7 +248,12 @@ pub fn live(
                 &mut |w: WorkloadObject| {
                     world.workloads.push((Arc::clone(&resource), w));
                 },
-            )?;
+            );
+            match listed {
+                // Argo Rollouts are served only where installed.
+                Err(e) if e.is_not_found() && resource.is_argo_rollouts() => {}
+                other => other?,
+            }
         }
         let pods = world.pods.as_mut().expect("set above");
         list_each(
@@ -313,6 +318,21 @@ mod tests {
         let impact = plan(&world, &proposed, &Settings::default());
         assert_eq!(impact.objects[0].keys_changed, ["x"]);
         assert_eq!(impact.rolls(), 1, "{impact:?}");
+    }
+
+    #[test]
+    fn offline_an_object_in_the_manifests_and_in_f_but_not_in_base_is_new() {
+        let proposed = docs("kind: ConfigMap\nmetadata: {name: a}\ndata: {x: '1'}\n").configs;
+        let mut manifests = docs(WEB);
+        manifests.configs = proposed.clone();
+        let base = docs("kind: ConfigMap\nmetadata: {name: other}\ndata: {x: '1'}\n");
+        let world = offline(manifests, Some(base), &proposed, &mut Vec::new());
+        let impact = plan(&world, &proposed, &Settings::default());
+        assert_eq!(impact.objects[0].change, crate::impact::plan::Change::New);
+        assert!(
+            impact.objects[0].rolls[0].why.starts_with("waits for it"),
+            "{impact:?}"
+        );
     }
 
     #[test]
