@@ -367,10 +367,15 @@ fn object_impact(
             )
         } else if !will.missing.is_empty() {
             let missing: Vec<String> = will.missing.iter().map(ToString::to_string).collect();
-            (
-                false,
-                format!("still waits for missing {}", missing.join(", ")),
-            )
+            let why = if will.missing.iter().any(|m| *m.config() == key) {
+                format!(
+                    "not rolled: after the change {} (its Pods could not start; wavelet warns instead)",
+                    missing.join(", ")
+                )
+            } else {
+                format!("waits for missing configuration: {}", missing.join(", "))
+            };
+            (false, why)
         } else if was.hash == will.hash {
             let why = match out.change {
                 Change::Data => format!("uses only {uses}, unchanged"),
@@ -822,6 +827,26 @@ mod tests {
             assert_eq!(impact.rolls(), 0);
             assert_eq!(impact.objects[0].fan_out, "rolls nothing");
         }
+    }
+
+    #[test]
+    fn removing_a_key_a_workload_requires_does_not_roll_it_and_says_why() {
+        let impact = plan(&world(), &a_with("y: '1'", ""), &settings());
+        let a = &impact.objects[0];
+        assert_eq!(a.keys_removed, ["x"]);
+        let only_x = a
+            .rolls_not
+            .iter()
+            .find(|w| w.workload == "deployment team/only-x")
+            .unwrap();
+        assert_eq!(
+            only_x.why,
+            "not rolled: after the change configmap team/a has no key \"x\" (its Pods could not start; wavelet warns instead)"
+        );
+        assert_eq!(
+            names(&a.rolls),
+            ["deployment team/web-1", "deployment team/web-2"]
+        );
     }
 
     #[test]
