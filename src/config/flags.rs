@@ -495,7 +495,7 @@ pub(super) static FLAGS: &[Flag] = &[
         value: Some("FILE"),
         default: FlagDefault::Unset("required"),
         scope: Scope::Impact,
-        help: "the ConfigMaps and Secrets as they would be applied (YAML or JSON, several documents, kind: List; data, binaryData, stringData; - for standard input); repeatable",
+        help: "the ConfigMaps and Secrets as they would be applied (YAML or JSON, several documents, kind: List; data, binaryData, stringData; a directory: its .yaml/.yml/.json files; - for standard input); repeatable",
         reloader_env: None,
     },
     Flag {

@@ -26,11 +26,20 @@ fn config_error(msg: String) -> Error {
     Error::Config(msg)
 }
 
-/// Reads the files (or standard input for `-`) into documents; objects without a
-/// namespace get `default_namespace`.
+/// Reads the files (or standard input for `-`; a directory: its `.yaml`, `.yml` and
+/// `.json` files, as `kubectl apply -f DIR`) into documents; objects without a namespace
+/// get `default_namespace`.
 pub fn read_files(paths: &[PathBuf], default_namespace: &str) -> Result<Documents, Error> {
     let mut docs = Documents::default();
+    let mut files = Vec::new();
     for path in paths {
+        if path.is_dir() {
+            files.extend(manifest_files(std::slice::from_ref(path))?);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    for path in &files {
         let (text, name) = if path == Path::new("-") {
             let mut text = String::new();
             std::io::stdin()
@@ -333,6 +342,32 @@ mod tests {
             impact.objects[0].rolls[0].why.starts_with("waits for it"),
             "{impact:?}"
         );
+    }
+
+    #[test]
+    fn a_directory_is_read_file_by_file_in_name_order() {
+        let dir = std::env::temp_dir().join(format!("wavelet-impact-read-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("b.yaml"), "kind: ConfigMap\nmetadata: {name: b}\n").unwrap();
+        std::fs::write(
+            dir.join("sub/a.json"),
+            r#"{"kind": "ConfigMap", "metadata": {"name": "a"}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("notes.txt"),
+            "kind: ConfigMap\nmetadata: {name: no}\n",
+        )
+        .unwrap();
+        let read = read_files(std::slice::from_ref(&dir), "team");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let names: Vec<String> = read
+            .unwrap()
+            .configs
+            .into_iter()
+            .map(|(_, o)| o.metadata.name)
+            .collect();
+        assert_eq!(names, ["b", "a"]);
     }
 
     #[test]

@@ -186,8 +186,7 @@ pub fn plan(world: &World, proposed: &[(ConfigKind, ConfigObject)], settings: &S
     // Per workload: (object, wave) of each fan-out that has it.
     let mut waves_of: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
     for one in proposed {
-        let after = cache_of(world, &workloads, settings, std::slice::from_ref(one));
-        let object = object_impact(one, &before, &after, &workloads, world, settings);
+        let object = object_impact(one, &before, &workloads, world, settings);
         for (i, wave) in object.waves.iter().enumerate() {
             for id in wave {
                 waves_of
@@ -290,24 +289,76 @@ fn hash_of(cache: &Cache, w: &Workload) -> ConfigHash {
     )
 }
 
+/// The impact of one object alone: `cache` holds the world before; the object is applied
+/// to it for the time of the judgement, then the world before is put back.
 fn object_impact(
-    (kind, object): &(ConfigKind, ConfigObject),
-    before: &Arc<Cache>,
-    after: &Arc<Cache>,
+    one: &(ConfigKind, ConfigObject),
+    cache: &Arc<Cache>,
     workloads: &[Workload],
     world: &World,
     settings: &Settings,
 ) -> ObjectImpact {
+    let (kind, object) = one;
     let key = ConfigKey::new(*kind, &object.metadata.namespace, &object.metadata.name);
-    let old = before.config(&key);
-    let new = after.config(&key);
-    let (added, removed, changed) = key_diff(
-        old.as_ref().and_then(|e| e.digests()).unwrap_or_default(),
-        object.digests(),
-    );
     let before_object = world.configs.iter().find(|(k, o)| {
         *k == *kind && o.metadata.namespace == *key.namespace && o.metadata.name == *key.name
     });
+    // Only the workloads that name it (or may count it by a reload list) can roll for it.
+    let dependents: Vec<&Workload> = {
+        let named: std::collections::HashSet<WorkloadKey> =
+            cache.dependents(&key).into_iter().collect();
+        workloads
+            .iter()
+            .filter(|w| named.contains(&w.key) || !w.entry.counting.patterns.is_empty())
+            .collect()
+    };
+    let was: Vec<ConfigHash> = dependents.iter().map(|w| hash_of(cache, w)).collect();
+    let ignored = settings.policy.ignores(*kind);
+    if !ignored {
+        cache.upsert_config(*kind, object.clone());
+    }
+    let out = judge_object(
+        one,
+        &key,
+        before_object,
+        cache,
+        &dependents,
+        &was,
+        world,
+        settings,
+    );
+    if !ignored {
+        match before_object {
+            Some((kind, o)) => {
+                cache.upsert_config(*kind, o.clone());
+            }
+            None => {
+                cache.remove_config(&key);
+            }
+        }
+    }
+    out
+}
+
+/// [`object_impact`] with the object applied to `after`; `was` are the hashes of
+/// `dependents` before.
+#[allow(clippy::too_many_arguments)]
+fn judge_object(
+    (kind, object): &(ConfigKind, ConfigObject),
+    key: &ConfigKey,
+    before_object: Option<&(ConfigKind, ConfigObject)>,
+    after: &Arc<Cache>,
+    dependents: &[&Workload],
+    was: &[ConfigHash],
+    world: &World,
+    settings: &Settings,
+) -> ObjectImpact {
+    let key = key.clone();
+    let new = after.config(&key);
+    let (added, removed, changed) = key_diff(
+        before_object.map(|(_, o)| o.digests()).unwrap_or_default(),
+        object.digests(),
+    );
     let change = match before_object {
         None => Change::New,
         Some(_) if !(added.is_empty() && removed.is_empty() && changed.is_empty()) => Change::Data,
@@ -342,13 +393,12 @@ fn object_impact(
         .map(String::as_str)
         .collect();
     let mut rolling: Vec<&Workload> = Vec::new();
-    for w in workloads {
+    for (w, was) in dependents.iter().copied().zip(was) {
         let resolved = counted(after, &w.key, &w.entry);
         let Some((reference, _)) = resolved.iter().find(|(r, _)| r.config == key) else {
             continue;
         };
         let name = display_id(&workload_id(&w.key));
-        let was = hash_of(before, w);
         let will = hash_of(after, w);
         let uses = if reference.all_keys {
             "every key".to_string()
