@@ -1,13 +1,15 @@
 //! The impact of a proposed change, as a pure function of what the cluster holds (or
 //! the manifests say) and the objects as they would be applied. It asks the same code
-//! `run` decides by, on two caches (before, after):
+//! `run` decides by, on a cache of the world before (each object applied to it in turn,
+//! then taken back) and one with every object applied:
 //!
 //! 1. Per object: which keys change (names only); unchanged or metadata only → it rolls
 //!    nothing.
 //! 2. Per opted-in workload that counts it (`model::counted`): its hash before and after
 //!    (`model::hash`, with only this object changed). Different → it rolls; the same →
 //!    it rolls nothing, because it uses only keys that did not change; a workload that
-//!    still misses some other object waits for it; one whose Namespace is outside
+//!    misses a required key after the change is not rolled (its Pods could not start),
+//!    one that misses some other object waits for it; one whose Namespace is outside
 //!    `--namespace-selector` is not acted on. A workload that missed this object (a new
 //!    one) waited for it and rolls now.
 //! 3. The fan-out plan of the object's change (`hashmode::fanout::waves::decide`, played
@@ -15,8 +17,9 @@
 //!    rest; or at once.
 //! 4. Delete mode: the Pods its selector matches (when the Pods are known).
 //! 5. Per workload that rolls (all objects applied): when, as `run`'s gates decide it
-//!    (`hashmode::fanout::gates`): paused; after an earlier wave of a fan-out; at the
-//!    next opening of its restart window; or now.
+//!    (`hashmode::fanout::gates`, as `status` shows it): paused; held, or not yet
+//!    released, by a fan-out under way of another object it uses; after an earlier wave
+//!    of this change's fan-out; at the next opening of its restart window; or now.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
