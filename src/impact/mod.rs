@@ -50,10 +50,12 @@ pub fn run(
             .iter()
             .map(|(_, o)| o.metadata.namespace.clone())
             .collect();
+        // As `status` finds it: the flag, else the context's namespace, else `default`.
         let state_namespace = config
             .state_namespace
             .clone()
-            .unwrap_or_else(|| default_namespace.clone());
+            .or_else(|| client.default_namespace())
+            .unwrap_or_else(|| "default".to_string());
         let world = load::live(&client, &namespaces, &state_namespace, &mut notes)?;
         (proposed, world)
     } else {
