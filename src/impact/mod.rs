@@ -69,7 +69,7 @@ pub fn run(
         } else {
             Some(load::read_files(&config.base, default_namespace)?)
         };
-        notes.push("offline: the Pods delete mode would replace are not known, and no pause recorded in wavelet-state is seen".into());
+        notes.push("offline: the Pods delete mode would replace are not known, and no pause or fan-out recorded in wavelet-state is seen".into());
         let world = load::offline(manifests, base, &proposed, &mut notes);
         (proposed, world)
     };
