@@ -237,6 +237,8 @@ pub struct ImpactConfig {
     pub state_namespace: Option<String>,
     /// `--namespace-selector`: only namespaces whose labels match are acted on.
     pub namespace_selector: Option<Selector>,
+    /// `--hash-key-file`: `run`'s key, so fan-outs recorded under it are recognised.
+    pub hash_key_file: Option<PathBuf>,
 }
 
 /// `wavelet impact -o`.

@@ -135,6 +135,7 @@ fn impact_config(look: &Lookup) -> Result<ImpactConfig, Error> {
         })?,
         state_namespace: look.get("state-namespace", namespace)?,
         namespace_selector: look.get("namespace-selector", reloader_selector)?,
+        hash_key_file: look.get("hash-key-file", non_empty)?.map(PathBuf::from),
     })
 }
 

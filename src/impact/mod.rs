@@ -78,7 +78,13 @@ pub fn run(
             "no ConfigMap or Secret in the files given with -f".into(),
         ));
     }
+    let hmac_key = config
+        .hash_key_file
+        .as_deref()
+        .map(crate::model::hash::read_key_file)
+        .transpose()?;
     let settings = Settings {
+        hmac_key,
         policy: *policy,
         fan_out: fan_out.clone(),
         namespace_selector: config.namespace_selector.clone(),

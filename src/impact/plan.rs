@@ -68,6 +68,8 @@ pub struct Settings {
     pub fan_out: FanOut,
     /// `--namespace-selector`: only namespaces whose labels match are acted on.
     pub namespace_selector: Option<Selector>,
+    /// `--hash-key-file`'s key: the data hashes fan-out records carry are HMACs under it.
+    pub hmac_key: Option<Vec<u8>>,
     /// Unix seconds.
     pub now: i64,
 }
@@ -509,7 +511,7 @@ fn fan_out_plan(
     let judge = Judge {
         cache: Arc::clone(after),
         fan_out: settings.fan_out.clone(),
-        hmac_key: None,
+        hmac_key: settings.hmac_key.clone(),
         absent_is_filtered: false,
     };
     let (Some(change), _) = judge.change(key) else {
@@ -649,7 +651,10 @@ fn when_of(
             continue;
         };
         let object = reference.config.to_string();
-        let data = hash::data_hash(entry.digests().unwrap_or_default(), None);
+        let data = hash::data_hash(
+            entry.digests().unwrap_or_default(),
+            settings.hmac_key.as_deref(),
+        );
         let Some((_, record)) = world
             .fan_outs
             .iter()
@@ -699,7 +704,10 @@ fn when_of(
         resolved.iter().any(|(r, e)| {
             r.config == key
                 && e.as_ref().is_some_and(|e| {
-                    let data = hash::data_hash(e.digests().unwrap_or_default(), None);
+                    let data = hash::data_hash(
+                        e.digests().unwrap_or_default(),
+                        settings.hmac_key.as_deref(),
+                    );
                     matches!(
                         gates::urgent(e.gates().urgent.as_deref(), None, &data),
                         UrgentDecision::Granted(_)
@@ -1000,6 +1008,25 @@ mod tests {
             "{}",
             web_2.why
         );
+        // Recorded by a run with --hash-key-file: recognised with the same key only.
+        world.fan_outs[0].1.hash = hash::data_hash(b.1.digests(), Some(b"key"));
+        let impact = plan(&world, &a_with("x: '1', y: '2'", ""), &settings());
+        let web_2 = impact
+            .workloads
+            .iter()
+            .find(|w| w.workload == "deployment team/web-2")
+            .unwrap();
+        assert!(matches!(web_2.when, When::AfterWave { .. }), "{web_2:?}");
+        let mut keyed = settings();
+        keyed.hmac_key = Some(b"key".to_vec());
+        let impact = plan(&world, &a_with("x: '1', y: '2'", ""), &keyed);
+        let web_2 = impact
+            .workloads
+            .iter()
+            .find(|w| w.workload == "deployment team/web-2")
+            .unwrap();
+        assert!(matches!(web_2.when, When::Held { .. }), "{web_2:?}");
+        world.fan_outs[0].1.hash = hash::data_hash(b.1.digests(), None);
         // The same fan-out under way, web-2 not released yet: after its current wave.
         world.fan_outs[0].1.held = None;
         let impact = plan(&world, &a_with("x: '1', y: '2'", ""), &settings());
