@@ -38,8 +38,10 @@ pub mod model;
 pub mod deletemode;
 pub mod hashmode;
 
-// What older Wave left, what a switch from Reloader will do, and the wiring: `run`'s
+// What older Wave left, what a switch from Reloader will do, what a change will roll
+// (`impact`), and the wiring: `run`'s
 // threads and sinks, the other commands.
+pub mod impact;
 pub mod migrate;
 pub mod migrate_reloader;
 

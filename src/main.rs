@@ -1,6 +1,6 @@
 //! The `wavelet` binary: parse flags, set up logging, run the subcommand, map errors to
 //! an exit code (0 ok, 1 runtime failure or `status` found a workload out of date, 2 bad
-//! usage or configuration).
+//! usage or configuration, 3 `impact` found more rolls than `--max-rolls`).
 #![forbid(unsafe_code)]
 
 use std::sync::atomic::AtomicBool;
@@ -84,6 +84,30 @@ fn run(args: &[String]) -> Result<i32, Error> {
             }
             wavelet::migrate_reloader::report(&client, &found, &mut std::io::stdout())?;
             Ok(0)
+        }
+        Command::Impact(impact) => {
+            wavelet::client::set_user_agent(format!("wavelet-cli/{}", env!("CARGO_PKG_VERSION")));
+            // Any failure, bad files included, is exit 1: 3 is kept for --max-rolls.
+            let (rolls, code) = match wavelet::impact::run(
+                &impact,
+                &config.policy,
+                &config.fan_out,
+                &|| Client::from_flags(&config.connection),
+                &mut std::io::stdout(),
+            ) {
+                Ok(outcome) => outcome,
+                Err(err) => {
+                    eprintln!("wavelet impact: {err}");
+                    return Ok(1);
+                }
+            };
+            if code == wavelet::impact::EXIT_TOO_MANY_ROLLS {
+                eprintln!(
+                    "wavelet: {rolls} workloads would roll, more than --max-rolls {} allows",
+                    impact.max_rolls.unwrap_or_default()
+                );
+            }
+            Ok(code)
         }
         Command::Version => {
             println!("wavelet {}", env!("CARGO_PKG_VERSION"));

@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("model", &["model"]),
     ("modes", &["hashmode", "deletemode"]),
     ("migrate", &["migrate", "migrate_reloader"]),
+    ("impact", &["impact"]),
     ("wiring", &["controller", "commands"]),
     ("entry", &["lib", "main"]),
 ];

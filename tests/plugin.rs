@@ -1,5 +1,5 @@
-//! The binary installed as `kubectl-wavelet` is a kubectl plugin: `kubectl wavelet status`
-//! and `kubectl wavelet hash`, through the real kubectl binary, honour `-n` and
+//! The binary installed as `kubectl-wavelet` is a kubectl plugin: `kubectl wavelet status`,
+//! `kubectl wavelet hash` and `kubectl wavelet impact`, through the real kubectl binary, honour `-n` and
 //! `--kubeconfig` (kubectl passes every argument after the plugin name through).
 
 use std::process::Command;
@@ -105,4 +105,36 @@ fn kubectl_wavelet_status_honours_context() {
     let (code, stdout, stderr) = kubectl_wavelet(&with_context).unwrap();
     assert_eq!(code, Some(1), "web was never adopted:\n{stdout}{stderr}");
     assert!(stdout.contains("apps/web"), "{stdout}");
+}
+
+#[test]
+fn kubectl_wavelet_impact_reads_the_file_and_the_cluster_of_the_kubeconfig() {
+    let (_fake, dir, kubeconfig) = prepared();
+    let change = dir.write(
+        "change.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-config}\ndata: {color: green}\n",
+    );
+    let args = [
+        "impact",
+        "-n",
+        "apps",
+        "-f",
+        change.to_str().unwrap(),
+        "--kubeconfig",
+        &kubeconfig,
+        "-o",
+        "markdown",
+    ];
+    let Some((code, stdout, stderr)) = kubectl_wavelet(&args) else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("### wavelet impact: 1 workload rolls"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| `deployment apps/web` | now |"),
+        "{stdout}"
+    );
 }

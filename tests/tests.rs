@@ -22,6 +22,7 @@
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
 //! - `fanout`: safe fan-out: waves behind the health gate, at-once, a restart mid-fan-out, a hold and `wavelet resume`, pauses, restart windows and urgent changes.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
+//! - `impact`: `wavelet impact`: offline on manifests gives the same workloads as live, it only reads, no Secret value in any output, `--max-rolls` exits 3.
 //! - `politeness`: at scale: the client-side budget and 429 pauses, aggregated Events, throttle accounting and its alert, many namespaces.
 //! - `operations`: SIGTERM/SIGINT shutdown, /healthz, /readyz, /metrics, leader election.
 //! - `docs`: every relative link and anchor of README.md and the book (docs/src) resolves; every page is in SUMMARY.md; the flags page is `wavelet run --help`.
@@ -51,6 +52,7 @@ mod faults;
 mod hash_mode;
 mod hold_alerts;
 mod image;
+mod impact;
 mod kubeconfigs;
 mod kustomize;
 mod malformed;

@@ -4,7 +4,8 @@
 //! anchors and aliases, comments, `---`), parsed by `yaml-rust2`.
 //!
 //! Scalars follow YAML 1.2's core schema (`yes` is a string). Mapping keys become strings.
-//! Only the first document of a stream is read, as kubectl reads a kubeconfig.
+//! [`parse`] reads only the first document of a stream, as kubectl reads a kubeconfig;
+//! [`parse_all`] reads every one (manifests: `kubectl apply -f`, kustomize, Helm output).
 
 use serde_json::{Map, Number, Value};
 use std::fmt;
@@ -34,6 +35,18 @@ pub fn parse(text: &str) -> Result<Value, YamlError> {
         None => Ok(Value::Null),
         Some(doc) => to_json(doc),
     }
+}
+
+/// Parses every document of `text`, in order; empty documents (`---` twice) are skipped.
+pub fn parse_all(text: &str) -> Result<Vec<Value>, YamlError> {
+    let docs = YamlLoader::load_from_str(text).map_err(|e| YamlError {
+        line: e.marker().line(),
+        message: e.info().to_string(),
+    })?;
+    docs.into_iter()
+        .filter(|d| !matches!(d, Yaml::Null))
+        .map(to_json)
+        .collect()
 }
 
 fn to_json(yaml: Yaml) -> Result<Value, YamlError> {
@@ -82,6 +95,14 @@ fn key_text(key: Yaml) -> Result<String, YamlError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn every_document_of_a_stream_is_read_and_empty_ones_are_skipped() {
+        let docs = parse_all("---\na: 1\n---\n---\n{\"b\": [2]}\n").unwrap();
+        assert_eq!(docs, vec![json!({"a": 1}), json!({"b": [2]})]);
+        assert_eq!(parse_all("").unwrap(), Vec::<Value>::new());
+        assert_eq!(parse_all("a: [1\n").unwrap_err().line, 2);
+    }
 
     #[test]
     fn folded_and_block_scalars_and_multi_line_quoted_strings_are_read() {

@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::flags::{find_flag, find_short, Flag, FlagDefault};
+use crate::config::flags::{find_flag, find_short, Flag, FlagDefault, REPEATABLE};
 use crate::config::reloader::{self, Judged};
 use crate::error::Error;
 
 /// The subcommands, as typed.
 pub(super) const COMMANDS: &[&str] = &[
-    "run", "status", "hash", "migrate", "pause", "resume", "version", "help",
+    "run", "status", "hash", "impact", "migrate", "pause", "resume", "version", "help",
 ];
 
 /// The arguments split up, before any value is validated.
@@ -114,6 +114,13 @@ pub(super) fn split_args(args: &[String]) -> Result<Raw<'_>, Error> {
         } else {
             take_value(&mut rest, &spelled, &expected(flag))?
         };
+        if REPEATABLE.contains(&flag.name) {
+            if let Some(before) = raw.flags.get_mut(flag.name) {
+                before.push('\n');
+                before.push_str(&value);
+                continue;
+            }
+        }
         if raw.flags.insert(flag.name, value).is_some() {
             return Err(config_error(format!(
                 "{spelled} is given more than once; give it once"
@@ -169,7 +176,7 @@ mod tests {
         // A bool flag does not swallow the next argument.
         assert_eq!(
             error("--dry-run false", &[]),
-            "unknown command \"false\": expected one of run, status, hash, migrate, pause, resume, version, help; see wavelet --help"
+            "unknown command \"false\": expected one of run, status, hash, impact, migrate, pause, resume, version, help; see wavelet --help"
         );
     }
 
@@ -204,6 +211,33 @@ mod tests {
     }
 
     #[test]
+    fn impacts_file_manifests_and_base_may_be_given_more_than_once_in_order() {
+        let config = parse_with(
+            "impact -f a.yaml -f - --file=c.json --manifests m1 --manifests m2 --base b -n team -o json --max-rolls 3 --namespace-selector tier=web --wave-size 2",
+            &[],
+        )
+        .unwrap();
+        let Command::Impact(impact) = config.command else {
+            panic!("not impact: {:?}", config.command);
+        };
+        let paths = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(impact.files, paths(&["a.yaml", "-", "c.json"]));
+        assert_eq!(impact.manifests, paths(&["m1", "m2"]));
+        assert_eq!(impact.base, paths(&["b"]));
+        assert_eq!(impact.namespace.as_deref(), Some("team"));
+        assert_eq!(impact.output, ImpactOutput::Json);
+        assert_eq!(impact.max_rolls, Some(3));
+        assert!(impact.namespace_selector.is_some());
+        assert_eq!(config.fan_out.wave_size, WaveSize::Count(2));
+        assert_eq!(
+            error("impact -f a -o yaml", &[]),
+            "--output: expected table, json or markdown, got \"yaml\""
+        );
+        assert!(error("impact -f a --base b", &[]).starts_with("--base is for offline use"));
+        assert!(error("status -f a", &[]).starts_with("--file is a flag of wavelet impact"));
+    }
+
+    #[test]
     fn double_dash_ends_the_flags() {
         assert_eq!(
             parse_with("hash -n a -- deployment/web", &[])
@@ -230,7 +264,7 @@ mod tests {
         );
         assert_eq!(
             error("rum", &[]),
-            "unknown command \"rum\": expected one of run, status, hash, migrate, pause, resume, version, help; see wavelet --help"
+            "unknown command \"rum\": expected one of run, status, hash, impact, migrate, pause, resume, version, help; see wavelet --help"
         );
     }
 

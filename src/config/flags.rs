@@ -19,8 +19,10 @@ pub(super) enum Scope {
     Migrate,
     /// How a shared change rolls: `wavelet run` decides by it, `wavelet status` shows it.
     Gating,
-    /// Where wavelet keeps its state: `run`, `status`, `pause`, `resume`.
+    /// Where wavelet keeps its state: `run`, `status`, `pause`, `resume`, `impact`.
     State,
+    /// `wavelet impact`.
+    Impact,
 }
 
 /// A flag's default, as help shows it and as parsing uses it.
@@ -493,6 +495,46 @@ pub(super) static FLAGS: &[Flag] = &[
         Scope::Migrate,
         "remove what is listed (without it, only print it)",
     ),
+    // `wavelet impact`.
+    Flag {
+        name: "file",
+        short: Some('f'),
+        value: Some("FILE"),
+        default: FlagDefault::Unset("required"),
+        scope: Scope::Impact,
+        help: "the ConfigMaps and Secrets as they would be applied (YAML or JSON, several documents, kind: List; data, binaryData, stringData; a directory: its .yaml/.yml/.json files; - for standard input); repeatable",
+        reloader_env: None,
+    },
+    Flag {
+        name: "output",
+        short: Some('o'),
+        value: Some("table|json|markdown"),
+        default: FlagDefault::Value("table"),
+        scope: Scope::Impact,
+        help: "table for the terminal, json for programs, markdown for a pull-request comment",
+        reloader_env: None,
+    },
+    flag(
+        "manifests",
+        Some("DIR"),
+        FlagDefault::Unset("the live cluster"),
+        Scope::Impact,
+        "offline: take the workloads (and Namespaces) from the .yaml/.yml/.json files under DIR (multi-document YAML, kustomize output, rendered Helm charts) instead of the cluster; repeatable",
+    ),
+    flag(
+        "base",
+        Some("FILE"),
+        FlagDefault::Unset("offline: every key of -f counts as changed"),
+        Scope::Impact,
+        "offline: the ConfigMaps and Secrets as they are now (before the change); repeatable",
+    ),
+    flag(
+        "max-rolls",
+        Some("N"),
+        FlagDefault::Unset("no limit"),
+        Scope::Impact,
+        "exit 3 when more than N workloads would roll (a CI gate)",
+    ),
     // `wavelet status` and `wavelet hash`.
     Flag {
         name: "namespace",
@@ -500,10 +542,13 @@ pub(super) static FLAGS: &[Flag] = &[
         value: Some("NAMESPACE"),
         default: FlagDefault::Unset("all namespaces for status; required for hash"),
         scope: Scope::StatusAndHash,
-        help: "namespace to show (status) or of the workload (hash)",
+        help: "namespace to show (status), of the workload (hash), or of the objects of -f that name none (impact)",
         reloader_env: None,
     },
 ];
+
+/// Flags that may be given more than once; their values are kept in order, one a line.
+pub(super) static REPEATABLE: &[&str] = &["file", "manifests", "base"];
 
 /// Reloader's spellings of wavelet's flags (v1.4.22's leader-election timings): the same
 /// flag, so giving both is giving it twice.
@@ -547,6 +592,12 @@ mod tests {
             match &c.command {
                 Command::Run(r) => r,
                 other => panic!("not run: {other:?}"),
+            }
+        }
+        fn impact(c: &Config) -> &ImpactConfig {
+            match &c.command {
+                Command::Impact(i) => i,
+                other => panic!("not impact: {other:?}"),
             }
         }
         match name {
@@ -667,6 +718,19 @@ mod tests {
             "apply" => ("migrate wave", "true", |c| {
                 matches!(c.command, Command::MigrateWave { apply: true, .. })
             }),
+            "file" => ("impact", "a.yaml", |c| {
+                impact(c).files == [PathBuf::from("a.yaml")]
+            }),
+            "output" => ("impact -f a.yaml", "markdown", |c| {
+                impact(c).output == ImpactOutput::Markdown
+            }),
+            "manifests" => ("impact -f a.yaml", "rendered", |c| {
+                impact(c).manifests == [PathBuf::from("rendered")]
+            }),
+            "base" => ("impact -f a.yaml --manifests m", "now.yaml", |c| {
+                impact(c).base == [PathBuf::from("now.yaml")]
+            }),
+            "max-rolls" => ("impact -f a.yaml", "5", |c| impact(c).max_rolls == Some(5)),
             "namespace" => ("status", "prod", |c| {
                 c.command
                     == Command::Status {

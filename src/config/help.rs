@@ -23,6 +23,10 @@ Usage:
   wavelet migrate reloader [-n NAMESPACE]
                                          read-only: what switching from Stakater
                                          Reloader will do, and the order to switch in
+  wavelet impact -f FILE [-f FILE...] [-n NS] [-o table|json|markdown]
+                                         read-only: which workloads applying these
+                                         ConfigMaps/Secrets would roll, in which waves
+                                         and when; offline with --manifests DIR
   wavelet version                        print the version
   wavelet help, --help, -h               print this help
 
@@ -50,11 +54,15 @@ a value that would change behaviour unnoticed is refused, saying what to do inst
         ),
         (
             Scope::Gating,
-            "Rolling a shared change safely (wavelet run and status)",
+            "Rolling a shared change safely (wavelet run, status and impact)",
         ),
         (
             Scope::State,
-            "wavelet's state (wavelet run, status, pause, resume)",
+            "wavelet's state (wavelet run, status, pause, resume, impact)",
+        ),
+        (
+            Scope::Impact,
+            "wavelet impact (also: -n, --namespace-selector, and the hash and fan-out flags above)",
         ),
     ];
     for (scope, title) in sections {

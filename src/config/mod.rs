@@ -208,10 +208,56 @@ pub enum Command {
     /// `wavelet migrate reloader [-n NS]`: read-only; what switching from Stakater Reloader
     /// will do. `None`: look for Reloader in every namespace.
     MigrateReloader { namespace: Option<String> },
+    /// `wavelet impact -f FILE...`: read-only; which workloads a change of ConfigMaps and
+    /// Secrets would roll, in which waves and when.
+    Impact(ImpactConfig),
     /// `wavelet version`.
     Version,
     /// `wavelet help`, `--help`, `-h`: the text to print (see [`help_text`]).
     Help(String),
+}
+
+/// The settings of `wavelet impact`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImpactConfig {
+    /// `-f`, in order; `-` is standard input.
+    pub files: Vec<PathBuf>,
+    /// `-n`: the namespace of objects that name none; without it, the kubeconfig
+    /// context's, else `default`.
+    pub namespace: Option<String>,
+    /// `-o`.
+    pub output: ImpactOutput,
+    /// `--manifests`: offline, the workloads from these files instead of the cluster.
+    pub manifests: Vec<PathBuf>,
+    /// `--base`: offline, the objects as they are now.
+    pub base: Vec<PathBuf>,
+    /// `--max-rolls`: exit 3 above it.
+    pub max_rolls: Option<usize>,
+    /// `--state-namespace`: where the global pause is recorded.
+    pub state_namespace: Option<String>,
+    /// `--namespace-selector`: only namespaces whose labels match are acted on.
+    pub namespace_selector: Option<Selector>,
+    /// `--hash-key-file`: `run`'s key, so fan-outs recorded under it are recognised.
+    pub hash_key_file: Option<PathBuf>,
+}
+
+/// `wavelet impact -o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImpactOutput {
+    Table,
+    Json,
+    Markdown,
+}
+
+impl ImpactOutput {
+    pub fn parse(text: &str) -> Result<ImpactOutput, String> {
+        match text.trim() {
+            "table" => Ok(ImpactOutput::Table),
+            "json" => Ok(ImpactOutput::Json),
+            "markdown" | "md" => Ok(ImpactOutput::Markdown),
+            other => Err(format!("expected table, json or markdown, got {other:?}")),
+        }
+    }
 }
 
 /// `--log-format`.

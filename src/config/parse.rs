@@ -100,6 +100,45 @@ impl Lookup<'_> {
     }
 }
 
+/// The settings of `wavelet impact`.
+fn impact_config(look: &Lookup) -> Result<ImpactConfig, Error> {
+    let paths = |name: &str| -> Result<Vec<PathBuf>, Error> {
+        Ok(look
+            .get(name, non_empty)?
+            .map(|text: String| {
+                text.lines()
+                    .filter(|l| !l.is_empty())
+                    .map(PathBuf::from)
+                    .collect()
+            })
+            .unwrap_or_default())
+    };
+    // Without -f, `impact::run` says what it needs (exit 1, as every error of impact).
+    let files = paths("file")?;
+    let manifests = paths("manifests")?;
+    let base = paths("base")?;
+    if !base.is_empty() && manifests.is_empty() {
+        return Err(config_error(
+            "--base is for offline use with --manifests DIR (live, the cluster holds the objects as they are now)",
+        ));
+    }
+    Ok(ImpactConfig {
+        files,
+        namespace: look.get("namespace", namespace)?,
+        output: look.required("output", ImpactOutput::parse)?,
+        manifests,
+        base,
+        max_rolls: look.get("max-rolls", |s| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("expected a count such as 10, got {s:?}"))
+        })?,
+        state_namespace: look.get("state-namespace", namespace)?,
+        namespace_selector: look.get("namespace-selector", reloader_selector)?,
+        hash_key_file: look.get("hash-key-file", non_empty)?.map(PathBuf::from),
+    })
+}
+
 /// Parses the command line (`args` without the program name) and the environment (read
 /// through `env`, so tests pass a map) into a [`Config`].
 ///
@@ -123,21 +162,25 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
         Scope::Global => true,
         Scope::Run => raw.command == "run",
         Scope::StatusAndHash => raw.command == "status" || raw.command == "hash",
-        Scope::Hashing => ["run", "status", "hash"].contains(&raw.command),
+        Scope::Hashing => ["run", "status", "hash", "impact"].contains(&raw.command),
         Scope::Migrate => raw.command == "migrate",
-        Scope::Gating => ["run", "status"].contains(&raw.command),
-        Scope::State => ["run", "status", "pause", "resume"].contains(&raw.command),
+        Scope::Gating => ["run", "status", "impact"].contains(&raw.command),
+        Scope::State => ["run", "status", "pause", "resume", "impact"].contains(&raw.command),
+        Scope::Impact => raw.command == "impact",
     };
     for name in raw.flags.keys() {
         let flag = find_flag(name).expect("raw flags come from FLAGS");
         let namespace_of_migrate =
-            flag.name == "namespace" && ["migrate", "resume"].contains(&raw.command);
-        if !scope_ok(flag.scope) && !namespace_of_migrate {
+            flag.name == "namespace" && ["migrate", "resume", "impact"].contains(&raw.command);
+        // `impact` judges workloads as `run` does, in the namespaces `run` acts in.
+        let selector_of_impact = flag.name == "namespace-selector" && raw.command == "impact";
+        if !scope_ok(flag.scope) && !namespace_of_migrate && !selector_of_impact {
             let owner = match flag.scope {
                 Scope::Run => "wavelet run",
                 Scope::Migrate => "wavelet migrate wave",
-                Scope::Gating => "wavelet run and wavelet status",
-                Scope::State => "wavelet run, status, pause and resume",
+                Scope::Gating => "wavelet run, status and impact",
+                Scope::State => "wavelet run, status, pause, resume and impact",
+                Scope::Impact => "wavelet impact",
                 _ => "wavelet status and wavelet hash",
             };
             let hint = if flag.name == "namespace" {
@@ -241,6 +284,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
             hash_key_file: look.get("hash-key-file", non_empty)?.map(PathBuf::from),
             state_namespace: look.get("state-namespace", namespace)?,
         },
+        "impact" => Command::Impact(impact_config(&look)?),
         "pause" => Command::Pause {
             state_namespace: look.get("state-namespace", namespace)?,
         },

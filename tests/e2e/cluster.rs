@@ -91,7 +91,8 @@ fn log_file(dir: &Path, name: &str) -> Stdio {
 /// What the benchmark adds to a control plane it starts: more users (token, name), each
 /// in `system:masters`, so that the API server tells the controllers under test apart,
 /// kube-apiserver flags (an audit log) and kube-controller-manager flags (its client's
-/// rate limit). The end-to-end suite adds nothing.
+/// rate limit). The end-to-end suite adds a user and an audit log of its requests
+/// (`impact.rs`).
 #[derive(Clone, Debug, Default)]
 pub struct Extras {
     pub users: Vec<(String, String)>,

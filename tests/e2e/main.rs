@@ -21,6 +21,9 @@
 //! - `fanout`: safe fan-out of a shared ConfigMap change to ten Deployments (waves behind
 //!   the health gate, a bad change held after the first wave, the fix), wavelet killed
 //!   mid-fan-out, a restart window and the global pause.
+//! - `impact`: `wavelet impact` lists what a ConfigMap change rolls, in which waves and
+//!   when, shows no Secret value, gates with `--max-rolls`, and only reads (the API
+//!   server's audit log of its user).
 //! - `csi`: the Secrets Store CSI driver's CRDs installed, pod statuses written as the
 //!   driver writes them: a rotation rolls each Deployment mounting the class once.
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
@@ -37,6 +40,7 @@ mod csi;
 mod fanout;
 mod forward;
 mod gates;
+mod impact;
 mod kube;
 mod kubelet;
 mod loadtest;
@@ -86,10 +90,12 @@ fn main() {
         .iter()
         .chain(fanout::ALL)
         .chain(gates::ALL)
+        .chain(impact::ALL)
         .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
         .collect();
     let started = Instant::now();
-    let cluster = match Cluster::start(&source) {
+    // The audit log `impact` is checked against (its own user only).
+    let cluster = match Cluster::start_with(&source, &impact::extras()) {
         Ok(cluster) => cluster,
         Err(e) => {
             eprintln!("e2e: could not start the control plane: {e}");
