@@ -93,6 +93,16 @@ fn run(args: &[String]) -> Result<i32, Error> {
                 &config.policy,
                 &config.fan_out,
                 &|| Client::from_flags(&config.connection),
+                &|client, flag| match wavelet::commands::locate::state_namespace(client, flag) {
+                    Ok(located) => {
+                        eprintln!("wavelet: {}", located.describe());
+                        Some(located.namespace)
+                    }
+                    Err(err) => {
+                        eprintln!("wavelet: note: {err}");
+                        None
+                    }
+                },
                 &mut std::io::stdout(),
             ) {
                 Ok(outcome) => outcome,

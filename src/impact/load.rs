@@ -210,11 +210,11 @@ struct NamespaceMeta {
 /// What the cluster holds in `namespaces` (those of the proposed objects): ConfigMaps and
 /// Secrets (digested as they are read), the workloads `run` watches, Pods (for delete
 /// mode), the Namespaces themselves; and the global pause from `wavelet-state` in
-/// `state_namespace` (not readable: taken as not paused, with a note).
+/// `state_namespace` (not found or not readable: taken as not paused, with a note).
 pub fn live(
     client: &Client,
     namespaces: &BTreeSet<String>,
-    state_namespace: &str,
+    state_namespace: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Result<World, Error> {
     let mut world = World {
@@ -286,6 +286,13 @@ pub fn live(
             )),
         }
     }
+    let Some(state_namespace) = state_namespace else {
+        notes.push(format!(
+            "where the running wavelet keeps {} was not found (see above; --state-namespace names it): the global pause and fan-outs under way are not shown",
+            crate::model::state::STATE_CONFIGMAP
+        ));
+        return Ok(world);
+    };
     let state = StateConfigMap::new(client.clone(), state_namespace.to_string(), true);
     match state.get(PAUSE_KEY) {
         Ok(entry) => {

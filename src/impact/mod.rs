@@ -22,14 +22,20 @@ use crate::impact::plan::{plan, Settings};
 /// The exit code when more workloads would roll than `--max-rolls` allows.
 pub const EXIT_TOO_MANY_ROLLS: i32 = 3;
 
+/// Where the running wavelet keeps `wavelet-state`, given `--state-namespace` (the CLI's own
+/// search, which sits above this layer); `None` where it cannot be found.
+pub type LocateState<'a> = &'a dyn Fn(&Client, Option<&str>) -> Option<String>;
+
 /// Runs `wavelet impact`: writes the report to `out` and returns how many workloads roll
-/// and the exit code (0, or [`EXIT_TOO_MANY_ROLLS`]). `client` is `None` offline (`--manifests`); `connect` makes
-/// one only when the cluster is read.
+/// and the exit code (0, or [`EXIT_TOO_MANY_ROLLS`]). `connect` makes a client only when
+/// the cluster is read (not offline, `--manifests`); `locate_state` finds `wavelet-state`
+/// as `status`, `pause` and `resume` do.
 pub fn run(
     config: &ImpactConfig,
     policy: &Policy,
     fan_out: &FanOut,
     connect: &dyn Fn() -> Result<Client, Error>,
+    locate_state: LocateState<'_>,
     out: &mut dyn Write,
 ) -> Result<(usize, i32), Error> {
     if config.files.is_empty() {
@@ -50,13 +56,9 @@ pub fn run(
             .iter()
             .map(|(_, o)| o.metadata.namespace.clone())
             .collect();
-        // As `status` finds it: the flag, else the context's namespace, else `default`.
-        let state_namespace = config
-            .state_namespace
-            .clone()
-            .or_else(|| client.default_namespace())
-            .unwrap_or_else(|| "default".to_string());
-        let world = load::live(&client, &namespaces, &state_namespace, &mut notes)?;
+        // Where the running wavelet keeps it, found as `status` finds it.
+        let state_namespace = locate_state(&client, config.state_namespace.as_deref());
+        let world = load::live(&client, &namespaces, state_namespace.as_deref(), &mut notes)?;
         (proposed, world)
     } else {
         let default_namespace = config.namespace.as_deref().unwrap_or("default");
