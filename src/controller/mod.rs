@@ -273,6 +273,7 @@ impl Controller {
             fetcher: Arc::clone(&fetcher),
             debounce: config.debounce,
             windows: Arc::clone(&debounce),
+            baselines: reconciler.baselines(),
             policy,
         });
         let on_listed = || -> OnSynced {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::annotations;
 use crate::config::Policy;
 use crate::deletemode::DeleteMode;
+use crate::hashmode::baseline::Baselines;
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::{Cache, ConfigChange, ConfigEntry};
 use crate::model::references::Reference;
@@ -57,6 +58,8 @@ pub struct Router {
     /// `--debounce`.
     pub debounce: Duration,
     pub windows: Arc<Debounce<WorkloadKey>>,
+    /// What workloads not adopted yet were first seen with, noted before a change.
+    pub baselines: Arc<Baselines>,
     /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`.
     pub policy: Policy,
 }
@@ -283,7 +286,9 @@ impl Router {
 
     fn open_windows(&self, key: &ConfigKey) {
         let now = Instant::now();
-        for workload in self.cache.dependents(key) {
+        let dependents = self.cache.dependents(key);
+        self.baselines.before_change(&dependents);
+        for workload in dependents {
             self.windows.note_change(workload, now);
         }
     }

@@ -25,13 +25,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sha2::{Digest as _, Sha256};
 
 use crate::annotations::Flavor;
 use crate::client::{Client, PatchType};
 use crate::error::Error;
+use crate::hashmode::baseline::{unknown_input, Baseline, Baselines, Unknown};
 use crate::hashmode::fanout::gates::Pending;
 use crate::hashmode::fanout::{FanOuts, Verdict};
+use crate::hashmode::parts::{hash_with_parts, Fingerprint};
 use crate::hashmode::rollout;
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
 use crate::model::cache::Cache;
@@ -39,7 +40,7 @@ use crate::model::counted::{counted, Counted};
 use crate::model::hash;
 use crate::model::workload::Style;
 use crate::model::workload::WorkloadEntry;
-use crate::objects::{ConfigKey, ConfigKind, Digest, Resource, WorkloadKey};
+use crate::objects::{ConfigKey, ConfigKind, Resource, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::watch::worker::Action;
 
@@ -200,6 +201,7 @@ pub struct Reconciler {
     debounce: Arc<Debounce<WorkloadKey>>,
     memory: Mutex<HashMap<WorkloadKey, Box<Memory>>>,
     fanouts: Arc<FanOuts>,
+    baselines: Arc<Baselines>,
 }
 
 impl Reconciler {
@@ -217,9 +219,15 @@ impl Reconciler {
             settings.min_rollout_interval,
             Instant::now(),
         );
+        let baselines = Arc::new(Baselines::new(
+            Arc::clone(&cache),
+            settings.hmac_key.clone(),
+            settings.absent_is_filtered,
+        ));
         Reconciler {
             client,
             cache,
+            baselines,
             recorder,
             settings,
             throttle: Mutex::new(throttle),
@@ -227,6 +235,12 @@ impl Reconciler {
             memory: Mutex::new(HashMap::new()),
             fanouts,
         }
+    }
+
+    /// The first-seen baselines, which whoever applies a ConfigMap/Secret change to the
+    /// cache notes before the change ([`Baselines::before_change`]).
+    pub fn baselines(&self) -> Arc<Baselines> {
+        Arc::clone(&self.baselines)
     }
 
     /// Workloads whose rollout waits for a token of `--max-rollouts-per-second` now.
@@ -251,6 +265,7 @@ impl Reconciler {
         // 1.
         let Some(entry) = self.cache.workload(key) else {
             self.memory.lock().unwrap().remove(key);
+            self.baselines.forget(key);
             self.throttle.lock().unwrap().forget(key);
             self.fanouts.settled(key);
             return Ok((Action::Done, Outcome::Forgotten));
@@ -260,6 +275,7 @@ impl Reconciler {
             return Ok((Action::Done, Outcome::OutOfScope));
         }
         let Some(flavor) = entry.flavor else {
+            self.baselines.forget(key);
             self.fanouts.settled(key);
             let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
             if remembered.throttled.take().is_some() {
@@ -288,36 +304,19 @@ impl Reconciler {
         remembered: &mut Memory,
     ) -> Result<(Action, Outcome), Error> {
         // 2.
-        let counts_secrets_by_name = entry.counting.secret_patterns().next().is_some();
-        if counts_secrets_by_name && self.cache.is_listing_secrets(&key.namespace) {
+        let resolved = counted(&self.cache, key, entry);
+        let unknown = unknown_input(&self.cache, key, entry, &resolved);
+        if unknown == Some(Unknown::SecretsListing) {
             log::debug!("{key}: waiting for the Secrets of its namespace to be listed");
             return Ok((Action::Done, Outcome::AwaitingData));
         }
-        let resolved = counted(&self.cache, key, entry);
         self.warn_problems(key, entry, remembered);
-        // A Secret's data not read at its current version, or a Secret not read at all
-        // (unused Secrets are not cached, so one not cached may just be unread): its read
-        // wakes the workload.
-        if let Some((reference, _)) = resolved.iter().find(|(r, e)| match e {
-            Some(e) => !e.is_current(),
-            None => r.config.kind == ConfigKind::Secret && !self.cache.is_known_absent(&r.config),
-        }) {
-            log::debug!("{key}: waiting for the data of {}", reference.config);
+        if let Some(Unknown::Data(config)) = unknown {
+            // Its read wakes the workload.
+            log::debug!("{key}: waiting for the data of {config}");
             return Ok((Action::Done, Outcome::AwaitingData));
         }
-        let computed = hash::compute(
-            resolved
-                .iter()
-                .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
-            self.settings.hmac_key.as_deref(),
-        );
-        let named: Vec<(&ConfigKey, Fingerprint)> = resolved
-            .iter()
-            .map(|(r, e)| {
-                let text = hash::canonical_form(&[(r, e.as_ref().and_then(|e| e.digests()))]);
-                (&r.config, Fingerprint::new(&r.config, &text))
-            })
-            .collect();
+        let (computed, named) = hash_with_parts(&resolved, self.settings.hmac_key.as_deref());
         let fingerprints: Vec<Fingerprint> = named.iter().map(|(_, f)| *f).collect();
         let uid = entry.uid.to_string();
         let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &uid);
@@ -422,9 +421,29 @@ impl Reconciler {
                 return Ok((Action::RequeueAfter(RELIST_WAIT), Outcome::AwaitingData));
             }
             Step::Adopt | Step::Record => {
-                let body = json!({"metadata": {"annotations": {flavor.hash_key(): computed.hash}}});
-                let short = hash::short(&computed.hash);
-                let line = if step == Step::Adopt {
+                // Adopted with the configuration as first seen: a change since rolls once,
+                // right after, through the normal path.
+                let first_seen = (step == Step::Adopt).then(|| {
+                    self.baselines.first_seen(
+                        key,
+                        Baseline {
+                            hash: computed.hash.clone(),
+                            fingerprints: fingerprints.clone(),
+                        },
+                    )
+                });
+                let hash = first_seen
+                    .as_ref()
+                    .map_or(computed.hash.as_str(), |b| b.hash.as_str())
+                    .to_string();
+                let body = json!({"metadata": {"annotations": {flavor.hash_key(): hash}}});
+                let short = hash::short(&hash);
+                let line = if step == Step::Adopt && hash != computed.hash {
+                    format!(
+                        "adopted with config hash {short}, as first seen (no rollout); it changed since to {}: rolling once",
+                        hash::short(&computed.hash)
+                    )
+                } else if step == Step::Adopt {
                     format!("adopted with config hash {short} (no rollout)")
                 } else {
                     format!(
@@ -439,19 +458,27 @@ impl Reconciler {
                     self.patch(key, &body)?;
                     log::info!("{key}: {line}");
                 }
-                remembered.fingerprints = fingerprints;
-                remembered.written = Written::new(
-                    &computed.hash,
-                    entry.recorded_hash(),
-                    remembered.written.as_ref(),
-                );
-                let hash = computed.hash;
+                self.baselines.forget(key);
+                let changed_since = hash != computed.hash;
+                remembered.fingerprints = match first_seen {
+                    Some(baseline) => baseline.fingerprints,
+                    None => fingerprints,
+                };
+                remembered.written =
+                    Written::new(&hash, entry.recorded_hash(), remembered.written.as_ref());
                 let outcome = if step == Step::Adopt {
                     Outcome::Adopted { hash }
                 } else {
                     Outcome::Recorded { hash }
                 };
-                return Ok((Action::Done, outcome));
+                // Changed since first seen: the rollout follows (its debounce window,
+                // opened by the change, still holds).
+                let action = if changed_since {
+                    Action::RequeueAfter(Duration::ZERO)
+                } else {
+                    Action::Done
+                };
+                return Ok((action, outcome));
             }
             Step::Roll => {}
         }
@@ -816,27 +843,6 @@ fn only_membership_changed(before: &[Fingerprint], after: &[Fingerprint]) -> boo
             .iter()
             .all(|now| before.iter().any(|old| old.object == now.object));
     !kept_changed && !same_set
-}
-
-/// One referenced object's part of the hash, in 16 bytes: a hash of its identity and of
-/// its lines of the canonical form (the memory of 1,000 workloads stays small).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Fingerprint {
-    object: u64,
-    part: u64,
-}
-
-impl Fingerprint {
-    fn new(config: &ConfigKey, canonical_part: &str) -> Fingerprint {
-        let first8 = |bytes: &[u8]| {
-            let digest: Digest = Sha256::digest(bytes).into();
-            u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
-        };
-        Fingerprint {
-            object: first8(config.to_string().as_bytes()),
-            part: first8(canonical_part.as_bytes()),
-        }
-    }
 }
 
 /// A sentence for people saying what changed, from the fingerprints before and after:
