@@ -63,6 +63,9 @@ pub const RELOADER_ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strat
 pub const RELOADER_IGNORE: &str = "reloader.stakater.com/ignore";
 /// On a ConfigMap or Secret: it counts for workloads with [`RELOADER_SEARCH`].
 pub const RELOADER_MATCH: &str = "reloader.stakater.com/match";
+/// On a pod template: Reloader's annotations-strategy record of the last object it
+/// reloaded for (JSON with its type, namespace, name and SHA-1), read for a take-over.
+pub const RELOADER_LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
 
 /// Safe fan-out (README: Rolling a shared change safely). On a workload: `"true"` puts it
 /// in the first wave of every shared change it is part of.
@@ -101,7 +104,7 @@ pub const RELOADER_CSI_OPT_INS: [&str; 2] = [
 ];
 
 /// Every annotation wavelet reads; objects' other annotations are never parsed.
-pub const READ: [&str; 32] = [
+pub const READ: [&str; 33] = [
     WAVELET_OPT_IN,
     WAVE_OPT_IN,
     WAVELET_HASH,
@@ -128,6 +131,7 @@ pub const READ: [&str; 32] = [
     RELOADER_ROLLOUT_STRATEGY,
     RELOADER_IGNORE,
     RELOADER_MATCH,
+    RELOADER_LAST_RELOADED_FROM,
     WAVELET_CANARY,
     WAVELET_PAUSE,
     WAVELET_RESTART_WINDOW,

@@ -58,3 +58,140 @@ fn a_change_made_while_adopting_rolls_every_workload_once() {
         );
     }
 }
+
+const WAVE_HASH: &str = "wave.pusher.com/config-hash";
+/// Wave v0.11's hash of ConfigMap app-config {color: blue} / {color: red}: the SHA-256 of
+/// `{"configMaps":{"app-config":{"color":"Ymx1ZQ=="}},"secrets":{}}` (and `cmVk`).
+const WAVE_BLUE: &str = "26b6a56684068723d54657fcfd3c07595a95e382d1b334f117fd04218d20b236";
+const WAVE_RED: &str = "c9cccc0bb85640ab2ad8c1ddff8f925d8203a0d21fbe84f2affb1b380986551f";
+/// Reloader's SHA-1 of the same: `printf color=blue | sha1sum`.
+const RELOADER_BLUE: &str = "b43a67ea489eeca5706f9bb4e4813bd3c2e23156";
+const RELOADER_RED: &str = "4330f3023ac02f9540ee50265f4af3607290dbdd";
+
+/// A cluster Wave managed: Deployment `web` opted in with Wave's key, mounting app-config
+/// {color: blue}, whose template carries `wave_hash` as Wave wrote it.
+fn left_by_wave(wave_hash: &str) -> FakeApi {
+    let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    let mut web = workload(
+        "Deployment",
+        NS,
+        "web",
+        json!({"wave.pusher.com/update-on-config-change": "true"}),
+        mounts_configmap("app-config"),
+    );
+    web["spec"]["template"]["metadata"]["annotations"] = json!({WAVE_HASH: wave_hash});
+    fake.apply(web);
+    fake
+}
+
+/// Regression (issue 31): Wave's hash was taken for a wavelet hash, which never equals
+/// it, so switching from Wave rolled every workload Wave had hashed.
+#[test]
+fn taking_over_from_wave_with_nothing_changed_rolls_nothing() {
+    let fake = left_by_wave(WAVE_BLUE);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    let expected = expected_hash(&fake, "deployments", NS, "web");
+    eventually(&fake, &wavelet, "web taken over", |f| {
+        hashes(f, "deployments", NS, "web", WAVE_HASH).1.as_deref() == Some(expected.as_str())
+    });
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        0,
+        "{}",
+        wavelet.output()
+    );
+    assert!(wavelet.output().contains("taken over from Wave"));
+}
+
+#[test]
+fn taking_over_from_wave_after_a_change_neither_saw_rolls_once() {
+    let fake = left_by_wave(WAVE_RED);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    let expected = expected_hash(&fake, "deployments", NS, "web");
+    eventually(&fake, &wavelet, "web rolled", |f| {
+        hashes(f, "deployments", NS, "web", WAVE_HASH).0.as_deref() == Some(expected.as_str())
+    });
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+    assert!(
+        wavelet
+            .output()
+            .contains("configmap default/app-config has changed since Wave last acted on it"),
+        "{}",
+        wavelet.output()
+    );
+}
+
+/// A cluster Reloader managed with its env-vars strategy: Deployment `web` with
+/// `reloader.stakater.com/auto`, mounting app-config {color: blue}, its container carrying
+/// `STAKATER_APP_CONFIG_CONFIGMAP=<sha1>` from Reloader's last reload.
+fn left_by_reloader(sha1: &str) -> FakeApi {
+    let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    let mut pod_spec = mounts_configmap("app-config");
+    pod_spec["containers"][0]["env"] =
+        json!([{"name": "STAKATER_APP_CONFIG_CONFIGMAP", "value": sha1}]);
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        json!({"reloader.stakater.com/auto": "true"}),
+        pod_spec,
+    ));
+    fake
+}
+
+#[test]
+fn taking_over_from_reloader_with_nothing_changed_rolls_nothing() {
+    let fake = left_by_reloader(RELOADER_BLUE);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    let expected = expected_hash(&fake, "deployments", NS, "web");
+    eventually(&fake, &wavelet, "web taken over", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.as_deref() == Some(expected.as_str())
+    });
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
+    assert!(wavelet.output().contains("taken over from Reloader"));
+}
+
+/// Regression (issue 31): a workload whose ConfigMap changed after Reloader's last reload
+/// (while neither ran) was adopted as it was, and its Pods kept the old configuration.
+#[test]
+fn taking_over_from_reloader_after_a_change_neither_saw_rolls_once() {
+    let fake = left_by_reloader(RELOADER_RED);
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    let expected = expected_hash(&fake, "deployments", NS, "web");
+    eventually(&fake, &wavelet, "web rolled", |f| {
+        hashes(f, "deployments", NS, "web", HASH).0.as_deref() == Some(expected.as_str())
+    });
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+}
+
+/// The annotations strategy: `reloader.stakater.com/last-reloaded-from` names the object.
+#[test]
+fn reloaders_last_reloaded_from_annotation_is_its_record_too() {
+    let fake = left_by_reloader(RELOADER_BLUE);
+    fake.merge_patch(
+        "deployments",
+        NS,
+        "web",
+        json!({"spec": {"template": {
+            "metadata": {"annotations": {"reloader.stakater.com/last-reloaded-from": format!(
+                "{{\"type\":\"CONFIGMAP\",\"name\":\"app-config\",\"namespace\":\"{NS}\",\"hash\":\"{RELOADER_RED}\",\"containerRefs\":[\"app\"],\"observedAt\":1}}"
+            )}},
+            "spec": {"containers": [{"name": "app", "image": "nginx", "env": null}]}
+        }}}),
+    );
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    let expected = expected_hash(&fake, "deployments", NS, "web");
+    eventually(&fake, &wavelet, "web rolled", |f| {
+        hashes(f, "deployments", NS, "web", HASH).0.as_deref() == Some(expected.as_str())
+    });
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+}

@@ -7,4 +7,5 @@ pub(crate) mod fanout;
 pub(crate) mod parts;
 pub(crate) mod reconcile;
 pub(crate) mod rollout;
+pub(crate) mod takeover;
 pub(crate) mod throttle;

@@ -6,7 +6,10 @@
 //! 2. Hash the referenced configuration from the cache.
 //! 3. Required configuration missing → Warning Event, no rollout until it appears.
 //! 4. Hash already recorded → nothing to do.
-//! 5. No hash recorded yet → adopt: record it on the workload's metadata, no rollout.
+//! 5. No hash recorded yet → adopt: record the hash it was first seen with (`baseline`) on
+//!    the workload's metadata, no rollout; changed since, it rolls once right after.
+//!    Wave's hash or Reloader's records on the template (`takeover`): equal to their hash
+//!    of the configuration now → adopt; different → roll.
 //! 6. Configuration changed within `--debounce` (or the workload's pause period), or storm
 //!    rules say wait → come back later.
 //! 7. Only the set of counted objects changed, no data (a template edit, a reload list,
@@ -34,6 +37,7 @@ use crate::hashmode::fanout::gates::Pending;
 use crate::hashmode::fanout::{FanOuts, Verdict};
 use crate::hashmode::parts::{hash_with_parts, Fingerprint};
 use crate::hashmode::rollout;
+use crate::hashmode::takeover::{self, TakeOver};
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
 use crate::model::cache::Cache;
 use crate::model::counted::{counted, Counted};
@@ -328,6 +332,18 @@ impl Reconciler {
             remembered.written.as_ref().map(Written::view),
         );
         let recorded = recorded_hash(entry.recorded_hash(), unseen, &computed.hash);
+        // Taken over from Wave or Reloader: their record says what the Pods run.
+        let takeover = match &entry.peers {
+            Some(records) if remembered.written.is_none() && !missing => {
+                takeover::decide(&self.client, records, &resolved)?
+            }
+            _ => None,
+        };
+        let recorded = match &takeover {
+            Some(TakeOver::Same(_)) => None,
+            Some(TakeOver::Changed { recorded, .. }) => Some(recorded.clone()),
+            None => recorded,
+        };
         // Our own write of this very hash is not in the cache yet: wait for the watch.
         let written_unseen = unseen == Some(computed.hash.as_str());
         let window = entry
@@ -443,6 +459,11 @@ impl Reconciler {
                         "adopted with config hash {short}, as first seen (no rollout); it changed since to {}: rolling once",
                         hash::short(&computed.hash)
                     )
+                } else if let Some(TakeOver::Same(peer)) = &takeover {
+                    format!(
+                        "taken over from {}, whose record matches the configuration: adopted with config hash {short} (no rollout)",
+                        peer.name()
+                    )
                 } else if step == Step::Adopt {
                     format!("adopted with config hash {short} (no rollout)")
                 } else {
@@ -518,8 +539,24 @@ impl Reconciler {
         remembered.throttled = None;
 
         // 9.
-        let changed = describe_changes(&remembered.fingerprints, &named);
-        let changed_keys = changed_objects(&remembered.fingerprints, &named);
+        let (changed, changed_keys) = match takeover {
+            Some(TakeOver::Changed { peer, changed, .. }) => {
+                let names: Vec<String> = changed.iter().map(ToString::to_string).collect();
+                let verb = if changed.len() == 1 { "has" } else { "have" };
+                (
+                    format!(
+                        "{} {verb} changed since {} last acted on it.",
+                        and_list(&names),
+                        peer.name()
+                    ),
+                    changed,
+                )
+            }
+            _ => (
+                describe_changes(&remembered.fingerprints, &named),
+                changed_objects(&remembered.fingerprints, &named),
+            ),
+        };
         let mut message = format!(
             "{changed} Config hash {} → {}.",
             hash::short(&recorded),

@@ -6,6 +6,7 @@
 use crate::annotations::{self, Annotations, Flavor};
 use crate::config::Policy;
 use crate::model::optin::{self, Counting};
+use crate::model::peers::{self, PeerRecords};
 use crate::model::references::{self, Reference};
 use crate::model::rollout_status::RolloutStatus;
 use crate::objects::compact::{ResourceVersion, Uid};
@@ -33,6 +34,9 @@ pub struct WorkloadEntry {
     pub rollout: RolloutStatus,
     /// Its own safe fan-out annotations.
     pub gates: Gates,
+    /// What Wave or Reloader recorded of what its Pods run, while wavelet has recorded no
+    /// hash on its metadata yet (a take-over); `None` otherwise or when there is none.
+    pub peers: Option<Box<PeerRecords>>,
 }
 
 /// The fan-out annotations of a workload or a Namespace (README: Rolling a shared change
@@ -87,6 +91,10 @@ impl WorkloadEntry {
         }
         let hash_key = flavor.map(Flavor::hash_key);
         let lookup = |map: &Annotations| hash_key.and_then(|k| map.get(k)).map(Box::from);
+        let peers = (flavor.is_some() && lookup(&meta.annotations).is_none())
+            .then(|| peers::records(obj, flavor == Some(Flavor::Wave)))
+            .filter(|records| !records.is_empty())
+            .map(Box::new);
         Some(WorkloadEntry {
             uid: Uid::new(&meta.uid),
             resource_version: ResourceVersion::new(&meta.resource_version),
@@ -111,6 +119,7 @@ impl WorkloadEntry {
             counting: opted.map(|(_, counting)| counting).unwrap_or_default(),
             rollout: RolloutStatus::of(resource, obj),
             gates: Gates::from_annotations(&meta.annotations),
+            peers,
         })
     }
 
