@@ -12,6 +12,10 @@ pub const WAVE_OPT_IN: &str = "wave.pusher.com/update-on-config-change";
 pub const WAVELET_HASH: &str = "wavelet.dev/config-hash";
 /// Wave's hash key, written for workloads that opted in with [`WAVE_OPT_IN`].
 pub const WAVE_HASH: &str = "wave.pusher.com/config-hash";
+/// On a workload's metadata, beside the hash: what it was computed under (hash version,
+/// key id, settings) and each object's part of it (`hashmode::basis`), so that a changed
+/// setting is told from a changed configuration.
+pub const WAVELET_BASIS: &str = "wavelet.dev/config-basis";
 
 /// Extra ConfigMaps/Secrets a workload depends on: comma list of `name` or `namespace/name`.
 pub const WAVELET_EXTRA_CONFIGMAPS: &str = "wavelet.dev/extra-configmaps";
@@ -104,11 +108,12 @@ pub const RELOADER_CSI_OPT_INS: [&str; 2] = [
 ];
 
 /// Every annotation wavelet reads; objects' other annotations are never parsed.
-pub const READ: [&str; 33] = [
+pub const READ: [&str; 34] = [
     WAVELET_OPT_IN,
     WAVE_OPT_IN,
     WAVELET_HASH,
     WAVE_HASH,
+    WAVELET_BASIS,
     WAVELET_EXTRA_CONFIGMAPS,
     WAVELET_EXTRA_SECRETS,
     WAVE_EXTRA_CONFIGMAPS,

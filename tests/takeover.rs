@@ -195,3 +195,187 @@ fn reloaders_last_reloaded_from_annotation_is_its_record_too() {
     barrier_change(&fake, &wavelet, "configmaps", NS);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
 }
+
+/// wavelet with [`fast_one_worker`] and `extra` flags.
+fn start(fake: &FakeApi, extra: &[&str]) -> Wavelet {
+    let mut args = fast_one_worker();
+    args.extend_from_slice(extra);
+    Wavelet::start(fake, &args)
+}
+
+/// Deployment `web` referencing `refs` (a pod spec), adopted by a first wavelet, which is
+/// then stopped.
+fn adopted_then_stopped(
+    fake: &FakeApi,
+    pod_spec: serde_json::Value,
+    annotations: serde_json::Value,
+    flags: &[&str],
+) {
+    add_barrier(fake, "configmaps", NS);
+    fake.apply(workload("Deployment", NS, "web", annotations, pod_spec));
+    let wavelet = start(fake, flags);
+    eventually(fake, &wavelet, "web adopted", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    assert!(
+        fake.get("deployments", NS, "web").unwrap()["metadata"]["annotations"]
+            ["wavelet.dev/config-basis"]
+            .is_string()
+    );
+    drop(wavelet);
+}
+
+/// Starts wavelet with `flags`, waits until every earlier change was reconciled, and
+/// returns it with the rollouts of `web` so far.
+fn restarted(fake: &FakeApi, flags: &[&str]) -> (Wavelet, usize) {
+    let wavelet = start(fake, flags);
+    barrier_change(fake, &wavelet, "configmaps", NS);
+    let rolled = template_patches(fake, "deployments", NS, "web");
+    (wavelet, rolled)
+}
+
+/// Regression (issue 31): Reloader's chart with `resourceLabelSelector` and then without
+/// rolled every workload at each switch, with no data changed.
+#[test]
+fn toggling_the_resource_label_selector_rolls_nothing_but_a_change_made_meanwhile_rolls_once() {
+    let fake = FakeApi::start();
+    let mut labeled = configmap(NS, "app-config", &[("color", "blue")]);
+    labeled["metadata"]["labels"] = json!({"team": "a"});
+    fake.apply(labeled);
+    // Not labeled: counts without the selector, reads as absent with it.
+    fake.apply(configmap(NS, "extra", &[("size", "L")]));
+    let barrier_labeled = |fake: &FakeApi| {
+        fake.merge_patch(
+            "configmaps",
+            NS,
+            "barrier",
+            json!({"metadata": {"labels": {"team": "a"}}}),
+        );
+    };
+    let mut annotations = opted_in();
+    annotations["wavelet.dev/extra-configmaps"] = json!("extra");
+    adopted_then_stopped(&fake, mounts_configmap("app-config"), annotations, &[]);
+    barrier_labeled(&fake);
+    let (wavelet, rolled) = restarted(&fake, &["--resource-label-selector", "team=a"]);
+    assert_eq!(
+        rolled,
+        0,
+        "turning the selector on rolled:\n{}",
+        wavelet.output()
+    );
+    assert!(wavelet.wait_for_output(
+        "the settings that shape the hash changed",
+        Duration::from_secs(15)
+    ));
+    drop(wavelet);
+    let (wavelet, rolled) = restarted(&fake, &[]);
+    assert_eq!(rolled, 0, "turning it off rolled:\n{}", wavelet.output());
+    drop(wavelet);
+
+    // Changed while wavelet was stopped, and the selector turned on meanwhile.
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    let wavelet = start(&fake, &["--resource-label-selector", "team=a"]);
+    eventually(&fake, &wavelet, "web rolled once", |f| {
+        template_patches(f, "deployments", NS, "web") == 1
+    });
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+}
+
+#[test]
+fn ignoring_secrets_and_back_rolls_nothing_but_a_change_made_meanwhile_rolls_once() {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    fake.apply(secret(NS, "db", &[("password", "hunter2")]));
+    let mut pod_spec = mounts_configmap("app-config");
+    pod_spec["containers"][0]["envFrom"] = json!([{"secretRef": {"name": "db"}}]);
+    adopted_then_stopped(&fake, pod_spec, opted_in(), &[]);
+    let (wavelet, rolled) = restarted(&fake, &["--ignore-secrets"]);
+    assert_eq!(rolled, 0, "--ignore-secrets rolled:\n{}", wavelet.output());
+    drop(wavelet);
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    let wavelet = start(&fake, &[]);
+    eventually(&fake, &wavelet, "web rolled once", |f| {
+        template_patches(f, "deployments", NS, "web") == 1
+    });
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+}
+
+/// A rotated key changes every hash and no data: recorded, no rollout. (A data change
+/// made across a rotation is not told apart: docs, "Across a change of how wavelet
+/// hashes".)
+#[test]
+fn rotating_the_hash_key_rolls_nothing() {
+    let dir = TempDir::new("takeover-key");
+    let k1 = dir.write("k1", "first key\n");
+    let k2 = dir.write("k2", "second key\n");
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    let k1 = k1.to_str().unwrap();
+    adopted_then_stopped(
+        &fake,
+        mounts_configmap("app-config"),
+        opted_in(),
+        &["--hash-key-file", k1],
+    );
+    let before = hashes(&fake, "deployments", NS, "web", HASH).1;
+    // The barrier's hash is keyed too: the positive signal is the record itself.
+    let wavelet = start(&fake, &["--hash-key-file", k2.to_str().unwrap()]);
+    assert!(
+        wavelet.wait_for_output(
+            "the settings that shape the hash changed",
+            Duration::from_secs(15)
+        ),
+        "{}",
+        wavelet.output()
+    );
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        0,
+        "a new key rolled:\n{}",
+        wavelet.output()
+    );
+    assert_ne!(
+        hashes(&fake, "deployments", NS, "web", HASH).1,
+        before,
+        "re-recorded"
+    );
+}
+
+/// A workload recorded before bases were (an upgrade) gets one written, without a
+/// rollout; a flag changed after that rolls nothing.
+#[test]
+fn a_hash_recorded_without_a_basis_gets_one_and_then_a_flag_change_rolls_nothing() {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    fake.apply(secret(NS, "db", &[("password", "hunter2")]));
+    let mut pod_spec = mounts_configmap("app-config");
+    pod_spec["containers"][0]["envFrom"] = json!([{"secretRef": {"name": "db"}}]);
+    adopted_then_stopped(&fake, pod_spec, opted_in(), &[]);
+    fake.merge_patch(
+        "deployments",
+        NS,
+        "web",
+        json!({"metadata": {"annotations": {"wavelet.dev/config-basis": null}}}),
+    );
+    let wavelet = start(&fake, &[]);
+    eventually(&fake, &wavelet, "the basis written", |f| {
+        f.get("deployments", NS, "web").unwrap()["metadata"]["annotations"]
+            ["wavelet.dev/config-basis"]
+            .is_string()
+    });
+    drop(wavelet);
+    let (wavelet, rolled) = restarted(&fake, &["--ignore-secrets"]);
+    assert_eq!(rolled, 0, "{}", wavelet.output());
+}

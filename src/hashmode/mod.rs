@@ -3,6 +3,7 @@
 //! line with its configuration (`reconcile`). What a workload references, whether it opted
 //! in and the hash itself are the model's (`crate::model`).
 pub(crate) mod baseline;
+pub(crate) mod basis;
 pub(crate) mod fanout;
 pub(crate) mod parts;
 pub(crate) mod reconcile;

@@ -29,10 +29,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::annotations::Flavor;
+use crate::annotations::{Flavor, WAVELET_BASIS};
 use crate::client::{Client, PatchType};
 use crate::error::Error;
 use crate::hashmode::baseline::{unknown_input, Baseline, Baselines, Unknown};
+use crate::hashmode::basis::{self, Across, Basis};
 use crate::hashmode::fanout::gates::Pending;
 use crate::hashmode::fanout::{FanOuts, Verdict};
 use crate::hashmode::parts::{hash_with_parts, Fingerprint};
@@ -109,6 +110,8 @@ pub struct HashModeSettings {
     /// `--resource-label-selector`: the API server filters ConfigMaps and Secrets, so an
     /// absent one may exist without the label; it does not count and is not missing.
     pub absent_is_filtered: bool,
+    /// The settings that shape the hash, recorded beside it (`basis`).
+    pub basis: basis::Settings,
 }
 
 /// How long wavelet waits for its watch to show its own write before it believes a cache
@@ -346,6 +349,14 @@ impl Reconciler {
         };
         // Our own write of this very hash is not in the cache yet: wait for the watch.
         let written_unseen = unseen == Some(computed.hash.as_str());
+        // Computed under other settings (a flag, the key, wavelet's hash version): the
+        // objects' parts tell a data change from a change of settings only.
+        let basis_now = Basis::now(&self.settings.basis, &fingerprints);
+        let recorded_basis = entry.basis.as_deref().and_then(Basis::parse);
+        let across = match &takeover {
+            Some(_) => Across::SameBasis,
+            None => basis::compare(recorded_basis.as_ref(), &basis_now),
+        };
         let window = entry
             .counting
             .pause_period
@@ -360,6 +371,7 @@ impl Reconciler {
             // retry) respects it.
             quiet_at: self.debounce.window_opened(key).map(|at| at + window),
             membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints)
+                || across == Across::SettingsOnly
                 || classes_left_out(&resolved, &self.settings)
                     .is_some_and(|without| recorded.as_deref() == Some(without.as_str())),
         };
@@ -418,6 +430,18 @@ impl Reconciler {
                 return Ok((Action::Done, Outcome::MissingConfig));
             }
             Step::UpToDate => {
+                // Recorded before bases were (an upgrade), or under settings that did not
+                // change this hash: the basis is brought up to date, no rollout.
+                let stale = recorded_basis.as_ref().is_none_or(|b| {
+                    basis::compare(Some(b), &basis_now) != Across::SameBasis
+                        || b.parts != basis_now.parts
+                });
+                if stale && !self.settings.dry_run && remembered.written.is_none() {
+                    let body =
+                        json!({"metadata": {"annotations": {WAVELET_BASIS: basis_now.render()}}});
+                    self.patch(key, &body)?;
+                    log::debug!("{key}: recorded the basis of its hash");
+                }
                 remembered.fingerprints = fingerprints;
                 remembered.written = None;
                 // A workload of a fan-out's current wave: its rollout moves the fan-out.
@@ -452,7 +476,14 @@ impl Reconciler {
                     .as_ref()
                     .map_or(computed.hash.as_str(), |b| b.hash.as_str())
                     .to_string();
-                let body = json!({"metadata": {"annotations": {flavor.hash_key(): hash}}});
+                let written_basis = match &first_seen {
+                    Some(baseline) => Basis::now(&self.settings.basis, &baseline.fingerprints),
+                    None => basis_now.clone(),
+                };
+                let body = json!({"metadata": {"annotations": {
+                    flavor.hash_key(): hash,
+                    WAVELET_BASIS: written_basis.render(),
+                }}});
                 let short = hash::short(&hash);
                 let line = if step == Step::Adopt && hash != computed.hash {
                     format!(
@@ -466,6 +497,10 @@ impl Reconciler {
                     )
                 } else if step == Step::Adopt {
                     format!("adopted with config hash {short} (no rollout)")
+                } else if across == Across::SettingsOnly {
+                    format!(
+                        "recorded config hash {short} without a rollout: the settings that shape the hash changed (--resource-label-selector, --ignore-configmaps/--ignore-secrets, --hash-key-file or wavelet's hash version), and no data it counted before"
+                    )
                 } else {
                     format!(
                         "recorded config hash {short} without a rollout: {}",
@@ -573,12 +608,13 @@ impl Reconciler {
                 &format!("Dry run, not rolled: {message}"),
             );
         } else {
-            let body = rollout::patch(
+            let mut body = rollout::patch(
                 entry.style,
                 flavor.hash_key(),
                 &computed.hash,
                 &crate::time::rfc3339(crate::time::unix_now()),
             );
+            body["metadata"]["annotations"][WAVELET_BASIS] = json!(basis_now.render());
             let patched = match self.patch_returning(key, &body) {
                 Ok(patched) => patched,
                 Err(err) => {
@@ -957,7 +993,7 @@ mod tests {
     }
 
     fn fp(name: &str, part: &str) -> Fingerprint {
-        Fingerprint::new(&key(name), part)
+        Fingerprint::new(&key(name), part, true, None)
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub struct WorkloadEntry {
     pub template_hash: Option<Box<str>>,
     /// The hash on the workload's metadata (adoption) under the flavor's key.
     pub metadata_hash: Option<Box<str>>,
+    /// `wavelet.dev/config-basis` on the metadata: what the recorded hash was computed
+    /// under (`hashmode::basis`).
+    pub basis: Option<Box<str>>,
     /// wavelet/Wave hash keys present on the metadata (for opt-out clean-up).
     pub metadata_hash_keys: Vec<&'static str>,
     /// What a rollout of this workload writes.
@@ -81,11 +84,14 @@ impl WorkloadEntry {
             policy,
         );
         let flavor = opted.as_ref().map(|(flavor, _)| *flavor);
-        let metadata_hash_keys: Vec<&'static str> =
-            [annotations::WAVELET_HASH, annotations::WAVE_HASH]
-                .into_iter()
-                .filter(|k| meta.annotations.contains_key(k))
-                .collect();
+        let metadata_hash_keys: Vec<&'static str> = [
+            annotations::WAVELET_HASH,
+            annotations::WAVE_HASH,
+            annotations::WAVELET_BASIS,
+        ]
+        .into_iter()
+        .filter(|k| meta.annotations.contains_key(k))
+        .collect();
         if flavor.is_none() && metadata_hash_keys.is_empty() {
             return None;
         }
@@ -107,6 +113,10 @@ impl WorkloadEntry {
             },
             template_hash: lookup(&obj.pod_template().metadata.annotations),
             metadata_hash: lookup(&meta.annotations),
+            basis: meta
+                .annotations
+                .get(annotations::WAVELET_BASIS)
+                .map(Box::from),
             flavor,
             metadata_hash_keys,
             style: Style::of(
