@@ -8,9 +8,10 @@
 //!   ([`Baselines::before_change`], called by whoever applies the change);
 //! - its first reconcile ([`Baselines::first_seen`]).
 //!
-//! Either only once all its inputs are known (the Secrets its reload lists match listed,
-//! every referenced Secret's data read at its current version): before that there is no
-//! configuration to have first seen, and the first one known is the baseline. Baselines are
+//! Either only once all its inputs are known (no ConfigMap/Secret list in progress, the
+//! Secrets its reload lists match listed, every referenced Secret's data read at its
+//! current version): before that there is no configuration to have first seen, and the
+//! first one known is the baseline. Baselines are
 //! in memory only, dropped at adoption or when the workload goes.
 
 use std::collections::HashMap;
@@ -125,6 +126,11 @@ impl Baselines {
 
     /// The configuration of `key` as the cache holds it now, if all of it is known.
     fn current(&self, key: &WorkloadKey, entry: &WorkloadEntry) -> Option<Baseline> {
+        // A failing relist keeps the cache's ConfigMaps/Secrets out of date: what it holds
+        // may be older than the workload, which was created with the data in the cluster.
+        if self.cache.configs_relisting() {
+            return None;
+        }
         let resolved = counted(&self.cache, key, entry);
         if unknown_input(&self.cache, key, entry, &resolved).is_some() {
             return None;
