@@ -328,6 +328,10 @@ impl Reconciler {
         let uid = entry.uid.to_string();
         let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &uid);
 
+        if entry.recorded_hash().is_some() {
+            // Adopted (by us, or by the leader while this replica stood by).
+            self.baselines.forget(key);
+        }
         // 3.–7., decided from the facts alone (`next_step`).
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
         let unseen = own_write_unseen(

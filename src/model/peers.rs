@@ -445,6 +445,20 @@ mod tests {
         );
     }
 
+    /// Written by the real Wave v0.11.0 (tests/e2e/takeover.rs, `takeover_from_real_wave`)
+    /// for ConfigMap `same` {k: "1"} mounted as a volume.
+    #[test]
+    fn waves_hash_equals_what_the_real_wave_wrote() {
+        let children = [(
+            child(ConfigKind::ConfigMap, "same", None),
+            Some(values(&[("k", b"1")])),
+        )];
+        assert_eq!(
+            wave_hash(&children),
+            "d857162e3df6dd4ea660a8ac60aa6d967f51afec5388d43f8781c789035e290d"
+        );
+    }
+
     #[test]
     fn waves_hash_leaves_out_absent_objects_and_keys_and_ignores_child_order() {
         let empty = "100444e91862dd77d7ebe29f050c1e9a7f357c771e1a7b7650aae27e6a3a031d";
@@ -533,6 +547,18 @@ mod tests {
             reloader_sha1(ConfigKind::Secret, &values(&[("password", b"hunter2")])),
             "ef1c496a196ff5903e51873eea66100d635fdfd2"
         );
+    }
+
+    /// Written by the real Reloader v1.4.21 (tests/e2e/takeover.rs,
+    /// `takeover_from_real_reloader`) as `STAKATER_SAME_CONFIGMAP` for {k: "3"}.
+    #[test]
+    fn reloaders_sha1_equals_what_the_real_reloader_wrote() {
+        assert_eq!(
+            reloader_sha1(ConfigKind::ConfigMap, &values(&[("k", b"3")])),
+            "b650f578912e3ea307670e560cc3cc39529ed335"
+        );
+        let same = ConfigKey::new(ConfigKind::ConfigMap, "e2e-from-reloader", "same");
+        assert_eq!(reloader_env_var(&same), "STAKATER_SAME_CONFIGMAP");
     }
 
     #[test]

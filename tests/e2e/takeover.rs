@@ -275,6 +275,7 @@ fn from_wave(ctx: &Ctx) {
         }
         hashes
     };
+    println!("e2e takeover_from_real_wave: Wave wrote {wave_hashes:?}");
     // The real Wave's own vector: ConfigMap `same` {k: "1"} mounted as a volume, i.e.
     // printf '%s' '{"configMaps":{"same":{"k":"MQ=="}},"secrets":{}}' | sha256sum
     assert_eq!(
@@ -292,6 +293,15 @@ fn from_wave(ctx: &Ctx) {
     });
     wavelet.wait_output("taken over from Wave", LONG);
     assert_eq!(revisions(kube, ns, "same"), 2, "{}", wavelet.output());
+    println!(
+        "e2e takeover_from_real_wave: {}",
+        wavelet
+            .output()
+            .lines()
+            .filter(|l| l.contains("taken over") || l.contains("rolled:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     assert_eq!(lines_with(&wavelet.output(), "rolled:"), 1);
 }
 
