@@ -379,3 +379,53 @@ fn a_hash_recorded_without_a_basis_gets_one_and_then_a_flag_change_rolls_nothing
     let (wavelet, rolled) = restarted(&fake, &["--ignore-secrets"]);
     assert_eq!(rolled, 0, "{}", wavelet.output());
 }
+
+/// The same for a Secret, watched as metadata: its new version makes its data stale
+/// before it is read, so the first-seen hash is noted then.
+#[test]
+fn a_secret_change_made_while_adopting_rolls_every_workload_once() {
+    let fake = FakeApi::start();
+    add_barrier(&fake, "configmaps", NS);
+    fake.apply(secret(NS, "db", &[("password", "one")]));
+    let pod_spec = json!({"volumes": [{"name": "s", "secret": {"secretName": "db"}}],
+                          "containers": [{"name": "app", "image": "nginx"}]});
+    for name in ["web-a", "web-b"] {
+        fake.apply(workload(
+            "Deployment",
+            NS,
+            name,
+            opted_in(),
+            pod_spec.clone(),
+        ));
+    }
+    fake.inject(Fault::Slow {
+        method: "PATCH".into(),
+        resource: "deployments".into(),
+        delay: Duration::from_secs(3),
+    });
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "db",
+        json!({"data": {"password": wavelet::objects::base64::encode(b"two")}}),
+    );
+    for name in ["web-a", "web-b"] {
+        let expected = expected_hash(&fake, "deployments", NS, name);
+        eventually(
+            &fake,
+            &wavelet,
+            "each workload rolled to the new Secret",
+            |f| hashes(f, "deployments", NS, name, HASH).0.as_deref() == Some(expected.as_str()),
+        );
+    }
+    barrier_change(&fake, &wavelet, "configmaps", NS);
+    for name in ["web-a", "web-b"] {
+        assert_eq!(
+            template_patches(&fake, "deployments", NS, name),
+            1,
+            "{name}:\n{}",
+            wavelet.output()
+        );
+    }
+}

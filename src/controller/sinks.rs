@@ -109,6 +109,15 @@ impl Router {
             self.drop_unused(&key);
             return Applied::Dropped(key);
         }
+        // A new version of a Secret whose data is known: its data goes stale until read,
+        // so the workloads not adopted yet that count it note what they were first seen
+        // with now.
+        if self.cache.config(&key).is_some_and(|old| {
+            old.is_current()
+                && old.resource_version != ResourceVersion::new(&obj.metadata.resource_version)
+        }) {
+            self.baselines.before_change(&self.cache.dependents(&key));
+        }
         let (key, before, after) = self.cache.upsert_metadata(kind, &obj.metadata, wanted);
         // Asked again now that the entry is in the cache: a workload stored meanwhile by
         // another watch thread may have found it current a moment ago.

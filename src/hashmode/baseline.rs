@@ -5,6 +5,7 @@
 //!
 //! A workload's baseline is noted at the first of:
 //! - a change of one of its ConfigMaps/Secrets, just *before* the new data enters the cache
+//!   (or, for a Secret watched as metadata, before its new version makes its data stale)
 //!   ([`Baselines::before_change`], called by whoever applies the change);
 //! - its first reconcile ([`Baselines::first_seen`]).
 //!
