@@ -4,7 +4,8 @@
 //! neither watched, roll once. No record that applies: adopt as for any new workload.
 //!
 //! Their hashes need the values themselves, which the cache never holds: each object
-//! compared is read once with a GET, hashed, and dropped (`model::peers::Values`).
+//! compared is read once (a Secret with a GET, a ConfigMap with a list of its one name,
+//! as the RBAC grants), hashed, and dropped (`model::peers::Values`).
 
 use std::collections::BTreeMap;
 
@@ -126,14 +127,28 @@ impl<'a> Reader<'a> {
         if let Some(values) = self.read.get(config) {
             return Ok(values.clone());
         }
-        let path = config
-            .kind
-            .resource()
-            .object_path(&config.namespace, &config.name);
-        let values = match self.client.get::<serde_json::Value>(&path) {
-            Ok(object) => Some(Values::from_object(config.kind, &object)),
-            Err(err) if err.is_not_found() => None,
-            Err(err) => return Err(err),
+        let resource = config.kind.resource();
+        let values = if config.kind == ConfigKind::Secret {
+            // Secrets are read with a GET anyway (watch/fetch.rs).
+            let path = resource.object_path(&config.namespace, &config.name);
+            match self.client.get::<serde_json::Value>(&path) {
+                Ok(object) => Some(Values::from_object(config.kind, &object)),
+                Err(err) if err.is_not_found() => None,
+                Err(err) => return Err(err),
+            }
+        } else {
+            // ConfigMaps are only listed and watched (the RBAC grants no GET): a list of
+            // the one name.
+            let path = format!(
+                "{}?fieldSelector=metadata.name%3D{}",
+                resource.collection_path(Some(&config.namespace)),
+                config.name
+            );
+            let list = self.client.get::<serde_json::Value>(&path)?;
+            list["items"]
+                .as_array()
+                .and_then(|items| items.first())
+                .map(|object| Values::from_object(config.kind, object))
         };
         self.read.insert(config.clone(), values.clone());
         Ok(values)
