@@ -353,10 +353,11 @@ fn rotating_the_hash_key_rolls_nothing() {
     );
 }
 
-/// A workload recorded before bases were (an upgrade) gets one written, without a
-/// rollout; a flag changed after that rolls nothing.
+/// A workload recorded before bases were (an older wavelet) is not written to at start
+/// (no PATCH per workload after an upgrade); its next rollout writes the basis, and a flag
+/// changed after that rolls nothing.
 #[test]
-fn a_hash_recorded_without_a_basis_gets_one_and_then_a_flag_change_rolls_nothing() {
+fn a_hash_recorded_without_a_basis_gets_one_with_its_next_rollout_not_at_start() {
     let fake = FakeApi::start();
     fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
     fake.apply(secret(NS, "db", &[("password", "hunter2")]));
@@ -369,15 +370,29 @@ fn a_hash_recorded_without_a_basis_gets_one_and_then_a_flag_change_rolls_nothing
         "web",
         json!({"metadata": {"annotations": {"wavelet.dev/config-basis": null}}}),
     );
-    let wavelet = start(&fake, &[]);
-    eventually(&fake, &wavelet, "the basis written", |f| {
+    let patches = fake.patches("deployments", NS, "web").len();
+    let (wavelet, rolled) = restarted(&fake, &[]);
+    assert_eq!(rolled, 0);
+    assert_eq!(
+        fake.patches("deployments", NS, "web").len(),
+        patches,
+        "written at start:\n{}",
+        wavelet.output()
+    );
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "app-config",
+        json!({"data": {"color": "green"}}),
+    );
+    eventually(&fake, &wavelet, "the rollout writes the basis", |f| {
         f.get("deployments", NS, "web").unwrap()["metadata"]["annotations"]
             ["wavelet.dev/config-basis"]
             .is_string()
     });
     drop(wavelet);
     let (wavelet, rolled) = restarted(&fake, &["--ignore-secrets"]);
-    assert_eq!(rolled, 0, "{}", wavelet.output());
+    assert_eq!(rolled, 1, "{}", wavelet.output());
 }
 
 /// The same for a Secret, watched as metadata: its new version makes its data stale

@@ -434,18 +434,9 @@ impl Reconciler {
                 return Ok((Action::Done, Outcome::MissingConfig));
             }
             Step::UpToDate => {
-                // Recorded before bases were (an upgrade), or under settings that did not
-                // change this hash: the basis is brought up to date, no rollout.
-                let stale = recorded_basis.as_ref().is_none_or(|b| {
-                    basis::compare(Some(b), &basis_now) != Across::SameBasis
-                        || b.parts != basis_now.parts
-                });
-                if stale && !self.settings.dry_run && remembered.written.is_none() {
-                    let body =
-                        json!({"metadata": {"annotations": {WAVELET_BASIS: basis_now.render()}}});
-                    self.patch(key, &body)?;
-                    log::debug!("{key}: recorded the basis of its hash");
-                }
+                // A hash recorded without a basis (by a wavelet before bases) gets one with
+                // its next write, not now: a write per workload after an upgrade would
+                // queue thousands of PATCHes before real changes.
                 remembered.fingerprints = fingerprints;
                 remembered.written = None;
                 // A workload of a fan-out's current wave: its rollout moves the fan-out.
@@ -503,7 +494,7 @@ impl Reconciler {
                     format!("adopted with config hash {short} (no rollout)")
                 } else if across == Across::SettingsOnly {
                     format!(
-                        "recorded config hash {short} without a rollout: the settings that shape the hash changed (--resource-label-selector, --ignore-configmaps/--ignore-secrets, --hash-key-file or wavelet's hash version), and no data it counted before"
+                        "recorded config hash {short} without a rollout: the settings that shape the hash changed (--resource-label-selector, --ignore-configmaps/--ignore-secrets, --hash-key-file or wavelet's hash version), and no data it counted before changed"
                     )
                 } else {
                     format!(
