@@ -12,6 +12,10 @@ pub const WAVE_OPT_IN: &str = "wave.pusher.com/update-on-config-change";
 pub const WAVELET_HASH: &str = "wavelet.dev/config-hash";
 /// Wave's hash key, written for workloads that opted in with [`WAVE_OPT_IN`].
 pub const WAVE_HASH: &str = "wave.pusher.com/config-hash";
+/// On a workload's metadata, beside the hash: what it was computed under (hash version,
+/// key id, settings) and each object's part of it (`hashmode::basis`), so that a changed
+/// setting is told from a changed configuration.
+pub const WAVELET_BASIS: &str = "wavelet.dev/config-basis";
 
 /// Extra ConfigMaps/Secrets a workload depends on: comma list of `name` or `namespace/name`.
 pub const WAVELET_EXTRA_CONFIGMAPS: &str = "wavelet.dev/extra-configmaps";
@@ -63,6 +67,9 @@ pub const RELOADER_ROLLOUT_STRATEGY: &str = "reloader.stakater.com/rollout-strat
 pub const RELOADER_IGNORE: &str = "reloader.stakater.com/ignore";
 /// On a ConfigMap or Secret: it counts for workloads with [`RELOADER_SEARCH`].
 pub const RELOADER_MATCH: &str = "reloader.stakater.com/match";
+/// On a pod template: Reloader's annotations-strategy record of the last object it
+/// reloaded for (JSON with its type, namespace, name and SHA-1), read for a take-over.
+pub const RELOADER_LAST_RELOADED_FROM: &str = "reloader.stakater.com/last-reloaded-from";
 
 /// Safe fan-out (book: Rolling a shared change safely). On a workload: `"true"` puts it
 /// in the first wave of every shared change it is part of.
@@ -101,11 +108,12 @@ pub const RELOADER_CSI_OPT_INS: [&str; 2] = [
 ];
 
 /// Every annotation wavelet reads; objects' other annotations are never parsed.
-pub const READ: [&str; 32] = [
+pub const READ: [&str; 34] = [
     WAVELET_OPT_IN,
     WAVE_OPT_IN,
     WAVELET_HASH,
     WAVE_HASH,
+    WAVELET_BASIS,
     WAVELET_EXTRA_CONFIGMAPS,
     WAVELET_EXTRA_SECRETS,
     WAVE_EXTRA_CONFIGMAPS,
@@ -128,6 +136,7 @@ pub const READ: [&str; 32] = [
     RELOADER_ROLLOUT_STRATEGY,
     RELOADER_IGNORE,
     RELOADER_MATCH,
+    RELOADER_LAST_RELOADED_FROM,
     WAVELET_CANARY,
     WAVELET_PAUSE,
     WAVELET_RESTART_WINDOW,

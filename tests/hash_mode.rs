@@ -136,8 +136,19 @@ fn the_patch_is_a_strategic_merge_of_the_template_annotation_only() {
         Some("application/strategic-merge-patch+json")
     );
     let hash = expected_hash(&fake, "deployments", NS, "web");
+    let mut body = patch.body_json();
+    // Beside the hash on the metadata, what it was computed under (docs: config-basis).
+    let basis = body["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("wavelet.dev/config-basis")
+        .expect("the basis is written with the hash");
+    assert!(
+        basis.as_str().unwrap().starts_with("v1 k=none s="),
+        "{basis}"
+    );
     assert_eq!(
-        patch.body_json(),
+        body,
         json!({"metadata": {"annotations": {HASH: hash}}, "spec": {"template": {"metadata": {"annotations": {HASH: hash}}}}})
     );
 }

@@ -20,6 +20,7 @@
 //! - `reloader_chart`: a Reloader values file gives the same requests through Reloader's chart (image swapped) and wavelet's.
 //! - `reloader_switch`: Reloader's alerts (each sink's shape, retries, a dead receiver, TLS, proxy), its metric and probe paths.
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
+//! - `takeover`: baselines: a change made while adopting rolls once after it; taking over from Wave's hash or Reloader's records, and across a change of how wavelet hashes (flags, key, version), rolls only what really changed.
 //! - `fanout`: safe fan-out: waves behind the health gate, at-once, a restart mid-fan-out, a hold and `wavelet resume`, pauses, restart windows and urgent changes.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
 //! - `impact`: `wavelet impact`: offline on manifests gives the same workloads as live, it only reads, no Secret value in any output, `--max-rolls` exits 3.
@@ -74,6 +75,7 @@ mod secrets;
 mod soak;
 mod state_location;
 mod supply;
+mod takeover;
 mod util;
 mod wave;
 mod wire;

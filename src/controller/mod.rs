@@ -18,6 +18,7 @@ use crate::controller::sinks::{
 use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
+use crate::hashmode::basis;
 use crate::hashmode::fanout::{FanOuts, Judge};
 use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
 use crate::hashmode::throttle::{Debounce, Throttled};
@@ -172,6 +173,16 @@ impl Controller {
                 Box::new(move |key| queue.add(key)),
             ))
         };
+        // What shapes the hash, recorded beside it.
+        let basis = basis::Settings {
+            selector: reloader
+                .resource_label_selector
+                .as_ref()
+                .map(|s| s.to_query_string()),
+            ignore_configmaps: policy.ignores(ConfigKind::ConfigMap),
+            ignore_secrets: policy.ignores(ConfigKind::Secret),
+            hmac_key: hmac_key.clone(),
+        };
         let settings = HashModeSettings {
             hmac_key,
             dry_run: config.dry_run,
@@ -180,6 +191,7 @@ impl Controller {
             min_rollout_interval: config.min_rollout_interval,
             debounce: config.debounce,
             absent_is_filtered: reloader.resource_label_selector.is_some(),
+            basis,
         };
         let debounce = Arc::new(Debounce::new());
         let reconciler = Arc::new(Reconciler::new(
@@ -285,6 +297,7 @@ impl Controller {
             fetcher: Arc::clone(&fetcher),
             debounce: config.debounce,
             windows: Arc::clone(&debounce),
+            baselines: reconciler.baselines(),
             policy,
         });
         let on_listed = || -> OnSynced {

@@ -11,6 +11,7 @@ use crate::annotations;
 use crate::config::Policy;
 use crate::controller::hold_alerts::HoldAlerts;
 use crate::deletemode::DeleteMode;
+use crate::hashmode::baseline::Baselines;
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::{Cache, ConfigChange, ConfigEntry};
 use crate::model::references::Reference;
@@ -58,6 +59,8 @@ pub struct Router {
     /// `--debounce`.
     pub debounce: Duration,
     pub windows: Arc<Debounce<WorkloadKey>>,
+    /// What workloads not adopted yet were first seen with, noted before a change.
+    pub baselines: Arc<Baselines>,
     /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`.
     pub policy: Policy,
 }
@@ -106,6 +109,15 @@ impl Router {
         if !wanted {
             self.drop_unused(&key);
             return Applied::Dropped(key);
+        }
+        // A new version of a Secret whose data is known: its data goes stale until read,
+        // so the workloads not adopted yet that count it note what they were first seen
+        // with now.
+        if self.cache.config(&key).is_some_and(|old| {
+            old.is_current()
+                && old.resource_version != ResourceVersion::new(&obj.metadata.resource_version)
+        }) {
+            self.baselines.before_change(&self.cache.dependents(&key));
         }
         let (key, before, after) = self.cache.upsert_metadata(kind, &obj.metadata, wanted);
         // Asked again now that the entry is in the cache: a workload stored meanwhile by
@@ -284,7 +296,9 @@ impl Router {
 
     fn open_windows(&self, key: &ConfigKey) {
         let now = Instant::now();
-        for workload in self.cache.dependents(key) {
+        let dependents = self.cache.dependents(key);
+        self.baselines.before_change(&dependents);
+        for workload in dependents {
             self.windows.note_change(workload, now);
         }
     }

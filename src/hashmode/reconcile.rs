@@ -6,7 +6,10 @@
 //! 2. Hash the referenced configuration from the cache.
 //! 3. Required configuration missing → Warning Event, no rollout until it appears.
 //! 4. Hash already recorded → nothing to do.
-//! 5. No hash recorded yet → adopt: record it on the workload's metadata, no rollout.
+//! 5. No hash recorded yet → adopt: record the hash it was first seen with (`baseline`) on
+//!    the workload's metadata, no rollout; changed since, it rolls once right after.
+//!    Wave's hash or Reloader's records on the template (`takeover`): equal to their hash
+//!    of the configuration now → adopt; different → roll.
 //! 6. Configuration changed within `--debounce` (or the workload's pause period), or storm
 //!    rules say wait → come back later.
 //! 7. Only the set of counted objects changed, no data (a template edit, a reload list,
@@ -25,21 +28,24 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sha2::{Digest as _, Sha256};
 
-use crate::annotations::Flavor;
+use crate::annotations::{Flavor, WAVELET_BASIS};
 use crate::client::{Client, PatchType};
 use crate::error::Error;
+use crate::hashmode::baseline::{unknown_input, Baseline, Baselines, Unknown};
+use crate::hashmode::basis::{self, Across, Basis};
 use crate::hashmode::fanout::gates::Pending;
 use crate::hashmode::fanout::{FanOuts, Verdict};
+use crate::hashmode::parts::{hash_with_parts, Fingerprint};
 use crate::hashmode::rollout;
+use crate::hashmode::takeover::{self, TakeOver};
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
 use crate::model::cache::Cache;
 use crate::model::counted::{counted, Counted};
 use crate::model::hash;
 use crate::model::workload::Style;
 use crate::model::workload::WorkloadEntry;
-use crate::objects::{ConfigKey, ConfigKind, Digest, Resource, WorkloadKey};
+use crate::objects::{ConfigKey, ConfigKind, Resource, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::watch::worker::Action;
 
@@ -104,6 +110,8 @@ pub struct HashModeSettings {
     /// `--resource-label-selector`: the API server filters ConfigMaps and Secrets, so an
     /// absent one may exist without the label; it does not count and is not missing.
     pub absent_is_filtered: bool,
+    /// The settings that shape the hash, recorded beside it (`basis`).
+    pub basis: basis::Settings,
 }
 
 /// How long wavelet waits for its watch to show its own write before it believes a cache
@@ -200,6 +208,7 @@ pub struct Reconciler {
     debounce: Arc<Debounce<WorkloadKey>>,
     memory: Mutex<HashMap<WorkloadKey, Box<Memory>>>,
     fanouts: Arc<FanOuts>,
+    baselines: Arc<Baselines>,
 }
 
 impl Reconciler {
@@ -217,9 +226,15 @@ impl Reconciler {
             settings.min_rollout_interval,
             Instant::now(),
         );
+        let baselines = Arc::new(Baselines::new(
+            Arc::clone(&cache),
+            settings.hmac_key.clone(),
+            settings.absent_is_filtered,
+        ));
         Reconciler {
             client,
             cache,
+            baselines,
             recorder,
             settings,
             throttle: Mutex::new(throttle),
@@ -227,6 +242,12 @@ impl Reconciler {
             memory: Mutex::new(HashMap::new()),
             fanouts,
         }
+    }
+
+    /// The first-seen baselines, which whoever applies a ConfigMap/Secret change to the
+    /// cache notes before the change ([`Baselines::before_change`]).
+    pub fn baselines(&self) -> Arc<Baselines> {
+        Arc::clone(&self.baselines)
     }
 
     /// Workloads whose rollout waits for a token of `--max-rollouts-per-second` now.
@@ -251,6 +272,7 @@ impl Reconciler {
         // 1.
         let Some(entry) = self.cache.workload(key) else {
             self.memory.lock().unwrap().remove(key);
+            self.baselines.forget(key);
             self.throttle.lock().unwrap().forget(key);
             self.fanouts.settled(key);
             return Ok((Action::Done, Outcome::Forgotten));
@@ -260,6 +282,7 @@ impl Reconciler {
             return Ok((Action::Done, Outcome::OutOfScope));
         }
         let Some(flavor) = entry.flavor else {
+            self.baselines.forget(key);
             self.fanouts.settled(key);
             let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
             if remembered.throttled.take().is_some() {
@@ -288,40 +311,27 @@ impl Reconciler {
         remembered: &mut Memory,
     ) -> Result<(Action, Outcome), Error> {
         // 2.
-        let counts_secrets_by_name = entry.counting.secret_patterns().next().is_some();
-        if counts_secrets_by_name && self.cache.is_listing_secrets(&key.namespace) {
+        let resolved = counted(&self.cache, key, entry);
+        let unknown = unknown_input(&self.cache, key, entry, &resolved);
+        if unknown == Some(Unknown::SecretsListing) {
             log::debug!("{key}: waiting for the Secrets of its namespace to be listed");
             return Ok((Action::Done, Outcome::AwaitingData));
         }
-        let resolved = counted(&self.cache, key, entry);
         self.warn_problems(key, entry, remembered);
-        // A Secret's data not read at its current version, or a Secret not read at all
-        // (unused Secrets are not cached, so one not cached may just be unread): its read
-        // wakes the workload.
-        if let Some((reference, _)) = resolved.iter().find(|(r, e)| match e {
-            Some(e) => !e.is_current(),
-            None => r.config.kind == ConfigKind::Secret && !self.cache.is_known_absent(&r.config),
-        }) {
-            log::debug!("{key}: waiting for the data of {}", reference.config);
+        if let Some(Unknown::Data(config)) = unknown {
+            // Its read wakes the workload.
+            log::debug!("{key}: waiting for the data of {config}");
             return Ok((Action::Done, Outcome::AwaitingData));
         }
-        let computed = hash::compute(
-            resolved
-                .iter()
-                .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
-            self.settings.hmac_key.as_deref(),
-        );
-        let named: Vec<(&ConfigKey, Fingerprint)> = resolved
-            .iter()
-            .map(|(r, e)| {
-                let text = hash::canonical_form(&[(r, e.as_ref().and_then(|e| e.digests()))]);
-                (&r.config, Fingerprint::new(&r.config, &text))
-            })
-            .collect();
+        let (computed, named) = hash_with_parts(&resolved, self.settings.hmac_key.as_deref());
         let fingerprints: Vec<Fingerprint> = named.iter().map(|(_, f)| *f).collect();
         let uid = entry.uid.to_string();
         let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &uid);
 
+        if entry.recorded_hash().is_some() {
+            // Adopted (by us, or by the leader while this replica stood by).
+            self.baselines.forget(key);
+        }
         // 3.–7., decided from the facts alone (`next_step`).
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
         let unseen = own_write_unseen(
@@ -329,8 +339,28 @@ impl Reconciler {
             remembered.written.as_ref().map(Written::view),
         );
         let recorded = recorded_hash(entry.recorded_hash(), unseen, &computed.hash);
+        // Taken over from Wave or Reloader: their record says what the Pods run.
+        let takeover = match &entry.peers {
+            Some(records) if remembered.written.is_none() && !missing => {
+                takeover::decide(&self.client, records, &resolved)?
+            }
+            _ => None,
+        };
+        let recorded = match &takeover {
+            Some(TakeOver::Same(_)) => None,
+            Some(TakeOver::Changed { recorded, .. }) => Some(recorded.clone()),
+            None => recorded,
+        };
         // Our own write of this very hash is not in the cache yet: wait for the watch.
         let written_unseen = unseen == Some(computed.hash.as_str());
+        // Computed under other settings (a flag, the key, wavelet's hash version): the
+        // objects' parts tell a data change from a change of settings only.
+        let basis_now = Basis::now(&self.settings.basis, &fingerprints);
+        let recorded_basis = entry.basis.as_deref().and_then(Basis::parse);
+        let across = match &takeover {
+            Some(_) => Across::SameBasis,
+            None => basis::compare(recorded_basis.as_ref(), &basis_now),
+        };
         let window = entry
             .counting
             .pause_period
@@ -345,6 +375,7 @@ impl Reconciler {
             // retry) respects it.
             quiet_at: self.debounce.window_opened(key).map(|at| at + window),
             membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints)
+                || across == Across::SettingsOnly
                 || classes_left_out(&resolved, &self.settings)
                     .is_some_and(|without| recorded.as_deref() == Some(without.as_str())),
         };
@@ -403,6 +434,9 @@ impl Reconciler {
                 return Ok((Action::Done, Outcome::MissingConfig));
             }
             Step::UpToDate => {
+                // A hash recorded without a basis (by a wavelet before bases) gets one with
+                // its next write, not now: a write per workload after an upgrade would
+                // queue thousands of PATCHes before real changes.
                 remembered.fingerprints = fingerprints;
                 remembered.written = None;
                 // A workload of a fan-out's current wave: its rollout moves the fan-out.
@@ -422,10 +456,46 @@ impl Reconciler {
                 return Ok((Action::RequeueAfter(RELIST_WAIT), Outcome::AwaitingData));
             }
             Step::Adopt | Step::Record => {
-                let body = json!({"metadata": {"annotations": {flavor.hash_key(): computed.hash}}});
-                let short = hash::short(&computed.hash);
-                let line = if step == Step::Adopt {
+                // Adopted with the configuration as first seen: a change since rolls once,
+                // right after, through the normal path.
+                let first_seen = (step == Step::Adopt).then(|| {
+                    self.baselines.first_seen(
+                        key,
+                        Baseline {
+                            hash: computed.hash.clone(),
+                            fingerprints: fingerprints.clone(),
+                        },
+                    )
+                });
+                let hash = first_seen
+                    .as_ref()
+                    .map_or(computed.hash.as_str(), |b| b.hash.as_str())
+                    .to_string();
+                let written_basis = match &first_seen {
+                    Some(baseline) => Basis::now(&self.settings.basis, &baseline.fingerprints),
+                    None => basis_now.clone(),
+                };
+                let body = json!({"metadata": {"annotations": {
+                    flavor.hash_key(): hash,
+                    WAVELET_BASIS: written_basis.render(),
+                }}});
+                let short = hash::short(&hash);
+                let line = if step == Step::Adopt && hash != computed.hash {
+                    format!(
+                        "adopted with config hash {short}, as first seen (no rollout); it changed since to {}: rolling once",
+                        hash::short(&computed.hash)
+                    )
+                } else if let Some(TakeOver::Same(peer)) = &takeover {
+                    format!(
+                        "taken over from {}, whose record matches the configuration: adopted with config hash {short} (no rollout)",
+                        peer.name()
+                    )
+                } else if step == Step::Adopt {
                     format!("adopted with config hash {short} (no rollout)")
+                } else if across == Across::SettingsOnly {
+                    format!(
+                        "recorded config hash {short} without a rollout: the settings that shape the hash changed (--resource-label-selector, --ignore-configmaps/--ignore-secrets, --hash-key-file or wavelet's hash version), and no data it counted before changed"
+                    )
                 } else {
                     format!(
                         "recorded config hash {short} without a rollout: {}",
@@ -439,19 +509,27 @@ impl Reconciler {
                     self.patch(key, &body)?;
                     log::info!("{key}: {line}");
                 }
-                remembered.fingerprints = fingerprints;
-                remembered.written = Written::new(
-                    &computed.hash,
-                    entry.recorded_hash(),
-                    remembered.written.as_ref(),
-                );
-                let hash = computed.hash;
+                self.baselines.forget(key);
+                let changed_since = hash != computed.hash;
+                remembered.fingerprints = match first_seen {
+                    Some(baseline) => baseline.fingerprints,
+                    None => fingerprints,
+                };
+                remembered.written =
+                    Written::new(&hash, entry.recorded_hash(), remembered.written.as_ref());
                 let outcome = if step == Step::Adopt {
                     Outcome::Adopted { hash }
                 } else {
                     Outcome::Recorded { hash }
                 };
-                return Ok((Action::Done, outcome));
+                // Changed since first seen: the rollout follows (its debounce window,
+                // opened by the change, still holds).
+                let action = if changed_since {
+                    Action::RequeueAfter(Duration::ZERO)
+                } else {
+                    Action::Done
+                };
+                return Ok((action, outcome));
             }
             Step::Roll => {}
         }
@@ -491,8 +569,24 @@ impl Reconciler {
         remembered.throttled = None;
 
         // 9.
-        let changed = describe_changes(&remembered.fingerprints, &named);
-        let changed_keys = changed_objects(&remembered.fingerprints, &named);
+        let (changed, changed_keys) = match takeover {
+            Some(TakeOver::Changed { peer, changed, .. }) => {
+                let names: Vec<String> = changed.iter().map(ToString::to_string).collect();
+                let verb = if changed.len() == 1 { "has" } else { "have" };
+                (
+                    format!(
+                        "{} {verb} changed since {} last acted on it.",
+                        and_list(&names),
+                        peer.name()
+                    ),
+                    changed,
+                )
+            }
+            _ => (
+                describe_changes(&remembered.fingerprints, &named),
+                changed_objects(&remembered.fingerprints, &named),
+            ),
+        };
         let mut message = format!(
             "{changed} Config hash {} → {}.",
             hash::short(&recorded),
@@ -509,12 +603,13 @@ impl Reconciler {
                 &format!("Dry run, not rolled: {message}"),
             );
         } else {
-            let body = rollout::patch(
+            let mut body = rollout::patch(
                 entry.style,
                 flavor.hash_key(),
                 &computed.hash,
                 &crate::time::rfc3339(crate::time::unix_now()),
             );
+            body["metadata"]["annotations"][WAVELET_BASIS] = json!(basis_now.render());
             let patched = match self.patch_returning(key, &body) {
                 Ok(patched) => patched,
                 Err(err) => {
@@ -818,27 +913,6 @@ fn only_membership_changed(before: &[Fingerprint], after: &[Fingerprint]) -> boo
     !kept_changed && !same_set
 }
 
-/// One referenced object's part of the hash, in 16 bytes: a hash of its identity and of
-/// its lines of the canonical form (the memory of 1,000 workloads stays small).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Fingerprint {
-    object: u64,
-    part: u64,
-}
-
-impl Fingerprint {
-    fn new(config: &ConfigKey, canonical_part: &str) -> Fingerprint {
-        let first8 = |bytes: &[u8]| {
-            let digest: Digest = Sha256::digest(bytes).into();
-            u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
-        };
-        Fingerprint {
-            object: first8(config.to_string().as_bytes()),
-            part: first8(canonical_part.as_bytes()),
-        }
-    }
-}
-
 /// A sentence for people saying what changed, from the fingerprints before and after:
 /// "ConfigMap ns/app changed.", "Secret ns/db is now referenced; 1 object is no longer
 /// referenced." When wavelet has no memory of the workload (it started after the
@@ -914,7 +988,7 @@ mod tests {
     }
 
     fn fp(name: &str, part: &str) -> Fingerprint {
-        Fingerprint::new(&key(name), part)
+        Fingerprint::new(&key(name), part, true, None)
     }
 
     #[test]

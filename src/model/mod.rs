@@ -6,14 +6,18 @@
 //! workloads, with its reverse index (`cache`), what the Secrets Store CSI driver reports
 //! mounted (`mounts`) and which Pods are a workload's (`pods`), what counts for one
 //! workload now (`counted`), whether a workload's rollout finished (`rollout_status`),
-//! and wavelet's own state ConfigMap (`state`).
+//! what Wave and Reloader recorded of what a workload's Pods run and their hashes
+//! (`peers`, with the SHA-1 Reloader uses in `sha1`), and wavelet's own state ConfigMap
+//! (`state`).
 pub mod cache;
 pub(crate) mod counted;
 pub mod hash;
 pub mod mounts;
 pub(crate) mod optin;
+pub mod peers;
 pub mod pods;
 pub mod references;
 pub mod rollout_status;
+pub(crate) mod sha1;
 pub mod state;
 pub(crate) mod workload;

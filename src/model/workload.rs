@@ -6,6 +6,7 @@
 use crate::annotations::{self, Annotations, Flavor};
 use crate::config::Policy;
 use crate::model::optin::{self, Counting};
+use crate::model::peers::{self, PeerRecords};
 use crate::model::references::{self, Reference};
 use crate::model::rollout_status::RolloutStatus;
 use crate::objects::compact::{ResourceVersion, Uid};
@@ -23,6 +24,9 @@ pub struct WorkloadEntry {
     pub template_hash: Option<Box<str>>,
     /// The hash on the workload's metadata (adoption) under the flavor's key.
     pub metadata_hash: Option<Box<str>>,
+    /// `wavelet.dev/config-basis` on the metadata: what the recorded hash was computed
+    /// under (`hashmode::basis`).
+    pub basis: Option<Box<str>>,
     /// wavelet/Wave hash keys present on the metadata (for opt-out clean-up).
     pub metadata_hash_keys: Vec<&'static str>,
     /// What a rollout of this workload writes.
@@ -33,6 +37,9 @@ pub struct WorkloadEntry {
     pub rollout: RolloutStatus,
     /// Its own safe fan-out annotations.
     pub gates: Gates,
+    /// What Wave or Reloader recorded of what its Pods run, while wavelet has recorded no
+    /// hash on its metadata yet (a take-over); `None` otherwise or when there is none.
+    pub peers: Option<Box<PeerRecords>>,
 }
 
 /// The fan-out annotations of a workload or a Namespace (book: Rolling a shared change
@@ -77,16 +84,23 @@ impl WorkloadEntry {
             policy,
         );
         let flavor = opted.as_ref().map(|(flavor, _)| *flavor);
-        let metadata_hash_keys: Vec<&'static str> =
-            [annotations::WAVELET_HASH, annotations::WAVE_HASH]
-                .into_iter()
-                .filter(|k| meta.annotations.contains_key(k))
-                .collect();
+        let metadata_hash_keys: Vec<&'static str> = [
+            annotations::WAVELET_HASH,
+            annotations::WAVE_HASH,
+            annotations::WAVELET_BASIS,
+        ]
+        .into_iter()
+        .filter(|k| meta.annotations.contains_key(k))
+        .collect();
         if flavor.is_none() && metadata_hash_keys.is_empty() {
             return None;
         }
         let hash_key = flavor.map(Flavor::hash_key);
         let lookup = |map: &Annotations| hash_key.and_then(|k| map.get(k)).map(Box::from);
+        let peers = (flavor.is_some() && lookup(&meta.annotations).is_none())
+            .then(|| peers::records(obj, flavor == Some(Flavor::Wave)))
+            .filter(|records| !records.is_empty())
+            .map(Box::new);
         Some(WorkloadEntry {
             uid: Uid::new(&meta.uid),
             resource_version: ResourceVersion::new(&meta.resource_version),
@@ -99,6 +113,10 @@ impl WorkloadEntry {
             },
             template_hash: lookup(&obj.pod_template().metadata.annotations),
             metadata_hash: lookup(&meta.annotations),
+            basis: meta
+                .annotations
+                .get(annotations::WAVELET_BASIS)
+                .map(Box::from),
             flavor,
             metadata_hash_keys,
             style: Style::of(
@@ -111,6 +129,7 @@ impl WorkloadEntry {
             counting: opted.map(|(_, counting)| counting).unwrap_or_default(),
             rollout: RolloutStatus::of(resource, obj),
             gates: Gates::from_annotations(&meta.annotations),
+            peers,
         })
     }
 

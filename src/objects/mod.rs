@@ -767,6 +767,11 @@ pub struct Container {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvVar {
+    /// Read for Reloader's `STAKATER_*` records only (`model::peers`).
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub value: Option<String>,
     #[serde(default)]
     pub value_from: Option<EnvVarSource>,
 }

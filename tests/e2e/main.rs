@@ -31,6 +31,10 @@
 //! - `reloader_chart`: Reloader's own chart with the image swapped, for its defaults and
 //!   common value sets, run as the kubelet would with the RBAC it renders.
 //!
+//! - `takeover`: a change during adoption at a low `--api-qps` rolls each workload once;
+//!   taking over from the real Wave and Reloader (`WAVELET_E2E_PEERS`) and across flag
+//!   changes rolls only what changed while nothing watched.
+//!
 //! With neither variable set it prints that it did not run (and fails under `CI`).
 //! `cargo test --test e2e -- NAME...` runs the scenarios whose names contain a NAME.
 
@@ -49,6 +53,7 @@ mod quickstart;
 mod reloader_chart;
 mod reloader_loadtest;
 mod scenarios;
+mod takeover;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
@@ -91,6 +96,7 @@ fn main() {
         .chain(fanout::ALL)
         .chain(gates::ALL)
         .chain(impact::ALL)
+        .chain(takeover::ALL)
         .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
         .collect();
     let started = Instant::now();

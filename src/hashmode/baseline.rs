@@ -1,0 +1,150 @@
+//! First-seen baselines: the hash a workload not adopted yet is adopted with is the hash of
+//! its configuration as wavelet first knew it, not the hash when the adoption write goes
+//! out. Adoption writes queue behind the request budget (minutes at thousands of
+//! workloads); a change in between must roll once after adoption, not be taken in.
+//!
+//! A workload's baseline is noted at the first of:
+//! - a change of one of its ConfigMaps/Secrets, just *before* the new data enters the cache
+//!   (or, for a Secret watched as metadata, before its new version makes its data stale)
+//!   ([`Baselines::before_change`], called by whoever applies the change);
+//! - its first reconcile ([`Baselines::first_seen`]).
+//!
+//! Either only once all its inputs are known (no ConfigMap/Secret list in progress, the
+//! Secrets its reload lists match listed, every referenced Secret's data read at its
+//! current version): before that there is no configuration to have first seen, and the
+//! first one known is the baseline. Baselines are
+//! in memory only, dropped at adoption or when the workload goes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::hashmode::parts::{hash_with_parts, Fingerprint};
+use crate::model::cache::Cache;
+use crate::model::counted::{counted, Counted};
+use crate::model::workload::WorkloadEntry;
+use crate::objects::{ConfigKey, ConfigKind, WorkloadKey};
+
+/// The configuration a workload was first known with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Baseline {
+    pub(crate) hash: String,
+    pub(crate) fingerprints: Vec<Fingerprint>,
+}
+
+/// What of a workload's configuration is not known yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Unknown {
+    /// Its reload lists name Secrets, and its namespace's Secrets are being listed.
+    SecretsListing,
+    /// This referenced object's data at its current version is not read yet.
+    Data(ConfigKey),
+}
+
+/// Whether everything `resolved` (what counts for `entry`) depends on is known.
+pub(crate) fn unknown_input(
+    cache: &Cache,
+    key: &WorkloadKey,
+    entry: &WorkloadEntry,
+    resolved: &[Counted],
+) -> Option<Unknown> {
+    let counts_secrets_by_name = entry.counting.secret_patterns().next().is_some();
+    if counts_secrets_by_name && cache.is_listing_secrets(&key.namespace) {
+        return Some(Unknown::SecretsListing);
+    }
+    // A Secret's data not read at its current version, or a Secret not read at all (unused
+    // Secrets are not cached, so one not cached may just be unread).
+    resolved
+        .iter()
+        .find(|(r, e)| match e {
+            Some(e) => !e.is_current(),
+            None => r.config.kind == ConfigKind::Secret && !cache.is_known_absent(&r.config),
+        })
+        .map(|(r, _)| Unknown::Data(r.config.clone()))
+}
+
+/// The baselines of the workloads not adopted yet.
+pub struct Baselines {
+    cache: Arc<Cache>,
+    hmac_key: Option<Vec<u8>>,
+    /// `--resource-label-selector`: an absent object may just lack the label.
+    absent_is_filtered: bool,
+    noted: Mutex<HashMap<WorkloadKey, Baseline>>,
+}
+
+impl Baselines {
+    pub fn new(
+        cache: Arc<Cache>,
+        hmac_key: Option<Vec<u8>>,
+        absent_is_filtered: bool,
+    ) -> Baselines {
+        Baselines {
+            cache,
+            hmac_key,
+            absent_is_filtered,
+            noted: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The data of a ConfigMap/Secret that `dependents` count is about to change in the
+    /// cache: each of them that is opted in, records no hash yet, has all its inputs known
+    /// (none missing) and no baseline yet gets one now, from the data as it still is.
+    pub fn before_change(&self, dependents: &[WorkloadKey]) {
+        for key in dependents {
+            if self.noted.lock().unwrap().contains_key(key) {
+                continue;
+            }
+            let Some(entry) = self.cache.workload(key) else {
+                continue;
+            };
+            if entry.flavor.is_none() || entry.recorded_hash().is_some() {
+                continue;
+            }
+            if let Some(baseline) = self.current(key, &entry) {
+                log::debug!("{key}: first-seen configuration noted before a change");
+                self.noted
+                    .lock()
+                    .unwrap()
+                    .entry(key.clone())
+                    .or_insert(baseline);
+            }
+        }
+    }
+
+    /// The baseline of `key`, noted now as `current` unless one was noted before.
+    pub(crate) fn first_seen(&self, key: &WorkloadKey, current: Baseline) -> Baseline {
+        self.noted
+            .lock()
+            .unwrap()
+            .entry(key.clone())
+            .or_insert(current)
+            .clone()
+    }
+
+    /// Adopted, recorded by someone else, opted out or gone: no baseline any more.
+    pub(crate) fn forget(&self, key: &WorkloadKey) {
+        self.noted.lock().unwrap().remove(key);
+    }
+
+    /// The configuration of `key` as the cache holds it now, if all of it is known.
+    fn current(&self, key: &WorkloadKey, entry: &WorkloadEntry) -> Option<Baseline> {
+        // A failing relist keeps the cache's ConfigMaps/Secrets out of date: what it holds
+        // may be older than the workload, which was created with the data in the cluster.
+        if self.cache.configs_relisting() {
+            return None;
+        }
+        let resolved = counted(&self.cache, key, entry);
+        if unknown_input(&self.cache, key, entry, &resolved).is_some() {
+            return None;
+        }
+        let (computed, named) = hash_with_parts(&resolved, self.hmac_key.as_deref());
+        // Missing what it needs, its Pods do not start: what it was first seen with does
+        // not run anywhere, and the object's coming is no change to roll for.
+        if !computed.missing.is_empty() && !self.absent_is_filtered {
+            return None;
+        }
+        Some(Baseline {
+            hash: computed.hash,
+            fingerprints: named.into_iter().map(|(_, f)| f).collect(),
+        })
+    }
+}

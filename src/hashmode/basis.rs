@@ -1,0 +1,244 @@
+//! What a recorded hash was computed under, recorded beside it (`wavelet.dev/config-basis`
+//! on the workload's metadata), so that a change of how wavelet hashes is not taken for
+//! a change of configuration.
+//!
+//! The hash depends on the data and on settings: the hash version, `--hash-key-file`,
+//! and what `--resource-label-selector`, `--ignore-configmaps` and `--ignore-secrets` let
+//! count. A changed setting changes every hash with no data changed. So each write of a
+//! hash also writes its basis:
+//!
+//! ```text
+//! v1 k=<key id> s=<settings id> p=<object>:<part>,<object>:<part>,...
+//! ```
+//!
+//! `<key id>` is `none` or the first 8 bytes (hex) of HMAC-SHA256(key, "wavelet.dev/hash-key-id");
+//! `<settings id>` the first 8 bytes of the SHA-256 of the settings' text
+//! ([`Settings::id`]); each part one object present when the hash was computed: 8 bytes of
+//! the SHA-256 of its identity and 8 bytes of the (keyed) hash of its lines of the
+//! canonical form ([`crate::hashmode::parts::Fingerprint`]). A part depends on the
+//! object's data alone, not on the selector or on what else counts.
+//!
+//! When the recorded hash differs from the hash now and the basis differs too, the parts
+//! decide ([`compare`]): an object present then and now whose part differs is a data
+//! change (roll once); none is a change of settings only (record, no rollout). Not
+//! detectable that way: a change in an object that did not count before (newly let in by
+//! the selector or an `--ignore-*` flag turned off), an object deleted, and any data
+//! change across a changed key (parts under the old key cannot be recomputed).
+
+use sha2::{Digest as _, Sha256};
+
+use crate::hashmode::parts::Fingerprint;
+use crate::model::hash::{hex, hmac_sha256};
+
+/// The version of the hash's canonical form (README "The hash").
+pub const HASH_VERSION: &str = "v1";
+
+/// The settings that shape the hash.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// `--resource-label-selector`, as given.
+    pub selector: Option<String>,
+    pub ignore_configmaps: bool,
+    pub ignore_secrets: bool,
+    /// `--hash-key-file`'s key.
+    pub hmac_key: Option<Vec<u8>>,
+}
+
+impl Settings {
+    /// The id of the key: `none`, or 8 bytes of an HMAC under it (the key cannot be
+    /// recovered from it).
+    pub fn key_id(&self) -> String {
+        match &self.hmac_key {
+            None => "none".into(),
+            Some(key) => hex(&hmac_sha256(key, b"wavelet.dev/hash-key-id")[..8]),
+        }
+    }
+
+    /// 8 bytes (hex) of the SHA-256 of the settings other than the key.
+    pub fn id(&self) -> String {
+        let text = format!(
+            "version={HASH_VERSION}\nselector={}\nignore-configmaps={}\nignore-secrets={}\n",
+            self.selector.as_deref().unwrap_or(""),
+            self.ignore_configmaps,
+            self.ignore_secrets
+        );
+        hex(&Sha256::digest(text.as_bytes())[..8])
+    }
+}
+
+/// A basis as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Basis {
+    pub version: String,
+    pub key_id: String,
+    pub settings_id: String,
+    /// The objects present when the hash was computed, and their parts.
+    pub parts: Vec<(u64, u64)>,
+}
+
+impl Basis {
+    /// The basis of a hash computed now under `settings`, of objects with `fingerprints`.
+    pub(crate) fn now(settings: &Settings, fingerprints: &[Fingerprint]) -> Basis {
+        Basis {
+            version: HASH_VERSION.into(),
+            key_id: settings.key_id(),
+            settings_id: settings.id(),
+            parts: fingerprints
+                .iter()
+                .filter(|f| f.present)
+                .map(|f| (f.object, f.part))
+                .collect(),
+        }
+    }
+
+    /// The annotation's value.
+    pub fn render(&self) -> String {
+        let parts: Vec<String> = self
+            .parts
+            .iter()
+            .map(|(object, part)| format!("{object:016x}:{part:016x}"))
+            .collect();
+        format!(
+            "{} k={} s={} p={}",
+            self.version,
+            self.key_id,
+            self.settings_id,
+            parts.join(",")
+        )
+    }
+
+    /// Parses an annotation's value; `None` when it is not one.
+    pub fn parse(text: &str) -> Option<Basis> {
+        let mut fields = text.split(' ');
+        let version = fields.next()?.to_string();
+        let key_id = fields.next()?.strip_prefix("k=")?.to_string();
+        let settings_id = fields.next()?.strip_prefix("s=")?.to_string();
+        let parts_text = fields.next()?.strip_prefix("p=")?;
+        if fields.next().is_some() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        for part in parts_text.split(',').filter(|p| !p.is_empty()) {
+            let (object, digest) = part.split_once(':')?;
+            parts.push((
+                u64::from_str_radix(object, 16).ok()?,
+                u64::from_str_radix(digest, 16).ok()?,
+            ));
+        }
+        Some(Basis {
+            version,
+            key_id,
+            settings_id,
+            parts,
+        })
+    }
+}
+
+/// What the recorded basis tells about a recorded hash that differs from the hash now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Across {
+    /// Computed the same way: the hashes differ because the data differs (or no basis
+    /// was recorded: as before there was one).
+    SameBasis,
+    /// The settings changed and no object present then and now changed: record.
+    SettingsOnly,
+    /// The settings changed, and so did an object's data: roll.
+    DataChanged,
+}
+
+/// Compares the recorded basis with the one now (see the module's doc).
+pub fn compare(recorded: Option<&Basis>, now: &Basis) -> Across {
+    let Some(recorded) = recorded else {
+        return Across::SameBasis;
+    };
+    if recorded.version == now.version
+        && recorded.key_id == now.key_id
+        && recorded.settings_id == now.settings_id
+    {
+        return Across::SameBasis;
+    }
+    if recorded.key_id != now.key_id {
+        // Parts under another key cannot be compared: taken as settings only.
+        return Across::SettingsOnly;
+    }
+    let changed = now.parts.iter().any(|(object, part)| {
+        recorded
+            .parts
+            .iter()
+            .any(|(old_object, old_part)| old_object == object && old_part != part)
+    });
+    if changed {
+        Across::DataChanged
+    } else {
+        Across::SettingsOnly
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basis(key: &str, settings: &str, parts: &[(u64, u64)]) -> Basis {
+        Basis {
+            version: HASH_VERSION.into(),
+            key_id: key.into(),
+            settings_id: settings.into(),
+            parts: parts.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_basis_renders_and_parses_back() {
+        let b = basis("none", "0011223344556677", &[(1, 2), (u64::MAX, 0)]);
+        let text = b.render();
+        assert_eq!(
+            text,
+            "v1 k=none s=0011223344556677 p=0000000000000001:0000000000000002,ffffffffffffffff:0000000000000000"
+        );
+        assert_eq!(Basis::parse(&text), Some(b));
+        assert_eq!(
+            Basis::parse("v1 k=none s=00 p=").map(|b| b.parts),
+            Some(vec![])
+        );
+        assert_eq!(Basis::parse("garbage"), None);
+    }
+
+    #[test]
+    fn settings_ids_differ_by_selector_and_ignored_kinds_and_keys_by_key() {
+        let plain = Settings::default();
+        let selected = Settings {
+            selector: Some("team=a".into()),
+            ..Settings::default()
+        };
+        let ignoring = Settings {
+            ignore_secrets: true,
+            ..Settings::default()
+        };
+        assert_ne!(plain.id(), selected.id());
+        assert_ne!(plain.id(), ignoring.id());
+        let keyed = Settings {
+            hmac_key: Some(b"k1".to_vec()),
+            ..Settings::default()
+        };
+        assert_eq!(plain.id(), keyed.id(), "the key has an id of its own");
+        assert_eq!(plain.key_id(), "none");
+        assert_ne!(keyed.key_id(), "none");
+        assert!(!keyed.key_id().contains("k1"));
+    }
+
+    #[test]
+    fn across_a_settings_change_only_a_changed_part_of_an_object_present_then_and_now_rolls() {
+        let then = basis("none", "a", &[(1, 10), (2, 20)]);
+        // Object 2 no longer counts, object 3 newly does: settings only.
+        let now = basis("none", "b", &[(1, 10), (3, 30)]);
+        assert_eq!(compare(Some(&then), &now), Across::SettingsOnly);
+        let now = basis("none", "b", &[(1, 11)]);
+        assert_eq!(compare(Some(&then), &now), Across::DataChanged);
+        let same = basis("none", "a", &[(1, 11)]);
+        assert_eq!(compare(Some(&then), &same), Across::SameBasis);
+        assert_eq!(compare(None, &now), Across::SameBasis);
+        // A new key: the parts cannot be compared.
+        let rekeyed = basis("k2", "a", &[(1, 99)]);
+        assert_eq!(compare(Some(&then), &rekeyed), Across::SettingsOnly);
+    }
+}
