@@ -348,6 +348,7 @@ pub fn status(
         fan_out: gating.fan_out.clone(),
         hmac_key: hmac_key.map(<[u8]>::to_vec),
         absent_is_filtered: false,
+        baselines: Default::default(),
     };
     let now = crate::time::unix_now();
     let mut workloads = Vec::new();

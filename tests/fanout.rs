@@ -427,3 +427,57 @@ fn outside_the_restart_window_a_change_waits_and_an_urgent_one_goes_through_once
     assert!(events(&fake, "web", "ConfigChanged")[1]
         .contains("wavelet.dev/urgent, past its restart window"));
 }
+
+/// Deployments a, b and c that mount ConfigMaps `cfg` and `cfg2`.
+fn two_shared() -> FakeApi {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "cfg", &[("k", "1")]));
+    fake.apply(configmap(NS, "cfg2", &[("k", "1")]));
+    for name in NAMES {
+        fake.apply(workload(
+            "Deployment",
+            NS,
+            name,
+            opted_in(),
+            json!({
+                "volumes": [{"name": "one", "configMap": {"name": "cfg"}},
+                            {"name": "two", "configMap": {"name": "cfg2"}}],
+                "containers": [{"name": "app", "image": "nginx", "volumeMounts": [
+                    {"name": "one", "mountPath": "/one"}, {"name": "two", "mountPath": "/two"}]}]
+            }),
+        ));
+    }
+    fake
+}
+
+/// Issue 32, item 1 (phantom fan-outs): the change of `cfg` made a, b and c due, so the
+/// fan-out is `cfg`'s only; `cfg2`, unchanged, gets no record, no wave and no hold.
+#[test]
+fn a_change_of_one_shared_configmap_is_no_fan_out_of_another_one_the_workloads_use() {
+    let fake = two_shared();
+    let wavelet = start(&fake, &["--rollout-timeout", "2s"]);
+    fake.set_ready_delay(Duration::from_secs(600));
+    fake.merge_patch("configmaps", NS, "cfg", json!({"data": {"k": "2"}}));
+    eventually(&fake, &wavelet, "cfg's fan-out held", |f| {
+        !events(f, "cfg", "FanOutHeld").is_empty()
+    });
+    wait_for_metric(
+        &wavelet,
+        "wavelet_rollouts_pending",
+        "reason=\"held\"",
+        |v| v == 2.0,
+    );
+    assert_eq!(metric(&wavelet, "wavelet_fanouts_held", ""), 1.0);
+    assert!(
+        events(&fake, "cfg2", "FanOutWave").is_empty()
+            && events(&fake, "cfg2", "FanOutHeld").is_empty(),
+        "{}",
+        wavelet.output()
+    );
+    assert_eq!(state_entry(&fake, "fanout.configmap.default.cfg2"), None);
+    assert!(
+        !wavelet.output().contains("configmap default/cfg2: Change"),
+        "{}",
+        wavelet.output()
+    );
+}

@@ -162,6 +162,7 @@ impl Controller {
                     fan_out: fan_out.clone(),
                     hmac_key: hmac_key.clone(),
                     absent_is_filtered: reloader.resource_label_selector.is_some(),
+                    baselines: Default::default(),
                 },
                 Arc::clone(&state),
                 recorder.clone(),

@@ -439,6 +439,7 @@ impl Reconciler {
                     self.patch(key, &body)?;
                     log::info!("{key}: {line}");
                 }
+                self.fanouts.carries(key, &resolved);
                 remembered.fingerprints = fingerprints;
                 remembered.written = Written::new(
                     &computed.hash,

@@ -9,6 +9,7 @@
 //! (or failing) its rollout is what releases the next wave (or holds the rest). The I/O
 //! is here; every decision is one of the pure functions of `waves` and `gates`.
 
+pub(crate) mod baseline;
 pub(crate) mod gates;
 pub(crate) mod record;
 pub(crate) mod waves;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 use crate::config::{parse_fan_out, FanOut, WaveSize};
 use crate::error::Error;
+use crate::hashmode::fanout::baseline::Baselines;
 use crate::hashmode::fanout::gates::{Pending, UrgentDecision};
 use crate::hashmode::fanout::record::{workload_id, Record, Urgent, FANOUT, URGENT};
 use crate::hashmode::fanout::waves::{Decision, Member, Settings};
@@ -40,6 +42,8 @@ pub struct Judge {
     pub hmac_key: Option<Vec<u8>>,
     /// `--resource-label-selector`: an absent object is filtered out, not missing.
     pub absent_is_filtered: bool,
+    /// What each workload last ran with: which object's change made it due.
+    pub baselines: Baselines,
 }
 
 /// One workload that uses a changed object, as the cache shows it.
@@ -48,7 +52,8 @@ pub struct Dependent {
     pub key: WorkloadKey,
     pub id: String,
     pub canary: bool,
-    /// It carries the hash of its current configuration.
+    /// Not due for this object's change: it carries the hash of its current configuration,
+    /// or it is due for another object's change only (`baseline`).
     pub current: bool,
     pub status: RolloutStatus,
 }
@@ -139,10 +144,17 @@ impl Judge {
             if !computed.missing.is_empty() && !self.absent_is_filtered {
                 continue; // held by its missing configuration, not by the fan-out
             }
+            let id = workload_id(&key);
+            let due = (unread || recorded != computed.hash)
+                && baseline::changed(
+                    config,
+                    &baseline::parts(&resolved),
+                    self.baselines.of(&id).as_deref(),
+                );
             out.push(Dependent {
-                id: workload_id(&key),
+                id,
                 canary: entry.gates.canary,
-                current: !unread && recorded == computed.hash,
+                current: !due,
                 status: entry.rollout.clone(),
                 key,
             });
@@ -191,7 +203,12 @@ pub fn pending_of(
         return Some(Pending::Paused(by));
     }
     let id = workload_id(key);
+    let parts = baseline::parts(&resolved);
+    let before = judge.baselines.of(&id);
     for (reference, _) in &resolved {
+        if !baseline::changed(&reference.config, &parts, before.as_deref()) {
+            continue;
+        }
         let (Some(change), _) = judge.change(&reference.config) else {
             continue;
         };
@@ -350,8 +367,21 @@ impl FanOuts {
             .count()
     }
 
-    /// The workload is up to date, forgotten or rolled: not pending any more.
+    /// The workload is forgotten or opted out: not pending any more, nor a dependent.
     pub fn settled(&self, key: &WorkloadKey) {
+        self.not_pending(key);
+        self.judge.baselines.forget(&workload_id(key));
+    }
+
+    /// The workload carries the hash of `resolved` without a rollout (adopted, or only
+    /// what counts changed): what a later change is judged by.
+    pub fn carries(&self, key: &WorkloadKey, resolved: &[crate::model::counted::Counted]) {
+        self.judge
+            .baselines
+            .learn(&workload_id(key), baseline::parts(resolved));
+    }
+
+    fn not_pending(&self, key: &WorkloadKey) {
         let mut memory = self.memory.lock().unwrap();
         if !memory.pending.is_empty() {
             memory.pending.remove(key);
@@ -411,10 +441,15 @@ impl FanOuts {
                 requeue: None,
             });
         }
-        // Fan-outs.
+        // Fan-outs: those of the objects whose change made it due.
         let mut notes = Vec::new();
         let mut rechecks = Vec::new();
+        let parts = baseline::parts(&resolved);
+        let before = self.judge.baselines.of(&workload_id(key));
         for (reference, _) in &resolved {
+            if !baseline::changed(&reference.config, &parts, before.as_deref()) {
+                continue;
+            }
             let (change, problems) = self.judge.change(&reference.config);
             self.warn(&reference.config, problems);
             let Some(change) = change else { continue };
@@ -554,13 +589,20 @@ impl FanOuts {
         entry: &WorkloadEntry,
         now: u64,
     ) -> Result<Option<Duration>, Error> {
-        self.settled(key);
+        self.not_pending(key);
         let id = workload_id(key);
         let mut recheck: Option<Duration> = None;
-        for (reference, _) in counted(&self.judge.cache, key, entry) {
+        let resolved = counted(&self.judge.cache, key, entry);
+        let mut learnt = false;
+        for (reference, _) in &resolved {
             let (Some(change), _) = self.judge.change(&reference.config) else {
                 continue;
             };
+            if !learnt {
+                // It carries its hash: what it runs with now is what a change is judged by.
+                self.judge.baselines.learn(&id, baseline::parts(&resolved));
+                learnt = true;
+            }
             let Some(record) = Judge::record(&self.state, &change)? else {
                 continue;
             };
