@@ -306,7 +306,7 @@ pub enum Verdict {
 #[derive(Default)]
 struct Memory {
     /// When each released workload was first seen carrying its new hash (Unix seconds).
-    rolled_at: HashMap<String, u64>,
+    rolled_at: waves::RolledAt,
     /// The workloads waiting now, and why (for `/metrics` and one Event per reason).
     pending: HashMap<WorkloadKey, Pending>,
     /// Warnings about annotations that cannot be read, each once.
@@ -609,12 +609,12 @@ impl FanOuts {
             if record.held.is_some() || !record.waves.last().is_some_and(|w| w.contains(&id)) {
                 continue;
             }
-            self.memory
-                .lock()
-                .unwrap()
-                .rolled_at
-                .entry(id.clone())
-                .or_insert(now);
+            self.memory.lock().unwrap().rolled_at.seen(
+                &object_key(FANOUT, &change.config),
+                &change.hash,
+                &id,
+                now,
+            );
             if let (Decision::Rolling { recheck_in, .. }, _) = self.advance(&change, now)? {
                 let d = Duration::from_secs(recheck_in);
                 recheck = Some(recheck.map_or(d, |r| r.min(d)));
@@ -634,17 +634,19 @@ impl FanOuts {
             .and_then(Record::decode)
             .filter(|r| r.hash == change.hash);
         let dependents = self.judge.dependents(&change.config);
-        let rolled_at = self.memory.lock().unwrap().rolled_at.clone();
-        let members: Vec<Member> = dependents
-            .iter()
-            .map(|d| Member {
-                id: &d.id,
-                canary: d.canary,
-                current: d.current,
-                status: &d.status,
-                rolled_at: rolled_at.get(&d.id).copied(),
-            })
-            .collect();
+        let members: Vec<Member> = {
+            let memory = self.memory.lock().unwrap();
+            dependents
+                .iter()
+                .map(|d| Member {
+                    id: &d.id,
+                    canary: d.canary,
+                    current: d.current,
+                    status: &d.status,
+                    rolled_at: memory.rolled_at.of(&state_key, &change.hash, &d.id),
+                })
+                .collect()
+        };
         let decision = waves::decide(record.as_ref(), &members, change.settings, now);
         let about = self.config_ref(change);
         let short = hash::short(&change.hash);
@@ -775,12 +777,7 @@ impl FanOuts {
                 );
                 log::info!("{}: {message}", change.config);
                 self.recorder.normal(&about, "FanOutComplete", &message);
-                let mut memory = self.memory.lock().unwrap();
-                if let Some(r) = &record {
-                    for id in r.waves.iter().flatten() {
-                        memory.rolled_at.remove(id);
-                    }
-                }
+                self.memory.lock().unwrap().rolled_at.forget(&state_key);
                 None
             }
             Decision::Held | Decision::Rolling { .. } => record.clone(),

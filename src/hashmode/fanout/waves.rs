@@ -16,6 +16,8 @@
 //! with one wave, whose workloads carry the new hash and are done) from "nothing rolled
 //! yet" (no record for this data hash) and from "held" (the record says so).
 
+use std::collections::HashMap;
+
 use crate::config::WaveSize;
 use crate::hashmode::fanout::record::{Hold, Record};
 use crate::model::rollout_status::RolloutStatus;
@@ -155,9 +157,72 @@ pub fn decide(
     }
 }
 
+/// When wavelet first saw each released workload carry the change its fan-out rolls
+/// (what `--rollout-timeout` counts from once it rolled), per fan-out and for one change
+/// only: a newer change of the object (a superseded fan-out) starts over, so a workload
+/// that waits days for its window is timed from its own rollout, not an old one.
+#[derive(Debug, Default)]
+pub struct RolledAt(HashMap<String, (String, HashMap<String, u64>)>);
+
+impl RolledAt {
+    /// `id` carries change `hash` of fan-out `fan_out` at `now`: kept if seen before.
+    pub fn seen(&mut self, fan_out: &str, hash: &str, id: &str, now: u64) {
+        let times = match self.0.get_mut(fan_out) {
+            Some((of, times)) if of == hash => times,
+            _ => {
+                self.0
+                    .insert(fan_out.to_string(), (hash.to_string(), HashMap::new()));
+                &mut self.0.get_mut(fan_out).expect("inserted").1
+            }
+        };
+        times.entry(id.to_string()).or_insert(now);
+    }
+
+    /// When `id` was first seen carrying change `hash` of `fan_out`.
+    pub fn of(&self, fan_out: &str, hash: &str, id: &str) -> Option<u64> {
+        match self.0.get(fan_out) {
+            Some((of, times)) if of == hash => times.get(id).copied(),
+            _ => None,
+        }
+    }
+
+    /// The fan-out completed, or is no more.
+    pub fn forget(&mut self, fan_out: &str) {
+        self.0.remove(fan_out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rollout_time_does_not_outlive_the_change_it_was_seen_for() {
+        let mut rolled = RolledAt::default();
+        let web = "deployments.apps/ns/web";
+        rolled.seen("fanout.configmap.ns.cfg", "h1", web, T0);
+        rolled.seen("fanout.configmap.ns.cfg", "h1", web, T0 + 60);
+        assert_eq!(rolled.of("fanout.configmap.ns.cfg", "h1", web), Some(T0));
+        // Superseded by change h2: released again, it rolls two days later.
+        let later = T0 + 2 * 86_400;
+        assert_eq!(rolled.of("fanout.configmap.ns.cfg", "h2", web), None);
+        rolled.seen("fanout.configmap.ns.cfg", "h2", web, later);
+        assert_eq!(rolled.of("fanout.configmap.ns.cfg", "h2", web), Some(later));
+        // So h2's wave 2, released at T0 + 100, is timed from the rollout, not held.
+        let ids = vec![web.to_string(), "deployments.apps/ns/a".to_string()];
+        let slow = RolloutStatus::Progressing("0 of 1 updated replicas are available".into());
+        let mut all = members(&ids, &[0, 1], &slow);
+        all[0].rolled_at = rolled.of("fanout.configmap.ns.cfg", "h2", web);
+        all[1].status = &RolloutStatus::Done;
+        let mut rec = record(&[&[1], &[0]], &ids, T0 + 100);
+        rec.hash = "h2".into();
+        assert!(matches!(
+            decide(Some(&rec), &all, SETTINGS, later + 5),
+            Decision::Rolling { .. }
+        ));
+        rolled.forget("fanout.configmap.ns.cfg");
+        assert_eq!(rolled.of("fanout.configmap.ns.cfg", "h2", web), None);
+    }
 
     const T0: u64 = 1_795_317_280;
     const SETTINGS: Settings = Settings {
