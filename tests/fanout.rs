@@ -481,3 +481,64 @@ fn a_change_of_one_shared_configmap_is_no_fan_out_of_another_one_the_workloads_u
         wavelet.output()
     );
 }
+
+/// Issue 32, item 3: `wavelet.dev/urgent` on `ca` let ca's change through the restart
+/// window; a later change of `app-config`, which web also mounts, waits for the window.
+#[test]
+fn an_urgent_grant_lets_through_only_the_change_of_the_object_it_is_on() {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "ca", &[("k", "1")]));
+    fake.apply(configmap(NS, "app-config", &[("k", "1")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        json!({
+            "volumes": [{"name": "ca", "configMap": {"name": "ca"}},
+                        {"name": "app", "configMap": {"name": "app-config"}}],
+            "containers": [{"name": "app", "image": "nginx", "volumeMounts": [
+                {"name": "ca", "mountPath": "/ca"}, {"name": "app", "mountPath": "/app"}]}]
+        }),
+    ));
+    let opens = (wavelet::time::unix_now() + 12 * 3600) % 86_400;
+    let hhmm = |t: u64| format!("{:02}:{:02}", t / 3600, t / 60 % 60);
+    let window = format!("{}-{} UTC", hhmm(opens), hhmm((opens + 60) % 86_400));
+    let wavelet = Wavelet::start(&fake, &[FAST, &["--restart-window", &window]].concat());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", "wavelet.dev/config-hash")
+            .1
+            .is_some()
+    });
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "ca",
+        json!({"metadata": {"annotations": {"wavelet.dev/urgent": "INC-1"}}, "data": {"k": "2"}}),
+    );
+    eventually(&fake, &wavelet, "ca's urgent change rolled", |f| {
+        rolled(f, "web") == 1
+    });
+    eventually(&fake, &wavelet, "web seen up to date", |f| {
+        hashes(f, "deployments", NS, "web", "wavelet.dev/config-hash").0
+            == Some(expected_hash(f, "deployments", NS, "web"))
+    });
+    let mark = wavelet.log_mark();
+    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"k": "2"}}));
+    eventually(
+        &fake,
+        &wavelet,
+        "app-config's change pending or rolled",
+        |f| {
+            wavelet.output()[mark..]
+                .contains("deployment default/web: PENDING: outside its restart window")
+                || rolled(f, "web") == 2
+        },
+    );
+    assert_eq!(
+        rolled(&fake, "web"),
+        1,
+        "ca's grant let app-config's change through: {}",
+        wavelet.output()
+    );
+}

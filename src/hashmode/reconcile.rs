@@ -439,7 +439,7 @@ impl Reconciler {
                     self.patch(key, &body)?;
                     log::info!("{key}: {line}");
                 }
-                self.fanouts.carries(key, &resolved);
+                self.fanouts.carries(key, &computed.hash, &resolved);
                 remembered.fingerprints = fingerprints;
                 remembered.written = Written::new(
                     &computed.hash,
@@ -524,6 +524,7 @@ impl Reconciler {
                     return Err(err);
                 }
             };
+            self.fanouts.carries(key, &computed.hash, &resolved);
             log::info!("{key}: rolled: {message}");
             if let (Style::CronJob { run_now: true }, Some(cronjob)) = (entry.style, patched) {
                 self.start_job(key, &about, &cronjob, &computed.hash);

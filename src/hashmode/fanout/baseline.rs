@@ -14,7 +14,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::model::counted::Counted;
 use crate::model::hash;
-use crate::objects::ConfigKey;
+use crate::objects::{ConfigKey, WorkloadKey};
 
 /// Each object a workload uses with the fingerprint of its part of the hash.
 pub type Parts = Vec<(ConfigKey, u64)>;
@@ -56,29 +56,45 @@ pub fn changed(
     }
 }
 
-/// What each workload (by id) last ran with, learnt when it was found up to date.
+/// The parts behind the hash each workload carries, learnt when wavelet gave it that hash
+/// (adopted, recorded, rolled) or found it up to date; the two latest per workload, so a
+/// rollout not yet shown by the watch leaves the parts of the hash it still shows. Keys and
+/// object names share the cache's strings: about 40 bytes per object a workload uses.
 #[derive(Clone, Default)]
-pub struct Baselines(Arc<Mutex<HashMap<String, Parts>>>);
+pub struct Baselines(Arc<Mutex<HashMap<WorkloadKey, Learnt>>>);
+
+/// Newest first: (the first 8 bytes of the workload's hash, its parts).
+type Learnt = Vec<(u64, Box<[(ConfigKey, u64)]>)>;
+
+fn short(hash: &str) -> u64 {
+    u64::from_str_radix(hash.get(..16).unwrap_or(hash), 16).unwrap_or(0)
+}
 
 impl Baselines {
-    /// The workload `id` carries the hash of `parts`.
-    pub fn learn(&self, id: &str, parts: Parts) {
+    /// The workload carries (or is being given) `hash`, computed from `parts`.
+    pub fn learn(&self, key: &WorkloadKey, hash: &str, parts: Parts) {
         let mut known = self.0.lock().unwrap();
-        match known.get_mut(id) {
-            Some(was) => *was = parts,
-            None => {
-                known.insert(id.to_string(), parts);
-            }
-        }
+        let learnt = known.entry(key.clone()).or_default();
+        let hash = short(hash);
+        learnt.retain(|(h, _)| *h != hash);
+        learnt.insert(0, (hash, parts.into_boxed_slice()));
+        learnt.truncate(2);
     }
 
-    pub fn of(&self, id: &str) -> Option<Parts> {
-        self.0.lock().unwrap().get(id).cloned()
+    /// The parts behind `hash`, the hash the workload carries, if wavelet knows them.
+    pub fn of(&self, key: &WorkloadKey, hash: Option<&str>) -> Option<Parts> {
+        let hash = short(hash?);
+        let known = self.0.lock().unwrap();
+        known
+            .get(key)?
+            .iter()
+            .find(|(h, _)| *h == hash)
+            .map(|(_, p)| p.to_vec())
     }
 
-    /// The workload is gone.
-    pub fn forget(&self, id: &str) {
-        self.0.lock().unwrap().remove(id);
+    /// The workload is gone, or no longer opted in.
+    pub fn forget(&self, key: &WorkloadKey) {
+        self.0.lock().unwrap().remove(key);
     }
 }
 
@@ -110,5 +126,30 @@ mod tests {
         );
         let same = vec![(key("cfg"), 2), (key("cfg2"), 7)];
         assert!(changed(&key("new"), &now, Some(&same)), "nothing else does");
+    }
+
+    #[test]
+    fn the_parts_are_those_behind_the_hash_the_workload_carries() {
+        let web = WorkloadKey {
+            resource: Arc::new(crate::objects::Resource::deployments()),
+            namespace: "ns".into(),
+            name: "web".into(),
+        };
+        let baselines = Baselines::default();
+        let h = |c: char| c.to_string().repeat(64);
+        baselines.learn(&web, &h('a'), vec![(key("cfg"), 1)]);
+        // Rolled to b: until the watch shows b, the workload still carries a.
+        baselines.learn(&web, &h('b'), vec![(key("cfg"), 2)]);
+        assert_eq!(
+            baselines.of(&web, Some(&h('a'))),
+            Some(vec![(key("cfg"), 1)])
+        );
+        assert_eq!(
+            baselines.of(&web, Some(&h('b'))),
+            Some(vec![(key("cfg"), 2)])
+        );
+        baselines.learn(&web, &h('c'), vec![(key("cfg"), 3)]);
+        assert_eq!(baselines.of(&web, Some(&h('a'))), None, "two kept");
+        assert_eq!(baselines.of(&web, None), None);
     }
 }

@@ -149,7 +149,7 @@ impl Judge {
                 && baseline::changed(
                     config,
                     &baseline::parts(&resolved),
-                    self.baselines.of(&id).as_deref(),
+                    self.baselines.of(&key, Some(recorded)).as_deref(),
                 );
             out.push(Dependent {
                 id,
@@ -204,7 +204,7 @@ pub fn pending_of(
     }
     let id = workload_id(key);
     let parts = baseline::parts(&resolved);
-    let before = judge.baselines.of(&id);
+    let before = judge.baselines.of(key, entry.recorded_hash());
     for (reference, _) in &resolved {
         if !baseline::changed(&reference.config, &parts, before.as_deref()) {
             continue;
@@ -370,15 +370,20 @@ impl FanOuts {
     /// The workload is forgotten or opted out: not pending any more, nor a dependent.
     pub fn settled(&self, key: &WorkloadKey) {
         self.not_pending(key);
-        self.judge.baselines.forget(&workload_id(key));
+        self.judge.baselines.forget(key);
     }
 
-    /// The workload carries the hash of `resolved` without a rollout (adopted, or only
-    /// what counts changed): what a later change is judged by.
-    pub fn carries(&self, key: &WorkloadKey, resolved: &[crate::model::counted::Counted]) {
+    /// The workload carries (or was just given) `hash`, computed from `resolved`: what a
+    /// later change is judged by.
+    pub fn carries(
+        &self,
+        key: &WorkloadKey,
+        hash: &str,
+        resolved: &[crate::model::counted::Counted],
+    ) {
         self.judge
             .baselines
-            .learn(&workload_id(key), baseline::parts(resolved));
+            .learn(key, hash, baseline::parts(resolved));
     }
 
     fn not_pending(&self, key: &WorkloadKey) {
@@ -445,7 +450,7 @@ impl FanOuts {
         let mut notes = Vec::new();
         let mut rechecks = Vec::new();
         let parts = baseline::parts(&resolved);
-        let before = self.judge.baselines.of(&workload_id(key));
+        let before = self.judge.baselines.of(key, entry.recorded_hash());
         for (reference, _) in &resolved {
             if !baseline::changed(&reference.config, &parts, before.as_deref()) {
                 continue;
@@ -500,7 +505,13 @@ impl FanOuts {
                 }
             }
         }
-        let urgent = windows.is_some() && self.urgent(&resolved)?;
+        // A grant lets through the change of the object it is on only.
+        let changed: Vec<_> = resolved
+            .iter()
+            .filter(|(r, _)| baseline::changed(&r.config, &parts, before.as_deref()))
+            .cloned()
+            .collect();
+        let urgent = windows.is_some() && self.urgent(&changed)?;
         if let Some(pending) = gates::outside_window(windows.as_ref(), urgent, now as i64) {
             let opens_in = match &pending {
                 Pending::Window { opens_at, .. } => (*opens_at - now as i64).max(1) as u64,
@@ -593,16 +604,14 @@ impl FanOuts {
         let id = workload_id(key);
         let mut recheck: Option<Duration> = None;
         let resolved = counted(&self.judge.cache, key, entry);
-        let mut learnt = false;
+        // It carries its hash: what it runs with now is what a change is judged by.
+        if let Some(hash) = entry.recorded_hash() {
+            self.carries(key, hash, &resolved);
+        }
         for (reference, _) in &resolved {
             let (Some(change), _) = self.judge.change(&reference.config) else {
                 continue;
             };
-            if !learnt {
-                // It carries its hash: what it runs with now is what a change is judged by.
-                self.judge.baselines.learn(&id, baseline::parts(&resolved));
-                learnt = true;
-            }
             let Some(record) = Judge::record(&self.state, &change)? else {
                 continue;
             };
