@@ -542,3 +542,89 @@ fn an_urgent_grant_lets_through_only_the_change_of_the_object_it_is_on() {
         wavelet.output()
     );
 }
+
+/// Issue 32, item 9: `/readyz` and `/metrics` answer from memory. Here the lists of
+/// ConfigMaps (wavelet-state's among them) and the next GET of a ConfigMap are 20 s slow,
+/// so wavelet has no copy of its state yet; a probe that read the state would wait.
+#[test]
+fn probes_answer_from_memory_while_the_state_is_not_read_yet() {
+    let fake = fake_with_web();
+    let slow = |resource: &str| crate::fake::Fault::Slow {
+        method: "GET".into(),
+        resource: resource.into(),
+        delay: Duration::from_secs(20),
+    };
+    // The list of the watch of wavelet-state, the list of the users' ConfigMaps, and the
+    // next GET of a ConfigMap.
+    fake.inject(slow("configmaps/wavelet-state"));
+    fake.inject(slow("configmaps"));
+    fake.inject(slow("configmaps"));
+    let wavelet = Wavelet::start_unsynced(&fake, FAST);
+    for path in ["/metrics", "/readyz", "/metrics"] {
+        let started = std::time::Instant::now();
+        let (code, body) = wavelet.http_get(path);
+        assert!(
+            started.elapsed() < Duration::from_secs(2) && (code == 200 || code == 503),
+            "{path}: {code} after {:?}: {body}",
+            started.elapsed()
+        );
+    }
+    assert!(!wavelet.output().contains("initial sync complete"));
+}
+
+/// Issue 32, item 8: `wavelet resume` decided from a held record; while its write is on
+/// the way, the controller supersedes the fan-out with a newer change's record. The write
+/// meets 409 Conflict, and the newer record must stay: nothing is resumed.
+#[test]
+fn a_resume_racing_a_newer_record_never_overwrites_it() {
+    let fake = FakeApi::start();
+    let held = "aaaa since=2026-11-22T03:14:40Z waves=deployments.apps/default/a held=deployments.apps/default/a reason=its rollout failed";
+    let newer = "bbbb since=2026-11-22T03:20:00Z waves=deployments.apps/default/b";
+    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "wavelet-state", "namespace": NS},
+        "data": {"fanout.configmap.default.shared": held}}));
+    fake.inject(crate::fake::Fault::Slow {
+        method: "PUT".into(),
+        resource: "configmaps".into(),
+        delay: Duration::from_secs(2),
+    });
+    let url = fake.url();
+    let resume = std::thread::spawn(move || {
+        wavelet_command()
+            .args([
+                "resume",
+                "-n",
+                NS,
+                "configmap/shared",
+                "--state-namespace",
+                NS,
+            ])
+            .args(["--server", &url])
+            .env_clear()
+            .output()
+            .expect("running wavelet")
+    });
+    assert!(
+        fake.wait_until(Duration::from_secs(15), |f| f
+            .requests()
+            .iter()
+            .any(|r| r.method == "PUT" && is_wavelet_state(r))),
+        "no PUT of wavelet-state"
+    );
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "wavelet-state",
+        json!({"data": {"fanout.configmap.default.shared": newer}}),
+    );
+    let out = resume.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        state_entry(&fake, "fanout.configmap.default.shared").as_deref(),
+        Some(newer),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("no held fan-out to resume"), "{stdout}");
+}

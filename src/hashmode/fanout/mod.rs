@@ -28,7 +28,11 @@ use crate::model::cache::{Cache, ConfigEntry};
 use crate::model::counted::counted;
 use crate::model::hash;
 use crate::model::rollout_status::RolloutStatus;
-use crate::model::state::{object_key, StateConfigMap, PAUSE_KEY};
+use crate::model::state::{object_key, StateConfigMap, Written, PAUSE_KEY};
+
+/// Decisions of one fan-out step in a row that find their record changed by another
+/// writer before wavelet gives up (an error, retried by the work queue).
+const MAX_DECISIONS: usize = 3;
 use crate::model::workload::WorkloadEntry;
 use crate::objects::{ConfigKey, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
@@ -357,11 +361,11 @@ impl FanOuts {
         counts
     }
 
-    /// Fan-outs held now, from the state (every replica reads it).
+    /// Fan-outs held now, from the copy of the state in memory (every replica watches it);
+    /// never a request: `/metrics` and the probes read it.
     pub fn held_count(&self) -> usize {
         self.state
-            .entries(&format!("{FANOUT}."))
-            .unwrap_or_default()
+            .cached_entries(&format!("{FANOUT}."))
             .iter()
             .filter(|(_, v)| Record::decode(v).is_some_and(|r| r.held.is_some()))
             .count()
@@ -636,6 +640,27 @@ impl FanOuts {
     /// Events, wakes the released workloads). Returns the decision and the record after.
     fn advance(&self, change: &Change, now: u64) -> Result<(Decision, Option<Record>), Error> {
         let _one_at_a_time = self.deciding.lock().unwrap();
+        // Another writer (`wavelet resume`, another leader) changed the record while this
+        // decision was made: decide again from the newer one.
+        for _ in 0..MAX_DECISIONS {
+            if let Some(done) = self.try_advance(change, now)? {
+                return Ok(done);
+            }
+        }
+        Err(Error::Config(format!(
+            "{}: its fan-out's record in ConfigMap {}/{} keeps changing under wavelet: is another wavelet writing it? Run one leader per --state-namespace",
+            change.config,
+            self.state.namespace(),
+            crate::model::state::STATE_CONFIGMAP
+        )))
+    }
+
+    /// One decision of [`FanOuts::advance`]; `None` when the record changed meanwhile.
+    fn try_advance(
+        &self,
+        change: &Change,
+        now: u64,
+    ) -> Result<Option<(Decision, Option<Record>)>, Error> {
         let state_key = object_key(FANOUT, &change.config);
         let stored = self.state.get(&state_key)?;
         let record = stored
@@ -669,7 +694,9 @@ impl FanOuts {
             Decision::NotShared => {
                 if stored.is_some() {
                     // An older change's record: this one is not a fan-out.
-                    self.state.set(&state_key, None)?;
+                    if !self.record(&state_key, &stored, None)? {
+                        return Ok(None);
+                    }
                 }
                 None
             }
@@ -686,7 +713,9 @@ impl FanOuts {
                 next.since = now;
                 // Recorded before any of them is patched: a restart from here on goes on
                 // with this wave, never repeats one.
-                self.state.set(&state_key, Some(&next.encode()))?;
+                if !self.record(&state_key, &stored, Some(&next.encode()))? {
+                    return Ok(None);
+                }
                 let total = dependents
                     .iter()
                     .filter(|d| !d.current || next.released(&d.id))
@@ -724,7 +753,9 @@ impl FanOuts {
             Decision::Hold(hold) => {
                 let mut held = record.clone().expect("a hold has a record");
                 held.held = Some(hold.clone());
-                self.state.set(&state_key, Some(&held.encode()))?;
+                if !self.record(&state_key, &stored, Some(&held.encode()))? {
+                    return Ok(None);
+                }
                 metrics::global()
                     .fanouts_halted
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -780,7 +811,9 @@ impl FanOuts {
                         .fanout_wave_duration
                         .observe(Duration::from_secs(now.saturating_sub(r.since)));
                 }
-                self.state.set(&state_key, None)?;
+                if !self.record(&state_key, &stored, None)? {
+                    return Ok(None);
+                }
                 let message = format!(
                     "Change {short} rolled out to all {rolled} workloads in {waves} wave(s), each finished healthy."
                 );
@@ -791,7 +824,18 @@ impl FanOuts {
             }
             Decision::Held | Decision::Rolling { .. } => record.clone(),
         };
-        Ok((decision, after))
+        Ok(Some((decision, after)))
+    }
+
+    /// Writes a fan-out's record decided from `stored`; `false` when it is not `stored`
+    /// any more (nothing written).
+    fn record(
+        &self,
+        key: &str,
+        stored: &Option<String>,
+        value: Option<&str>,
+    ) -> Result<bool, Error> {
+        Ok(self.state.set_if(key, Some(stored.as_deref()), value)? == Written::Done)
     }
 
     /// Whether an object the workload uses lets its change through restart windows
@@ -805,7 +849,8 @@ impl FanOuts {
             };
             let data = hash::data_hash(digests, self.judge.hmac_key.as_deref());
             let state_key = object_key(URGENT, &reference.config);
-            let recorded = self.state.get(&state_key)?.and_then(|t| Urgent::decode(&t));
+            let stored = self.state.get(&state_key)?;
+            let recorded = stored.as_deref().and_then(Urgent::decode);
             match gates::urgent(entry.gates().urgent.as_deref(), recorded.as_ref(), &data) {
                 UrgentDecision::No => {
                     if recorded.is_some() {
@@ -821,7 +866,14 @@ impl FanOuts {
                             grant.value,
                             hash::short(&data)
                         );
-                        self.state.set(&state_key, Some(&grant.encode()))?;
+                        if self.state.set_if(
+                            &state_key,
+                            Some(stored.as_deref()),
+                            Some(&grant.encode()),
+                        )? == Written::Changed
+                        {
+                            continue; // another writer's grant: judged on the next look
+                        }
                     }
                     urgent = true;
                 }
