@@ -628,3 +628,28 @@ fn a_resume_racing_a_newer_record_never_overwrites_it() {
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("no held fan-out to resume"), "{stdout}");
 }
+
+/// Issue 32, item 7: ConfigMap `shared` deleted while its fan-out is held. Its record
+/// leaves wavelet-state once it has been gone for a resync period (2 s here), and
+/// `wavelet_fanouts_held` returns to 0.
+#[test]
+fn the_held_fan_out_of_a_deleted_configmap_leaves_the_state_and_the_held_count() {
+    let fake = shared();
+    let wavelet = start(&fake, &["--rollout-timeout", "2s", "--resync", "2s"]);
+    fake.set_ready_delay(Duration::from_secs(600));
+    change(&fake, "2");
+    eventually(&fake, &wavelet, "the hold", |f| {
+        !events(f, "shared", "FanOutHeld").is_empty()
+    });
+    wait_for_metric(&wavelet, "wavelet_fanouts_held", "", |v| v == 1.0);
+    fake.delete("configmaps", NS, "shared");
+    eventually(&fake, &wavelet, "the record dropped", |f| {
+        state_entry(f, "fanout.configmap.default.shared").is_none()
+    });
+    wait_for_metric(&wavelet, "wavelet_fanouts_held", "", |v| v == 0.0);
+    assert!(
+        wavelet.output().contains("dropped \"fanout.configmap.default.shared\""),
+        "{}",
+        wavelet.output()
+    );
+}

@@ -528,6 +528,44 @@ impl Controller {
                 })
                 .expect("spawning a worker thread")
         }));
+        {
+            // Fan-out records and urgent grants of objects and workloads gone leave the
+            // state on the schedule of delete mode's ledger (see fanout/tidy.rs).
+            let (fanouts, gate, synced, stop) = (
+                Arc::clone(&fanouts),
+                Arc::clone(&gate),
+                Arc::clone(&synced),
+                Arc::clone(&stop),
+            );
+            let grace = config.resync;
+            let kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
+                .into_iter()
+                .filter(|k| !policy.ignores(*k))
+                .collect();
+            let namespaces = config.namespaces.clone();
+            let ignored = config.reloader.namespaces_to_ignore.clone();
+            let lists = move |key: &crate::objects::ConfigKey| {
+                kinds.contains(&key.kind)
+                    && (namespaces.is_empty() || namespaces.iter().any(|n| **n == *key.namespace))
+                    && !ignored.iter().any(|n| **n == *key.namespace)
+            };
+            let tidier = std::thread::Builder::new()
+                .name("fanout-tidy".into())
+                .spawn(move || {
+                    synced.wait();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if gate.may_write() {
+                            if let Err(err) = fanouts.tidy(std::time::Instant::now(), grace, &lists)
+                            {
+                                log::warn!("{err}");
+                            }
+                        }
+                        crate::stop::sleep_unless_stopped(&stop, grace / 4);
+                    }
+                })
+                .expect("spawning the fan-out tidying thread");
+            workers.push(tidier);
+        }
         if let Some(delete_mode) = &delete_mode {
             for n in 0..config.workers.max(1) {
                 let (delete_mode, synced) = (Arc::clone(delete_mode), Arc::clone(&synced));

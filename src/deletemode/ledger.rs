@@ -258,32 +258,8 @@ pub fn data_bytes(data: &BTreeMap<String, String>) -> usize {
     data.iter().map(|(k, v)| k.len() + v.len()).sum()
 }
 
-/// One pruning pass at `now` over the keys of the state: remembers since when the object
-/// of each entry has been `gone`, forgets that for an object present again (or an entry
-/// no longer there), and returns the keys whose object has been gone for `grace` or more.
-pub fn prune_pass<'a>(
-    keys: impl Iterator<Item = &'a String>,
-    absent_since: &mut HashMap<String, Instant>,
-    gone: impl Fn(&str) -> bool,
-    now: Instant,
-    grace: Duration,
-) -> Vec<String> {
-    let mut seen = HashMap::with_capacity(absent_since.len());
-    let mut expired = Vec::new();
-    for key in keys {
-        if !gone(key) {
-            continue;
-        }
-        let since = absent_since.get(key).copied().unwrap_or(now);
-        if now.saturating_duration_since(since) >= grace {
-            expired.push(key.clone());
-        } else {
-            seen.insert(key.clone(), since);
-        }
-    }
-    *absent_since = seen;
-    expired
-}
+/// One pruning pass (the rule lives with the state's writer, shared with fan-outs).
+pub use crate::model::state::prune_pass;
 
 impl StateStore {
     pub fn new(

@@ -11,8 +11,9 @@
 //! seen (a POST when the ConfigMap does not exist yet); on 409 re-read, and merge the change
 //! onto the newer record only if its entry is still what the change was decided from.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -377,6 +378,34 @@ fn with_prefix(copy: &Snapshot, prefix: &str) -> Vec<(String, String)> {
         .take_while(|(k, _)| k.starts_with(prefix))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
+}
+
+/// One pruning pass at `now` over the keys of the state (every writer's entries of things
+/// gone leave on this schedule: delete mode's ledger, fan-outs and urgent grants): remembers since when the object
+/// of each entry has been `gone`, forgets that for an object present again (or an entry
+/// no longer there), and returns the keys whose object has been gone for `grace` or more.
+pub fn prune_pass<'a>(
+    keys: impl Iterator<Item = &'a String>,
+    absent_since: &mut HashMap<String, Instant>,
+    gone: impl Fn(&str) -> bool,
+    now: Instant,
+    grace: Duration,
+) -> Vec<String> {
+    let mut seen = HashMap::with_capacity(absent_since.len());
+    let mut expired = Vec::new();
+    for key in keys {
+        if !gone(key) {
+            continue;
+        }
+        let since = absent_since.get(key).copied().unwrap_or(now);
+        if now.saturating_duration_since(since) >= grace {
+            expired.push(key.clone());
+        } else {
+            seen.insert(key.clone(), since);
+        }
+    }
+    *absent_since = seen;
+    expired
 }
 
 fn path(namespace: &str) -> String {

@@ -12,6 +12,7 @@
 pub(crate) mod baseline;
 pub(crate) mod gates;
 pub(crate) mod record;
+pub(crate) mod tidy;
 pub(crate) mod waves;
 
 use std::collections::{HashMap, HashSet};
@@ -295,6 +296,26 @@ pub fn recorded(state: &StateConfigMap) -> Vec<(String, Record)> {
         .collect()
 }
 
+/// What a tidying pass sees of the cluster: wavelet's cache.
+struct CachePresent<'a> {
+    cache: &'a Cache,
+    lists: &'a dyn Fn(&ConfigKey) -> bool,
+    workloads: HashSet<String>,
+}
+
+impl tidy::Present for CachePresent<'_> {
+    fn object(&self, key: &ConfigKey) -> Option<bool> {
+        if !(self.lists)(key) || self.cache.configs_relisting() {
+            return None;
+        }
+        Some(self.cache.config(key).is_some())
+    }
+
+    fn workload(&self, id: &str) -> bool {
+        self.workloads.contains(id)
+    }
+}
+
 /// What [`FanOuts::check`] says of one rollout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -326,6 +347,11 @@ pub struct FanOuts {
     wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
     /// One fan-out decision (and its record's write) at a time.
     deciding: Mutex<()>,
+    /// Since when each stale entry has been seen stale, and when the last pass ran.
+    tidying: Mutex<(
+        HashMap<String, std::time::Instant>,
+        Option<std::time::Instant>,
+    )>,
     memory: Mutex<Memory>,
 }
 
@@ -342,6 +368,7 @@ impl FanOuts {
             recorder,
             wake,
             deciding: Mutex::new(()),
+            tidying: Mutex::new((HashMap::new(), None)),
             memory: Mutex::new(Memory::default()),
         }
     }
@@ -369,6 +396,62 @@ impl FanOuts {
             .iter()
             .filter(|(_, v)| Record::decode(v).is_some_and(|r| r.held.is_some()))
             .count()
+    }
+
+    /// Drops the fan-out records and urgent grants that have been stale (`tidy`) for
+    /// `grace` (`--resync`), as delete mode's ledger drops its entries; `lists` says
+    /// whether wavelet lists an object's kind and namespace (only there can it see one
+    /// gone). Passes run at most four times per `grace`: call it as often as you like.
+    pub fn tidy(
+        &self,
+        now: std::time::Instant,
+        grace: Duration,
+        lists: &dyn Fn(&ConfigKey) -> bool,
+    ) -> Result<(), Error> {
+        let entries: HashMap<String, String> = self
+            .state
+            .cached_entries(&format!("{FANOUT}."))
+            .into_iter()
+            .chain(self.state.cached_entries(&format!("{URGENT}.")))
+            .collect();
+        let expired = {
+            let mut tidying = self.tidying.lock().unwrap();
+            let (marks, last) = &mut *tidying;
+            if last.is_some_and(|l| now.saturating_duration_since(l) < grace / 4) {
+                return Ok(());
+            }
+            *last = Some(now);
+            let present = CachePresent {
+                cache: &self.judge.cache,
+                lists,
+                workloads: self
+                    .judge
+                    .cache
+                    .workload_keys()
+                    .iter()
+                    .map(workload_id)
+                    .collect(),
+            };
+            crate::model::state::prune_pass(
+                entries.keys(),
+                marks,
+                |key| tidy::stale(key, &entries[key], &present),
+                now,
+                grace,
+            )
+        };
+        for key in expired {
+            let value = &entries[&key];
+            if self.state.set_if(&key, Some(Some(value)), None)? == Written::Done {
+                log::info!(
+                    "ConfigMap {}/{}: dropped {key:?}: its object or workloads have been gone for {:?} or more",
+                    self.state.namespace(),
+                    crate::model::state::STATE_CONFIGMAP,
+                    grace
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The workload is forgotten or opted out: not pending any more, nor a dependent.
