@@ -648,8 +648,103 @@ fn the_held_fan_out_of_a_deleted_configmap_leaves_the_state_and_the_held_count()
     });
     wait_for_metric(&wavelet, "wavelet_fanouts_held", "", |v| v == 0.0);
     assert!(
-        wavelet.output().contains("dropped \"fanout.configmap.default.shared\""),
+        wavelet
+            .output()
+            .contains("dropped \"fanout.configmap.default.shared\""),
         "{}",
+        wavelet.output()
+    );
+}
+
+/// Issue 32, item 2: the API server refuses the rollout PATCH (403 here, as RBAC or an
+/// admission policy would). `--rollout-timeout` counts from the release, so wave 1's
+/// refused workload holds the fan-out, with the refusal as its reason.
+#[test]
+fn a_released_workload_whose_rollout_is_refused_holds_the_fan_out_with_the_refusal() {
+    let fake = shared();
+    let wavelet = start(&fake, &["--rollout-timeout", "2s"]);
+    fake.inject(crate::fake::Fault::Status {
+        method: "PATCH".into(),
+        resource: "deployments".into(),
+        code: 403,
+        retry_after_secs: None,
+        times: 10_000,
+        plain_text: false,
+    });
+    change(&fake, "2");
+    eventually(&fake, &wavelet, "the hold", |f| {
+        !events(f, "shared", "FanOutHeld").is_empty()
+    });
+    let held = events(&fake, "shared", "FanOutHeld").remove(0);
+    assert!(
+        held.contains("deployment default/a")
+            && held.contains("refused")
+            && held.contains("forbidden: injected by the fake API server"),
+        "{held}"
+    );
+    assert_eq!(metric(&wavelet, "wavelet_fanouts_held", ""), 1.0);
+    let record = state_entry(&fake, "fanout.configmap.default.shared").unwrap();
+    assert!(
+        record.contains("held=deployments.apps/default/a"),
+        "{record}"
+    );
+}
+
+/// Issue 32, item 13 (Reloader's pause_period_test): a and b use `shared`; a has a pause
+/// period. a's own wait gates nobody: b rolls for the first change at once, and a rolls
+/// once, when its period is over, with the latest configuration.
+#[test]
+fn a_workload_in_its_pause_period_holds_no_wave_and_rolls_once_with_the_latest() {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "shared", &[("k", "1")]));
+    let mut paused = opted_in();
+    paused["deployment.reloader.stakater.com/pause-period"] = json!("8s");
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "a",
+        paused,
+        mounts_configmap("shared"),
+    ));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "b",
+        opted_in(),
+        mounts_configmap("shared"),
+    ));
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(&fake, &wavelet, "a and b adopted", |f| {
+        ["a", "b"].iter().all(|n| {
+            hashes(f, "deployments", NS, n, "wavelet.dev/config-hash")
+                .1
+                .is_some()
+        })
+    });
+    change(&fake, "2");
+    eventually(&fake, &wavelet, "b rolled for the first change", |f| {
+        rolled(f, "b") == 1
+    });
+    assert_eq!(rolled(&fake, "a"), 0, "a rolled inside its pause period");
+    change(&fake, "3");
+    eventually(&fake, &wavelet, "b rolled for the second change", |f| {
+        rolled(f, "b") == 2
+    });
+    let wait = Duration::from_secs(30);
+    assert!(
+        fake.wait_until(wait, |f| rolled(f, "a") == 1),
+        "a did not roll after its pause period:\n{}",
+        wavelet.output()
+    );
+    assert_eq!(
+        hashes(&fake, "deployments", NS, "a", "wavelet.dev/config-hash").0,
+        Some(expected_hash(&fake, "deployments", NS, "a")),
+        "a rolled with an older configuration"
+    );
+    assert!(
+        events(&fake, "shared", "FanOutWave").is_empty()
+            && !wavelet.output().contains("PENDING: waiting for wave"),
+        "a's pause period made a wave:\n{}",
         wavelet.output()
     );
 }

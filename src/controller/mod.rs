@@ -154,6 +154,7 @@ impl Controller {
             .0,
             config.dry_run,
         ));
+        let debounce = Arc::new(Debounce::new());
         let fanouts = {
             let queue = Arc::clone(&queue);
             Arc::new(FanOuts::new(
@@ -167,6 +168,7 @@ impl Controller {
                 Arc::clone(&state),
                 recorder.clone(),
                 Box::new(move |key| queue.add(key)),
+                Arc::clone(&debounce),
             ))
         };
         let settings = HashModeSettings {
@@ -178,7 +180,6 @@ impl Controller {
             debounce: config.debounce,
             absent_is_filtered: reloader.resource_label_selector.is_some(),
         };
-        let debounce = Arc::new(Debounce::new());
         let reconciler = Arc::new(Reconciler::new(
             client.clone(),
             Arc::clone(&cache),

@@ -519,8 +519,10 @@ impl Reconciler {
             let patched = match self.patch_returning(key, &body) {
                 Ok(patched) => patched,
                 Err(err) => {
-                    // The rollout did not happen: it must not count against the interval.
+                    // The rollout did not happen: it must not count against the interval,
+                    // and a fan-out that released it holds once it stays refused.
                     self.throttle.lock().unwrap().forget(key);
+                    self.fanouts.refused(key, &err.to_string());
                     return Err(err);
                 }
             };

@@ -25,6 +25,7 @@ use crate::hashmode::fanout::baseline::Baselines;
 use crate::hashmode::fanout::gates::{Pending, UrgentDecision};
 use crate::hashmode::fanout::record::{workload_id, Record, Urgent, FANOUT, URGENT};
 use crate::hashmode::fanout::waves::{Decision, Member, Settings};
+use crate::hashmode::throttle::Debounce;
 use crate::model::cache::{Cache, ConfigEntry};
 use crate::model::counted::counted;
 use crate::model::hash;
@@ -243,6 +244,8 @@ pub fn pending_of(
                 current: d.current,
                 status: &d.status,
                 rolled_at: None,
+                waiting: None,
+                refused: None,
             })
             .collect();
         if let Decision::Release { workloads, .. } =
@@ -332,6 +335,8 @@ pub enum Verdict {
 struct Memory {
     /// When each released workload was first seen carrying its new hash (Unix seconds).
     rolled_at: waves::RolledAt,
+    /// The API server's refusal of each workload's last rollout, while it is refused.
+    refused: HashMap<WorkloadKey, String>,
     /// The workloads waiting now, and why (for `/metrics` and one Event per reason).
     pending: HashMap<WorkloadKey, Pending>,
     /// Warnings about annotations that cannot be read, each once.
@@ -345,6 +350,9 @@ pub struct FanOuts {
     recorder: Recorder,
     /// Enqueues a workload (a released wave, a lifted hold).
     wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
+    /// Hash mode's debounce windows: a workload whose own window (its pause period) is
+    /// still open waits on its own.
+    debounce: Arc<Debounce<WorkloadKey>>,
     /// One fan-out decision (and its record's write) at a time.
     deciding: Mutex<()>,
     /// Since when each stale entry has been seen stale, and when the last pass ran.
@@ -361,12 +369,14 @@ impl FanOuts {
         state: Arc<StateConfigMap>,
         recorder: Recorder,
         wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
+        debounce: Arc<Debounce<WorkloadKey>>,
     ) -> FanOuts {
         FanOuts {
             judge,
             state,
             recorder,
             wake,
+            debounce,
             deciding: Mutex::new(()),
             tidying: Mutex::new((HashMap::new(), None)),
             memory: Mutex::new(Memory::default()),
@@ -471,6 +481,20 @@ impl FanOuts {
         self.judge
             .baselines
             .learn(key, hash, baseline::parts(resolved));
+        let mut memory = self.memory.lock().unwrap();
+        if !memory.refused.is_empty() {
+            memory.refused.remove(key);
+        }
+    }
+
+    /// The API server refused the rollout of `key` (`why`): a fan-out that released it
+    /// holds with this reason once `--rollout-timeout` has passed since the release.
+    pub fn refused(&self, key: &WorkloadKey, why: &str) {
+        self.memory
+            .lock()
+            .unwrap()
+            .refused
+            .insert(key.clone(), why.to_string());
     }
 
     fn not_pending(&self, key: &WorkloadKey) {
@@ -512,22 +536,8 @@ impl FanOuts {
     fn decide(&self, key: &WorkloadKey, entry: &WorkloadEntry, now: u64) -> Result<Verdict, Error> {
         let resolved = counted(&self.judge.cache, key, entry);
         // Pauses.
-        let global = self.state.get(PAUSE_KEY)?.map(|e| record::paused_since(&e));
         let namespace_gates = self.judge.cache.namespace_gates(&key.namespace);
-        let paused_configs: Vec<String> = resolved
-            .iter()
-            .filter(|(_, e)| e.as_ref().is_some_and(|e| e.gates().pause))
-            .map(|(r, _)| r.config.to_string())
-            .collect();
-        if let Some(by) = gates::paused_by(
-            global,
-            namespace_gates
-                .as_ref()
-                .filter(|g| g.pause)
-                .map(|_| &*key.namespace),
-            entry.gates.pause,
-            &paused_configs,
-        ) {
+        if let Some(by) = self.paused(key, entry, &resolved)? {
             return Ok(Verdict::Wait {
                 pending: Pending::Paused(by),
                 requeue: None,
@@ -617,6 +627,73 @@ impl FanOuts {
         })
     }
 
+    /// What pauses `key`, if anything does: the global pause, its Namespace, itself, or a
+    /// ConfigMap/Secret it uses.
+    fn paused(
+        &self,
+        key: &WorkloadKey,
+        entry: &WorkloadEntry,
+        resolved: &[crate::model::counted::Counted],
+    ) -> Result<Option<String>, Error> {
+        let global = self.state.get(PAUSE_KEY)?.map(|e| record::paused_since(&e));
+        let namespace_gates = self.judge.cache.namespace_gates(&key.namespace);
+        let paused_configs: Vec<String> = resolved
+            .iter()
+            .filter(|(_, e)| e.as_ref().is_some_and(|e| e.gates().pause))
+            .map(|(r, _)| r.config.to_string())
+            .collect();
+        Ok(gates::paused_by(
+            global,
+            namespace_gates
+                .as_ref()
+                .filter(|g| g.pause)
+                .map(|_| &*key.namespace),
+            entry.gates.pause,
+            &paused_configs,
+        ))
+    }
+
+    /// Why `key`, due to roll, waits on its own, if it does: paused, in its pause period,
+    /// or outside its restart window. Such a workload joins no
+    /// wave and gates no one; it rolls once its wait is over, with the configuration of
+    /// then.
+    fn own_wait(&self, key: &WorkloadKey, now: u64) -> Result<Option<String>, Error> {
+        let Some(entry) = self.judge.cache.workload(key) else {
+            return Ok(None);
+        };
+        let resolved = counted(&self.judge.cache, key, &entry);
+        if let Some(by) = self.paused(key, &entry, &resolved)? {
+            return Ok(Some(format!("paused ({by})")));
+        }
+        // Its own debounce window, the pause period (`--debounce` is everyone's: the
+        // workloads of one change leave it together).
+        if let (Some(period), Some(opened)) = (
+            entry.counting.pause_period,
+            self.debounce.window_opened(key),
+        ) {
+            let left = (opened + period).saturating_duration_since(std::time::Instant::now());
+            if !left.is_zero() {
+                return Ok(Some(format!(
+                    "waiting for its pause period ({}s left)",
+                    left.as_secs().max(1)
+                )));
+            }
+        }
+        let namespace_gates = self.judge.cache.namespace_gates(&key.namespace);
+        let (windows, _) = gates::window_for(
+            &[
+                (entry.gates.window.as_deref(), "the workload"),
+                (
+                    namespace_gates.as_ref().and_then(|g| g.window.as_deref()),
+                    "its Namespace",
+                ),
+            ],
+            self.judge.fan_out.restart_window.as_ref(),
+        );
+        Ok(gates::outside_window(windows.as_ref(), false, now as i64)
+            .map(|pending| pending.describe(now as i64)))
+    }
+
     /// The fan-out of `change` for workload `key`: `None` when it does not gate it,
     /// `Some(Ok(note))` when a wave released it, `Some(Err(why, recheck))` when it waits.
     #[allow(clippy::type_complexity)]
@@ -691,9 +768,16 @@ impl FanOuts {
         let id = workload_id(key);
         let mut recheck: Option<Duration> = None;
         let resolved = counted(&self.judge.cache, key, entry);
-        // It carries its hash: what it runs with now is what a change is judged by.
-        if let Some(hash) = entry.recorded_hash() {
-            self.carries(key, hash, &resolved);
+        // It carries its hash: what it runs with is what a change is judged by (read
+        // again here, so learnt only if a change that came in meanwhile is not in it).
+        let computed = hash::compute(
+            resolved
+                .iter()
+                .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
+            self.judge.hmac_key.as_deref(),
+        );
+        if entry.recorded_hash() == Some(computed.hash.as_str()) {
+            self.carries(key, &computed.hash, &resolved);
         }
         for (reference, _) in &resolved {
             let (Some(change), _) = self.judge.change(&reference.config) else {
@@ -751,16 +835,29 @@ impl FanOuts {
             .and_then(Record::decode)
             .filter(|r| r.hash == change.hash);
         let dependents = self.judge.dependents(&change.config);
+        let waiting: Vec<Option<String>> = dependents
+            .iter()
+            .map(|d| {
+                if d.current {
+                    Ok(None)
+                } else {
+                    self.own_wait(&d.key, now)
+                }
+            })
+            .collect::<Result<_, Error>>()?;
         let members: Vec<Member> = {
             let memory = self.memory.lock().unwrap();
             dependents
                 .iter()
-                .map(|d| Member {
+                .zip(waiting)
+                .map(|(d, waiting)| Member {
                     id: &d.id,
                     canary: d.canary,
                     current: d.current,
                     status: &d.status,
                     rolled_at: memory.rolled_at.of(&state_key, &change.hash, &d.id),
+                    waiting,
+                    refused: memory.refused.get(&d.key).cloned(),
                 })
                 .collect()
         };
