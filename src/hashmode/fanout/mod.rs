@@ -468,6 +468,10 @@ impl FanOuts {
     pub fn settled(&self, key: &WorkloadKey) {
         self.not_pending(key);
         self.judge.baselines.forget(key);
+        let mut memory = self.memory.lock().unwrap();
+        if !memory.refused.is_empty() {
+            memory.refused.remove(key);
+        }
     }
 
     /// The workload carries (or was just given) `hash`, computed from `resolved`: what a
