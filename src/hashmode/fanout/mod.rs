@@ -6,8 +6,11 @@
 //! [`FanOuts`] is asked by hash mode's reconcile, for a workload whose hash is due to
 //! change, whether it may roll now ([`FanOuts::check`]), and told of every workload found
 //! up to date ([`FanOuts::observe`]): a workload of a fan-out's current wave finishing
-//! (or failing) its rollout is what releases the next wave (or holds the rest). The I/O
-//! is here; every decision is one of the pure functions of `waves` and `gates`.
+//! (or failing) its rollout is what releases the next wave (or holds the rest). A fan-out
+//! belongs to the object whose change made the workloads due (`baseline`); a workload
+//! waiting on its own (pause, pause period, restart window) joins no wave; records of
+//! objects and workloads gone are dropped (`tidy`). The I/O is here; every decision is
+//! one of the pure functions of `waves`, `gates`, `baseline` and `tidy`.
 
 pub(crate) mod baseline;
 pub(crate) mod gates;
