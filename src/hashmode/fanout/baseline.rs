@@ -59,7 +59,8 @@ pub fn changed(
 /// The parts behind the hash each workload carries, learnt when wavelet gave it that hash
 /// (adopted, recorded, rolled) or found it up to date; the two latest per workload, so a
 /// rollout not yet shown by the watch leaves the parts of the hash it still shows. Keys and
-/// object names share the cache's strings: about 40 bytes per object a workload uses.
+/// object names share the cache's strings (`Arc`s): per workload one map entry and, per
+/// object it uses, a key and a fingerprint (48 bytes), once or twice.
 #[derive(Clone, Default)]
 pub struct Baselines(Arc<Mutex<HashMap<WorkloadKey, Learnt>>>);
 
@@ -126,6 +127,11 @@ mod tests {
         );
         let same = vec![(key("cfg"), 2), (key("cfg2"), 7)];
         assert!(changed(&key("new"), &now, Some(&same)), "nothing else does");
+    }
+
+    #[test]
+    fn a_part_is_a_shared_key_and_a_fingerprint() {
+        assert_eq!(std::mem::size_of::<(ConfigKey, u64)>(), 48);
     }
 
     #[test]
