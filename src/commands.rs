@@ -15,7 +15,7 @@ use crate::hashmode::fanout::{self, Judge};
 use crate::model::cache::Cache;
 use crate::model::counted::counted;
 use crate::model::hash;
-use crate::model::state::{object_key, StateConfigMap, PAUSE_KEY};
+use crate::model::state::{object_key, StateConfigMap, Written, PAUSE_KEY};
 use crate::model::workload::WorkloadEntry;
 use crate::objects::{
     ConfigKey, ConfigKind, ConfigMapItem, PodStatusItem, Resource, SecretItem, WorkloadKey,
@@ -356,6 +356,7 @@ pub fn status(
         fan_out: gating.fan_out.clone(),
         hmac_key: hmac_key.map(<[u8]>::to_vec),
         absent_is_filtered: false,
+        baselines: Default::default(),
     };
     let now = crate::time::unix_now();
     let mut workloads = Vec::new();
@@ -611,10 +612,15 @@ pub fn pause(client: &Client, state_namespace: &str, out: &mut dyn Write) -> Res
         writeln!(out, "already paused since {}", crate::time::rfc3339(since)).map_err(write_err)?;
         return Ok(());
     }
-    state.set(
-        PAUSE_KEY,
-        Some(&record::pause_entry(crate::time::unix_now())),
-    )?;
+    let entry = record::pause_entry(crate::time::unix_now());
+    if state.set_if(PAUSE_KEY, Some(None), Some(&entry))? == Written::Changed {
+        // Paused by someone else meanwhile: that pause stands.
+        let since = state
+            .get(PAUSE_KEY)?
+            .map_or(0, |e| record::paused_since(&e));
+        writeln!(out, "already paused since {}", crate::time::rfc3339(since)).map_err(write_err)?;
+        return Ok(());
+    }
     writeln!(
         out,
         "paused: no workload rolls until `wavelet resume` (recorded in ConfigMap {state_namespace}/{}); changes meanwhile roll once, with their latest configuration",
@@ -653,15 +659,31 @@ pub fn resume(
         .unwrap_or_else(|| "default".to_string());
     let config = ConfigKey::new(target.kind, &namespace, &target.name);
     let key = object_key(FANOUT, &config);
-    let held = state.get(&key)?.and_then(|t| Record::decode(&t));
-    let Some(resumed) = held
-        .as_ref()
-        .and_then(|r| r.resumed(crate::time::unix_now()))
-    else {
-        writeln!(out, "{config}: no held fan-out to resume").map_err(write_err)?;
-        return Ok(false);
+    // Decided from the held record, written only over that record: when wavelet changed
+    // it meanwhile (a newer change, the next wave), decide again from the newer one.
+    let mut attempts = 0;
+    let resumed = loop {
+        let stored = state.get(&key)?;
+        let held = stored.as_deref().and_then(Record::decode);
+        let Some(resumed) = held
+            .as_ref()
+            .and_then(|r| r.resumed(crate::time::unix_now()))
+        else {
+            writeln!(out, "{config}: no held fan-out to resume").map_err(write_err)?;
+            return Ok(false);
+        };
+        attempts += 1;
+        match state.set_if(&key, Some(stored.as_deref()), Some(&resumed.encode()))? {
+            Written::Done => break resumed,
+            Written::Changed if attempts < 3 => continue,
+            Written::Changed => {
+                return Err(Error::Config(format!(
+                    "{config}: its fan-out's record in ConfigMap {state_namespace}/{} keeps changing; run `wavelet status` and try again",
+                    crate::model::state::STATE_CONFIGMAP
+                )))
+            }
+        }
     };
-    state.set(&key, Some(&resumed.encode()))?;
     let skipped = record::display_id(&resumed.skipped.last().cloned().unwrap_or_default());
     writeln!(
         out,

@@ -429,3 +429,324 @@ fn outside_the_restart_window_a_change_waits_and_an_urgent_one_goes_through_once
     assert!(events(&fake, "web", "ConfigChanged")[1]
         .contains("wavelet.dev/urgent, past its restart window"));
 }
+
+/// Deployments a, b and c that mount ConfigMaps `cfg` and `cfg2`.
+fn two_shared() -> FakeApi {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "cfg", &[("k", "1")]));
+    fake.apply(configmap(NS, "cfg2", &[("k", "1")]));
+    for name in NAMES {
+        fake.apply(workload(
+            "Deployment",
+            NS,
+            name,
+            opted_in(),
+            json!({
+                "volumes": [{"name": "one", "configMap": {"name": "cfg"}},
+                            {"name": "two", "configMap": {"name": "cfg2"}}],
+                "containers": [{"name": "app", "image": "nginx", "volumeMounts": [
+                    {"name": "one", "mountPath": "/one"}, {"name": "two", "mountPath": "/two"}]}]
+            }),
+        ));
+    }
+    fake
+}
+
+/// Issue 32, item 1 (phantom fan-outs): the change of `cfg` made a, b and c due, so the
+/// fan-out is `cfg`'s only; `cfg2`, unchanged, gets no record, no wave and no hold.
+#[test]
+fn a_change_of_one_shared_configmap_is_no_fan_out_of_another_one_the_workloads_use() {
+    let fake = two_shared();
+    let wavelet = start(&fake, &["--rollout-timeout", "2s"]);
+    fake.set_ready_delay(Duration::from_secs(600));
+    fake.merge_patch("configmaps", NS, "cfg", json!({"data": {"k": "2"}}));
+    eventually(&fake, &wavelet, "cfg's fan-out held", |f| {
+        !events(f, "cfg", "FanOutHeld").is_empty()
+    });
+    wait_for_metric(
+        &wavelet,
+        "wavelet_rollouts_pending",
+        "reason=\"held\"",
+        |v| v == 2.0,
+    );
+    assert_eq!(metric(&wavelet, "wavelet_fanouts_held", ""), 1.0);
+    assert!(
+        events(&fake, "cfg2", "FanOutWave").is_empty()
+            && events(&fake, "cfg2", "FanOutHeld").is_empty(),
+        "{}",
+        wavelet.output()
+    );
+    assert_eq!(state_entry(&fake, "fanout.configmap.default.cfg2"), None);
+    assert!(
+        !wavelet.output().contains("configmap default/cfg2: Change"),
+        "{}",
+        wavelet.output()
+    );
+}
+
+/// Issue 32, item 3: `wavelet.dev/urgent` on `ca` let ca's change through the restart
+/// window; a later change of `app-config`, which web also mounts, waits for the window.
+#[test]
+fn an_urgent_grant_lets_through_only_the_change_of_the_object_it_is_on() {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "ca", &[("k", "1")]));
+    fake.apply(configmap(NS, "app-config", &[("k", "1")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        json!({
+            "volumes": [{"name": "ca", "configMap": {"name": "ca"}},
+                        {"name": "app", "configMap": {"name": "app-config"}}],
+            "containers": [{"name": "app", "image": "nginx", "volumeMounts": [
+                {"name": "ca", "mountPath": "/ca"}, {"name": "app", "mountPath": "/app"}]}]
+        }),
+    ));
+    let opens = (wavelet::time::unix_now() + 12 * 3600) % 86_400;
+    let hhmm = |t: u64| format!("{:02}:{:02}", t / 3600, t / 60 % 60);
+    let window = format!("{}-{} UTC", hhmm(opens), hhmm((opens + 60) % 86_400));
+    let wavelet = Wavelet::start(&fake, &[FAST, &["--restart-window", &window]].concat());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", "wavelet.dev/config-hash")
+            .1
+            .is_some()
+    });
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "ca",
+        json!({"metadata": {"annotations": {"wavelet.dev/urgent": "INC-1"}}, "data": {"k": "2"}}),
+    );
+    eventually(&fake, &wavelet, "ca's urgent change rolled", |f| {
+        rolled(f, "web") == 1
+    });
+    eventually(&fake, &wavelet, "web seen up to date", |f| {
+        hashes(f, "deployments", NS, "web", "wavelet.dev/config-hash").0
+            == Some(expected_hash(f, "deployments", NS, "web"))
+    });
+    let mark = wavelet.log_mark();
+    fake.merge_patch("configmaps", NS, "app-config", json!({"data": {"k": "2"}}));
+    eventually(
+        &fake,
+        &wavelet,
+        "app-config's change pending or rolled",
+        |f| {
+            wavelet.output()[mark..]
+                .contains("deployment default/web: PENDING: outside its restart window")
+                || rolled(f, "web") == 2
+        },
+    );
+    assert_eq!(
+        rolled(&fake, "web"),
+        1,
+        "ca's grant let app-config's change through: {}",
+        wavelet.output()
+    );
+}
+
+/// Issue 32, item 9: `/readyz` and `/metrics` answer from memory. Here the lists of
+/// ConfigMaps (wavelet-state's among them) and the next GET of a ConfigMap are 20 s slow,
+/// so wavelet has no copy of its state yet; a probe that read the state would wait.
+#[test]
+fn probes_answer_from_memory_while_the_state_is_not_read_yet() {
+    let fake = fake_with_web();
+    let slow = |resource: &str| crate::fake::Fault::Slow {
+        method: "GET".into(),
+        resource: resource.into(),
+        delay: Duration::from_secs(20),
+    };
+    // The list of the watch of wavelet-state, the list of the users' ConfigMaps, and the
+    // next GET of a ConfigMap.
+    fake.inject(slow("configmaps/wavelet-state"));
+    fake.inject(slow("configmaps"));
+    fake.inject(slow("configmaps"));
+    let wavelet = Wavelet::start_unsynced(&fake, FAST);
+    for path in ["/metrics", "/readyz", "/metrics"] {
+        let started = std::time::Instant::now();
+        let (code, body) = wavelet.http_get(path);
+        assert!(
+            started.elapsed() < Duration::from_secs(2) && (code == 200 || code == 503),
+            "{path}: {code} after {:?}: {body}",
+            started.elapsed()
+        );
+    }
+    assert!(!wavelet.output().contains("initial sync complete"));
+}
+
+/// Issue 32, item 8: `wavelet resume` decided from a held record; while its write is on
+/// the way, the controller supersedes the fan-out with a newer change's record. The write
+/// meets 409 Conflict, and the newer record must stay: nothing is resumed.
+#[test]
+fn a_resume_racing_a_newer_record_never_overwrites_it() {
+    let fake = FakeApi::start();
+    let held = "aaaa since=2026-11-22T03:14:40Z waves=deployments.apps/default/a held=deployments.apps/default/a reason=its rollout failed";
+    let newer = "bbbb since=2026-11-22T03:20:00Z waves=deployments.apps/default/b";
+    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "wavelet-state", "namespace": NS},
+        "data": {"fanout.configmap.default.shared": held}}));
+    fake.inject(crate::fake::Fault::Slow {
+        method: "PUT".into(),
+        resource: "configmaps".into(),
+        delay: Duration::from_secs(2),
+    });
+    let url = fake.url();
+    let resume = std::thread::spawn(move || {
+        wavelet_command()
+            .args([
+                "resume",
+                "-n",
+                NS,
+                "configmap/shared",
+                "--state-namespace",
+                NS,
+            ])
+            .args(["--server", &url])
+            .env_clear()
+            .output()
+            .expect("running wavelet")
+    });
+    assert!(
+        fake.wait_until(Duration::from_secs(15), |f| f
+            .requests()
+            .iter()
+            .any(|r| r.method == "PUT" && is_wavelet_state(r))),
+        "no PUT of wavelet-state"
+    );
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "wavelet-state",
+        json!({"data": {"fanout.configmap.default.shared": newer}}),
+    );
+    let out = resume.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        state_entry(&fake, "fanout.configmap.default.shared").as_deref(),
+        Some(newer),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("no held fan-out to resume"), "{stdout}");
+}
+
+/// Issue 32, item 7: ConfigMap `shared` deleted while its fan-out is held. Its record
+/// leaves wavelet-state once it has been gone for a resync period (2 s here), and
+/// `wavelet_fanouts_held` returns to 0.
+#[test]
+fn the_held_fan_out_of_a_deleted_configmap_leaves_the_state_and_the_held_count() {
+    let fake = shared();
+    let wavelet = start(&fake, &["--rollout-timeout", "2s", "--resync", "2s"]);
+    fake.set_ready_delay(Duration::from_secs(600));
+    change(&fake, "2");
+    eventually(&fake, &wavelet, "the hold", |f| {
+        !events(f, "shared", "FanOutHeld").is_empty()
+    });
+    wait_for_metric(&wavelet, "wavelet_fanouts_held", "", |v| v == 1.0);
+    fake.delete("configmaps", NS, "shared");
+    eventually(&fake, &wavelet, "the record dropped", |f| {
+        state_entry(f, "fanout.configmap.default.shared").is_none()
+    });
+    wait_for_metric(&wavelet, "wavelet_fanouts_held", "", |v| v == 0.0);
+    assert!(
+        wavelet
+            .output()
+            .contains("dropped \"fanout.configmap.default.shared\""),
+        "{}",
+        wavelet.output()
+    );
+}
+
+/// Issue 32, item 2: the API server refuses the rollout PATCH (403 here, as RBAC or an
+/// admission policy would). `--rollout-timeout` counts from the release, so wave 1's
+/// refused workload holds the fan-out, with the refusal as its reason.
+#[test]
+fn a_released_workload_whose_rollout_is_refused_holds_the_fan_out_with_the_refusal() {
+    let fake = shared();
+    let wavelet = start(&fake, &["--rollout-timeout", "2s"]);
+    fake.inject(crate::fake::Fault::Status {
+        method: "PATCH".into(),
+        resource: "deployments".into(),
+        code: 403,
+        retry_after_secs: None,
+        times: 10_000,
+        plain_text: false,
+    });
+    change(&fake, "2");
+    eventually(&fake, &wavelet, "the hold", |f| {
+        !events(f, "shared", "FanOutHeld").is_empty()
+    });
+    let held = events(&fake, "shared", "FanOutHeld").remove(0);
+    assert!(
+        held.contains("deployment default/a")
+            && held.contains("refused")
+            && held.contains("forbidden: injected by the fake API server"),
+        "{held}"
+    );
+    assert_eq!(metric(&wavelet, "wavelet_fanouts_held", ""), 1.0);
+    let record = state_entry(&fake, "fanout.configmap.default.shared").unwrap();
+    assert!(
+        record.contains("held=deployments.apps/default/a"),
+        "{record}"
+    );
+}
+
+/// Issue 32, item 13 (Reloader's pause_period_test): a and b use `shared`; a has a pause
+/// period. a's own wait gates nobody: b rolls for the first change at once, and a rolls
+/// once, when its period is over, with the latest configuration.
+#[test]
+fn a_workload_in_its_pause_period_holds_no_wave_and_rolls_once_with_the_latest() {
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "shared", &[("k", "1")]));
+    let mut paused = opted_in();
+    paused["deployment.reloader.stakater.com/pause-period"] = json!("8s");
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "a",
+        paused,
+        mounts_configmap("shared"),
+    ));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "b",
+        opted_in(),
+        mounts_configmap("shared"),
+    ));
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(&fake, &wavelet, "a and b adopted", |f| {
+        ["a", "b"].iter().all(|n| {
+            hashes(f, "deployments", NS, n, "wavelet.dev/config-hash")
+                .1
+                .is_some()
+        })
+    });
+    change(&fake, "2");
+    eventually(&fake, &wavelet, "b rolled for the first change", |f| {
+        rolled(f, "b") == 1
+    });
+    assert_eq!(rolled(&fake, "a"), 0, "a rolled inside its pause period");
+    change(&fake, "3");
+    eventually(&fake, &wavelet, "b rolled for the second change", |f| {
+        rolled(f, "b") == 2
+    });
+    let wait = Duration::from_secs(30);
+    assert!(
+        fake.wait_until(wait, |f| rolled(f, "a") == 1),
+        "a did not roll after its pause period:\n{}",
+        wavelet.output()
+    );
+    assert_eq!(
+        hashes(&fake, "deployments", NS, "a", "wavelet.dev/config-hash").0,
+        Some(expected_hash(&fake, "deployments", NS, "a")),
+        "a rolled with an older configuration"
+    );
+    assert!(
+        events(&fake, "shared", "FanOutWave").is_empty()
+            && !wavelet.output().contains("PENDING: waiting for wave"),
+        "a's pause period made a wave:\n{}",
+        wavelet.output()
+    );
+}

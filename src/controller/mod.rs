@@ -157,8 +157,23 @@ impl Controller {
             config.dry_run,
         ));
         if !config.dry_run {
-            create_state_configmap(&client, state.namespace());
+            // In the background: a slow API server must not hold up the probes, and only
+            // the leader writes.
+            let (client, gate, namespace) = (
+                client.clone(),
+                Arc::clone(&gate),
+                state.namespace().to_string(),
+            );
+            std::thread::Builder::new()
+                .name("state-create".into())
+                .spawn(move || {
+                    if gate.wait() {
+                        create_state_configmap(&client, &namespace);
+                    }
+                })
+                .expect("spawning the state-create thread");
         }
+        let debounce = Arc::new(Debounce::new());
         let fanouts = {
             let queue = Arc::clone(&queue);
             Arc::new(FanOuts::new(
@@ -167,10 +182,12 @@ impl Controller {
                     fan_out: fan_out.clone(),
                     hmac_key: hmac_key.clone(),
                     absent_is_filtered: reloader.resource_label_selector.is_some(),
+                    baselines: Default::default(),
                 },
                 Arc::clone(&state),
                 recorder.clone(),
                 Box::new(move |key| queue.add(key)),
+                Arc::clone(&debounce),
             ))
         };
         // What shapes the hash, recorded beside it.
@@ -193,7 +210,6 @@ impl Controller {
             absent_is_filtered: reloader.resource_label_selector.is_some(),
             basis,
         };
-        let debounce = Arc::new(Debounce::new());
         let reconciler = Arc::new(Reconciler::new(
             client.clone(),
             Arc::clone(&cache),
@@ -584,6 +600,44 @@ impl Controller {
                 })
                 .expect("spawning a worker thread")
         }));
+        {
+            // Fan-out records and urgent grants of objects and workloads gone leave the
+            // state on the schedule of delete mode's ledger (see fanout/tidy.rs).
+            let (fanouts, gate, synced, stop) = (
+                Arc::clone(&fanouts),
+                Arc::clone(&gate),
+                Arc::clone(&synced),
+                Arc::clone(&stop),
+            );
+            let grace = config.resync;
+            let kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
+                .into_iter()
+                .filter(|k| !policy.ignores(*k))
+                .collect();
+            let namespaces = config.namespaces.clone();
+            let ignored = config.reloader.namespaces_to_ignore.clone();
+            let lists = move |key: &crate::objects::ConfigKey| {
+                kinds.contains(&key.kind)
+                    && (namespaces.is_empty() || namespaces.iter().any(|n| **n == *key.namespace))
+                    && !ignored.iter().any(|n| **n == *key.namespace)
+            };
+            let tidier = std::thread::Builder::new()
+                .name("fanout-tidy".into())
+                .spawn(move || {
+                    synced.wait();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if gate.may_write() {
+                            if let Err(err) = fanouts.tidy(std::time::Instant::now(), grace, &lists)
+                            {
+                                log::warn!("{err}");
+                            }
+                        }
+                        crate::stop::sleep_unless_stopped(&stop, grace / 4);
+                    }
+                })
+                .expect("spawning the fan-out tidying thread");
+            workers.push(tidier);
+        }
         if let Some(delete_mode) = &delete_mode {
             for n in 0..config.workers.max(1) {
                 let (delete_mode, synced) = (Arc::clone(delete_mode), Arc::clone(&synced));

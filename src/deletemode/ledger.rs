@@ -62,9 +62,6 @@ pub const MAX_RECORDED_PODS: usize = 1000;
 /// Longest ConfigMap data key the API accepts.
 const MAX_KEY_LEN: usize = 253;
 
-/// Attempts of a write that keeps meeting 409 Conflict.
-const MAX_CONFLICT_RETRIES: usize = 5;
-
 /// The data key of one delete-mode object: `configmap.<namespace>.<name>`.
 ///
 /// Unambiguous because a kind and a namespace (a DNS label) contain no `.`. Every
@@ -162,9 +159,7 @@ fn is_hash(text: &str) -> bool {
 /// The ConfigMap as last read or written.
 #[derive(Default)]
 struct Loaded {
-    /// `None`: the ConfigMap does not exist yet.
-    resource_version: Option<String>,
-    data: BTreeMap<String, String>,
+    snapshot: state::Snapshot,
     /// The leader term in which it was read: trusted within that term only.
     term: u64,
     /// What this replica saw gone, in this term.
@@ -182,7 +177,10 @@ struct Marks {
 
 impl Loaded {
     fn entry(&self, key: &str) -> Option<Entry> {
-        self.data.get(key).and_then(|text| Entry::decode(text))
+        self.snapshot
+            .data
+            .get(key)
+            .and_then(|text| Entry::decode(text))
     }
 }
 
@@ -260,32 +258,8 @@ pub fn data_bytes(data: &BTreeMap<String, String>) -> usize {
     data.iter().map(|(k, v)| k.len() + v.len()).sum()
 }
 
-/// One pruning pass at `now` over the keys of the state: remembers since when the object
-/// of each entry has been `gone`, forgets that for an object present again (or an entry
-/// no longer there), and returns the keys whose object has been gone for `grace` or more.
-pub fn prune_pass<'a>(
-    keys: impl Iterator<Item = &'a String>,
-    absent_since: &mut HashMap<String, Instant>,
-    gone: impl Fn(&str) -> bool,
-    now: Instant,
-    grace: Duration,
-) -> Vec<String> {
-    let mut seen = HashMap::with_capacity(absent_since.len());
-    let mut expired = Vec::new();
-    for key in keys {
-        if !gone(key) {
-            continue;
-        }
-        let since = absent_since.get(key).copied().unwrap_or(now);
-        if now.saturating_duration_since(since) >= grace {
-            expired.push(key.clone());
-        } else {
-            seen.insert(key.clone(), since);
-        }
-    }
-    *absent_since = seen;
-    expired
-}
+/// One pruning pass (the rule lives with the state's writer, shared with fan-outs).
+pub use crate::model::state::prune_pass;
 
 impl StateStore {
     pub fn new(
@@ -348,7 +322,7 @@ impl StateStore {
         let state = self.current(&mut loaded)?;
         let key = state_key(object);
         let entry = state.entry(&key);
-        if entry.is_none() && state.data.contains_key(&key) {
+        if entry.is_none() && state.snapshot.data.contains_key(&key) {
             log::warn!(
                 "{object}: ignoring unreadable entry {key:?} in ConfigMap {}/{STATE_CONFIGMAP}",
                 self.namespace
@@ -377,7 +351,9 @@ impl StateStore {
         }
     }
 
-    /// `decided_from`: `None` writes whatever the entry is now.
+    /// `decided_from`: `None` writes whatever the entry is now. Written by
+    /// [`state::write`]'s rule: on 409 the entry is compared with what the decision was
+    /// made from again, and only then merged onto the newer record.
     fn write_entry(
         &self,
         object: &ConfigKey,
@@ -388,60 +364,44 @@ impl StateStore {
         let value = entry.map(Entry::encode);
         let mut loaded = self.loaded.lock().unwrap();
         self.current(&mut loaded)?;
-        for _ in 0..MAX_CONFLICT_RETRIES {
-            let state = loaded.as_mut().expect("read above");
-            if decided_from.is_some_and(|from| state.entry(&key).as_ref() != from) {
-                log::warn!(
-                    "{object}: its entry in ConfigMap {}/{STATE_CONFIGMAP} was changed by another writer (a leader this replica did not see?); deciding again from what is there now",
-                    self.namespace
-                );
-                return Ok(Written::Changed);
+        let state = loaded.as_mut().expect("read above");
+        // The entry as the decision saw it, as text: what the ConfigMap holds when that
+        // decodes to the same entry (an unreadable entry counts as none, as in `get`).
+        let from_text = decided_from.map(|from| {
+            let now = state.snapshot.data.get(&key);
+            match now {
+                Some(text) if Entry::decode(text).as_ref() == from => Some(text.clone()),
+                _ => from.map(Entry::encode),
             }
-            if state.data.get(&key) == value.as_ref() {
-                return Ok(Written::Done);
-            }
-            let mut data = state.data.clone();
-            match &value {
-                Some(v) => data.insert(key.clone(), v.clone()),
-                None => data.remove(&key),
-            };
-            self.prune(&mut data, &key, &mut state.marks);
-            self.bytes
-                .store(data_bytes(&data) as u64, Ordering::Relaxed);
-            if self.dry_run {
-                state.data = data;
-                return Ok(Written::Done);
-            }
-            match self.write(state.resource_version.as_deref(), &data) {
-                Ok(resource_version) => {
-                    state.resource_version = Some(resource_version);
-                    state.data = data;
-                    return Ok(Written::Done);
-                }
-                // Changed (409 Conflict), created (409 AlreadyExists) or deleted (404 on
-                // PUT) behind our back: re-read; the loop writes only if this object's
-                // entry is still what the decision was made from.
-                Err(Error::Api(status))
-                    if status.is_conflict()
-                        || (status.is_not_found() && state.resource_version.is_some()) =>
-                {
-                    log::debug!(
-                        "ConfigMap {}/{STATE_CONFIGMAP} changed meanwhile; re-reading",
-                        self.namespace
-                    );
-                    let term = state.term;
-                    let marks = std::mem::take(&mut state.marks);
-                    let mut fresh = self.read(term)?;
-                    fresh.marks = marks;
-                    *loaded = Some(fresh);
-                }
-                Err(err) => return Err(self.explain(err)),
-            }
+        });
+        let edit = state::Edit {
+            key: &key,
+            decided_from: from_text.as_ref().map(|from| from.as_deref()),
+            value: value.as_deref(),
+        };
+        let marks = &mut state.marks;
+        let bytes = &self.bytes;
+        let mut tidy = |data: &mut BTreeMap<String, String>| {
+            self.prune(data, &key, marks);
+            bytes.store(data_bytes(data) as u64, Ordering::Relaxed);
+        };
+        let written = state::write(
+            &self.client,
+            &self.namespace,
+            self.dry_run,
+            &mut state.snapshot,
+            edit,
+            &mut tidy,
+        )
+        .map_err(|err| self.explain(err))?;
+        if written == state::Written::Changed {
+            log::warn!(
+                "{object}: its entry in ConfigMap {}/{STATE_CONFIGMAP} was changed by another writer (a leader this replica did not see?); deciding again from what is there now",
+                self.namespace
+            );
+            return Ok(Written::Changed);
         }
-        Err(Error::Config(format!(
-            "ConfigMap {}/{STATE_CONFIGMAP} keeps changing under wavelet (409 Conflict {MAX_CONFLICT_RETRIES} times): is another wavelet writing it? Run one leader per --state-namespace",
-            self.namespace
-        )))
+        Ok(Written::Done)
     }
 
     /// Drops from `data` the entries whose object has been gone for the grace period
@@ -486,31 +446,14 @@ impl StateStore {
     }
 
     fn read(&self, term: u64) -> Result<Loaded, Error> {
-        let loaded = match state::fetch(&self.client, &self.namespace) {
-            Ok(Some((resource_version, data))) => Loaded {
-                resource_version: Some(resource_version),
-                data,
-                term,
-                marks: Marks::default(),
-            },
-            Ok(None) => Loaded {
-                term,
-                ..Loaded::default()
-            },
-            Err(err) => return Err(self.explain(err)),
-        };
+        let snapshot = state::read(&self.client, &self.namespace).map_err(|e| self.explain(e))?;
         self.bytes
-            .store(data_bytes(&loaded.data) as u64, Ordering::Relaxed);
-        Ok(loaded)
-    }
-
-    /// Creates or updates the ConfigMap; returns its new resourceVersion.
-    fn write(
-        &self,
-        resource_version: Option<&str>,
-        data: &BTreeMap<String, String>,
-    ) -> Result<String, Error> {
-        state::store(&self.client, &self.namespace, resource_version, data)
+            .store(data_bytes(&snapshot.data) as u64, Ordering::Relaxed);
+        Ok(Loaded {
+            snapshot,
+            term,
+            marks: Marks::default(),
+        })
     }
 
     /// Adds what to check to errors about the state ConfigMap.

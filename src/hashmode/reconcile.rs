@@ -511,6 +511,13 @@ impl Reconciler {
                 }
                 self.baselines.forget(key);
                 let changed_since = hash != computed.hash;
+                // The fan-out judges a later change by the parts behind the hash the
+                // workload carries: known here only when that is the current hash (adopted
+                // as first seen with an older one, it has no memory: every shared object it
+                // uses counts, as after a restart).
+                if !changed_since {
+                    self.fanouts.carries(key, &computed.hash, &resolved);
+                }
                 remembered.fingerprints = match first_seen {
                     Some(baseline) => baseline.fingerprints,
                     None => fingerprints,
@@ -613,11 +620,14 @@ impl Reconciler {
             let patched = match self.patch_returning(key, &body) {
                 Ok(patched) => patched,
                 Err(err) => {
-                    // The rollout did not happen: it must not count against the interval.
+                    // The rollout did not happen: it must not count against the interval,
+                    // and a fan-out that released it holds once it stays refused.
                     self.throttle.lock().unwrap().forget(key);
+                    self.fanouts.refused(key, &err.to_string());
                     return Err(err);
                 }
             };
+            self.fanouts.carries(key, &computed.hash, &resolved);
             log::info!("{key}: rolled: {message}");
             if let (Style::CronJob { run_now: true }, Some(cronjob)) = (entry.style, patched) {
                 self.start_job(key, &about, &cronjob, &computed.hash);

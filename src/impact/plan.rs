@@ -513,6 +513,7 @@ fn fan_out_plan(
         fan_out: settings.fan_out.clone(),
         hmac_key: settings.hmac_key.clone(),
         absent_is_filtered: false,
+        baselines: Default::default(),
     };
     let (Some(change), _) = judge.change(key) else {
         let why = if rolling.len() < 2 {
@@ -545,6 +546,8 @@ fn fan_out_plan(
                 current: planned.iter().flatten().any(|r| r == id),
                 status: &done,
                 rolled_at: Some(now),
+                waiting: None,
+                refused: None,
             })
             .collect();
         match waves::decide(record.as_ref(), &members, change.settings, now) {

@@ -5,12 +5,15 @@
 //!
 //! `wavelet run` keeps the copy current with a watch of this one ConfigMap (the
 //! controller feeds [`StateConfigMap::observed`]), so a `wavelet pause` typed on a laptop
-//! is seen within a second; the one-shot commands read it once. A write is a PUT carrying
-//! the resourceVersion last seen (a POST when the ConfigMap does not exist yet); a 409
-//! re-reads it and applies the change again.
+//! is seen within a second; the one-shot commands read it once. Every writer of the
+//! ConfigMap (these entries, delete mode's ledger, `wavelet pause` and `resume`) writes it
+//! through [`write`], with its one conflict rule: a PUT carrying the resourceVersion last
+//! seen (a POST when the ConfigMap does not exist yet); on 409 re-read, and merge the change
+//! onto the newer record only if its entry is still what the change was decided from.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -54,11 +57,127 @@ pub fn object_key(prefix: &str, object: &ConfigKey) -> String {
     )
 }
 
-#[derive(Default, Clone)]
-struct Copy {
+/// The ConfigMap as last read or written.
+#[derive(Debug, Default, Clone)]
+pub struct Snapshot {
     /// `None`: the ConfigMap does not exist.
-    resource_version: Option<String>,
-    data: BTreeMap<String, String>,
+    pub resource_version: Option<String>,
+    pub data: BTreeMap<String, String>,
+}
+
+impl Snapshot {
+    /// Whether `self` is older than `other`: resourceVersions are opaque, but those of one
+    /// object from one etcd grow, so a smaller number is older.
+    fn older_than(&self, other: &Snapshot) -> bool {
+        let version = |s: &Snapshot| {
+            s.resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        matches!((version(self), version(other)), (Some(a), Some(b)) if a < b)
+    }
+}
+
+/// One change of one entry, and the entry it was decided from.
+#[derive(Debug, Clone, Copy)]
+pub struct Edit<'a> {
+    pub key: &'a str,
+    /// What the entry was when the change was decided (`Some(None)`: absent); `None` for a
+    /// change that holds whatever the entry is (the global pause, a removal).
+    pub decided_from: Option<Option<&'a str>>,
+    /// The new entry; `None` removes it.
+    pub value: Option<&'a str>,
+}
+
+/// What [`write`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Written {
+    /// The entry is stored (or already was).
+    Done,
+    /// The entry is no longer what the change was decided from (another writer changed
+    /// it): nothing written; the snapshot is the newer record, to decide again from.
+    Changed,
+}
+
+/// The one way `wavelet-state` is written, by every writer (fan-outs, urgent grants and the
+/// pause through [`StateConfigMap`], delete mode's ledger, `wavelet pause` and `resume`).
+///
+/// The conflict rule: the edit is merged onto `snapshot` (with `tidy`, a writer's own
+/// clean-up of the whole map, such as pruning) and PUT with its resourceVersion (POST when
+/// the ConfigMap does not exist). On 409 Conflict (or 404 on a PUT: deleted meanwhile) the
+/// ConfigMap is read again; if the entry is still what the edit was decided from, the edit
+/// is merged onto the newer record and written again, else nothing is written
+/// ([`Written::Changed`]). A newer record is never overwritten blindly, and entries of
+/// other keys are always kept as the newer record has them. `snapshot` ends as the
+/// ConfigMap now is. Errors are the writer's to explain.
+pub fn write(
+    client: &Client,
+    namespace: &str,
+    dry_run: bool,
+    snapshot: &mut Snapshot,
+    edit: Edit<'_>,
+    tidy: &mut dyn FnMut(&mut BTreeMap<String, String>),
+) -> Result<Written, Error> {
+    for _ in 0..MAX_CONFLICT_RETRIES {
+        let now = snapshot.data.get(edit.key).map(String::as_str);
+        if edit.decided_from.is_some_and(|from| from != now) {
+            return Ok(Written::Changed);
+        }
+        if now == edit.value {
+            return Ok(Written::Done);
+        }
+        let mut data = snapshot.data.clone();
+        match edit.value {
+            Some(v) => data.insert(edit.key.to_string(), v.to_string()),
+            None => data.remove(edit.key),
+        };
+        tidy(&mut data);
+        if dry_run {
+            snapshot.data = data;
+            return Ok(Written::Done);
+        }
+        match store(
+            client,
+            namespace,
+            snapshot.resource_version.as_deref(),
+            &data,
+        ) {
+            Ok(resource_version) => {
+                *snapshot = Snapshot {
+                    resource_version: Some(resource_version),
+                    data,
+                };
+                return Ok(Written::Done);
+            }
+            // Changed (409 Conflict), created (409 AlreadyExists) or deleted (404 on PUT)
+            // behind our back: re-read, and merge onto what is there now if still valid.
+            Err(Error::Api(status))
+                if status.is_conflict()
+                    || (status.is_not_found() && snapshot.resource_version.is_some()) =>
+            {
+                log::debug!(
+                    "ConfigMap {namespace}/{STATE_CONFIGMAP} changed meanwhile; re-reading"
+                );
+                *snapshot = read(client, namespace)?;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Err(Error::Config(format!(
+        "ConfigMap {namespace}/{STATE_CONFIGMAP} keeps changing under wavelet (409 Conflict {MAX_CONFLICT_RETRIES} times): is another wavelet writing it? Run one leader per --state-namespace"
+    )))
+}
+
+/// The ConfigMap as the API server holds it now (empty when it does not exist).
+pub fn read(client: &Client, namespace: &str) -> Result<Snapshot, Error> {
+    Ok(match fetch(client, namespace)? {
+        Some((resource_version, data)) => Snapshot {
+            resource_version: Some(resource_version),
+            data,
+        },
+        None => Snapshot::default(),
+    })
 }
 
 /// The state ConfigMap of one namespace.
@@ -67,8 +186,11 @@ pub struct StateConfigMap {
     namespace: String,
     /// `--dry-run`: changes are kept in memory only.
     dry_run: bool,
-    /// `None` until read or watched.
-    copy: Mutex<Option<Copy>>,
+    /// `None` until read or watched. Locked only to look or to swap, never over I/O, so
+    /// readers of memory (the probes) never wait for a request.
+    copy: Mutex<Option<Snapshot>>,
+    /// One write at a time (it holds across the write's requests).
+    writing: Mutex<()>,
 }
 
 #[derive(serde::Deserialize)]
@@ -108,6 +230,7 @@ impl StateConfigMap {
             namespace,
             dry_run,
             copy: Mutex::new(None),
+            writing: Mutex::new(()),
         }
     }
 
@@ -122,46 +245,54 @@ impl StateConfigMap {
 
     /// Every entry whose key starts with `prefix`, in key order.
     pub fn entries(&self, prefix: &str) -> Result<Vec<(String, String)>, Error> {
-        self.with_copy(|copy| {
-            copy.data
-                .range(prefix.to_string()..)
-                .take_while(|(k, _)| k.starts_with(prefix))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
+        self.with_copy(|copy| with_prefix(copy, prefix))
     }
 
-    fn with_copy<T>(&self, f: impl FnOnce(&Copy) -> T) -> Result<T, Error> {
-        let mut copy = self.copy.lock().unwrap();
-        if copy.is_none() {
-            *copy = Some(self.read()?);
+    /// Every entry whose key starts with `prefix`, from memory only: empty while the
+    /// ConfigMap was never read nor watched. Never sends a request nor waits for one (what
+    /// the probes and `/metrics` read).
+    pub fn cached_entries(&self, prefix: &str) -> Vec<(String, String)> {
+        self.copy
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|copy| with_prefix(copy, prefix))
+            .unwrap_or_default()
+    }
+
+    fn with_copy<T>(&self, f: impl FnOnce(&Snapshot) -> T) -> Result<T, Error> {
+        if let Some(copy) = self.copy.lock().unwrap().as_ref() {
+            return Ok(f(copy));
         }
-        Ok(f(copy.as_ref().expect("read above")))
+        let read = self.read()?;
+        let mut copy = self.copy.lock().unwrap();
+        self.install(&mut copy, read);
+        Ok(f(copy.as_ref().expect("installed above")))
+    }
+
+    /// Keeps `fresh` unless what is there is newer (a watch event or another write that
+    /// came in meanwhile).
+    fn install(&self, copy: &mut Option<Snapshot>, fresh: Snapshot) {
+        if !copy.as_ref().is_some_and(|c| fresh.older_than(c)) {
+            *copy = Some(fresh);
+        }
     }
 
     /// What the watch reports of the ConfigMap (`None`: deleted); returns the keys whose
     /// entries changed.
     pub fn observed(&self, object: Option<StateObject>) -> Vec<String> {
         let new = match object {
-            Some(o) => Copy {
+            Some(o) => Snapshot {
                 resource_version: Some(o.metadata.resource_version),
                 data: o.data.unwrap_or_default(),
             },
-            None => Copy::default(),
+            None => Snapshot::default(),
         };
         let mut copy = self.copy.lock().unwrap();
         // An event older than wavelet's own last write (still in flight when the write's
-        // answer came) would undo it for a moment: resourceVersions are opaque, but those
-        // of one object from one etcd grow, so a smaller number is older.
-        let version = |c: &Copy| {
-            c.resource_version
-                .as_deref()
-                .and_then(|v| v.parse::<u64>().ok())
-        };
-        if let (Some(current), Some(seen)) = (copy.as_ref().and_then(version), version(&new)) {
-            if seen < current {
-                return Vec::new();
-            }
+        // answer came) would undo it for a moment.
+        if copy.as_ref().is_some_and(|c| new.older_than(c)) {
+            return Vec::new();
         }
         let old = copy.take().unwrap_or_default();
         let changed = old
@@ -180,68 +311,54 @@ impl StateConfigMap {
         changed
     }
 
-    /// Stores `value` under `key` (`None` removes it) and writes the ConfigMap.
+    /// Stores `value` under `key` (`None` removes it), whatever the entry is now.
     pub fn set(&self, key: &str, value: Option<&str>) -> Result<(), Error> {
-        let mut copy = self.copy.lock().unwrap();
-        if copy.is_none() {
-            *copy = Some(self.read()?);
-        }
-        for _ in 0..MAX_CONFLICT_RETRIES {
-            let state = copy.as_mut().expect("read above");
-            if state.data.get(key).map(String::as_str) == value {
-                return Ok(());
-            }
-            let mut data = state.data.clone();
-            match value {
-                Some(v) => data.insert(key.to_string(), v.to_string()),
-                None => data.remove(key),
-            };
-            if self.dry_run {
-                state.data = data;
-                return Ok(());
-            }
-            match self.write(state.resource_version.as_deref(), &data) {
-                Ok(resource_version) => {
-                    *state = Copy {
-                        resource_version: Some(resource_version),
-                        data,
-                    };
-                    return Ok(());
-                }
-                // Changed (409 Conflict), created (409 AlreadyExists) or deleted (404 on
-                // PUT) behind our back: re-read and apply the change to what is there now.
-                Err(Error::Api(status))
-                    if status.is_conflict()
-                        || (status.is_not_found() && state.resource_version.is_some()) =>
-                {
-                    *copy = Some(self.read()?);
-                }
-                Err(err) => return Err(self.explain(err)),
-            }
-        }
-        Err(Error::Config(format!(
-            "ConfigMap {}/{STATE_CONFIGMAP} keeps changing under wavelet (409 Conflict {MAX_CONFLICT_RETRIES} times): is another wavelet writing it? Run one leader per --state-namespace",
-            self.namespace
-        )))
-    }
-
-    fn read(&self) -> Result<Copy, Error> {
-        match fetch(&self.client, &self.namespace) {
-            Ok(Some((resource_version, data))) => Ok(Copy {
-                resource_version: Some(resource_version),
-                data,
-            }),
-            Ok(None) => Ok(Copy::default()),
-            Err(err) => Err(self.explain(err)),
+        match self.set_if(key, None, value)? {
+            Written::Done | Written::Changed => Ok(()),
         }
     }
 
-    fn write(
+    /// Stores `value` under `key` if the entry is still `decided_from` (`Some(None)`:
+    /// absent; `None`: whatever it is), by [`write`]'s rule; [`Written::Changed`] when
+    /// another writer changed it (the copy then holds the newer record).
+    pub fn set_if(
         &self,
-        resource_version: Option<&str>,
-        data: &BTreeMap<String, String>,
-    ) -> Result<String, Error> {
-        store(&self.client, &self.namespace, resource_version, data)
+        key: &str,
+        decided_from: Option<Option<&str>>,
+        value: Option<&str>,
+    ) -> Result<Written, Error> {
+        let _one_writer = self.writing.lock().unwrap();
+        let current = self.copy.lock().unwrap().clone();
+        let mut snapshot = match current {
+            Some(copy) => copy,
+            None => self.read()?,
+        };
+        let edit = Edit {
+            key,
+            decided_from,
+            value,
+        };
+        let result = write(
+            &self.client,
+            &self.namespace,
+            self.dry_run,
+            &mut snapshot,
+            edit,
+            &mut |_| {},
+        )
+        .map_err(|err| self.explain(err));
+        // What was read or written is kept, also after a failed write's re-read.
+        let mut copy = self.copy.lock().unwrap();
+        if self.dry_run {
+            *copy = Some(snapshot);
+        } else {
+            self.install(&mut copy, snapshot);
+        }
+        result
+    }
+
+    fn read(&self) -> Result<Snapshot, Error> {
+        read(&self.client, &self.namespace).map_err(|err| self.explain(err))
     }
 
     fn explain(&self, err: Error) -> Error {
@@ -253,6 +370,42 @@ impl StateConfigMap {
             other => other,
         }
     }
+}
+
+fn with_prefix(copy: &Snapshot, prefix: &str) -> Vec<(String, String)> {
+    copy.data
+        .range(prefix.to_string()..)
+        .take_while(|(k, _)| k.starts_with(prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// One pruning pass at `now` over the keys of the state (every writer's entries of things
+/// gone leave on this schedule: delete mode's ledger, fan-outs and urgent grants): remembers since when the object
+/// of each entry has been `gone`, forgets that for an object present again (or an entry
+/// no longer there), and returns the keys whose object has been gone for `grace` or more.
+pub fn prune_pass<'a>(
+    keys: impl Iterator<Item = &'a String>,
+    absent_since: &mut HashMap<String, Instant>,
+    gone: impl Fn(&str) -> bool,
+    now: Instant,
+    grace: Duration,
+) -> Vec<String> {
+    let mut seen = HashMap::with_capacity(absent_since.len());
+    let mut expired = Vec::new();
+    for key in keys {
+        if !gone(key) {
+            continue;
+        }
+        let since = absent_since.get(key).copied().unwrap_or(now);
+        if now.saturating_duration_since(since) >= grace {
+            expired.push(key.clone());
+        } else {
+            seen.insert(key.clone(), since);
+        }
+    }
+    *absent_since = seen;
+    expired
 }
 
 fn path(namespace: &str) -> String {

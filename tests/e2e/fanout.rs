@@ -5,6 +5,10 @@
 //! first wave only and holds the rest, across a restart of wavelet; the fix rolls all ten.
 //! wavelet killed in the middle of a fan-out goes on without rolling anything twice. A
 //! restart window and the global pause hold changes and release them as one rollout.
+//! Issue 32: a change of one of two shared ConfigMaps is no fan-out of the other; a
+//! rollout refused by a ValidatingAdmissionPolicy holds its fan-out at `--rollout-timeout`;
+//! Reloader's pause-period scenario rolls the other Deployment at once and the paused one
+//! once, with the latest configuration.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -30,6 +34,21 @@ pub const ALL: &[Scenario] = &[
     Scenario {
         name: "fanout_restart_window_and_pause",
         run: window_and_pause,
+        serial: false,
+    },
+    Scenario {
+        name: "fanout_only_of_the_object_that_changed",
+        run: only_of_the_object_that_changed,
+        serial: false,
+    },
+    Scenario {
+        name: "fanout_refused_rollout_holds",
+        run: refused_rollout_holds,
+        serial: false,
+    },
+    Scenario {
+        name: "fanout_pause_period_gates_no_one",
+        run: pause_period_gates_no_one,
         serial: false,
     },
 ];
@@ -419,5 +438,217 @@ fn window_and_pause(ctx: &Ctx) {
         replica_sets(kube, ns, "web"),
         3,
         "one rollout for two changes"
+    );
+}
+
+/// Deployments `names` of one replica in `ns`, each mounting every ConfigMap of `configs`,
+/// labelled `e2e-name: <name>`, with the annotations `extra` gives for its name added;
+/// returns once all are available.
+fn mounting(kube: &Kube, ns: &str, names: &[&str], configs: &[&str], extra: &[(&str, Value)]) {
+    for name in names {
+        let volumes: Vec<Value> = configs
+            .iter()
+            .map(|c| json!({"name": c, "configMap": {"name": c}}))
+            .collect();
+        let mounts: Vec<Value> = configs
+            .iter()
+            .map(|c| json!({"name": c, "mountPath": format!("/etc/{c}")}))
+            .collect();
+        let mut annotations = opted_in();
+        for (_, value) in extra.iter().filter(|(n, _)| n == name) {
+            for (k, v) in value.as_object().unwrap() {
+                annotations[k] = v.clone();
+            }
+        }
+        let mut d = workload(
+            "Deployment",
+            ns,
+            name,
+            annotations,
+            json!({"volumes": volumes,
+                   "containers": [{"name": "app", "image": "nginx", "volumeMounts": mounts}]}),
+        );
+        d["spec"]["replicas"] = json!(1);
+        d["spec"]["progressDeadlineSeconds"] = json!(4);
+        d["metadata"]["labels"] = json!({"e2e-name": name});
+        kube.create(d);
+    }
+    kube.until(LONG, "every Deployment available", || {
+        let all = by_name(kube, ns);
+        names.iter().all(|n| all.get(*n).is_some_and(rolled_out))
+    });
+}
+
+/// Issue 32, item 1: d1 and d2 use `cfg` and `cfg2`; a change of `cfg` is `cfg`'s fan-out
+/// only: `cfg2` gets no record, no wave and no Event.
+fn only_of_the_object_that_changed(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-fanout-phantom";
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    kube.create(configmap(ns, "cfg2", json!({"k": "1"})));
+    mounting(kube, ns, &["d1", "d2"], &["cfg", "cfg2"], &[]);
+    let wavelet = Wavelet::run(&ctx.cluster, &args(ns, &[]));
+    kube.until(LONG, "both adopted", || {
+        by_name(kube, ns).values().all(|d| hashes(d).1.is_some())
+    });
+    kube.merge_patch("ConfigMap", ns, "cfg", json!({"data": {"k": "2"}}));
+    kube.until(LONG, "cfg's FanOutComplete", || {
+        !events(kube, ns, "cfg", "FanOutComplete").is_empty()
+    });
+    assert_eq!(events(kube, ns, "cfg", "FanOutWave").len(), 2);
+    assert!(
+        events(kube, ns, "cfg2", "FanOutWave").is_empty(),
+        "{}",
+        wavelet.output()
+    );
+    assert!(
+        !wavelet
+            .output()
+            .contains(&format!("configmap {ns}/cfg2: Change")),
+        "{}",
+        wavelet.output()
+    );
+    let state = kube.get("ConfigMap", ns, "wavelet-state");
+    assert!(
+        state.as_ref().is_none_or(|s| s["data"]
+            .get(format!("fanout.configmap.{ns}.cfg2"))
+            .is_none()),
+        "{state:?}"
+    );
+    for name in ["d1", "d2"] {
+        assert_eq!(replica_sets(kube, ns, name), 2, "{name}: one rollout");
+    }
+}
+
+/// Issue 32, item 2: a ValidatingAdmissionPolicy refuses any change of the pod template
+/// of `fan-0` (labelled for it). Wave 1 (fan-0) never rolls; `--rollout-timeout` counts
+/// from its release, so the fan-out holds with the policy's refusal as its reason, and
+/// fan-1 and fan-2 are not rolled.
+fn refused_rollout_holds(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-fanout-refused";
+    let policy = "e2e-fanout-refused";
+    kube.create_namespace(ns);
+    let vap = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+    let binding = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+    kube.client
+        .post::<Value>(
+            vap,
+            &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy", "metadata": {"name": policy},
+                "spec": {"failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"],
+                        "apiVersions": ["v1"], "operations": ["UPDATE"],
+                        "resources": ["deployments"]}]},
+                    "validations": [{"expression": "object.spec.template == oldObject.spec.template",
+                        "message": "the pod template of this Deployment is frozen"}]}}),
+        )
+        .expect("creating the policy");
+    kube.client
+        .post::<Value>(
+            binding,
+            &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": policy},
+                "spec": {"policyName": policy, "validationActions": ["Deny"],
+                    "matchResources": {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                        "objectSelector": {"matchLabels": {"e2e-name": "fan-0"}}}}}),
+        )
+        .expect("creating the binding");
+    kube.create(configmap(ns, "shared", json!({"k": "1"})));
+    mounting(kube, ns, &["fan-0", "fan-1", "fan-2"], &["shared"], &[]);
+    // The policy in force: a template change of fan-0 is refused.
+    kube.until(LONG, "the policy refuses a template change", || {
+        kube.client
+            .patch::<Value>(
+                &format!("/apis/apps/v1/namespaces/{ns}/deployments/fan-0"),
+                wavelet::client::PatchType::Merge,
+                &json!({"spec": {"template": {"metadata": {"labels": {"probe": "x"}}}}}),
+            )
+            .is_err()
+    });
+    kube.until(LONG, "fan-0 available", || {
+        kube.get("Deployment", ns, "fan-0")
+            .is_some_and(|d| rolled_out(&d))
+    });
+    let wavelet = Wavelet::run(&ctx.cluster, &args(ns, &["--rollout-timeout", "5s"]));
+    kube.until(LONG, "all three adopted", || {
+        by_name(kube, ns).values().all(|d| hashes(d).1.is_some())
+    });
+    let before = template_hashes(kube, ns);
+    set_shared(kube, ns, "2");
+    kube.until(LONG, "FanOutHeld on the ConfigMap", || {
+        !events(kube, ns, "shared", "FanOutHeld").is_empty()
+    });
+    let held = events(kube, ns, "shared", "FanOutHeld").remove(0);
+    assert!(
+        held.contains("fan-0")
+            && held.contains("refused")
+            && held.contains("the pod template of this Deployment is frozen")
+            && held.contains("2 workload(s)"),
+        "{held}\n{}",
+        wavelet.output()
+    );
+    assert_eq!(template_hashes(kube, ns), before, "something rolled");
+    assert_eq!(wavelet.metric("wavelet_fanouts_held"), 1.0);
+    let _ = kube
+        .client
+        .delete::<Value>(&format!("{binding}/{policy}"), None);
+    let _ = kube
+        .client
+        .delete::<Value>(&format!("{vap}/{policy}"), None);
+}
+
+/// Issue 32, item 13, Reloader's `pause_period_test`: `paused` (pause period 5 s) and
+/// `quick` use `shared`; two changes 2.5 s apart. `quick` rolls for the first change at
+/// once (no wave waits for `paused`), and again for the second; `paused` rolls once, when
+/// its period is over, onto the latest configuration.
+fn pause_period_gates_no_one(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-fanout-pause-period";
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "shared", json!({"k": "1"})));
+    let period = json!({"deployment.reloader.stakater.com/pause-period": "5s"});
+    mounting(
+        kube,
+        ns,
+        &["paused", "quick"],
+        &["shared"],
+        &[("paused", period)],
+    );
+    let wavelet = Wavelet::run(&ctx.cluster, &args(ns, &[]));
+    kube.until(LONG, "both adopted", || {
+        by_name(kube, ns).values().all(|d| hashes(d).1.is_some())
+    });
+    let before = template_hashes(kube, ns);
+    let first = Instant::now();
+    set_shared(kube, ns, "2");
+    kube.until(LONG, "quick rolled for the first change", || {
+        template_hashes(kube, ns)["quick"] != before["quick"]
+    });
+    let quick_first = template_hashes(kube, ns)["quick"].clone();
+    std::thread::sleep(Duration::from_millis(2500).saturating_sub(first.elapsed()));
+    set_shared(kube, ns, "3");
+    kube.until(LONG, "both on the second change, rolled out", || {
+        let all = by_name(kube, ns);
+        let now = |n: &str| template_hash(&all[n]);
+        now("quick") != quick_first
+            && now("paused") == now("quick")
+            && rolled_out(&all["quick"])
+            && rolled_out(&all["paused"])
+    });
+    assert_eq!(replica_sets(kube, ns, "quick"), 3, "quick: once per change");
+    assert_eq!(
+        replica_sets(kube, ns, "paused"),
+        2,
+        "paused rolled more than once:\n{}",
+        wavelet.output()
+    );
+    assert!(
+        events(kube, ns, "shared", "FanOutWave").is_empty()
+            && !wavelet.output().contains("PENDING: waiting for wave"),
+        "a wave waited for the paused one:\n{}",
+        wavelet.output()
     );
 }

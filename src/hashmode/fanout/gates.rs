@@ -7,9 +7,10 @@
 //! - **Window**: the workload's `wavelet.dev/restart-window`, else its Namespace's, else
 //!   `--restart-window`: outside, pending until the next opening. A window that cannot be
 //!   read is skipped (a Warning says so) and the next one out applies.
-//! - **Urgent**: `wavelet.dev/urgent` on a ConfigMap/Secret the workload uses lets its
-//!   current change through the window, once: the grant is recorded with the value and
-//!   the data hash, and a later change needs a new value.
+//! - **Urgent**: `wavelet.dev/urgent` on a ConfigMap/Secret lets the change of that object
+//!   through the windows of the workloads it made due, once: the grant is recorded with
+//!   the value and the data hash, and a later change needs a new value. It never lets
+//!   another object's change through (the caller passes only the objects that changed).
 
 use crate::hashmode::fanout::record::Urgent;
 use crate::window::Windows;

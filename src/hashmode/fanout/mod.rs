@@ -6,11 +6,16 @@
 //! [`FanOuts`] is asked by hash mode's reconcile, for a workload whose hash is due to
 //! change, whether it may roll now ([`FanOuts::check`]), and told of every workload found
 //! up to date ([`FanOuts::observe`]): a workload of a fan-out's current wave finishing
-//! (or failing) its rollout is what releases the next wave (or holds the rest). The I/O
-//! is here; every decision is one of the pure functions of `waves` and `gates`.
+//! (or failing) its rollout is what releases the next wave (or holds the rest). A fan-out
+//! belongs to the object whose change made the workloads due (`baseline`); a workload
+//! waiting on its own (pause, pause period, restart window) joins no wave; records of
+//! objects and workloads gone are dropped (`tidy`). The I/O is here; every decision is
+//! one of the pure functions of `waves`, `gates`, `baseline` and `tidy`.
 
+pub(crate) mod baseline;
 pub(crate) mod gates;
 pub(crate) mod record;
+pub(crate) mod tidy;
 pub(crate) mod waves;
 
 use std::collections::{HashMap, HashSet};
@@ -19,14 +24,20 @@ use std::time::Duration;
 
 use crate::config::{parse_fan_out, FanOut, WaveSize};
 use crate::error::Error;
+use crate::hashmode::fanout::baseline::Baselines;
 use crate::hashmode::fanout::gates::{Pending, UrgentDecision};
 use crate::hashmode::fanout::record::{workload_id, Record, Urgent, FANOUT, URGENT};
 use crate::hashmode::fanout::waves::{Decision, Member, Settings};
+use crate::hashmode::throttle::Debounce;
 use crate::model::cache::{Cache, ConfigEntry};
 use crate::model::counted::counted;
 use crate::model::hash;
 use crate::model::rollout_status::RolloutStatus;
-use crate::model::state::{object_key, StateConfigMap, PAUSE_KEY};
+use crate::model::state::{object_key, StateConfigMap, Written, PAUSE_KEY};
+
+/// Decisions of one fan-out step in a row that find their record changed by another
+/// writer before wavelet gives up (an error, retried by the work queue).
+const MAX_DECISIONS: usize = 3;
 use crate::model::workload::WorkloadEntry;
 use crate::objects::{ConfigKey, WorkloadKey};
 use crate::ops::events::{ObjectRef, Recorder};
@@ -40,6 +51,8 @@ pub struct Judge {
     pub hmac_key: Option<Vec<u8>>,
     /// `--resource-label-selector`: an absent object is filtered out, not missing.
     pub absent_is_filtered: bool,
+    /// What each workload last ran with: which object's change made it due.
+    pub baselines: Baselines,
 }
 
 /// One workload that uses a changed object, as the cache shows it.
@@ -48,7 +61,8 @@ pub struct Dependent {
     pub key: WorkloadKey,
     pub id: String,
     pub canary: bool,
-    /// It carries the hash of its current configuration.
+    /// Not due for this object's change: it carries the hash of its current configuration,
+    /// or it is due for another object's change only (`baseline`).
     pub current: bool,
     pub status: RolloutStatus,
 }
@@ -139,10 +153,17 @@ impl Judge {
             if !computed.missing.is_empty() && !self.absent_is_filtered {
                 continue; // held by its missing configuration, not by the fan-out
             }
+            let id = workload_id(&key);
+            let due = (unread || recorded != computed.hash)
+                && baseline::changed(
+                    config,
+                    &baseline::parts(&resolved),
+                    self.baselines.of(&key, Some(recorded)).as_deref(),
+                );
             out.push(Dependent {
-                id: workload_id(&key),
+                id,
                 canary: entry.gates.canary,
-                current: !unread && recorded == computed.hash,
+                current: !due,
                 status: entry.rollout.clone(),
                 key,
             });
@@ -191,7 +212,12 @@ pub fn pending_of(
         return Some(Pending::Paused(by));
     }
     let id = workload_id(key);
+    let parts = baseline::parts(&resolved);
+    let before = judge.baselines.of(key, entry.recorded_hash());
     for (reference, _) in &resolved {
+        if !baseline::changed(&reference.config, &parts, before.as_deref()) {
+            continue;
+        }
         let (Some(change), _) = judge.change(&reference.config) else {
             continue;
         };
@@ -221,6 +247,8 @@ pub fn pending_of(
                 current: d.current,
                 status: &d.status,
                 rolled_at: None,
+                waiting: None,
+                refused: None,
             })
             .collect();
         if let Decision::Release { workloads, .. } =
@@ -274,6 +302,26 @@ pub fn recorded(state: &StateConfigMap) -> Vec<(String, Record)> {
         .collect()
 }
 
+/// What a tidying pass sees of the cluster: wavelet's cache.
+struct CachePresent<'a> {
+    cache: &'a Cache,
+    lists: &'a dyn Fn(&ConfigKey) -> bool,
+    workloads: HashSet<String>,
+}
+
+impl tidy::Present for CachePresent<'_> {
+    fn object(&self, key: &ConfigKey) -> Option<bool> {
+        if !(self.lists)(key) || self.cache.configs_relisting() {
+            return None;
+        }
+        Some(self.cache.config(key).is_some())
+    }
+
+    fn workload(&self, id: &str) -> bool {
+        self.workloads.contains(id)
+    }
+}
+
 /// What [`FanOuts::check`] says of one rollout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -289,7 +337,9 @@ pub enum Verdict {
 #[derive(Default)]
 struct Memory {
     /// When each released workload was first seen carrying its new hash (Unix seconds).
-    rolled_at: HashMap<String, u64>,
+    rolled_at: waves::RolledAt,
+    /// The API server's refusal of each workload's last rollout, while it is refused.
+    refused: HashMap<WorkloadKey, String>,
     /// The workloads waiting now, and why (for `/metrics` and one Event per reason).
     pending: HashMap<WorkloadKey, Pending>,
     /// Warnings about annotations that cannot be read, each once.
@@ -303,8 +353,16 @@ pub struct FanOuts {
     recorder: Recorder,
     /// Enqueues a workload (a released wave, a lifted hold).
     wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
+    /// Hash mode's debounce windows: a workload whose own window (its pause period) is
+    /// still open waits on its own.
+    debounce: Arc<Debounce<WorkloadKey>>,
     /// One fan-out decision (and its record's write) at a time.
     deciding: Mutex<()>,
+    /// Since when each stale entry has been seen stale, and when the last pass ran.
+    tidying: Mutex<(
+        HashMap<String, std::time::Instant>,
+        Option<std::time::Instant>,
+    )>,
     memory: Mutex<Memory>,
 }
 
@@ -314,13 +372,16 @@ impl FanOuts {
         state: Arc<StateConfigMap>,
         recorder: Recorder,
         wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
+        debounce: Arc<Debounce<WorkloadKey>>,
     ) -> FanOuts {
         FanOuts {
             judge,
             state,
             recorder,
             wake,
+            debounce,
             deciding: Mutex::new(()),
+            tidying: Mutex::new((HashMap::new(), None)),
             memory: Mutex::new(Memory::default()),
         }
     }
@@ -340,18 +401,110 @@ impl FanOuts {
         counts
     }
 
-    /// Fan-outs held now, from the state (every replica reads it).
+    /// Fan-outs held now, from the copy of the state in memory (every replica watches it);
+    /// never a request: `/metrics` and the probes read it.
     pub fn held_count(&self) -> usize {
         self.state
-            .entries(&format!("{FANOUT}."))
-            .unwrap_or_default()
+            .cached_entries(&format!("{FANOUT}."))
             .iter()
             .filter(|(_, v)| Record::decode(v).is_some_and(|r| r.held.is_some()))
             .count()
     }
 
-    /// The workload is up to date, forgotten or rolled: not pending any more.
+    /// Drops the fan-out records and urgent grants that have been stale (`tidy`) for
+    /// `grace` (`--resync`), as delete mode's ledger drops its entries; `lists` says
+    /// whether wavelet lists an object's kind and namespace (only there can it see one
+    /// gone). Passes run at most four times per `grace`: call it as often as you like.
+    pub fn tidy(
+        &self,
+        now: std::time::Instant,
+        grace: Duration,
+        lists: &dyn Fn(&ConfigKey) -> bool,
+    ) -> Result<(), Error> {
+        let entries: HashMap<String, String> = self
+            .state
+            .cached_entries(&format!("{FANOUT}."))
+            .into_iter()
+            .chain(self.state.cached_entries(&format!("{URGENT}.")))
+            .collect();
+        let expired = {
+            let mut tidying = self.tidying.lock().unwrap();
+            let (marks, last) = &mut *tidying;
+            if last.is_some_and(|l| now.saturating_duration_since(l) < grace / 4) {
+                return Ok(());
+            }
+            *last = Some(now);
+            let present = CachePresent {
+                cache: &self.judge.cache,
+                lists,
+                workloads: self
+                    .judge
+                    .cache
+                    .workload_keys()
+                    .iter()
+                    .map(workload_id)
+                    .collect(),
+            };
+            crate::model::state::prune_pass(
+                entries.keys(),
+                marks,
+                |key| tidy::stale(key, &entries[key], &present),
+                now,
+                grace,
+            )
+        };
+        for key in expired {
+            let value = &entries[&key];
+            if self.state.set_if(&key, Some(Some(value)), None)? == Written::Done {
+                log::info!(
+                    "ConfigMap {}/{}: dropped {key:?}: its object or workloads have been gone for {:?} or more",
+                    self.state.namespace(),
+                    crate::model::state::STATE_CONFIGMAP,
+                    grace
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The workload is forgotten or opted out: not pending any more, nor a dependent.
     pub fn settled(&self, key: &WorkloadKey) {
+        self.not_pending(key);
+        self.judge.baselines.forget(key);
+        let mut memory = self.memory.lock().unwrap();
+        if !memory.refused.is_empty() {
+            memory.refused.remove(key);
+        }
+    }
+
+    /// The workload carries (or was just given) `hash`, computed from `resolved`: what a
+    /// later change is judged by.
+    pub fn carries(
+        &self,
+        key: &WorkloadKey,
+        hash: &str,
+        resolved: &[crate::model::counted::Counted],
+    ) {
+        self.judge
+            .baselines
+            .learn(key, hash, baseline::parts(resolved));
+        let mut memory = self.memory.lock().unwrap();
+        if !memory.refused.is_empty() {
+            memory.refused.remove(key);
+        }
+    }
+
+    /// The API server refused the rollout of `key` (`why`): a fan-out that released it
+    /// holds with this reason once `--rollout-timeout` has passed since the release.
+    pub fn refused(&self, key: &WorkloadKey, why: &str) {
+        self.memory
+            .lock()
+            .unwrap()
+            .refused
+            .insert(key.clone(), why.to_string());
+    }
+
+    fn not_pending(&self, key: &WorkloadKey) {
         let mut memory = self.memory.lock().unwrap();
         if !memory.pending.is_empty() {
             memory.pending.remove(key);
@@ -390,31 +543,22 @@ impl FanOuts {
     fn decide(&self, key: &WorkloadKey, entry: &WorkloadEntry, now: u64) -> Result<Verdict, Error> {
         let resolved = counted(&self.judge.cache, key, entry);
         // Pauses.
-        let global = self.state.get(PAUSE_KEY)?.map(|e| record::paused_since(&e));
         let namespace_gates = self.judge.cache.namespace_gates(&key.namespace);
-        let paused_configs: Vec<String> = resolved
-            .iter()
-            .filter(|(_, e)| e.as_ref().is_some_and(|e| e.gates().pause))
-            .map(|(r, _)| r.config.to_string())
-            .collect();
-        if let Some(by) = gates::paused_by(
-            global,
-            namespace_gates
-                .as_ref()
-                .filter(|g| g.pause)
-                .map(|_| &*key.namespace),
-            entry.gates.pause,
-            &paused_configs,
-        ) {
+        if let Some(by) = self.paused(key, entry, &resolved)? {
             return Ok(Verdict::Wait {
                 pending: Pending::Paused(by),
                 requeue: None,
             });
         }
-        // Fan-outs.
+        // Fan-outs: those of the objects whose change made it due.
         let mut notes = Vec::new();
         let mut rechecks = Vec::new();
+        let parts = baseline::parts(&resolved);
+        let before = self.judge.baselines.of(key, entry.recorded_hash());
         for (reference, _) in &resolved {
+            if !baseline::changed(&reference.config, &parts, before.as_deref()) {
+                continue;
+            }
             let (change, problems) = self.judge.change(&reference.config);
             self.warn(&reference.config, problems);
             let Some(change) = change else { continue };
@@ -465,7 +609,13 @@ impl FanOuts {
                 }
             }
         }
-        let urgent = windows.is_some() && self.urgent(&resolved)?;
+        // A grant lets through the change of the object it is on only.
+        let changed: Vec<_> = resolved
+            .iter()
+            .filter(|(r, _)| baseline::changed(&r.config, &parts, before.as_deref()))
+            .cloned()
+            .collect();
+        let urgent = windows.is_some() && self.urgent(&changed)?;
         if let Some(pending) = gates::outside_window(windows.as_ref(), urgent, now as i64) {
             let opens_in = match &pending {
                 Pending::Window { opens_at, .. } => (*opens_at - now as i64).max(1) as u64,
@@ -482,6 +632,73 @@ impl FanOuts {
         Ok(Verdict::Go {
             note: (!notes.is_empty()).then(|| notes.join("; ")),
         })
+    }
+
+    /// What pauses `key`, if anything does: the global pause, its Namespace, itself, or a
+    /// ConfigMap/Secret it uses.
+    fn paused(
+        &self,
+        key: &WorkloadKey,
+        entry: &WorkloadEntry,
+        resolved: &[crate::model::counted::Counted],
+    ) -> Result<Option<String>, Error> {
+        let global = self.state.get(PAUSE_KEY)?.map(|e| record::paused_since(&e));
+        let namespace_gates = self.judge.cache.namespace_gates(&key.namespace);
+        let paused_configs: Vec<String> = resolved
+            .iter()
+            .filter(|(_, e)| e.as_ref().is_some_and(|e| e.gates().pause))
+            .map(|(r, _)| r.config.to_string())
+            .collect();
+        Ok(gates::paused_by(
+            global,
+            namespace_gates
+                .as_ref()
+                .filter(|g| g.pause)
+                .map(|_| &*key.namespace),
+            entry.gates.pause,
+            &paused_configs,
+        ))
+    }
+
+    /// Why `key`, due to roll, waits on its own, if it does: paused, in its pause period,
+    /// or outside its restart window. Such a workload joins no
+    /// wave and gates no one; it rolls once its wait is over, with the configuration of
+    /// then.
+    fn own_wait(&self, key: &WorkloadKey, now: u64) -> Result<Option<String>, Error> {
+        let Some(entry) = self.judge.cache.workload(key) else {
+            return Ok(None);
+        };
+        let resolved = counted(&self.judge.cache, key, &entry);
+        if let Some(by) = self.paused(key, &entry, &resolved)? {
+            return Ok(Some(format!("paused ({by})")));
+        }
+        // Its own debounce window, the pause period (`--debounce` is everyone's: the
+        // workloads of one change leave it together).
+        if let (Some(period), Some(opened)) = (
+            entry.counting.pause_period,
+            self.debounce.window_opened(key),
+        ) {
+            let left = (opened + period).saturating_duration_since(std::time::Instant::now());
+            if !left.is_zero() {
+                return Ok(Some(format!(
+                    "waiting for its pause period ({}s left)",
+                    left.as_secs().max(1)
+                )));
+            }
+        }
+        let namespace_gates = self.judge.cache.namespace_gates(&key.namespace);
+        let (windows, _) = gates::window_for(
+            &[
+                (entry.gates.window.as_deref(), "the workload"),
+                (
+                    namespace_gates.as_ref().and_then(|g| g.window.as_deref()),
+                    "its Namespace",
+                ),
+            ],
+            self.judge.fan_out.restart_window.as_ref(),
+        );
+        Ok(gates::outside_window(windows.as_ref(), false, now as i64)
+            .map(|pending| pending.describe(now as i64)))
     }
 
     /// The fan-out of `change` for workload `key`: `None` when it does not gate it,
@@ -554,10 +771,22 @@ impl FanOuts {
         entry: &WorkloadEntry,
         now: u64,
     ) -> Result<Option<Duration>, Error> {
-        self.settled(key);
+        self.not_pending(key);
         let id = workload_id(key);
         let mut recheck: Option<Duration> = None;
-        for (reference, _) in counted(&self.judge.cache, key, entry) {
+        let resolved = counted(&self.judge.cache, key, entry);
+        // It carries its hash: what it runs with is what a change is judged by (read
+        // again here, so learnt only if a change that came in meanwhile is not in it).
+        let computed = hash::compute(
+            resolved
+                .iter()
+                .map(|(r, e)| (r, e.as_ref().and_then(|e| e.digests()))),
+            self.judge.hmac_key.as_deref(),
+        );
+        if entry.recorded_hash() == Some(computed.hash.as_str()) {
+            self.carries(key, &computed.hash, &resolved);
+        }
+        for (reference, _) in &resolved {
             let (Some(change), _) = self.judge.change(&reference.config) else {
                 continue;
             };
@@ -567,12 +796,12 @@ impl FanOuts {
             if record.held.is_some() || !record.waves.last().is_some_and(|w| w.contains(&id)) {
                 continue;
             }
-            self.memory
-                .lock()
-                .unwrap()
-                .rolled_at
-                .entry(id.clone())
-                .or_insert(now);
+            self.memory.lock().unwrap().rolled_at.seen(
+                &object_key(FANOUT, &change.config),
+                &change.hash,
+                &id,
+                now,
+            );
             if let (Decision::Rolling { recheck_in, .. }, _) = self.advance(&change, now)? {
                 let d = Duration::from_secs(recheck_in);
                 recheck = Some(recheck.map_or(d, |r| r.min(d)));
@@ -585,6 +814,27 @@ impl FanOuts {
     /// Events, wakes the released workloads). Returns the decision and the record after.
     fn advance(&self, change: &Change, now: u64) -> Result<(Decision, Option<Record>), Error> {
         let _one_at_a_time = self.deciding.lock().unwrap();
+        // Another writer (`wavelet resume`, another leader) changed the record while this
+        // decision was made: decide again from the newer one.
+        for _ in 0..MAX_DECISIONS {
+            if let Some(done) = self.try_advance(change, now)? {
+                return Ok(done);
+            }
+        }
+        Err(Error::Config(format!(
+            "{}: its fan-out's record in ConfigMap {}/{} keeps changing under wavelet: is another wavelet writing it? Run one leader per --state-namespace",
+            change.config,
+            self.state.namespace(),
+            crate::model::state::STATE_CONFIGMAP
+        )))
+    }
+
+    /// One decision of [`FanOuts::advance`]; `None` when the record changed meanwhile.
+    fn try_advance(
+        &self,
+        change: &Change,
+        now: u64,
+    ) -> Result<Option<(Decision, Option<Record>)>, Error> {
         let state_key = object_key(FANOUT, &change.config);
         let stored = self.state.get(&state_key)?;
         let record = stored
@@ -592,17 +842,32 @@ impl FanOuts {
             .and_then(Record::decode)
             .filter(|r| r.hash == change.hash);
         let dependents = self.judge.dependents(&change.config);
-        let rolled_at = self.memory.lock().unwrap().rolled_at.clone();
-        let members: Vec<Member> = dependents
+        let waiting: Vec<Option<String>> = dependents
             .iter()
-            .map(|d| Member {
-                id: &d.id,
-                canary: d.canary,
-                current: d.current,
-                status: &d.status,
-                rolled_at: rolled_at.get(&d.id).copied(),
+            .map(|d| {
+                if d.current {
+                    Ok(None)
+                } else {
+                    self.own_wait(&d.key, now)
+                }
             })
-            .collect();
+            .collect::<Result<_, Error>>()?;
+        let members: Vec<Member> = {
+            let memory = self.memory.lock().unwrap();
+            dependents
+                .iter()
+                .zip(waiting)
+                .map(|(d, waiting)| Member {
+                    id: &d.id,
+                    canary: d.canary,
+                    current: d.current,
+                    status: &d.status,
+                    rolled_at: memory.rolled_at.of(&state_key, &change.hash, &d.id),
+                    waiting,
+                    refused: memory.refused.get(&d.key).cloned(),
+                })
+                .collect()
+        };
         let decision = waves::decide(record.as_ref(), &members, change.settings, now);
         let about = self.config_ref(change);
         let short = hash::short(&change.hash);
@@ -616,7 +881,9 @@ impl FanOuts {
             Decision::NotShared => {
                 if stored.is_some() {
                     // An older change's record: this one is not a fan-out.
-                    self.state.set(&state_key, None)?;
+                    if !self.record(&state_key, &stored, None)? {
+                        return Ok(None);
+                    }
                 }
                 None
             }
@@ -633,7 +900,9 @@ impl FanOuts {
                 next.since = now;
                 // Recorded before any of them is patched: a restart from here on goes on
                 // with this wave, never repeats one.
-                self.state.set(&state_key, Some(&next.encode()))?;
+                if !self.record(&state_key, &stored, Some(&next.encode()))? {
+                    return Ok(None);
+                }
                 let total = dependents
                     .iter()
                     .filter(|d| !d.current || next.released(&d.id))
@@ -671,7 +940,9 @@ impl FanOuts {
             Decision::Hold(hold) => {
                 let mut held = record.clone().expect("a hold has a record");
                 held.held = Some(hold.clone());
-                self.state.set(&state_key, Some(&held.encode()))?;
+                if !self.record(&state_key, &stored, Some(&held.encode()))? {
+                    return Ok(None);
+                }
                 metrics::global()
                     .fanouts_halted
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -727,23 +998,31 @@ impl FanOuts {
                         .fanout_wave_duration
                         .observe(Duration::from_secs(now.saturating_sub(r.since)));
                 }
-                self.state.set(&state_key, None)?;
+                if !self.record(&state_key, &stored, None)? {
+                    return Ok(None);
+                }
                 let message = format!(
                     "Change {short} rolled out to all {rolled} workloads in {waves} wave(s), each finished healthy."
                 );
                 log::info!("{}: {message}", change.config);
                 self.recorder.normal(&about, "FanOutComplete", &message);
-                let mut memory = self.memory.lock().unwrap();
-                if let Some(r) = &record {
-                    for id in r.waves.iter().flatten() {
-                        memory.rolled_at.remove(id);
-                    }
-                }
+                self.memory.lock().unwrap().rolled_at.forget(&state_key);
                 None
             }
             Decision::Held | Decision::Rolling { .. } => record.clone(),
         };
-        Ok((decision, after))
+        Ok(Some((decision, after)))
+    }
+
+    /// Writes a fan-out's record decided from `stored`; `false` when it is not `stored`
+    /// any more (nothing written).
+    fn record(
+        &self,
+        key: &str,
+        stored: &Option<String>,
+        value: Option<&str>,
+    ) -> Result<bool, Error> {
+        Ok(self.state.set_if(key, Some(stored.as_deref()), value)? == Written::Done)
     }
 
     /// Whether an object the workload uses lets its change through restart windows
@@ -757,7 +1036,8 @@ impl FanOuts {
             };
             let data = hash::data_hash(digests, self.judge.hmac_key.as_deref());
             let state_key = object_key(URGENT, &reference.config);
-            let recorded = self.state.get(&state_key)?.and_then(|t| Urgent::decode(&t));
+            let stored = self.state.get(&state_key)?;
+            let recorded = stored.as_deref().and_then(Urgent::decode);
             match gates::urgent(entry.gates().urgent.as_deref(), recorded.as_ref(), &data) {
                 UrgentDecision::No => {
                     if recorded.is_some() {
@@ -773,7 +1053,14 @@ impl FanOuts {
                             grant.value,
                             hash::short(&data)
                         );
-                        self.state.set(&state_key, Some(&grant.encode()))?;
+                        if self.state.set_if(
+                            &state_key,
+                            Some(stored.as_deref()),
+                            Some(&grant.encode()),
+                        )? == Written::Changed
+                        {
+                            continue; // another writer's grant: judged on the next look
+                        }
                     }
                     urgent = true;
                 }

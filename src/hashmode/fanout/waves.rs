@@ -7,7 +7,9 @@
 //!    `--first-wave` workloads in name order.
 //! 2. Held → nothing more is released.
 //! 3. A workload of the current wave failed its rollout (its own judgement), or has not
-//!    finished within `--rollout-timeout` of rolling → hold the rest.
+//!    finished within `--rollout-timeout` of rolling, or has not rolled within it of its
+//!    release (its PATCH refused) → hold the rest. A workload waiting on its own (its
+//!    pause, pause period, debounce or restart window) joins no wave and holds no one.
 //! 4. The current wave still rolling → wait, and look again when its timeout is due.
 //! 5. The current wave finished healthy: nothing left → complete; otherwise release the
 //!    next wave (`--wave-size` of all the workloads the change rolls, in name order).
@@ -15,6 +17,8 @@
 //! So a restarted wavelet tells "wave 1 rolled and is healthy, roll wave 2" (a record
 //! with one wave, whose workloads carry the new hash and are done) from "nothing rolled
 //! yet" (no record for this data hash) and from "held" (the record says so).
+
+use std::collections::HashMap;
 
 use crate::config::WaveSize;
 use crate::hashmode::fanout::record::{Hold, Record};
@@ -32,6 +36,12 @@ pub struct Member<'a> {
     pub status: &'a RolloutStatus,
     /// When wavelet first saw it carry the new hash (Unix seconds), if it did.
     pub rolled_at: Option<u64>,
+    /// Why it waits on its own, if it does (its pause, its pause period or debounce, its
+    /// restart window): it joins no wave meanwhile, gates no one, and that time does not
+    /// count against `--rollout-timeout`.
+    pub waiting: Option<String>,
+    /// The API server's refusal of its last rollout, if the last one was refused.
+    pub refused: Option<String>,
 }
 
 /// The wave settings of one fan-out.
@@ -73,7 +83,7 @@ pub fn decide(
 ) -> Decision {
     let mut due: Vec<&Member> = members
         .iter()
-        .filter(|m| !m.current && record.is_none_or(|r| !r.released(m.id)))
+        .filter(|m| !m.current && m.waiting.is_none() && record.is_none_or(|r| !r.released(m.id)))
         .collect();
     due.sort_by(|a, b| b.canary.cmp(&a.canary).then(a.id.cmp(b.id)));
     // 1.
@@ -131,8 +141,37 @@ pub fn decide(
                 recheck_in = recheck_in.min(settings.rollout_timeout_secs - waited);
                 text.to_string()
             }
-            // Released but not rolled yet: its patch, its window or a pause is pending.
-            (false, _) => "not rolled yet".to_string(),
+            // Released, and waiting on its own since (a pause, its window): not its fault.
+            (false, _) if member.waiting.is_some() => {
+                member.waiting.clone().expect("checked above")
+            }
+            // Released but not rolled: --rollout-timeout counts from the release, so a
+            // rollout the API server keeps refusing (an admission policy, a webhook,
+            // RBAC) holds the rest like one that fails.
+            (false, _) => {
+                let released_for = now.saturating_sub(record.since);
+                if released_for >= settings.rollout_timeout_secs {
+                    let reason = match &member.refused {
+                        Some(refusal) => format!(
+                            "its rollout was refused for --rollout-timeout ({}s): {refusal}",
+                            settings.rollout_timeout_secs
+                        ),
+                        None => format!(
+                            "it did not roll within --rollout-timeout ({}s) of its release",
+                            settings.rollout_timeout_secs
+                        ),
+                    };
+                    return Decision::Hold(Hold {
+                        workload: id.clone(),
+                        reason,
+                    });
+                }
+                recheck_in = recheck_in.min(settings.rollout_timeout_secs - released_for);
+                match &member.refused {
+                    Some(refusal) => format!("its rollout was refused: {refusal}"),
+                    None => "not rolled yet".to_string(),
+                }
+            }
         };
         waiting.push((id.clone(), why));
     }
@@ -155,9 +194,135 @@ pub fn decide(
     }
 }
 
+/// When wavelet first saw each released workload carry the change its fan-out rolls
+/// (what `--rollout-timeout` counts from once it rolled), per fan-out and for one change
+/// only: a newer change of the object (a superseded fan-out) starts over, so a workload
+/// that waits days for its window is timed from its own rollout, not an old one.
+#[derive(Debug, Default)]
+pub struct RolledAt(HashMap<String, (String, HashMap<String, u64>)>);
+
+impl RolledAt {
+    /// `id` carries change `hash` of fan-out `fan_out` at `now`: kept if seen before.
+    pub fn seen(&mut self, fan_out: &str, hash: &str, id: &str, now: u64) {
+        let times = match self.0.get_mut(fan_out) {
+            Some((of, times)) if of == hash => times,
+            _ => {
+                self.0
+                    .insert(fan_out.to_string(), (hash.to_string(), HashMap::new()));
+                &mut self.0.get_mut(fan_out).expect("inserted").1
+            }
+        };
+        times.entry(id.to_string()).or_insert(now);
+    }
+
+    /// When `id` was first seen carrying change `hash` of `fan_out`.
+    pub fn of(&self, fan_out: &str, hash: &str, id: &str) -> Option<u64> {
+        match self.0.get(fan_out) {
+            Some((of, times)) if of == hash => times.get(id).copied(),
+            _ => None,
+        }
+    }
+
+    /// The fan-out completed, or is no more.
+    pub fn forget(&mut self, fan_out: &str) {
+        self.0.remove(fan_out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_released_workload_whose_rollout_is_refused_holds_the_rest_at_the_timeout() {
+        let ids = ids(3);
+        let done = RolloutStatus::Done;
+        let mut all = members(&ids, &[], &done);
+        all[0].refused = Some("admission webhook \"deny.example.com\" denied the request".into());
+        let rec = record(&[&[0]], &ids, T0);
+        assert_eq!(
+            decide(Some(&rec), &all, SETTINGS, T0 + 100),
+            Decision::Rolling {
+                wave: 1,
+                waiting: vec![(
+                    ids[0].clone(),
+                    "its rollout was refused: admission webhook \"deny.example.com\" denied the request".into()
+                )],
+                recheck_in: 500
+            }
+        );
+        match decide(Some(&rec), &all, SETTINGS, T0 + 600) {
+            Decision::Hold(hold) => {
+                assert_eq!(hold.workload, ids[0]);
+                assert!(
+                    hold.reason.contains("refused for --rollout-timeout (600s)"),
+                    "{}",
+                    hold.reason
+                );
+                assert!(hold.reason.contains("deny.example.com"), "{}", hold.reason);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Not refused, just never rolled: held too, saying so.
+        all[0].refused = None;
+        assert!(matches!(
+            decide(Some(&rec), &all, SETTINGS, T0 + 600),
+            Decision::Hold(h) if h.reason.contains("did not roll within --rollout-timeout")
+        ));
+    }
+
+    #[test]
+    fn a_workload_waiting_on_its_own_joins_no_wave_and_holds_no_one() {
+        let ids = ids(3);
+        let done = RolloutStatus::Done;
+        let mut all = members(&ids, &[], &done);
+        all[0].waiting = Some("its pause period (5s)".into());
+        // web-0 would be first by name; web-1 goes first instead.
+        assert_eq!(
+            decide(None, &all, SETTINGS, T0),
+            Decision::Release {
+                wave: 1,
+                workloads: vec![ids[1].clone()]
+            }
+        );
+        // Two due, one of them waiting on its own: not a fan-out, the other rolls now.
+        let two = &mut all[..2];
+        assert_eq!(decide(None, two, SETTINGS, T0), Decision::NotShared);
+        // Released, then paused: waits past the timeout without holding anyone.
+        let rec = record(&[&[0]], &ids, T0);
+        assert!(matches!(
+            decide(Some(&rec), &all, SETTINGS, T0 + 10_000),
+            Decision::Rolling { .. }
+        ));
+    }
+
+    #[test]
+    fn a_rollout_time_does_not_outlive_the_change_it_was_seen_for() {
+        let mut rolled = RolledAt::default();
+        let web = "deployments.apps/ns/web";
+        rolled.seen("fanout.configmap.ns.cfg", "h1", web, T0);
+        rolled.seen("fanout.configmap.ns.cfg", "h1", web, T0 + 60);
+        assert_eq!(rolled.of("fanout.configmap.ns.cfg", "h1", web), Some(T0));
+        // Superseded by change h2: released again, it rolls two days later.
+        let later = T0 + 2 * 86_400;
+        assert_eq!(rolled.of("fanout.configmap.ns.cfg", "h2", web), None);
+        rolled.seen("fanout.configmap.ns.cfg", "h2", web, later);
+        assert_eq!(rolled.of("fanout.configmap.ns.cfg", "h2", web), Some(later));
+        // So h2's wave 2, released at T0 + 100, is timed from the rollout, not held.
+        let ids = vec![web.to_string(), "deployments.apps/ns/a".to_string()];
+        let slow = RolloutStatus::Progressing("0 of 1 updated replicas are available".into());
+        let mut all = members(&ids, &[0, 1], &slow);
+        all[0].rolled_at = rolled.of("fanout.configmap.ns.cfg", "h2", web);
+        all[1].status = &RolloutStatus::Done;
+        let mut rec = record(&[&[1], &[0]], &ids, T0 + 100);
+        rec.hash = "h2".into();
+        assert!(matches!(
+            decide(Some(&rec), &all, SETTINGS, later + 5),
+            Decision::Rolling { .. }
+        ));
+        rolled.forget("fanout.configmap.ns.cfg");
+        assert_eq!(rolled.of("fanout.configmap.ns.cfg", "h2", web), None);
+    }
 
     const T0: u64 = 1_795_317_280;
     const SETTINGS: Settings = Settings {
@@ -185,6 +350,8 @@ mod tests {
                 current: current.contains(&i),
                 status,
                 rolled_at: None,
+                waiting: None,
+                refused: None,
             })
             .collect()
     }
@@ -223,7 +390,7 @@ mod tests {
                 Decision::Rolling {
                     wave: 1,
                     waiting: vec![(ids[0].clone(), "not rolled yet".into())],
-                    recheck_in: 600,
+                    recheck_in: 595,
                 },
             ),
             (

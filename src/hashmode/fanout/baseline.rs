@@ -1,0 +1,161 @@
+//! Which shared object's change made a workload due: a fan-out belongs to the
+//! ConfigMap/Secret whose change it rolls, never to another one the same workloads use.
+//!
+//! The workload's hash covers everything it uses, so it cannot say which object changed.
+//! wavelet therefore remembers, whenever it finds a workload up to date, a fingerprint of
+//! each object's part of its hash ([`Baselines::learn`]); an object whose part differs
+//! from that is what changed ([`changed`]). With no memory of the workload (wavelet
+//! started after the change), every object it uses may be the one, as before.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest as _, Sha256};
+
+use crate::model::counted::Counted;
+use crate::model::hash;
+use crate::objects::{ConfigKey, WorkloadKey};
+
+/// Each object a workload uses with the fingerprint of its part of the hash.
+pub type Parts = Vec<(ConfigKey, u64)>;
+
+/// The parts of `resolved` (a workload's counted references) as they are now.
+pub fn parts(resolved: &[Counted]) -> Parts {
+    resolved
+        .iter()
+        .map(|(reference, entry)| {
+            let text =
+                hash::canonical_form(&[(reference, entry.as_ref().and_then(|e| e.digests()))]);
+            let digest = Sha256::digest(text.as_bytes());
+            let first8 = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
+            (reference.config.clone(), first8)
+        })
+        .collect()
+}
+
+/// Whether the change of `config` is one the workload is due for: its part differs from
+/// what the workload last ran with. Unknown (no memory of the workload, or of this object
+/// in it): it may be, unless another object's part is known to have changed, which then
+/// explains why the workload is due.
+pub fn changed(
+    config: &ConfigKey,
+    now: &[(ConfigKey, u64)],
+    before: Option<&[(ConfigKey, u64)]>,
+) -> bool {
+    let Some(before) = before else {
+        return true;
+    };
+    let part = |parts: &[(ConfigKey, u64)], key: &ConfigKey| {
+        parts.iter().find(|(k, _)| k == key).map(|(_, p)| *p)
+    };
+    match part(before, config) {
+        Some(was) => part(now, config) != Some(was),
+        None => !now
+            .iter()
+            .any(|(k, p)| k != config && part(before, k).is_some_and(|was| was != *p)),
+    }
+}
+
+/// The parts behind the hash each workload carries, learnt when wavelet gave it that hash
+/// (adopted, recorded, rolled) or found it up to date; the two latest per workload, so a
+/// rollout not yet shown by the watch leaves the parts of the hash it still shows. Keys and
+/// object names share the cache's strings (`Arc`s): per workload one map entry and, per
+/// object it uses, a key and a fingerprint (48 bytes), once or twice.
+#[derive(Clone, Default)]
+pub struct Baselines(Arc<Mutex<HashMap<WorkloadKey, Learnt>>>);
+
+/// Newest first: (the first 8 bytes of the workload's hash, its parts).
+type Learnt = Vec<(u64, Box<[(ConfigKey, u64)]>)>;
+
+fn short(hash: &str) -> u64 {
+    u64::from_str_radix(hash.get(..16).unwrap_or(hash), 16).unwrap_or(0)
+}
+
+impl Baselines {
+    /// The workload carries (or is being given) `hash`, computed from `parts`.
+    pub fn learn(&self, key: &WorkloadKey, hash: &str, parts: Parts) {
+        let mut known = self.0.lock().unwrap();
+        let learnt = known.entry(key.clone()).or_default();
+        let hash = short(hash);
+        learnt.retain(|(h, _)| *h != hash);
+        learnt.insert(0, (hash, parts.into_boxed_slice()));
+        learnt.truncate(2);
+    }
+
+    /// The parts behind `hash`, the hash the workload carries, if wavelet knows them.
+    pub fn of(&self, key: &WorkloadKey, hash: Option<&str>) -> Option<Parts> {
+        let hash = short(hash?);
+        let known = self.0.lock().unwrap();
+        known
+            .get(key)?
+            .iter()
+            .find(|(h, _)| *h == hash)
+            .map(|(_, p)| p.to_vec())
+    }
+
+    /// The workload is gone, or no longer opted in.
+    pub fn forget(&self, key: &WorkloadKey) {
+        self.0.lock().unwrap().remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::ConfigKind;
+
+    fn key(name: &str) -> ConfigKey {
+        ConfigKey::new(ConfigKind::ConfigMap, "ns", name)
+    }
+
+    #[test]
+    fn only_the_object_whose_part_changed_made_the_workload_due() {
+        let before = vec![(key("cfg"), 1), (key("cfg2"), 7)];
+        let now = vec![(key("cfg"), 2), (key("cfg2"), 7)];
+        assert!(changed(&key("cfg"), &now, Some(&before)));
+        assert!(!changed(&key("cfg2"), &now, Some(&before)));
+    }
+
+    #[test]
+    fn without_memory_every_object_may_be_the_one_unless_another_is_known_to_have_changed() {
+        let now = vec![(key("cfg"), 2), (key("cfg2"), 7), (key("new"), 3)];
+        assert!(changed(&key("cfg2"), &now, None));
+        let before = vec![(key("cfg"), 1), (key("cfg2"), 7)];
+        assert!(
+            !changed(&key("new"), &now, Some(&before)),
+            "cfg explains it"
+        );
+        let same = vec![(key("cfg"), 2), (key("cfg2"), 7)];
+        assert!(changed(&key("new"), &now, Some(&same)), "nothing else does");
+    }
+
+    #[test]
+    fn a_part_is_a_shared_key_and_a_fingerprint() {
+        assert_eq!(std::mem::size_of::<(ConfigKey, u64)>(), 48);
+    }
+
+    #[test]
+    fn the_parts_are_those_behind_the_hash_the_workload_carries() {
+        let web = WorkloadKey {
+            resource: Arc::new(crate::objects::Resource::deployments()),
+            namespace: "ns".into(),
+            name: "web".into(),
+        };
+        let baselines = Baselines::default();
+        let h = |c: char| c.to_string().repeat(64);
+        baselines.learn(&web, &h('a'), vec![(key("cfg"), 1)]);
+        // Rolled to b: until the watch shows b, the workload still carries a.
+        baselines.learn(&web, &h('b'), vec![(key("cfg"), 2)]);
+        assert_eq!(
+            baselines.of(&web, Some(&h('a'))),
+            Some(vec![(key("cfg"), 1)])
+        );
+        assert_eq!(
+            baselines.of(&web, Some(&h('b'))),
+            Some(vec![(key("cfg"), 2)])
+        );
+        baselines.learn(&web, &h('c'), vec![(key("cfg"), 3)]);
+        assert_eq!(baselines.of(&web, Some(&h('a'))), None, "two kept");
+        assert_eq!(baselines.of(&web, None), None);
+    }
+}
