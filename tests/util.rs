@@ -28,17 +28,23 @@ pub struct Wavelet {
 /// the static aarch64 binary), started through `WAVELET_TEST_RUNNER` when that is set
 /// too (`qemu-aarch64`: an emulator that takes the program as its first argument).
 /// `.ci/run` uses both to run hash-mode tests against the arm64 binary.
+///
+/// The environment is empty: a test sets the variables it means. Whatever the machine has
+/// stays out, such as `KUBERNETES_SERVICE_HOST`/`PORT` on a CI runner in a Pod, with which
+/// wavelet takes the Pod's namespace (issue 35; `.ci/in-a-pod` runs the suite so).
 pub fn wavelet_command() -> Command {
     let binary = std::env::var_os("WAVELET_TEST_BINARY")
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_wavelet").into());
-    match std::env::var_os("WAVELET_TEST_RUNNER") {
+    let mut command = match std::env::var_os("WAVELET_TEST_RUNNER") {
         Some(runner) => {
             let mut command = Command::new(runner);
             command.arg(binary);
             command
         }
         None => Command::new(binary),
-    }
+    };
+    command.env_clear();
+    command
 }
 
 /// Flags that keep tests fast; each test adds or overrides what it needs.

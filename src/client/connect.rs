@@ -30,7 +30,8 @@ impl Client {
     ) -> Result<Client, Error> {
         let non_empty = |name: &str| env(name).filter(|v| !v.is_empty());
         if let Some(server) = &flags.server {
-            return Client::from_server_flag(server, flags, service_account_dir);
+            let pod_namespace = pod_namespace(env, service_account_dir);
+            return Client::from_server_flag(server, flags, pod_namespace);
         }
         if let Some(path) = &flags.kubeconfig {
             return Client::from_kubeconfig(std::slice::from_ref(path), flags);
@@ -75,10 +76,12 @@ impl Client {
         Client::from_flags_with_env(flags, &|_| None, &no_service_account.0)
     }
 
+    /// `--server`: the URL given, with the namespace of the Pod wavelet runs in when it runs
+    /// in one (`pod_namespace`, see [`pod_namespace`]).
     fn from_server_flag(
         server: &str,
         flags: &ConnectionFlags,
-        service_account_dir: &Path,
+        pod_namespace: Option<String>,
     ) -> Result<Client, Error> {
         let server = server.trim_end_matches('/');
         check_url(server, "--server")?;
@@ -96,7 +99,7 @@ impl Client {
                 token: TokenSource::None,
                 // A kubectl proxy sidecar in a Pod: the Pod's namespace, as kubectl in a
                 // Pod would default to it.
-                namespace: in_cluster_namespace(service_account_dir),
+                namespace: pod_namespace,
                 ca_hint: String::new(),
                 proxy_url: None,
                 tls_server_name: None,
@@ -125,7 +128,7 @@ impl Client {
             },
         };
         setup.base_url = server.to_string();
-        setup.namespace = in_cluster_namespace(service_account_dir);
+        setup.namespace = pod_namespace;
         Client::build(setup)
     }
 
@@ -279,6 +282,29 @@ impl Client {
     }
 }
 
+/// With `--server`, the namespace of the Pod wavelet runs in: the service account's
+/// namespace file in `dir` (normally [`SERVICE_ACCOUNT_DIR`]), read only when wavelet runs
+/// in a Pod, which is when the kubelet's `KUBERNETES_SERVICE_HOST` and
+/// `KUBERNETES_SERVICE_PORT` are set in `env` and the service account token is a file in
+/// `dir`. That is the test client-go makes (`inClusterClientConfig.Possible()`) before
+/// kubectl defaults to that namespace. So the files of a machine that is a Pod (a CI runner)
+/// do not decide the namespace of a process started there without the Pod's environment
+/// (a test harness clears it), nor do leftover files on a laptop.
+fn pod_namespace(env: &dyn Fn(&str) -> Option<OsString>, dir: &Path) -> Option<String> {
+    let set = |name: &str| env(name).is_some_and(|v| !v.is_empty());
+    let in_a_pod = set("KUBERNETES_SERVICE_HOST")
+        && set("KUBERNETES_SERVICE_PORT")
+        && dir.join("token").is_file();
+    if !in_a_pod {
+        log::debug!(
+            "not in a Pod (KUBERNETES_SERVICE_HOST/PORT unset or no service account token in {}): --server has no default namespace",
+            dir.display()
+        );
+        return None;
+    }
+    in_cluster_namespace(dir)
+}
+
 /// The namespace of the service account files in `dir` (normally [`SERVICE_ACCOUNT_DIR`]),
 /// when they are there: the namespace wavelet runs in.
 fn in_cluster_namespace(dir: &Path) -> Option<String> {
@@ -335,18 +361,75 @@ mod tests {
             context: None,
         };
         let service_account = TempDir::new("service-account");
-        let vars = env(&[("KUBERNETES_SERVICE_HOST", "10.96.0.1")]);
+        let vars = env(&[
+            ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+        ]);
         let client =
             Client::from_flags_with_env(&flags, &vars, &service_account.0).expect("client");
         assert_eq!(client.base_url(), "http://127.0.0.1:8001");
         assert_eq!(client.default_namespace(), None);
         assert!(matches!(client.inner.token, TokenSource::None));
-        // A kubectl proxy sidecar in a Pod: the Pod's namespace, still no credentials.
-        service_account.write("namespace", "in-pod\n");
-        let client =
-            Client::from_flags_with_env(&flags, &vars, &service_account.0).expect("client");
-        assert_eq!(client.default_namespace().as_deref(), Some("in-pod"));
-        assert!(matches!(client.inner.token, TokenSource::None));
+    }
+
+    /// Issue 35: a CI runner in a Pod has the service account files; a process started there
+    /// without the Pod's environment (every test harness clears it) must not take them.
+    #[test]
+    fn server_flag_takes_the_pods_namespace_only_when_running_in_a_pod() {
+        let in_pod = in_cluster_files();
+        let pod_env = [
+            ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+        ];
+        let namespace = |server: &str, vars: &[(&str, &str)], dir: &Path| {
+            let flags = ConnectionFlags {
+                server: Some(server.into()),
+                insecure_skip_tls_verify: true,
+                ..Default::default()
+            };
+            let client = Client::from_flags_with_env(&flags, &env(vars), dir).expect("client");
+            // A kubectl proxy sidecar holds the credentials: none from the Pod's files.
+            assert!(matches!(client.inner.token, TokenSource::None));
+            client.default_namespace()
+        };
+        for server in ["http://127.0.0.1:8001", "https://10.0.0.1:6443"] {
+            // A kubectl proxy sidecar in a Pod: the Pod's namespace, as kubectl's.
+            assert_eq!(
+                namespace(server, &pod_env, &in_pod.0).as_deref(),
+                Some("in-pod"),
+                "{server}"
+            );
+            // The same files without the kubelet's variables: not in a Pod.
+            assert_eq!(namespace(server, &[], &in_pod.0), None, "{server}");
+            assert_eq!(
+                namespace(server, &pod_env[..1], &in_pod.0),
+                None,
+                "{server}"
+            );
+            assert_eq!(
+                namespace(server, &pod_env[1..], &in_pod.0),
+                None,
+                "{server}"
+            );
+            let empty = [
+                ("KUBERNETES_SERVICE_HOST", ""),
+                ("KUBERNETES_SERVICE_PORT", "443"),
+            ];
+            assert_eq!(namespace(server, &empty, &in_pod.0), None, "{server}");
+        }
+        // The namespace file without a token (client-go asks for the token file too).
+        let no_token = TempDir::new("service-account");
+        no_token.write("namespace", "in-pod\n");
+        assert_eq!(
+            namespace("http://127.0.0.1:8001", &pod_env, &no_token.0),
+            None
+        );
+        // In a Pod without a namespace file, or with a blank one: none either.
+        let blank = TempDir::new("service-account");
+        blank.write("token", "t");
+        assert_eq!(namespace("http://127.0.0.1:8001", &pod_env, &blank.0), None);
+        blank.write("namespace", " \n");
+        assert_eq!(namespace("http://127.0.0.1:8001", &pod_env, &blank.0), None);
     }
 
     #[test]

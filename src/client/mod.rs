@@ -280,7 +280,8 @@ impl Client {
     }
 
     /// The namespace wavelet runs in: the in-cluster namespace file, or the kubeconfig
-    /// context's namespace; `None` with `--server`.
+    /// context's namespace; with `--server`, the Pod's namespace file when wavelet runs in a
+    /// Pod (`KUBERNETES_SERVICE_HOST`/`PORT` set), else `None`.
     pub fn default_namespace(&self) -> Option<String> {
         self.inner.namespace.clone()
     }

@@ -36,6 +36,31 @@ pub fn command_via(cluster: &Cluster, kubeconfig: &Path, args: &[&str]) -> Comma
     command
 }
 
+/// Where the kubelet mounts a Pod's service-account token, CA and namespace.
+const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The binary under test with `args`, run as in a Pod: in a private mount namespace
+/// (`unshare`, needs root) where the service-account directory holds the files of `sa_dir`.
+/// `/var/run` gets a tmpfs of that namespace first, so the mount point is made there and the
+/// machine is left as it was (a directory made on the real filesystem stays after the test,
+/// and a later run would take the machine for a Pod). The environment is empty: add the
+/// Pod's (`KUBERNETES_SERVICE_HOST`/`PORT`, the container's variables).
+pub fn in_a_pod(sa_dir: &Path, args: &[String]) -> Command {
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "mount -n -t tmpfs wavelet-e2e-pod /var/run && mkdir -p \"$1\" && \
+             mount -n --bind \"$2\" \"$1\" && shift 2 && exec \"$0\" \"$@\"",
+        )
+        .arg(env!("CARGO_BIN_EXE_wavelet"))
+        .arg(SERVICE_ACCOUNT_DIR)
+        .arg(sa_dir)
+        .args(args)
+        .env_clear();
+    command
+}
+
 impl Wavelet {
     /// `wavelet run ARGS` against the cluster, listening on a free port; waits for the
     /// initial sync.

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use wavelet::client::PatchType;
 
 use crate::kube::{configmap, hashes, mounts_configmap, workload, Kube};
-use crate::process::{http_get, Wavelet};
+use crate::process::{http_get, in_a_pod, Wavelet};
 use crate::Ctx;
 
 const LONG: Duration = Duration::from_secs(60);
@@ -319,18 +319,8 @@ fn run_value_set(
     {
         panic!("{what}: port {port} (the chart's, fixed) stayed in use on this machine");
     }
-    let target = "/var/run/secrets/kubernetes.io/serviceaccount";
-    std::fs::create_dir_all(target).expect("creating the service-account mount point");
-    let mut command = Command::new("unshare");
+    let mut command = in_a_pod(&sa_dir, &args);
     command
-        .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg(format!(
-            "mount --bind {} {target} && exec \"$0\" \"$@\"",
-            sa_dir.display()
-        ))
-        .arg(env!("CARGO_BIN_EXE_wavelet"))
-        .args(&args)
-        .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
         .env("KUBERNETES_SERVICE_PORT", api_port.to_string());

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::forward::Forwarder;
 use crate::kube::{configmap, hashes, mounts_configmap, opted_in, workload, Kube};
-use crate::process::{one_shot, Wavelet};
+use crate::process::{in_a_pod, one_shot, Wavelet};
 use crate::{Ctx, Scenario};
 
 pub const ALL: &[Scenario] = &[
@@ -824,17 +824,13 @@ fn in_cluster(ctx: &Ctx) {
     .unwrap();
     std::fs::copy(ctx.cluster.ca.as_ref().unwrap(), sa_dir.join("ca.crt")).unwrap();
     std::fs::write(sa_dir.join("namespace"), "wavelet").unwrap();
-    let target = "/var/run/secrets/kubernetes.io/serviceaccount";
-    std::fs::create_dir_all(target).expect("creating the service-account mount point");
-    let mut command = Command::new("unshare");
+    let args =
+        "run --listen-addr 127.0.0.1:0 --leader-elect --debounce 300ms --min-rollout-interval 0s";
+    let mut command = in_a_pod(
+        &sa_dir,
+        &args.split(' ').map(String::from).collect::<Vec<_>>(),
+    );
     command
-        .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg(format!(
-            "mount --bind {} {target} && exec {} run --listen-addr 127.0.0.1:0 --leader-elect --debounce 300ms --min-rollout-interval 0s",
-            sa_dir.display(),
-            env!("CARGO_BIN_EXE_wavelet")
-        ))
-        .env_clear()
         .env("RUST_LOG", "debug")
         .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
         .env("KUBERNETES_SERVICE_PORT", port.to_string())
