@@ -10,11 +10,11 @@ use crate::client::{Client, ListMeta, Shape, PAGE_SIZE};
 use crate::error::Error;
 use crate::objects::Resource;
 use crate::selector::percent_encode_query_value;
-use crate::watch::watcher::{self, LineStream, Page, Source};
+use crate::watch::watcher::{self, LineStream, ObjectRef, Page, Source};
 
 /// Lists every object of a resource, page by page, handing each to `on_item` as it is
 /// decoded (for the one-shot subcommands).
-pub fn list_each<T: watcher::Object>(
+pub fn list_each<T: DeserializeOwned>(
     client: &Client,
     resource: &Resource,
     namespace: Option<&str>,
@@ -73,7 +73,7 @@ impl ApiSource {
 
     /// Lists every object (matching the selectors), page by page, handing each to
     /// `on_item` as it is decoded.
-    pub fn list_each<T: watcher::Object>(&self, on_item: &mut dyn FnMut(T)) -> Result<(), Error> {
+    pub fn list_each<T: DeserializeOwned>(&self, on_item: &mut dyn FnMut(T)) -> Result<(), Error> {
         let mut token: Option<String> = None;
         loop {
             let page = self.list_page_each(token.as_deref(), on_item)?;
@@ -126,6 +126,50 @@ impl ApiSource {
         self.client.list(&path, self.shape, on_item)
     }
 
+    /// One page of the LIST as metadata only (`PartialObjectMetadataList`, gzip like every
+    /// request), each item reduced to its identity and version.
+    fn list_metadata_page(&self, continue_token: Option<&str>) -> Result<Page<ObjectRef>, Error> {
+        #[derive(serde::Deserialize)]
+        struct Partial {
+            #[serde(default)]
+            metadata: ObjectRef,
+        }
+        let mut items = Vec::new();
+        let mut path = format!(
+            "{}?limit={PAGE_SIZE}{}",
+            self.resource.collection_path(self.namespace.as_deref()),
+            self.filter
+        );
+        if let Some(token) = continue_token {
+            path.push_str("&continue=");
+            path.push_str(&percent_encode_query_value(token));
+        }
+        let meta = self
+            .client
+            .list(&path, Shape::Metadata, &mut |item: Partial| {
+                items.push(item.metadata)
+            })?;
+        Ok(Page {
+            items,
+            resource_version: meta.resource_version,
+            continue_token: meta.continue_token,
+        })
+    }
+
+    /// One object whole; `None` when it does not exist.
+    fn get_one<T: DeserializeOwned>(&self, object: &ObjectRef) -> Result<Option<T>, Error> {
+        let path = if object.namespace.is_empty() {
+            format!("{}/{}", self.resource.collection_path(None), object.name)
+        } else {
+            self.resource.object_path(&object.namespace, &object.name)
+        };
+        match self.client.get::<T>(&path) {
+            Ok(item) => Ok(Some(item)),
+            Err(err) if err.is_not_found() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
     fn open_watch(
         &self,
         resource_version: &str,
@@ -151,6 +195,12 @@ impl LineStream for crate::client::WatchStream {
 impl<T: watcher::Object> Source<T> for ApiSource {
     fn list(&self, continue_token: Option<&str>) -> Result<Page<T>, Error> {
         self.list_page(continue_token)
+    }
+    fn list_metadata(&self, continue_token: Option<&str>) -> Result<Page<ObjectRef>, Error> {
+        self.list_metadata_page(continue_token)
+    }
+    fn get(&self, object: &ObjectRef) -> Result<Option<T>, Error> {
+        self.get_one(object)
     }
     fn watch(
         &self,

@@ -3,16 +3,28 @@
 //! of [`Event`]s.
 //!
 //! Recovery rules, one match arm each: paginated LIST → WATCH from the list's
-//! resourceVersion with bookmarks; a dropped or truncated stream → re-watch from the last
-//! seen resourceVersion after a jittered exponential backoff; `410 Expired/Gone` (HTTP or an
-//! ERROR event) → relist; every `resync` → relist, so anything missed (deletions included)
-//! is caught: the caller sees `InitStart`, `InitApply`s, `InitDone` and drops what the
-//! relist did not return. A watch that RBAC forbids (`403`: `list` granted, `watch` not, as
-//! Reloader's chart grants workloads) → relist every `poll` instead; a forbidden list of a
-//! resource that may be left out → an empty list, tried again every `poll`.
+//! resourceVersion with bookmarks; a dropped stream → re-watch from the last seen
+//! resourceVersion after a jittered exponential backoff; a reason to doubt the watch → relist
+//! at once: `410 Expired/Gone` (HTTP or an ERROR event), an event that cannot be decoded, a
+//! resourceVersion going backwards, a stream that ends after a silence longer than
+//! `silence` (no event, no bookmark: what the API server sends at least every minute);
+//! every `resync` (jittered) → relist, so anything missed (deletions included) is caught:
+//! the caller sees `InitStart`, `InitApply`s (and `InitUnchanged`s), `InitDone` and drops
+//! what the relist did not return. A watch that RBAC forbids (`403`: `list` granted,
+//! `watch` not, as Reloader's chart grants workloads) → relist every `poll` instead; a
+//! forbidden list of a resource that may be left out → an empty list, tried again every
+//! `poll`.
+//!
+//! A relist that compares ([`WatchConfig::compare_relists`], for kinds watched whole): after
+//! the first list, a relist asks only for metadata (`PartialObjectMetadataList`), compares
+//! each object's uid and resourceVersion with what this watcher last delivered (a digest
+//! per object, [`Delivered`]), reports the equal ones as `InitUnchanged` and reads the
+//! others with one GET each, or LISTs the kind whole when more differ than
+//! [`list_in_full`] allows. A relist then costs the metadata and what changed.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,6 +39,16 @@ use crate::objects::ObjectMeta;
 /// Room kept for queued events between lists.
 const KEEP_READY_CAPACITY: usize = 16;
 
+/// `--resync`'s default (see docs/notes/h34-relist.md for the reasoning): the watch carries
+/// every change, the relist is the last resort for what it silently lost.
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(4 * 3600);
+
+/// A relist that compares reads the differing objects one GET each, unless more differ
+/// than this many, or than 1 in `LIST_IN_FULL_SHARE` of the objects listed: then it LISTs
+/// the kind whole. See [`list_in_full`].
+const LIST_IN_FULL_ABOVE: usize = 32;
+const LIST_IN_FULL_SHARE: usize = 100;
+
 /// What a watcher tells its caller.
 #[derive(Debug)]
 pub enum Event<T> {
@@ -38,14 +60,48 @@ pub enum Event<T> {
     InitStart,
     /// An object returned by the list.
     InitApply(T),
+    /// An object the relist found as it was last delivered (same uid, same
+    /// resourceVersion): it still exists and nothing about it changed.
+    InitUnchanged(ObjectRef),
     /// The list is complete.
     InitDone,
 }
 
 /// Objects a watcher can track.
 pub trait Object: DeserializeOwned + Send + 'static {
+    /// `metadata`: its identity and version.
+    fn metadata(&self) -> &ObjectMeta;
+
     /// `metadata.resourceVersion`.
-    fn resource_version(&self) -> &str;
+    fn resource_version(&self) -> &str {
+        &self.metadata().resource_version
+    }
+}
+
+/// An object as a metadata list names it (`PartialObjectMetadata`): who it is and which
+/// version, nothing else.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub resource_version: String,
+}
+
+impl ObjectRef {
+    fn of(metadata: &ObjectMeta) -> ObjectRef {
+        ObjectRef {
+            namespace: metadata.namespace.clone(),
+            name: metadata.name.clone(),
+            uid: metadata.uid.clone(),
+            resource_version: metadata.resource_version.clone(),
+        }
+    }
 }
 
 /// One page of a LIST.
@@ -64,6 +120,10 @@ pub trait LineStream: Send {
 /// Where a watcher lists and watches: the API server, or a script in tests.
 pub trait Source<T>: Send {
     fn list(&self, continue_token: Option<&str>) -> Result<Page<T>, Error>;
+    /// One page of the same LIST, metadata only (for a relist that compares).
+    fn list_metadata(&self, continue_token: Option<&str>) -> Result<Page<ObjectRef>, Error>;
+    /// One object whole; `None` when it does not exist.
+    fn get(&self, object: &ObjectRef) -> Result<Option<T>, Error>;
     fn watch(
         &self,
         resource_version: &str,
@@ -74,8 +134,14 @@ pub trait Source<T>: Send {
 /// Timing of a watcher.
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
-    /// Relist this often ("poll the world").
+    /// Relist about this often ("poll the world"): each period is drawn at random from
+    /// [3/4, 5/4) of it ([`jittered`]), so replicas and restarts do not relist together.
     pub resync: Duration,
+    /// A stream that ends this long after its last line (event or bookmark) is not
+    /// trusted: relist. The API server sends a bookmark about every minute.
+    pub silence: Duration,
+    /// Relists after the first ask for metadata and read only what changed.
+    pub compare_relists: bool,
     /// First retry delay; doubles per failure with jitter up to `max_backoff`.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
@@ -89,7 +155,9 @@ pub struct WatchConfig {
 impl Default for WatchConfig {
     fn default() -> WatchConfig {
         WatchConfig {
-            resync: Duration::from_secs(600),
+            resync: DEFAULT_RESYNC,
+            silence: Duration::from_secs(180),
+            compare_relists: false,
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(30),
             poll: Duration::from_secs(30),
@@ -115,6 +183,12 @@ pub enum Restart {
     StreamBroken,
     /// Watching (or listing) is forbidden: the poll period elapsed.
     Poll,
+    /// A watch event could not be decoded: what it carried is unknown.
+    Undecodable,
+    /// A resourceVersion went backwards (a server restored from an older state).
+    Backwards,
+    /// The stream ended after a silence longer than bookmarks allow.
+    Silence,
 }
 
 impl Restart {
@@ -127,6 +201,9 @@ impl Restart {
             Restart::StreamEnd => "stream_end",
             Restart::StreamBroken => "stream_broken",
             Restart::Poll => "poll",
+            Restart::Undecodable => "undecodable",
+            Restart::Backwards => "backwards",
+            Restart::Silence => "silence",
         }
     }
 }
@@ -136,6 +213,19 @@ enum State {
     Empty(Restart),
     /// Listing; the next page follows `continue_token`.
     Listing { continue_token: Option<String> },
+    /// Relisting metadata only, comparing it with what was delivered; `differ`: the
+    /// objects found changed or new so far, `listed`: how many were listed.
+    Comparing {
+        continue_token: Option<String>,
+        differ: Vec<ObjectRef>,
+        listed: usize,
+    },
+    /// Reading the objects the comparison found changed, one GET each; then watching from
+    /// `rv`, the metadata list's.
+    Reading {
+        rv: String,
+        differ: std::vec::IntoIter<ObjectRef>,
+    },
     /// Listed (or a stream ended): open a watch from `rv`.
     Listed { rv: String },
     Watching {
@@ -143,7 +233,97 @@ enum State {
         stream: Box<dyn LineStream>,
         opened: Instant,
         events: u64,
+        /// When the last line (event or bookmark) arrived, or the stream opened.
+        heard: Instant,
     },
+}
+
+/// What a watcher that compares its relists last delivered: a digest of each object's
+/// namespace and name → a digest of its uid and resourceVersion (16 bytes an object, not
+/// its copy). `seen`: what the relist under way found, to forget the rest at its end.
+#[derive(Default)]
+struct Delivered {
+    versions: HashMap<u64, u64>,
+    seen: Option<HashSet<u64>>,
+    /// A first list completed: a relist can compare with it.
+    complete: bool,
+}
+
+impl Delivered {
+    fn applied(&mut self, object: &ObjectRef, listed: bool) {
+        let key = key_digest(&object.namespace, &object.name);
+        self.versions
+            .insert(key, version_digest(&object.uid, &object.resource_version));
+        if listed {
+            self.seen.get_or_insert_with(HashSet::new).insert(key);
+        }
+    }
+
+    fn deleted(&mut self, object: &ObjectRef) {
+        self.versions
+            .remove(&key_digest(&object.namespace, &object.name));
+    }
+
+    /// Whether `object` is as delivered; if so the relist under way has seen it.
+    fn unchanged(&mut self, object: &ObjectRef) -> bool {
+        let key = key_digest(&object.namespace, &object.name);
+        let same =
+            self.versions.get(&key) == Some(&version_digest(&object.uid, &object.resource_version));
+        if same {
+            self.seen.get_or_insert_with(HashSet::new).insert(key);
+        }
+        same
+    }
+
+    fn start(&mut self) {
+        self.seen = Some(HashSet::new());
+    }
+
+    /// The relist is complete: what it did not find is gone.
+    fn finish(&mut self) {
+        let seen = self.seen.take().unwrap_or_default();
+        self.versions.retain(|key, _| seen.contains(key));
+        self.versions.shrink_to_fit();
+        self.complete = true;
+    }
+}
+
+fn digest64(parts: [&str; 2]) -> u64 {
+    // SipHash with fixed keys: the same digest on every run is not needed, only within one.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    parts.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn key_digest(namespace: &str, name: &str) -> u64 {
+    digest64([namespace, name])
+}
+
+fn version_digest(uid: &str, resource_version: &str) -> u64 {
+    digest64([uid, resource_version])
+}
+
+/// Whether a relist that found `differ` of `listed` objects changed LISTs the kind whole
+/// rather than GET each: when more than [`LIST_IN_FULL_ABOVE`] differ and more than 1 in
+/// [`LIST_IN_FULL_SHARE`]. A GET costs a request for one object; a LIST page costs one
+/// request for 500. At 1,000 objects, up to 32 GETs (3 %); at 100,000, up to 1,000 GETs,
+/// five times the LIST's 200 pages in requests but 1 % of its bytes.
+fn list_in_full(differ: usize, listed: usize) -> bool {
+    differ > LIST_IN_FULL_ABOVE && differ > listed / LIST_IN_FULL_SHARE
+}
+
+/// `period` scaled by a factor in [3/4, 5/4) drawn from `random` in [0, 1).
+fn jittered(period: Duration, random: f64) -> Duration {
+    period.mul_f64(0.75 + 0.5 * random.clamp(0.0, 1.0))
+}
+
+/// Whether `seen` is older than `current`, both as the API server's numbers; opaque ones
+/// (not numbers) never compare.
+fn went_backwards(current: &str, seen: &str) -> bool {
+    match (current.parse::<u64>(), seen.parse::<u64>()) {
+        (Ok(current), Ok(seen)) => seen < current,
+        _ => false,
+    }
 }
 
 /// The list+watch loop of one resource.
@@ -160,6 +340,8 @@ pub struct Watcher<T, S> {
     /// that list, after the events of the last one are delivered.
     poll_at: Option<Instant>,
     relist_at: Instant,
+    /// What was delivered, when relists compare (`None`: they list whole).
+    delivered: Option<Delivered>,
     stop: Arc<AtomicBool>,
     on_restart: Box<dyn FnMut(Restart) + Send>,
     rng: u64,
@@ -178,10 +360,11 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             .unwrap_or_default()
             .as_nanos() as u64
             ^ 0x9e37_79b9_7f4a_7c15;
-        Watcher {
+        let mut watcher = Watcher {
             name,
             source,
-            relist_at: Instant::now() + config.resync,
+            relist_at: Instant::now(),
+            delivered: config.compare_relists.then(Delivered::default),
             config,
             state: Some(State::Empty(Restart::Initial)),
             ready: VecDeque::new(),
@@ -191,7 +374,9 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             stop,
             on_restart: Box::new(|_| {}),
             rng: seed | 1,
-        }
+        };
+        watcher.schedule_relist();
+        watcher
     }
 
     /// Called each time the watcher relists or re-watches (for metrics).
@@ -204,6 +389,11 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         self.stop.load(Ordering::Relaxed)
     }
 
+    fn schedule_relist(&mut self) {
+        let random = (self.next_random() % 1000) as f64 / 1000.0;
+        self.relist_at = Instant::now() + jittered(self.config.resync, random);
+    }
+
     /// Moves the state machine one step; events it produces are queued in `ready`.
     pub fn step(&mut self) {
         let state = self.state.take().expect("state is always put back");
@@ -213,55 +403,120 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                     self.sleep(at.saturating_duration_since(Instant::now()));
                 }
                 (self.on_restart)(reason);
-                log::debug!("{}: listing ({})", self.name, reason.as_str());
-                self.relist_at = Instant::now() + self.config.resync;
+                self.schedule_relist();
                 self.ready.push_back(Event::InitStart);
-                State::Listing {
-                    continue_token: None,
+                match &mut self.delivered {
+                    Some(delivered) if delivered.complete => {
+                        log::debug!(
+                            "{}: relisting metadata to compare ({})",
+                            self.name,
+                            reason.as_str()
+                        );
+                        delivered.start();
+                        State::Comparing {
+                            continue_token: None,
+                            differ: Vec::new(),
+                            listed: 0,
+                        }
+                    }
+                    delivered => {
+                        log::debug!("{}: listing ({})", self.name, reason.as_str());
+                        if let Some(delivered) = delivered {
+                            delivered.start();
+                        }
+                        State::Listing {
+                            continue_token: None,
+                        }
+                    }
                 }
             }
             State::Listing { continue_token } => {
                 match self.source.list(continue_token.as_deref()) {
                     Ok(page) => {
-                        self.ready
-                            .extend(page.items.into_iter().map(Event::InitApply));
+                        for item in page.items {
+                            self.deliver(Event::InitApply(item));
+                        }
                         match page.continue_token.filter(|t| !t.is_empty()) {
                             Some(token) => State::Listing {
                                 continue_token: Some(token),
                             },
                             None => {
-                                self.failures = 0;
                                 if self.forbidden == Some("listing") {
                                     self.forbidden = None;
                                     log::info!("{}: listing is allowed now", self.name);
                                 }
-                                self.ready.push_back(Event::InitDone);
-                                State::Listed {
-                                    rv: page.resource_version,
-                                }
+                                self.relisted(page.resource_version)
                             }
                         }
                     }
                     Err(err) if err.is_forbidden() && self.config.forbidden_list_is_empty => {
                         self.say_forbidden("listing", &err);
                         // Delivered before the wait: it does not hold the initial sync.
-                        self.ready.push_back(Event::InitDone);
+                        self.deliver(Event::InitDone);
                         self.poll_at = Some(Instant::now() + self.config.poll);
                         State::Empty(Restart::Poll)
                     }
-                    Err(err) => {
-                        // A half-done list is never stitched to a later one: start over.
-                        let reason = if err.is_expired() {
-                            Restart::Expired
-                        } else {
-                            Restart::Error
-                        };
-                        log::warn!("{}: list failed, relisting: {err}", self.name);
-                        self.back_off(&err);
-                        State::Empty(reason)
-                    }
+                    Err(err) => self.list_failed(&err),
                 }
             }
+            State::Comparing {
+                continue_token,
+                mut differ,
+                mut listed,
+            } => match self.source.list_metadata(continue_token.as_deref()) {
+                Ok(page) => {
+                    listed += page.items.len();
+                    let delivered = self.delivered.as_mut().expect("comparing needs it");
+                    for object in page.items {
+                        if delivered.unchanged(&object) {
+                            self.ready.push_back(Event::InitUnchanged(object));
+                        } else {
+                            differ.push(object);
+                        }
+                    }
+                    match page.continue_token.filter(|t| !t.is_empty()) {
+                        Some(token) => State::Comparing {
+                            continue_token: Some(token),
+                            differ,
+                            listed,
+                        },
+                        None if list_in_full(differ.len(), listed) => {
+                            log::debug!(
+                                "{}: {} of {listed} objects changed: listing them whole",
+                                self.name,
+                                differ.len()
+                            );
+                            State::Listing {
+                                continue_token: None,
+                            }
+                        }
+                        None => {
+                            log::debug!(
+                                "{}: {} of {listed} objects changed: reading those",
+                                self.name,
+                                differ.len()
+                            );
+                            State::Reading {
+                                rv: page.resource_version,
+                                differ: differ.into_iter(),
+                            }
+                        }
+                    }
+                }
+                Err(err) => self.list_failed(&err),
+            },
+            State::Reading { rv, mut differ } => match differ.next() {
+                None => self.relisted(rv),
+                Some(object) => match self.source.get(&object) {
+                    Ok(Some(item)) => {
+                        self.deliver(Event::InitApply(item));
+                        State::Reading { rv, differ }
+                    }
+                    // Deleted since the list: the relist's end forgets it.
+                    Ok(None) => State::Reading { rv, differ },
+                    Err(err) => self.list_failed(&err),
+                },
+            },
             State::Listed { rv } => {
                 if Instant::now() >= self.relist_at {
                     State::Empty(Restart::Resync)
@@ -274,12 +529,24 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                 mut stream,
                 opened,
                 events,
+                heard,
             } => {
                 if Instant::now() >= self.relist_at {
                     State::Empty(Restart::Resync)
                 } else {
                     match stream.next_line() {
-                        Ok(Some(line)) => self.on_line(rv, stream, opened, events, &line),
+                        Ok(Some(line)) => {
+                            let watching = Watching {
+                                rv,
+                                stream,
+                                opened,
+                                events,
+                            };
+                            self.on_line(watching, &line)
+                        }
+                        Ok(None) if heard.elapsed() >= self.config.silence => {
+                            self.silent_too_long(&rv, heard)
+                        }
                         Ok(None) => {
                             if events == 0 && opened.elapsed() < Duration::from_secs(1) {
                                 // The server ends a watch at once: do not spin.
@@ -289,20 +556,22 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                             log::debug!("{}: watch ended, re-watching from {rv}", self.name);
                             State::Listed { rv }
                         }
+                        Err(Error::Decode(err)) => {
+                            // Not a routine disconnect: the server sent something broken,
+                            // whose change is unknown.
+                            log::warn!("{}: watch event rejected ({err}), relisting", self.name);
+                            self.back_off_for(Duration::ZERO);
+                            State::Empty(Restart::Undecodable)
+                        }
+                        Err(_) if heard.elapsed() >= self.config.silence => {
+                            self.silent_too_long(&rv, heard)
+                        }
                         Err(err) => {
                             (self.on_restart)(Restart::StreamBroken);
-                            if matches!(err, Error::Decode(_)) {
-                                // Not a routine disconnect: the server sent something broken.
-                                log::warn!(
-                                    "{}: watch event rejected ({err}), re-watching from {rv}",
-                                    self.name
-                                );
-                            } else {
-                                log::debug!(
-                                    "{}: watch broke ({err}), re-watching from {rv}",
-                                    self.name
-                                );
-                            }
+                            log::debug!(
+                                "{}: watch broke ({err}), re-watching from {rv}",
+                                self.name
+                            );
                             self.back_off(&err);
                             State::Listed { rv }
                         }
@@ -313,6 +582,50 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         self.state = Some(next);
     }
 
+    /// Queues `event`, keeping the record of what was delivered.
+    fn deliver(&mut self, event: Event<T>) {
+        if let Some(delivered) = &mut self.delivered {
+            match &event {
+                Event::Apply(o) => delivered.applied(&ObjectRef::of(o.metadata()), false),
+                Event::InitApply(o) => delivered.applied(&ObjectRef::of(o.metadata()), true),
+                Event::Delete(o) => delivered.deleted(&ObjectRef::of(o.metadata())),
+                Event::InitDone => delivered.finish(),
+                Event::InitStart | Event::InitUnchanged(_) => {}
+            }
+        }
+        self.ready.push_back(event);
+    }
+
+    /// A (re)list is complete at `rv`: watch from there.
+    fn relisted(&mut self, rv: String) -> State {
+        self.failures = 0;
+        self.deliver(Event::InitDone);
+        State::Listed { rv }
+    }
+
+    /// A list, a comparison or a read failed: a half-done relist is never stitched to a
+    /// later one, so start over after a backoff.
+    fn list_failed(&mut self, err: &Error) -> State {
+        let reason = if err.is_expired() {
+            Restart::Expired
+        } else {
+            Restart::Error
+        };
+        log::warn!("{}: list failed, relisting: {err}", self.name);
+        self.back_off(err);
+        State::Empty(reason)
+    }
+
+    /// The stream ended after `heard` with nothing since, no bookmark either: whatever
+    /// happened meanwhile may never arrive (a black-holed connection, a restored server).
+    fn silent_too_long(&mut self, rv: &str, heard: Instant) -> State {
+        log::info!(
+            "{}: the watch from {rv} ended after {}s without an event or bookmark: relisting",
+            self.name,
+            heard.elapsed().as_secs()
+        );
+        State::Empty(Restart::Silence)
+    }
     fn open_watch(&mut self, rv: String) -> State {
         let until_relist = self.relist_at.saturating_duration_since(Instant::now());
         // client-go picks 5-10 minutes at random; never past the next relist.
@@ -331,6 +644,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                     stream,
                     opened: Instant::now(),
                     events: 0,
+                    heard: Instant::now(),
                 }
             }
             Err(err) if err.is_forbidden() => {
@@ -357,64 +671,59 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         }
     }
 
-    fn on_line(
-        &mut self,
-        rv: String,
-        stream: Box<dyn LineStream>,
-        opened: Instant,
-        events: u64,
-        line: &[u8],
-    ) -> State {
+    fn on_line(&mut self, watching: Watching, line: &[u8]) -> State {
+        let Watching {
+            rv,
+            stream,
+            opened,
+            events,
+        } = watching;
         let event: WatchEvent<T> = match serde_json::from_slice(line) {
             Ok(event) => event,
             Err(err) => {
-                // A truncated or garbled line: the event was not applied and the rv not
-                // advanced, so re-watching from `rv` replays it.
-                (self.on_restart)(Restart::StreamBroken);
+                // A truncated or garbled line: what it carried is unknown, and a re-watch
+                // may not replay it (a bookmark may follow): relist, comparing.
                 log::warn!(
-                    "{}: undecodable watch line rejected ({err}), re-watching from {rv}",
+                    "{}: undecodable watch line rejected ({err}), relisting",
                     self.name
                 );
                 self.back_off_for(Duration::ZERO);
-                return State::Listed { rv };
+                return State::Empty(Restart::Undecodable);
             }
         };
         self.failures = 0;
-        let events = events + 1;
+        let seen = match &event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                o.resource_version()
+            }
+            WatchEvent::Bookmark(seen) => seen.as_str(),
+            WatchEvent::Error(_) => "",
+        };
+        if went_backwards(&rv, seen) {
+            log::warn!(
+                "{}: the watch went back from resourceVersion {rv} to {seen} (an API server restored from an older state?): relisting",
+                self.name
+            );
+            return State::Empty(Restart::Backwards);
+        }
+        let rv = next_rv(rv, seen);
+        let watching = |rv| State::Watching {
+            rv,
+            stream,
+            opened,
+            events: events + 1,
+            heard: Instant::now(),
+        };
         match event {
             WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
-                let rv = next_rv(rv, obj.resource_version());
-                self.ready.push_back(Event::Apply(obj));
-                State::Watching {
-                    rv,
-                    stream,
-                    opened,
-                    events,
-                }
+                self.deliver(Event::Apply(obj));
+                watching(rv)
             }
             WatchEvent::Deleted(obj) => {
-                let rv = next_rv(rv, obj.resource_version());
-                self.ready.push_back(Event::Delete(obj));
-                State::Watching {
-                    rv,
-                    stream,
-                    opened,
-                    events,
-                }
+                self.deliver(Event::Delete(obj));
+                watching(rv)
             }
-            WatchEvent::Bookmark(bookmark_rv) => {
-                let rv = if bookmark_rv.is_empty() {
-                    rv
-                } else {
-                    bookmark_rv
-                };
-                State::Watching {
-                    rv,
-                    stream,
-                    opened,
-                    events,
-                }
-            }
+            WatchEvent::Bookmark(_) => watching(rv),
             WatchEvent::Error(status) if status.is_expired() => {
                 log::debug!(
                     "{}: watch from {rv} expired ({status}), relisting",
@@ -519,11 +828,21 @@ fn next_rv(current: String, seen: &str) -> String {
     }
 }
 
+/// A watch in progress, as a line arrives.
+struct Watching {
+    rv: String,
+    stream: Box<dyn LineStream>,
+    opened: Instant,
+    events: u64,
+}
+
 impl fmt::Debug for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             State::Empty(reason) => write!(f, "Empty({})", reason.as_str()),
             State::Listing { .. } => write!(f, "Listing"),
+            State::Comparing { .. } => write!(f, "Comparing"),
+            State::Reading { rv, .. } => write!(f, "Reading({rv})"),
             State::Listed { rv } => write!(f, "Listed({rv})"),
             State::Watching { rv, .. } => write!(f, "Watching({rv})"),
         }
@@ -630,8 +949,8 @@ mod tests {
     }
 
     impl Object for Obj {
-        fn resource_version(&self) -> &str {
-            &self.metadata.resource_version
+        fn metadata(&self) -> &ObjectMeta {
+            &self.metadata
         }
     }
 
@@ -641,6 +960,10 @@ mod tests {
         ListError(u16, &'static str),
         Stream(Vec<&'static str>, bool),
         WatchError(u16, &'static str),
+        /// A metadata page: (name, resourceVersion) of each object, the list's rv.
+        Meta(Vec<(&'static str, &'static str)>, &'static str),
+        /// A GET: the object's resourceVersion, or not found.
+        Got(Option<&'static str>),
     }
 
     #[derive(Clone, Default)]
@@ -691,6 +1014,37 @@ mod tests {
             }
         }
 
+        fn list_metadata(&self, continue_token: Option<&str>) -> Result<Page<ObjectRef>, Error> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("meta {}", continue_token.unwrap_or("-")));
+            match self.answers.lock().unwrap().pop_front() {
+                Some(Answer::Meta(objects, rv)) => Ok(Page {
+                    items: objects
+                        .iter()
+                        .map(|(name, rv)| ObjectRef::of(&obj(name, rv).metadata))
+                        .collect(),
+                    resource_version: rv.into(),
+                    continue_token: None,
+                }),
+                Some(Answer::ListError(code, reason)) => Err(status(code, reason)),
+                // Script exhausted: fail, and the caller stops.
+                _ => Err(Error::Transport("script exhausted".into())),
+            }
+        }
+
+        fn get(&self, object: &ObjectRef) -> Result<Option<Obj>, Error> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("get {}", object.name));
+            match self.answers.lock().unwrap().pop_front() {
+                Some(Answer::Got(rv)) => Ok(rv.map(|rv| obj(&object.name, rv))),
+                _ => panic!("unexpected get"),
+            }
+        }
+
         fn watch(&self, rv: &str, _timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
             self.calls.lock().unwrap().push(format!("watch {rv}"));
             match self.answers.lock().unwrap().pop_front() {
@@ -718,6 +1072,8 @@ mod tests {
     fn fast() -> WatchConfig {
         WatchConfig {
             resync: Duration::from_secs(3600),
+            silence: Duration::from_secs(3600),
+            compare_relists: false,
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(2),
             poll: Duration::from_millis(1),
@@ -748,6 +1104,7 @@ mod tests {
                 }
                 Event::InitStart => "init".into(),
                 Event::InitApply(o) => format!("initapply {}", o.metadata.name),
+                Event::InitUnchanged(o) => format!("unchanged {}", o.name),
                 Event::InitDone => "done".into(),
             }));
         }
@@ -758,6 +1115,8 @@ mod tests {
     const ADDED_A5: &str = r#"{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5"}}}"#;
     const MODIFIED_A6: &str =
         r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"6"}}}"#;
+    const MODIFIED_A9: &str =
+        r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"9"}}}"#;
     const DELETED_B7: &str =
         r#"{"type":"DELETED","object":{"metadata":{"name":"b","resourceVersion":"7"}}}"#;
     const BOOKMARK_9: &str = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"9"}}}"#;
@@ -780,7 +1139,7 @@ mod tests {
                 Answer::Page(vec!["a", "b"], "6", None),
                 Answer::WatchError(403, "Forbidden"),
                 Answer::Page(vec!["b"], "8", None),
-                Answer::Stream(vec![MODIFIED_A6], false),
+                Answer::Stream(vec![MODIFIED_A9], false),
             ],
         );
         assert!(
@@ -789,7 +1148,7 @@ mod tests {
         );
         assert_eq!(
             calls,
-            ["list -", "watch 4", "list -", "watch 6", "list -", "watch 8", "watch 6"]
+            ["list -", "watch 4", "list -", "watch 6", "list -", "watch 8", "watch 9"]
         );
         assert_eq!(
             events,
@@ -804,7 +1163,7 @@ mod tests {
                 "init",
                 "initapply b",
                 "done",
-                "apply a@6"
+                "apply a@9"
             ]
         );
     }
@@ -916,7 +1275,8 @@ mod tests {
     }
 
     #[test]
-    fn a_truncated_line_is_not_applied_and_is_replayed_by_rewatching() {
+    fn a_truncated_line_is_not_applied_and_relists() {
+        // What it carried is unknown, and the bookmark after it may move the rv past it.
         let truncated = &MODIFIED_A6[..30];
         let (events, calls) = run(vec![
             Answer::Page(vec![], "4", None),
@@ -924,10 +1284,162 @@ mod tests {
                 vec![ADDED_A5, Box::leak(truncated.to_string().into_boxed_str())],
                 false,
             ),
-            Answer::Stream(vec![MODIFIED_A6], false),
+            Answer::Page(vec!["a"], "6", None),
         ]);
-        assert_eq!(events, ["init", "done", "apply a@5", "apply a@6"]);
-        assert_eq!(calls[2..4], ["watch 5", "watch 6"]);
+        assert_eq!(
+            events,
+            ["init", "done", "apply a@5", "init", "initapply a", "done"]
+        );
+        assert_eq!(calls[..4], ["list -", "watch 4", "list -", "watch 6"]);
+    }
+
+    #[test]
+    fn a_resource_version_going_backwards_relists_and_is_not_applied() {
+        let (events, calls) = run(vec![
+            Answer::Page(vec![], "10", None),
+            Answer::Stream(vec![ADDED_A5], false),
+            Answer::Page(vec![], "12", None),
+        ]);
+        assert_eq!(events, ["init", "done", "init", "done"]);
+        assert_eq!(calls[..4], ["list -", "watch 10", "list -", "watch 12"]);
+    }
+
+    #[test]
+    fn a_bookmark_going_backwards_relists() {
+        let (_, calls) = run(vec![
+            Answer::Page(vec![], "10", None),
+            Answer::Stream(vec![BOOKMARK_9], false),
+            Answer::Page(vec![], "12", None),
+        ]);
+        assert_eq!(calls[..4], ["list -", "watch 10", "list -", "watch 12"]);
+    }
+
+    #[test]
+    fn a_stream_that_ends_after_a_silence_without_bookmarks_relists() {
+        let silent = WatchConfig {
+            silence: Duration::ZERO,
+            ..fast()
+        };
+        let (_, calls) = run_with(
+            silent,
+            vec![
+                Answer::Page(vec![], "4", None),
+                Answer::Stream(vec![], false),
+                Answer::Page(vec![], "6", None),
+            ],
+        );
+        assert_eq!(calls[..4], ["list -", "watch 4", "list -", "watch 6"]);
+        // Within the silence allowed, the same end re-watches (as in the test above).
+        let (_, calls) = run(vec![
+            Answer::Page(vec![], "4", None),
+            Answer::Stream(vec![], true),
+            Answer::Stream(vec![], false),
+        ]);
+        assert_eq!(calls[..3], ["list -", "watch 4", "watch 4"]);
+    }
+
+    fn comparing() -> WatchConfig {
+        WatchConfig {
+            resync: Duration::ZERO,
+            compare_relists: true,
+            ..fast()
+        }
+    }
+
+    #[test]
+    fn a_relist_that_compares_reads_only_the_objects_that_changed() {
+        let (events, calls) = run_with(
+            comparing(),
+            vec![
+                Answer::Page(vec!["a", "b", "c"], "4", None),
+                // a as delivered, b changed, c gone, d new and then deleted before its GET.
+                Answer::Meta(vec![("a", "1"), ("b", "7"), ("d", "8")], "9"),
+                Answer::Got(Some("7")),
+                Answer::Got(None),
+                // c was forgotten with the relist that did not find it: it differs now.
+                Answer::Meta(vec![("a", "1"), ("b", "7"), ("c", "1")], "10"),
+                Answer::Got(Some("1")),
+            ],
+        );
+        assert_eq!(
+            calls,
+            ["list -", "meta -", "get b", "get d", "meta -", "get c", "meta -"]
+        );
+        assert_eq!(
+            events[..14],
+            [
+                "init",
+                "initapply a",
+                "initapply b",
+                "initapply c",
+                "done",
+                "init",
+                "unchanged a",
+                "initapply b",
+                "done",
+                "init",
+                "unchanged a",
+                "unchanged b",
+                "initapply c",
+                "done",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_relist_that_finds_many_changed_lists_the_kind_whole() {
+        let names: Vec<&'static str> = (0..40)
+            .map(|i| &*Box::leak(format!("o{i}").into_boxed_str()))
+            .collect();
+        let changed: Vec<(&'static str, &'static str)> = names.iter().map(|n| (*n, "2")).collect();
+        let (_, calls) = run_with(
+            comparing(),
+            vec![
+                Answer::Page(names.clone(), "4", None),
+                Answer::Meta(changed, "9"),
+                Answer::Page(names, "9", None),
+            ],
+        );
+        assert_eq!(calls[..3], ["list -", "meta -", "list -"]);
+    }
+
+    #[test]
+    fn watch_events_count_as_delivered_for_the_next_comparison() {
+        let config = WatchConfig {
+            compare_relists: true,
+            ..fast()
+        };
+        let script = Script::default();
+        script.answers.lock().unwrap().extend([
+            Answer::Page(vec!["b"], "4", None),
+            Answer::Stream(vec![ADDED_A5, DELETED_B7], false),
+        ]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut watcher = Watcher::new("test".into(), script.clone(), config, stop);
+        while script.calls.lock().unwrap().len() < 3 {
+            watcher.step();
+        }
+        let delivered = watcher.delivered.as_mut().unwrap();
+        delivered.start();
+        assert!(delivered.unchanged(&ObjectRef::of(&obj("a", "5").metadata)));
+        assert!(!delivered.unchanged(&ObjectRef::of(&obj("b", "1").metadata)));
+    }
+
+    #[test]
+    fn the_relist_period_is_jittered_by_a_quarter_either_way() {
+        let hour = Duration::from_secs(3600);
+        assert_eq!(jittered(hour, 0.0), Duration::from_secs(2700));
+        assert_eq!(jittered(hour, 0.5), hour);
+        assert!(jittered(hour, 0.999) < Duration::from_secs(4500));
+    }
+
+    #[test]
+    fn many_changed_objects_are_listed_whole_few_are_read_one_by_one() {
+        assert!(!list_in_full(32, 1_000));
+        assert!(list_in_full(33, 1_000));
+        assert!(!list_in_full(1_000, 100_000));
+        assert!(list_in_full(1_001, 100_000));
+        assert!(!list_in_full(3, 3));
     }
 
     #[test]

@@ -128,6 +128,7 @@ fn write_lines(out: &mut ChunkedStream, lines: Vec<Line>, burst: bool) -> io::Re
         match line.fault {
             LineFault::None if burst => pending.extend_from_slice(&line.bytes),
             LineFault::None => out.chunk(&line.bytes)?,
+            LineFault::Skip => {}
             LineFault::Delay(delay) => {
                 out.burst(&std::mem::take(&mut pending))?;
                 std::thread::sleep(delay);
