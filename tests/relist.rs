@@ -80,14 +80,16 @@ fn a_change_hidden_from_the_watch_is_found_by_the_next_relist_which_reads_only_i
     assert!(
         since
             .iter()
-            .any(|r| r.method == "GET"
-                && r.path == "/api/v1/namespaces/default/configmaps/app-config"),
-        "the changed ConfigMap is read alone"
+            .any(|r| is_list(r, "/api/v1/namespaces/default/configmaps")
+                && r.query_param("fieldSelector") == Some("metadata.name=app-config")
+                && !asks_for_metadata(r)),
+        "the changed ConfigMap is read alone, by a LIST of its name (RBAC: list only)"
     );
     assert!(
-        !since
-            .iter()
-            .any(|r| r.method == "GET" && r.path.starts_with("/apis/apps/v1/namespaces/")),
+        !since.iter().any(|r| r.method == "GET"
+            && r.path.starts_with("/apis/apps/v1/")
+            && r.query_param("watch").is_none()
+            && !asks_for_metadata(r)),
         "the unchanged Deployment is not read again"
     );
 }

@@ -39,6 +39,9 @@ pub struct ApiSource {
     shape: Shape,
     /// `&labelSelector=...&fieldSelector=...` for the LIST and the WATCH; may be empty.
     filter: String,
+    /// The selectors as given, for the read of one object.
+    labels: Option<String>,
+    fields: Option<String>,
 }
 
 impl ApiSource {
@@ -54,12 +57,16 @@ impl ApiSource {
             namespace,
             shape,
             filter: String::new(),
+            labels: None,
+            fields: None,
         }
     }
 
     /// Lists and watches only the objects matching these selectors (the API server
     /// filters; a watched object that stops matching is reported deleted).
     pub fn filtered(mut self, labels: Option<&str>, fields: Option<&str>) -> ApiSource {
+        self.labels = labels.filter(|v| !v.is_empty()).map(String::from);
+        self.fields = fields.filter(|v| !v.is_empty()).map(String::from);
         for (name, value) in [("labelSelector", labels), ("fieldSelector", fields)] {
             if let Some(value) = value.filter(|v| !v.is_empty()) {
                 self.filter.push('&');
@@ -156,18 +163,27 @@ impl ApiSource {
         })
     }
 
-    /// One object whole; `None` when it does not exist.
+    /// One object whole; `None` when it does not exist or is outside the selectors. Read by
+    /// a LIST of its name (`fieldSelector=metadata.name=...`) with the selectors of the
+    /// watch, rather than a GET: the API server filters it as it filters the watch, and
+    /// RBAC needs only the `list` the watch needs already.
     fn get_one<T: DeserializeOwned>(&self, object: &ObjectRef) -> Result<Option<T>, Error> {
-        let path = if object.namespace.is_empty() {
-            format!("{}/{}", self.resource.collection_path(None), object.name)
-        } else {
-            self.resource.object_path(&object.namespace, &object.name)
+        let name = format!("metadata.name={}", object.name);
+        let fields = match &self.fields {
+            Some(fields) => format!("{fields},{name}"),
+            None => name,
         };
-        match self.client.get::<T>(&path) {
-            Ok(item) => Ok(Some(item)),
-            Err(err) if err.is_not_found() => Ok(None),
-            Err(err) => Err(err),
-        }
+        let namespace = (!object.namespace.is_empty()).then_some(object.namespace.as_str());
+        let mut found = None;
+        ApiSource::new(
+            self.client.clone(),
+            self.resource.clone(),
+            namespace.map(String::from),
+            Shape::Whole,
+        )
+        .filtered(self.labels.as_deref(), Some(&fields))
+        .list_each(&mut |item: T| found = Some(item))?;
+        Ok(found)
     }
 
     fn open_watch(

@@ -19,7 +19,7 @@
 //! the first list, a relist asks only for metadata (`PartialObjectMetadataList`), compares
 //! each object's uid and resourceVersion with what this watcher last delivered (a digest
 //! per object, [`Delivered`]), reports the equal ones as `InitUnchanged` and reads the
-//! others with one GET each, or LISTs the kind whole when more differ than
+//! others one by one ([`Source::get`]), or LISTs the kind whole when more differ than
 //! [`list_in_full`] allows. A relist then costs the metadata and what changed.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -43,7 +43,7 @@ const KEEP_READY_CAPACITY: usize = 16;
 /// every change, the relist is the last resort for what it silently lost.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(4 * 3600);
 
-/// A relist that compares reads the differing objects one GET each, unless more differ
+/// A relist that compares reads the differing objects one by one, unless more differ
 /// than this many, or than 1 in `LIST_IN_FULL_SHARE` of the objects listed: then it LISTs
 /// the kind whole. See [`list_in_full`].
 const LIST_IN_FULL_ABOVE: usize = 32;
@@ -220,7 +220,7 @@ enum State {
         differ: Vec<ObjectRef>,
         listed: usize,
     },
-    /// Reading the objects the comparison found changed, one GET each; then watching from
+    /// Reading the objects the comparison found changed, one by one; then watching from
     /// `rv`, the metadata list's.
     Reading {
         rv: String,
@@ -304,9 +304,9 @@ fn version_digest(uid: &str, resource_version: &str) -> u64 {
 }
 
 /// Whether a relist that found `differ` of `listed` objects changed LISTs the kind whole
-/// rather than GET each: when more than [`LIST_IN_FULL_ABOVE`] differ and more than 1 in
-/// [`LIST_IN_FULL_SHARE`]. A GET costs a request for one object; a LIST page costs one
-/// request for 500. At 1,000 objects, up to 32 GETs (3 %); at 100,000, up to 1,000 GETs,
+/// rather than read each: when more than [`LIST_IN_FULL_ABOVE`] differ and more than 1 in
+/// [`LIST_IN_FULL_SHARE`]. A read costs a request for one object; a LIST page costs one
+/// request for 500. At 1,000 objects, up to 32 reads (3 %); at 100,000, up to 1,000 reads,
 /// five times the LIST's 200 pages in requests but 1 % of its bytes.
 fn list_in_full(differ: usize, listed: usize) -> bool {
     differ > LIST_IN_FULL_ABOVE && differ > listed / LIST_IN_FULL_SHARE
