@@ -622,7 +622,9 @@ impl WorkloadSink {
                 self.relist.saw(digest(&key));
             }
             Event::Apply(obj) => {
-                self.apply(&obj);
+                // Warned here too: a relist that compares does not apply it again.
+                let key = self.apply(&obj);
+                self.warn_wave_leftovers(&key, &obj);
             }
             Event::Delete(obj) => {
                 let key = self.key(&obj);

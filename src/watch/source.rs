@@ -186,6 +186,18 @@ impl ApiSource {
         Ok(found)
     }
 
+    /// A streaming list (§2.7): every object as `ADDED` from a consistent read, the
+    /// bookmark annotated `k8s.io/initial-events-end`, then the watch.
+    fn open_stream_list(&self, timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+        let path = format!(
+            "{}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={}{}",
+            self.resource.collection_path(self.namespace.as_deref()),
+            timeout.as_secs().max(1),
+            self.filter
+        );
+        Ok(Box::new(self.client.watch(&path, timeout, self.shape)?))
+    }
+
     fn open_watch(
         &self,
         resource_version: &str,
@@ -217,6 +229,9 @@ impl<T: watcher::Object> Source<T> for ApiSource {
     }
     fn get(&self, object: &ObjectRef) -> Result<Option<T>, Error> {
         self.get_one(object)
+    }
+    fn stream_list(&self, timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+        self.open_stream_list(timeout)
     }
     fn watch(
         &self,

@@ -124,6 +124,9 @@ pub trait Source<T>: Send {
     fn list_metadata(&self, continue_token: Option<&str>) -> Result<Page<ObjectRef>, Error>;
     /// One object whole; `None` when it does not exist.
     fn get(&self, object: &ObjectRef) -> Result<Option<T>, Error>;
+    /// A streaming list: a watch that sends every object as `ADDED`, then a bookmark
+    /// annotated `k8s.io/initial-events-end`, then goes on as a watch from there.
+    fn stream_list(&self, timeout: Duration) -> Result<Box<dyn LineStream>, Error>;
     fn watch(
         &self,
         resource_version: &str,
@@ -142,6 +145,8 @@ pub struct WatchConfig {
     pub silence: Duration,
     /// Relists after the first ask for metadata and read only what changed.
     pub compare_relists: bool,
+    /// Lists whole by a streaming list where the server offers it (else page by page).
+    pub stream_lists: bool,
     /// First retry delay; doubles per failure with jitter up to `max_backoff`.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
@@ -158,6 +163,7 @@ impl Default for WatchConfig {
             resync: DEFAULT_RESYNC,
             silence: Duration::from_secs(180),
             compare_relists: false,
+            stream_lists: true,
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(30),
             poll: Duration::from_secs(30),
@@ -213,6 +219,14 @@ enum State {
     Empty(Restart),
     /// Listing; the next page follows `continue_token`.
     Listing { continue_token: Option<String> },
+    /// A streaming list is due: open it (or list page by page if the server refused one).
+    Stream,
+    /// A streaming list under way: `ADDED` per object until the bookmark that ends the
+    /// initial events; the same stream then goes on as the watch.
+    Streaming {
+        stream: Box<dyn LineStream>,
+        opened: Instant,
+    },
     /// Relisting metadata only, comparing it with what was delivered; `differ`: the
     /// objects found changed or new so far, `listed`: how many were listed.
     Comparing {
@@ -312,6 +326,14 @@ fn list_in_full(differ: usize, listed: usize) -> bool {
     differ > LIST_IN_FULL_ABOVE && differ > listed / LIST_IN_FULL_SHARE
 }
 
+/// Whether `err`, the answer to a streaming list, refuses it: a 4xx other than 401 (a
+/// token to read again), 408, 410 (a relist) and 429 (a wait); older servers and a
+/// WatchList gate off answer 422, a watch RBAC forbids 403.
+fn refuses_streaming(err: &Error) -> bool {
+    err.status()
+        .is_some_and(|s| (400..500).contains(&s.code) && !matches!(s.code, 401 | 408 | 410 | 429))
+}
+
 /// `period` scaled by a factor in [3/4, 5/4) drawn from `random` in [0, 1).
 fn jittered(period: Duration, random: f64) -> Duration {
     period.mul_f64(0.75 + 0.5 * random.clamp(0.0, 1.0))
@@ -342,6 +364,8 @@ pub struct Watcher<T, S> {
     relist_at: Instant,
     /// What was delivered, when relists compare (`None`: they list whole).
     delivered: Option<Delivered>,
+    /// Lists whole by streaming: until the server refuses it once (then said once).
+    streaming: bool,
     stop: Arc<AtomicBool>,
     on_restart: Box<dyn FnMut(Restart) + Send>,
     rng: u64,
@@ -365,6 +389,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             source,
             relist_at: Instant::now(),
             delivered: config.compare_relists.then(Delivered::default),
+            streaming: config.stream_lists,
             config,
             state: Some(State::Empty(Restart::Initial)),
             ready: VecDeque::new(),
@@ -424,9 +449,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                         if let Some(delivered) = delivered {
                             delivered.start();
                         }
-                        State::Listing {
-                            continue_token: None,
-                        }
+                        self.list_whole()
                     }
                 }
             }
@@ -459,6 +482,26 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                     Err(err) => self.list_failed(&err),
                 }
             }
+            State::Stream => {
+                let timeout = self.watch_timeout();
+                match self.source.stream_list(timeout) {
+                    Ok(stream) => State::Streaming {
+                        stream,
+                        opened: Instant::now(),
+                    },
+                    Err(err) if refuses_streaming(&err) => self.streaming_refused(&err),
+                    Err(err) => self.list_failed(&err),
+                }
+            }
+            State::Streaming { mut stream, opened } => match stream.next_line() {
+                Ok(Some(line)) => self.on_initial_line(stream, opened, &line),
+                Ok(None) => {
+                    // Ended before the initial events did: a half-done list, start over.
+                    let err = Error::Transport("the streaming list ended before its end".into());
+                    self.list_failed(&err)
+                }
+                Err(err) => self.list_failed(&err),
+            },
             State::Comparing {
                 continue_token,
                 mut differ,
@@ -486,9 +529,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                                 self.name,
                                 differ.len()
                             );
-                            State::Listing {
-                                continue_token: None,
-                            }
+                            self.list_whole()
                         }
                         None => {
                             log::debug!(
@@ -556,7 +597,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                             log::debug!("{}: watch ended, re-watching from {rv}", self.name);
                             State::Listed { rv }
                         }
-                        Err(Error::Decode(err)) => {
+                        Err(err @ Error::Decode(_)) => {
                             // Not a routine disconnect: the server sent something broken,
                             // whose change is unknown.
                             log::warn!("{}: watch event rejected ({err}), relisting", self.name);
@@ -603,6 +644,78 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         State::Listed { rv }
     }
 
+    /// The state that lists every object whole: a streaming list unless refused.
+    fn list_whole(&self) -> State {
+        if self.streaming {
+            State::Stream
+        } else {
+            State::Listing {
+                continue_token: None,
+            }
+        }
+    }
+
+    /// The server refused a streaming list (an older one, or the WatchList gate off): this
+    /// kind lists page by page from now on, said once.
+    fn streaming_refused(&mut self, err: &Error) -> State {
+        self.streaming = false;
+        log::info!(
+            "{}: the API server refuses streaming lists ({err}): listing page by page",
+            self.name
+        );
+        State::Listing {
+            continue_token: None,
+        }
+    }
+
+    /// One line of a streaming list before its initial events end.
+    fn on_initial_line(
+        &mut self,
+        stream: Box<dyn LineStream>,
+        opened: Instant,
+        line: &[u8],
+    ) -> State {
+        let event: WatchEvent<T> = match serde_json::from_slice(line) {
+            Ok(event) => event,
+            Err(err) => {
+                log::warn!(
+                    "{}: undecodable line in a streaming list ({err}), relisting",
+                    self.name
+                );
+                self.back_off_for(Duration::ZERO);
+                return State::Empty(Restart::Undecodable);
+            }
+        };
+        match event {
+            // The initial events carry each object's own resourceVersion, in no order.
+            WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
+                self.deliver(Event::InitApply(obj));
+                State::Streaming { stream, opened }
+            }
+            WatchEvent::Deleted(_) | WatchEvent::Bookmark(_, false) => {
+                State::Streaming { stream, opened }
+            }
+            WatchEvent::Bookmark(rv, true) => {
+                log::debug!("{}: streaming list complete at {rv}", self.name);
+                self.failures = 0;
+                self.deliver(Event::InitDone);
+                State::Watching {
+                    rv,
+                    stream,
+                    opened,
+                    events: 0,
+                    heard: Instant::now(),
+                }
+            }
+            WatchEvent::Error(status) if status.is_expired() => {
+                self.list_failed(&Error::Api(status))
+            }
+            // Any other error (a server without the storage support it needs): as client-go,
+            // list page by page instead.
+            WatchEvent::Error(status) => self.streaming_refused(&Error::Api(status)),
+        }
+    }
+
     /// A list, a comparison or a read failed: a half-done relist is never stitched to a
     /// later one, so start over after a backoff.
     fn list_failed(&mut self, err: &Error) -> State {
@@ -626,11 +739,16 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         );
         State::Empty(Restart::Silence)
     }
-    fn open_watch(&mut self, rv: String) -> State {
+    /// How long a watch asks the server to stay open: client-go's 5-10 minutes at random,
+    /// never past the next relist.
+    fn watch_timeout(&mut self) -> Duration {
         let until_relist = self.relist_at.saturating_duration_since(Instant::now());
-        // client-go picks 5-10 minutes at random; never past the next relist.
         let random = Duration::from_secs(300 + self.next_random() % 300);
-        let timeout = random.min(until_relist).max(Duration::from_secs(1));
+        random.min(until_relist).max(Duration::from_secs(1))
+    }
+
+    fn open_watch(&mut self, rv: String) -> State {
+        let timeout = self.watch_timeout();
         match self.source.watch(&rv, timeout) {
             Ok(stream) => {
                 if self.forbidden.take().is_some() {
@@ -696,7 +814,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
                 o.resource_version()
             }
-            WatchEvent::Bookmark(seen) => seen.as_str(),
+            WatchEvent::Bookmark(seen, _) => seen.as_str(),
             WatchEvent::Error(_) => "",
         };
         if went_backwards(&rv, seen) {
@@ -723,7 +841,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                 self.deliver(Event::Delete(obj));
                 watching(rv)
             }
-            WatchEvent::Bookmark(_) => watching(rv),
+            WatchEvent::Bookmark(..) => watching(rv),
             WatchEvent::Error(status) if status.is_expired() => {
                 log::debug!(
                     "{}: watch from {rv} expired ({status}), relisting",
@@ -841,6 +959,8 @@ impl fmt::Debug for State {
         match self {
             State::Empty(reason) => write!(f, "Empty({})", reason.as_str()),
             State::Listing { .. } => write!(f, "Listing"),
+            State::Stream => write!(f, "Stream"),
+            State::Streaming { .. } => write!(f, "Streaming"),
             State::Comparing { .. } => write!(f, "Comparing"),
             State::Reading { rv, .. } => write!(f, "Reading({rv})"),
             State::Listed { rv } => write!(f, "Listed({rv})"),
@@ -856,14 +976,28 @@ enum WatchEvent<T> {
     Added(T),
     Modified(T),
     Deleted(T),
-    Bookmark(String),
+    /// A bookmark's resourceVersion; `true` when it ends a streaming list's initial events
+    /// (annotated `k8s.io/initial-events-end: "true"`).
+    Bookmark(String, bool),
     Error(Status),
 }
+
+/// The annotation of the bookmark that ends a streaming list's initial events (§2.7).
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 #[derive(Deserialize)]
 struct BookmarkObject {
     #[serde(default)]
-    metadata: ObjectMeta,
+    metadata: BookmarkMeta,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BookmarkMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -903,11 +1037,14 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
                                 "ADDED" => WatchEvent::Added(map.next_value()?),
                                 "MODIFIED" => WatchEvent::Modified(map.next_value()?),
                                 "DELETED" => WatchEvent::Deleted(map.next_value()?),
-                                "BOOKMARK" => WatchEvent::Bookmark(
-                                    map.next_value::<BookmarkObject>()?
-                                        .metadata
-                                        .resource_version,
-                                ),
+                                "BOOKMARK" => {
+                                    let meta = map.next_value::<BookmarkObject>()?.metadata;
+                                    let end = meta
+                                        .annotations
+                                        .get(INITIAL_EVENTS_END)
+                                        .is_some_and(|v| v == "true");
+                                    WatchEvent::Bookmark(meta.resource_version, end)
+                                }
                                 "ERROR" => {
                                     let s: StatusObject = map.next_value()?;
                                     WatchEvent::Error(Status {
@@ -1034,6 +1171,18 @@ mod tests {
             }
         }
 
+        fn stream_list(&self, _timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+            self.calls.lock().unwrap().push("stream".into());
+            match self.answers.lock().unwrap().pop_front() {
+                Some(Answer::Stream(lines, broken)) => Ok(Box::new(ScriptedStream {
+                    lines: lines.into(),
+                    broken,
+                })),
+                Some(Answer::WatchError(code, reason)) => Err(status(code, reason)),
+                _ => Err(Error::Transport("script exhausted".into())),
+            }
+        }
+
         fn get(&self, object: &ObjectRef) -> Result<Option<Obj>, Error> {
             self.calls
                 .lock()
@@ -1074,6 +1223,7 @@ mod tests {
             resync: Duration::from_secs(3600),
             silence: Duration::from_secs(3600),
             compare_relists: false,
+            stream_lists: false,
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(2),
             poll: Duration::from_millis(1),
@@ -1423,6 +1573,73 @@ mod tests {
         delivered.start();
         assert!(delivered.unchanged(&ObjectRef::of(&obj("a", "5").metadata)));
         assert!(!delivered.unchanged(&ObjectRef::of(&obj("b", "1").metadata)));
+    }
+
+    const END_8: &str = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"8","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
+    const ADDED_B3: &str =
+        r#"{"type":"ADDED","object":{"metadata":{"name":"b","resourceVersion":"3"}}}"#;
+    const MODIFIED_A10: &str =
+        r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"10"}}}"#;
+
+    fn streaming() -> WatchConfig {
+        WatchConfig {
+            stream_lists: true,
+            ..fast()
+        }
+    }
+
+    #[test]
+    fn a_streaming_list_is_complete_at_the_end_bookmark_and_goes_on_as_the_watch() {
+        let (events, calls) = run_with(
+            streaming(),
+            vec![Answer::Stream(
+                // Initial events in no order of resourceVersion: not "backwards".
+                vec![ADDED_A5, ADDED_B3, BOOKMARK_9, END_8, MODIFIED_A10],
+                false,
+            )],
+        );
+        assert_eq!(calls[..2], ["stream", "watch 10"]);
+        assert_eq!(
+            events,
+            ["init", "initapply a", "initapply b", "done", "apply a@10"]
+        );
+    }
+
+    #[test]
+    fn a_refused_streaming_list_falls_back_to_pages_for_good() {
+        let (events, calls) = run_with(
+            streaming(),
+            vec![
+                Answer::WatchError(422, "Invalid"),
+                Answer::Page(vec!["a"], "4", None),
+                Answer::Stream(vec![ERROR_410], false),
+                Answer::Page(vec!["a"], "6", None),
+            ],
+        );
+        assert_eq!(
+            calls[..5],
+            ["stream", "list -", "watch 4", "list -", "watch 6"]
+        );
+        assert_eq!(
+            events,
+            ["init", "initapply a", "done", "init", "initapply a", "done"]
+        );
+    }
+
+    #[test]
+    fn a_streaming_list_cut_before_its_end_starts_over() {
+        let (events, calls) = run_with(
+            streaming(),
+            vec![
+                Answer::Stream(vec![ADDED_A5], true),
+                Answer::Stream(vec![ADDED_A5, END_8], false),
+            ],
+        );
+        assert_eq!(calls[..3], ["stream", "stream", "watch 8"]);
+        assert_eq!(
+            events,
+            ["init", "initapply a", "init", "initapply a", "done"]
+        );
     }
 
     #[test]
