@@ -1,4 +1,4 @@
-//! Relists: a periodic relist asks for metadata only and reads just what changed; a change
+//! Relists and streaming lists: a periodic relist asks for metadata only and reads just what changed; a change
 //! the watch hid (the fake drops its event) is found by the next relist, and at once after
 //! a 410.
 
@@ -224,4 +224,36 @@ fn a_server_that_refuses_streaming_lists_is_listed_page_by_page_said_once_per_ki
     };
     assert_eq!(said("configmaps in all namespaces"), 1, "{output}");
     assert_eq!(said("deployments.apps in all namespaces"), 1, "{output}");
+}
+
+#[test]
+fn a_deletion_hidden_from_the_watch_is_dropped_by_the_next_relist() {
+    let fake = fake_with_web();
+    fake.apply(configmap("default", "extra", &[("k", "v")]));
+    let mut args = FAST.to_vec();
+    args.extend(["--resync", "3s"]);
+    let wavelet = Wavelet::start(&fake, &args);
+    wait_adopted(&fake, &wavelet);
+    let cached = |w: &Wavelet| metric(w, "wavelet_cache_objects", r#"kind="config""#);
+    let before = cached(&wavelet);
+    assert!(before >= 2.0, "app-config and extra cached: {before}");
+    fake.inject(Fault::DropEvent {
+        resource: "configmaps".into(),
+        needle: r#""name":"extra""#.into(),
+    });
+    fake.delete("configmaps", "default", "extra");
+    eventually(&fake, &wavelet, "the event dropped", |f| {
+        f.pending_faults() == 0
+    });
+    fake.bookmark();
+    eventually(&fake, &wavelet, "extra forgotten by a relist", |_| {
+        cached(&wavelet) == before - 1.0
+    });
+    assert!(
+        wavelet
+            .output()
+            .contains("configmap default/extra: gone after relist"),
+        "{}",
+        wavelet.output()
+    );
 }
