@@ -1,6 +1,7 @@
-//! Relists and streaming lists: a periodic relist asks for metadata only and reads just what changed; a change
-//! the watch hid (the fake drops its event) is found by the next relist, and at once after
-//! a 410.
+//! Relists and streaming lists: a periodic relist asks for metadata only and reads just
+//! what changed; a change or deletion the watch hid (the fake drops its event) is found by
+//! the next relist, and at once after a 410 or an undecodable event; the first list is a
+//! streaming list, page by page (said once) where the server refuses one.
 
 use serde_json::json;
 
