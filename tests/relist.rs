@@ -220,7 +220,7 @@ fn a_server_that_refuses_streaming_lists_is_listed_page_by_page_said_once_per_ki
     let said = |what: &str| {
         output
             .lines()
-            .filter(|l| l.contains(what) && l.contains("refuses streaming lists"))
+            .filter(|l| l.contains(what) && l.contains("a streaming list was refused"))
             .count()
     };
     assert_eq!(said("configmaps in all namespaces"), 1, "{output}");

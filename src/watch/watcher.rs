@@ -664,7 +664,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
     fn streaming_refused(&mut self, err: &Error) -> State {
         self.streaming = false;
         log::info!(
-            "{}: the API server refuses streaming lists ({err}): listing page by page",
+            "{}: a streaming list was refused ({err}): listing page by page from now on",
             self.name
         );
         State::Listing {

@@ -279,7 +279,7 @@ fn streaming_initial_sync(ctx: &Ctx) {
         )),
         "{output}"
     );
-    assert!(!output.contains("refuses streaming lists"), "{output}");
+    assert!(!output.contains("a streaming list was refused"), "{output}");
     assert!(
         streamed() > before,
         "the API server counted no streaming list of configmaps ({before} before)"
