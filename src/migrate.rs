@@ -19,7 +19,6 @@ use crate::client::{Client, PatchType, Shape};
 use crate::error::Error;
 use crate::objects::Resource;
 use crate::watch::source::list_each;
-use crate::watch::watcher;
 
 /// The finalizer older Wave versions put on workloads.
 pub const WAVE_FINALIZER: &str = "wave.pusher.com/finalizer";
@@ -51,12 +50,6 @@ pub struct Meta {
 pub struct Object {
     #[serde(default)]
     pub metadata: Meta,
-}
-
-impl watcher::Object for Object {
-    fn resource_version(&self) -> &str {
-        &self.metadata.resource_version
-    }
 }
 
 /// One entry to remove.

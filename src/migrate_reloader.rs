@@ -16,17 +16,10 @@ use crate::error::Error;
 use crate::model::workload::WorkloadEntry;
 use crate::objects::{Resource, WorkloadObject};
 use crate::watch::source::list_each;
-use crate::watch::watcher;
 
 /// Any object, whole, as JSON (this command reads fields wavelet's own types drop).
 #[derive(Deserialize)]
 struct Any(Value);
-
-impl watcher::Object for Any {
-    fn resource_version(&self) -> &str {
-        self.0["metadata"]["resourceVersion"].as_str().unwrap_or("")
-    }
-}
 
 /// One Reloader Deployment.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,6 +7,7 @@
 //! - `util`: starting the binary, building objects, the expected hash.
 //! - `hash_mode`: rollouts of Deployments, StatefulSets, DaemonSets and custom kinds.
 //! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
+//! - `relist`: a relist asks for metadata and reads only what changed; a change or deletion the watch hid is found by the next relist, at once after a 410 or an undecodable event; the first list is a streaming list, page by page where the server refuses one.
 //! - `secrets`: a Secret value never leaks.
 //! - `secret_reads`: Secrets are watched as metadata; only those that matter are read.
 //! - `kubeconfigs`: the kubeconfig corpus, KUBECONFIG lists, --context, exec credential plugins, impersonation.
@@ -66,6 +67,7 @@ mod politeness;
 mod rbac;
 mod readme;
 mod release;
+mod relist;
 mod reloader;
 mod reloader_chart;
 mod reloader_kinds;

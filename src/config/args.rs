@@ -196,7 +196,7 @@ mod tests {
     fn a_missing_value_is_named_in_the_error() {
         assert_eq!(
             error("--resync", &[]),
-            "--resync needs a value: DURATION, e.g. 10m (write --resync=VALUE for a value that starts with '-')"
+            "--resync needs a value: DURATION, e.g. 4h (write --resync=VALUE for a value that starts with '-')"
         );
         assert!(error("--resync --dry-run", &[]).starts_with("--resync needs a value"));
         assert!(error("status -n", &[]).starts_with("-n needs a value: NAMESPACE"));

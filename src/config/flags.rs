@@ -145,9 +145,9 @@ pub(super) static FLAGS: &[Flag] = &[
     flag(
         "resync",
         Some("DURATION"),
-        FlagDefault::Value("10m"),
+        FlagDefault::Value("4h"),
         Scope::Run,
-        "relist everything this often and act on whatever the watches missed (> 0)",
+        "relist about this often (each period drawn from 3/4 to 5/4 of it), comparing metadata and reading only what changed, and act on whatever the watches missed (> 0)",
     ),
     flag(
         "debounce",

@@ -479,7 +479,7 @@ mod tests {
             config.command,
             Command::Run(RunConfig {
                 namespaces: vec![],
-                resync: Duration::from_secs(600),
+                resync: Duration::from_secs(4 * 3600),
                 debounce: Duration::from_secs(1),
                 max_rollouts_per_second: 2.0,
                 rollout_burst: 10,
@@ -508,7 +508,7 @@ mod tests {
 
     #[test]
     fn a_flag_wins_over_the_environment_which_wins_over_the_default() {
-        assert_eq!(run("", &[]).resync, Duration::from_secs(600));
+        assert_eq!(run("", &[]).resync, Duration::from_secs(4 * 3600));
         assert_eq!(
             run("", &[("WAVELET_RESYNC", "1m")]).resync,
             Duration::from_secs(60)
@@ -527,7 +527,7 @@ mod tests {
     fn an_empty_environment_variable_counts_as_unset() {
         assert_eq!(
             run("", &[("WAVELET_RESYNC", "")]).resync,
-            Duration::from_secs(600)
+            Duration::from_secs(4 * 3600)
         );
         assert_eq!(
             run("", &[("WAVELET_RESYNC", " 1m\n")]).resync,

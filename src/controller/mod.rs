@@ -339,10 +339,14 @@ impl Controller {
                 let stop = Arc::clone(&stop);
                 let keep = keep.clone();
                 match kind {
+                    // Watched whole: a relist compares metadata and reads what changed.
                     ConfigKind::ConfigMap => spawn_watch(
                         source,
                         &health,
-                        watch_config.clone(),
+                        WatchConfig {
+                            compare_relists: true,
+                            ..watch_config.clone()
+                        },
                         stop,
                         move |e: Event<ConfigMapItem>| {
                             if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
@@ -437,6 +441,7 @@ impl Controller {
                 // does not hold the initial sync.
                 let config = WatchConfig {
                     forbidden_list_is_empty: true,
+                    compare_relists: true,
                     ..watch_config.clone()
                 };
                 let keep = keep.clone();

@@ -476,6 +476,11 @@ impl ConfigSink {
                 let key = self.apply(item.into_object()).key();
                 self.relist.saw(digest(&key));
             }
+            Event::InitUnchanged(object) => {
+                // As delivered before: still there, and nothing to apply.
+                let key = ConfigKey::new(self.kind, &object.namespace, &object.name);
+                self.relist.saw(digest(&key));
+            }
             Event::Apply(item) => {
                 self.apply(item.into_object());
             }
@@ -547,6 +552,8 @@ impl PodStatusSink {
                 self.listing = Some(self.router.cache.begin_mount_relist());
             }
             Event::InitApply(status) => self.apply(&status, true, self.listing),
+            // Its relists list whole (a pod status's versions are not in its metadata).
+            Event::InitUnchanged(_) => {}
             Event::Apply(status) => self.apply(&status, true, None),
             Event::Delete(status) => self.apply(&status, false, None),
             Event::InitDone => {
@@ -624,8 +631,15 @@ impl WorkloadSink {
                 self.warn_wave_leftovers(&key, &obj);
                 self.relist.saw(digest(&key));
             }
+            Event::InitUnchanged(object) => {
+                let key =
+                    WorkloadKey::new(Arc::clone(&self.resource), &object.namespace, &object.name);
+                self.relist.saw(digest(&key));
+            }
             Event::Apply(obj) => {
-                self.apply(&obj);
+                // Warned here too: a relist that compares does not apply it again.
+                let key = self.apply(&obj);
+                self.warn_wave_leftovers(&key, &obj);
             }
             Event::Delete(obj) => {
                 let key = self.key(&obj);
@@ -752,7 +766,7 @@ impl NamespaceSink {
         match &event {
             Event::InitApply(ns) | Event::Apply(ns) => self.gates(ns, false),
             Event::Delete(ns) => self.gates(ns, true),
-            Event::InitStart | Event::InitDone => {}
+            Event::InitStart | Event::InitUnchanged(_) | Event::InitDone => {}
         }
         if !self.scopes {
             if let Event::InitStart = event {
@@ -765,6 +779,7 @@ impl NamespaceSink {
         match event {
             Event::InitStart => self.relist.start(),
             Event::InitApply(ns) => self.relist.saw(ns.metadata.name.into()),
+            Event::InitUnchanged(ns) => self.relist.saw(ns.name.into()),
             Event::Apply(ns) => {
                 if scope.insert(&ns.metadata.name) {
                     self.entered(&ns.metadata.name);
@@ -841,6 +856,11 @@ impl StateSink {
             Event::InitApply(object) => {
                 self.listed = true;
                 self.state.observed(Some(object))
+            }
+            Event::InitUnchanged(_) => {
+                // The copy held is current.
+                self.listed = true;
+                Vec::new()
             }
             Event::Apply(object) => self.state.observed(Some(object)),
             Event::Delete(_) => self.state.observed(None),

@@ -218,8 +218,8 @@ pub struct StateObject {
 }
 
 impl crate::watch::watcher::Object for StateObject {
-    fn resource_version(&self) -> &str {
-        &self.metadata.resource_version
+    fn metadata(&self) -> &crate::objects::ObjectMeta {
+        &self.metadata
     }
 }
 

@@ -108,7 +108,8 @@ pub struct Metrics {
     /// Changes not acted on, by reason: `throttled`, `rate_limited` (each change of a
     /// workload once), `missing_config`, `out_of_scope`, `not_leader`.
     pub changes_skipped: CounterVec,
-    /// Relists by (resource, reason): `initial`, `resync`, `expired`, `error`.
+    /// Relists by (resource, reason): `initial`, `resync`, `expired`, `error`, `poll`,
+    /// `undecodable`, `backwards`, `silence` (see `watch::watcher::Restart`).
     pub watch_relists: CounterVec,
     /// Re-watches without a relist by (resource, reason): `stream_end`, `stream_broken`.
     pub watch_restarts: CounterVec,
@@ -276,7 +277,7 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
     counter_vec(
         &mut out,
         "wavelet_watch_relists_total",
-        "Full relists of a watched resource, by resource and reason.",
+        "Relists of a watched resource (after the first, comparing metadata), by resource and reason.",
         &["resource", "reason"],
         &metrics.watch_relists,
     );

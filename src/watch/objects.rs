@@ -3,14 +3,15 @@
 //! base64 values).
 
 use crate::objects::{
-    ConfigMapItem, ConfigObject, NamespaceItem, PodStatusItem, SecretItem, WorkloadObject,
+    ConfigMapItem, ConfigObject, NamespaceItem, ObjectMeta, PodStatusItem, SecretItem,
+    WorkloadObject,
 };
 use crate::watch::scope::Namespaced;
 use crate::watch::watcher;
 
 impl watcher::Object for NamespaceItem {
-    fn resource_version(&self) -> &str {
-        &self.metadata.resource_version
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
     }
 }
 
@@ -20,14 +21,14 @@ pub trait ConfigItem: watcher::Object {
 }
 
 impl watcher::Object for ConfigMapItem {
-    fn resource_version(&self) -> &str {
-        &self.0.metadata.resource_version
+    fn metadata(&self) -> &ObjectMeta {
+        &self.0.metadata
     }
 }
 
 impl watcher::Object for SecretItem {
-    fn resource_version(&self) -> &str {
-        &self.0.metadata.resource_version
+    fn metadata(&self) -> &ObjectMeta {
+        &self.0.metadata
     }
 }
 
@@ -44,8 +45,8 @@ impl ConfigItem for SecretItem {
 }
 
 impl watcher::Object for WorkloadObject {
-    fn resource_version(&self) -> &str {
-        &self.metadata.resource_version
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
     }
 }
 
@@ -68,8 +69,8 @@ impl Namespaced for WorkloadObject {
 }
 
 impl watcher::Object for PodStatusItem {
-    fn resource_version(&self) -> &str {
-        &self.metadata.resource_version
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
     }
 }
 

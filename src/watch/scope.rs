@@ -36,6 +36,7 @@ impl NamespaceFilter {
             Event::Apply(o) | Event::Delete(o) | Event::InitApply(o) => {
                 self.names.contains(o.namespace())
             }
+            Event::InitUnchanged(o) => self.names.contains(o.namespace.as_str()),
             Event::InitStart | Event::InitDone => true,
         }
     }

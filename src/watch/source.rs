@@ -10,11 +10,11 @@ use crate::client::{Client, ListMeta, Shape, PAGE_SIZE};
 use crate::error::Error;
 use crate::objects::Resource;
 use crate::selector::percent_encode_query_value;
-use crate::watch::watcher::{self, LineStream, Page, Source};
+use crate::watch::watcher::{self, LineStream, ObjectRef, Page, Source};
 
 /// Lists every object of a resource, page by page, handing each to `on_item` as it is
 /// decoded (for the one-shot subcommands).
-pub fn list_each<T: watcher::Object>(
+pub fn list_each<T: DeserializeOwned>(
     client: &Client,
     resource: &Resource,
     namespace: Option<&str>,
@@ -39,6 +39,9 @@ pub struct ApiSource {
     shape: Shape,
     /// `&labelSelector=...&fieldSelector=...` for the LIST and the WATCH; may be empty.
     filter: String,
+    /// The selectors as given, for the read of one object.
+    labels: Option<String>,
+    fields: Option<String>,
 }
 
 impl ApiSource {
@@ -54,12 +57,16 @@ impl ApiSource {
             namespace,
             shape,
             filter: String::new(),
+            labels: None,
+            fields: None,
         }
     }
 
     /// Lists and watches only the objects matching these selectors (the API server
     /// filters; a watched object that stops matching is reported deleted).
     pub fn filtered(mut self, labels: Option<&str>, fields: Option<&str>) -> ApiSource {
+        self.labels = labels.filter(|v| !v.is_empty()).map(String::from);
+        self.fields = fields.filter(|v| !v.is_empty()).map(String::from);
         for (name, value) in [("labelSelector", labels), ("fieldSelector", fields)] {
             if let Some(value) = value.filter(|v| !v.is_empty()) {
                 self.filter.push('&');
@@ -73,7 +80,7 @@ impl ApiSource {
 
     /// Lists every object (matching the selectors), page by page, handing each to
     /// `on_item` as it is decoded.
-    pub fn list_each<T: watcher::Object>(&self, on_item: &mut dyn FnMut(T)) -> Result<(), Error> {
+    pub fn list_each<T: DeserializeOwned>(&self, on_item: &mut dyn FnMut(T)) -> Result<(), Error> {
         let mut token: Option<String> = None;
         loop {
             let page = self.list_page_each(token.as_deref(), on_item)?;
@@ -126,6 +133,71 @@ impl ApiSource {
         self.client.list(&path, self.shape, on_item)
     }
 
+    /// One page of the LIST as metadata only (`PartialObjectMetadataList`, gzip like every
+    /// request), each item reduced to its identity and version.
+    fn list_metadata_page(&self, continue_token: Option<&str>) -> Result<Page<ObjectRef>, Error> {
+        #[derive(serde::Deserialize)]
+        struct Partial {
+            #[serde(default)]
+            metadata: ObjectRef,
+        }
+        let mut items = Vec::new();
+        let mut path = format!(
+            "{}?limit={PAGE_SIZE}{}",
+            self.resource.collection_path(self.namespace.as_deref()),
+            self.filter
+        );
+        if let Some(token) = continue_token {
+            path.push_str("&continue=");
+            path.push_str(&percent_encode_query_value(token));
+        }
+        let meta = self
+            .client
+            .list(&path, Shape::Metadata, &mut |item: Partial| {
+                items.push(item.metadata)
+            })?;
+        Ok(Page {
+            items,
+            resource_version: meta.resource_version,
+            continue_token: meta.continue_token,
+        })
+    }
+
+    /// One object whole; `None` when it does not exist or is outside the selectors. Read by
+    /// a LIST of its name (`fieldSelector=metadata.name=...`) with the selectors of the
+    /// watch, rather than a GET: the API server filters it as it filters the watch, and
+    /// RBAC needs only the `list` the watch needs already.
+    fn get_one<T: DeserializeOwned>(&self, object: &ObjectRef) -> Result<Option<T>, Error> {
+        let name = format!("metadata.name={}", object.name);
+        let fields = match &self.fields {
+            Some(fields) => format!("{fields},{name}"),
+            None => name,
+        };
+        let namespace = (!object.namespace.is_empty()).then_some(object.namespace.as_str());
+        let mut found = None;
+        ApiSource::new(
+            self.client.clone(),
+            self.resource.clone(),
+            namespace.map(String::from),
+            Shape::Whole,
+        )
+        .filtered(self.labels.as_deref(), Some(&fields))
+        .list_each(&mut |item: T| found = Some(item))?;
+        Ok(found)
+    }
+
+    /// A streaming list (§2.7): every object as `ADDED` from a consistent read, the
+    /// bookmark annotated `k8s.io/initial-events-end`, then the watch.
+    fn open_stream_list(&self, timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+        let path = format!(
+            "{}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={}{}",
+            self.resource.collection_path(self.namespace.as_deref()),
+            timeout.as_secs().max(1),
+            self.filter
+        );
+        Ok(Box::new(self.client.watch(&path, timeout, self.shape)?))
+    }
+
     fn open_watch(
         &self,
         resource_version: &str,
@@ -151,6 +223,15 @@ impl LineStream for crate::client::WatchStream {
 impl<T: watcher::Object> Source<T> for ApiSource {
     fn list(&self, continue_token: Option<&str>) -> Result<Page<T>, Error> {
         self.list_page(continue_token)
+    }
+    fn list_metadata(&self, continue_token: Option<&str>) -> Result<Page<ObjectRef>, Error> {
+        self.list_metadata_page(continue_token)
+    }
+    fn get(&self, object: &ObjectRef) -> Result<Option<T>, Error> {
+        self.get_one(object)
+    }
+    fn stream_list(&self, timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+        self.open_stream_list(timeout)
     }
     fn watch(
         &self,

@@ -3,16 +3,28 @@
 //! of [`Event`]s.
 //!
 //! Recovery rules, one match arm each: paginated LIST → WATCH from the list's
-//! resourceVersion with bookmarks; a dropped or truncated stream → re-watch from the last
-//! seen resourceVersion after a jittered exponential backoff; `410 Expired/Gone` (HTTP or an
-//! ERROR event) → relist; every `resync` → relist, so anything missed (deletions included)
-//! is caught: the caller sees `InitStart`, `InitApply`s, `InitDone` and drops what the
-//! relist did not return. A watch that RBAC forbids (`403`: `list` granted, `watch` not, as
-//! Reloader's chart grants workloads) → relist every `poll` instead; a forbidden list of a
-//! resource that may be left out → an empty list, tried again every `poll`.
+//! resourceVersion with bookmarks; a dropped stream → re-watch from the last seen
+//! resourceVersion after a jittered exponential backoff; a reason to doubt the watch → relist
+//! at once: `410 Expired/Gone` (HTTP or an ERROR event), an event that cannot be decoded, a
+//! resourceVersion going backwards, a stream that ends after a silence longer than
+//! `silence` (no event, no bookmark: what the API server sends at least every minute);
+//! every `resync` (jittered) → relist, so anything missed (deletions included) is caught:
+//! the caller sees `InitStart`, `InitApply`s (and `InitUnchanged`s), `InitDone` and drops
+//! what the relist did not return. A watch that RBAC forbids (`403`: `list` granted,
+//! `watch` not, as Reloader's chart grants workloads) → relist every `poll` instead; a
+//! forbidden list of a resource that may be left out → an empty list, tried again every
+//! `poll`.
+//!
+//! A relist that compares ([`WatchConfig::compare_relists`], for kinds watched whole): after
+//! the first list, a relist asks only for metadata (`PartialObjectMetadataList`), compares
+//! each object's uid and resourceVersion with what this watcher last delivered (a digest
+//! per object, [`Delivered`]), reports the equal ones as `InitUnchanged` and reads the
+//! others one by one ([`Source::get`]), or LISTs the kind whole when more differ than
+//! [`list_in_full`] allows. A relist then costs the metadata and what changed.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,6 +39,16 @@ use crate::objects::ObjectMeta;
 /// Room kept for queued events between lists.
 const KEEP_READY_CAPACITY: usize = 16;
 
+/// `--resync`'s default (see docs/notes/h34-relist.md for the reasoning): the watch carries
+/// every change, the relist is the last resort for what it silently lost.
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(4 * 3600);
+
+/// A relist that compares reads the differing objects one by one, unless more differ
+/// than this many, or than 1 in `LIST_IN_FULL_SHARE` of the objects listed: then it LISTs
+/// the kind whole. See [`list_in_full`].
+const LIST_IN_FULL_ABOVE: usize = 32;
+const LIST_IN_FULL_SHARE: usize = 100;
+
 /// What a watcher tells its caller.
 #[derive(Debug)]
 pub enum Event<T> {
@@ -38,14 +60,48 @@ pub enum Event<T> {
     InitStart,
     /// An object returned by the list.
     InitApply(T),
+    /// An object the relist found as it was last delivered (same uid, same
+    /// resourceVersion): it still exists and nothing about it changed.
+    InitUnchanged(ObjectRef),
     /// The list is complete.
     InitDone,
 }
 
 /// Objects a watcher can track.
 pub trait Object: DeserializeOwned + Send + 'static {
+    /// `metadata`: its identity and version.
+    fn metadata(&self) -> &ObjectMeta;
+
     /// `metadata.resourceVersion`.
-    fn resource_version(&self) -> &str;
+    fn resource_version(&self) -> &str {
+        &self.metadata().resource_version
+    }
+}
+
+/// An object as a metadata list names it (`PartialObjectMetadata`): who it is and which
+/// version, nothing else.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub resource_version: String,
+}
+
+impl ObjectRef {
+    fn of(metadata: &ObjectMeta) -> ObjectRef {
+        ObjectRef {
+            namespace: metadata.namespace.clone(),
+            name: metadata.name.clone(),
+            uid: metadata.uid.clone(),
+            resource_version: metadata.resource_version.clone(),
+        }
+    }
 }
 
 /// One page of a LIST.
@@ -64,6 +120,13 @@ pub trait LineStream: Send {
 /// Where a watcher lists and watches: the API server, or a script in tests.
 pub trait Source<T>: Send {
     fn list(&self, continue_token: Option<&str>) -> Result<Page<T>, Error>;
+    /// One page of the same LIST, metadata only (for a relist that compares).
+    fn list_metadata(&self, continue_token: Option<&str>) -> Result<Page<ObjectRef>, Error>;
+    /// One object whole; `None` when it does not exist.
+    fn get(&self, object: &ObjectRef) -> Result<Option<T>, Error>;
+    /// A streaming list: a watch that sends every object as `ADDED`, then a bookmark
+    /// annotated `k8s.io/initial-events-end`, then goes on as a watch from there.
+    fn stream_list(&self, timeout: Duration) -> Result<Box<dyn LineStream>, Error>;
     fn watch(
         &self,
         resource_version: &str,
@@ -74,8 +137,16 @@ pub trait Source<T>: Send {
 /// Timing of a watcher.
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
-    /// Relist this often ("poll the world").
+    /// Relist about this often ("poll the world"): each period is drawn at random from
+    /// [3/4, 5/4) of it ([`jittered`]), so replicas and restarts do not relist together.
     pub resync: Duration,
+    /// A stream that ends this long after its last line (event or bookmark) is not
+    /// trusted: relist. The API server sends a bookmark about every minute.
+    pub silence: Duration,
+    /// Relists after the first ask for metadata and read only what changed.
+    pub compare_relists: bool,
+    /// Lists whole by a streaming list where the server offers it (else page by page).
+    pub stream_lists: bool,
     /// First retry delay; doubles per failure with jitter up to `max_backoff`.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
@@ -89,7 +160,10 @@ pub struct WatchConfig {
 impl Default for WatchConfig {
     fn default() -> WatchConfig {
         WatchConfig {
-            resync: Duration::from_secs(600),
+            resync: DEFAULT_RESYNC,
+            silence: Duration::from_secs(180),
+            compare_relists: false,
+            stream_lists: true,
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(30),
             poll: Duration::from_secs(30),
@@ -115,6 +189,12 @@ pub enum Restart {
     StreamBroken,
     /// Watching (or listing) is forbidden: the poll period elapsed.
     Poll,
+    /// A watch event could not be decoded: what it carried is unknown.
+    Undecodable,
+    /// A resourceVersion went backwards (a server restored from an older state).
+    Backwards,
+    /// The stream ended after a silence longer than bookmarks allow.
+    Silence,
 }
 
 impl Restart {
@@ -127,6 +207,9 @@ impl Restart {
             Restart::StreamEnd => "stream_end",
             Restart::StreamBroken => "stream_broken",
             Restart::Poll => "poll",
+            Restart::Undecodable => "undecodable",
+            Restart::Backwards => "backwards",
+            Restart::Silence => "silence",
         }
     }
 }
@@ -136,6 +219,27 @@ enum State {
     Empty(Restart),
     /// Listing; the next page follows `continue_token`.
     Listing { continue_token: Option<String> },
+    /// A streaming list is due: open it (or list page by page if the server refused one).
+    Stream,
+    /// A streaming list under way: `ADDED` per object until the bookmark that ends the
+    /// initial events; the same stream then goes on as the watch.
+    Streaming {
+        stream: Box<dyn LineStream>,
+        opened: Instant,
+    },
+    /// Relisting metadata only, comparing it with what was delivered; `differ`: the
+    /// objects found changed or new so far, `listed`: how many were listed.
+    Comparing {
+        continue_token: Option<String>,
+        differ: Vec<ObjectRef>,
+        listed: usize,
+    },
+    /// Reading the objects the comparison found changed, one by one; then watching from
+    /// `rv`, the metadata list's.
+    Reading {
+        rv: String,
+        differ: std::vec::IntoIter<ObjectRef>,
+    },
     /// Listed (or a stream ended): open a watch from `rv`.
     Listed { rv: String },
     Watching {
@@ -143,7 +247,109 @@ enum State {
         stream: Box<dyn LineStream>,
         opened: Instant,
         events: u64,
+        /// When the last line (event or bookmark) arrived, or the stream opened.
+        heard: Instant,
     },
+}
+
+/// What a watcher that compares its relists last delivered: a 32-bit digest of each
+/// object's namespace and name → a 32-bit digest of its uid and resourceVersion (8 bytes
+/// an object, not its copy). Two keys that share a digest (about one pair among 100,000
+/// objects) only cost both a read at each relist; a changed object is taken for unchanged
+/// with a chance of 2^-32. `seen`: what the relist under way found, to forget the rest at
+/// its end.
+#[derive(Default)]
+struct Delivered {
+    versions: HashMap<u32, u32>,
+    seen: Option<HashSet<u32>>,
+    /// A first list completed: a relist can compare with it.
+    complete: bool,
+}
+
+impl Delivered {
+    fn applied(&mut self, object: &ObjectRef, listed: bool) {
+        let key = key_digest(&object.namespace, &object.name);
+        self.versions
+            .insert(key, version_digest(&object.uid, &object.resource_version));
+        if listed {
+            self.seen.get_or_insert_with(HashSet::new).insert(key);
+        }
+    }
+
+    fn deleted(&mut self, object: &ObjectRef) {
+        self.versions
+            .remove(&key_digest(&object.namespace, &object.name));
+    }
+
+    /// Whether `object` is as delivered; if so the relist under way has seen it.
+    fn unchanged(&mut self, object: &ObjectRef) -> bool {
+        let key = key_digest(&object.namespace, &object.name);
+        let same =
+            self.versions.get(&key) == Some(&version_digest(&object.uid, &object.resource_version));
+        if same {
+            self.seen.get_or_insert_with(HashSet::new).insert(key);
+        }
+        same
+    }
+
+    fn start(&mut self) {
+        self.seen = Some(HashSet::new());
+    }
+
+    /// The relist is complete: what it did not find is gone.
+    fn finish(&mut self) {
+        let seen = self.seen.take().unwrap_or_default();
+        self.versions.retain(|key, _| seen.contains(key));
+        self.versions.shrink_to_fit();
+        self.complete = true;
+    }
+}
+
+fn digest32(parts: [&str; 2]) -> u32 {
+    // SipHash with fixed keys, folded to 32 bits.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    parts.hash(&mut hasher);
+    let full = hasher.finish();
+    (full ^ (full >> 32)) as u32
+}
+
+fn key_digest(namespace: &str, name: &str) -> u32 {
+    digest32([namespace, name])
+}
+
+fn version_digest(uid: &str, resource_version: &str) -> u32 {
+    digest32([uid, resource_version])
+}
+
+/// Whether a relist that found `differ` of `listed` objects changed LISTs the kind whole
+/// rather than read each: when more than [`LIST_IN_FULL_ABOVE`] differ and more than 1 in
+/// [`LIST_IN_FULL_SHARE`]. A read costs a request for one object; a LIST page costs one
+/// request for 500. At 1,000 objects, up to 32 reads (3 %); at 100,000, up to 1,000 reads,
+/// five times the LIST's 200 pages in requests but 1 % of its bytes.
+fn list_in_full(differ: usize, listed: usize) -> bool {
+    differ > LIST_IN_FULL_ABOVE && differ > listed / LIST_IN_FULL_SHARE
+}
+
+/// Whether `err`, the answer to a streaming list, refuses it: a 4xx other than 401 (a
+/// token to read again), 408, 410 (a relist) and 429 (a wait); older servers and a
+/// WatchList gate off answer 422, a watch RBAC forbids 403.
+fn refuses_streaming(err: &Error) -> bool {
+    err.status()
+        .is_some_and(|s| (400..500).contains(&s.code) && !matches!(s.code, 401 | 408 | 410 | 429))
+}
+
+/// `period` scaled by a factor in [3/4, 5/4) drawn from `random` in [0, 1).
+fn jittered(period: Duration, random: f64) -> Duration {
+    period.mul_f64(0.75 + 0.5 * random.clamp(0.0, 1.0))
+}
+
+/// Whether `seen` is older than `current`, both as the API server's numbers; opaque ones
+/// (not numbers) never compare.
+fn went_backwards(current: &str, seen: &str) -> bool {
+    match (current.parse::<u64>(), seen.parse::<u64>()) {
+        (Ok(current), Ok(seen)) => seen < current,
+        _ => false,
+    }
 }
 
 /// The list+watch loop of one resource.
@@ -160,6 +366,10 @@ pub struct Watcher<T, S> {
     /// that list, after the events of the last one are delivered.
     poll_at: Option<Instant>,
     relist_at: Instant,
+    /// What was delivered, when relists compare (`None`: they list whole).
+    delivered: Option<Delivered>,
+    /// Lists whole by streaming: until the server refuses it once (then said once).
+    streaming: bool,
     stop: Arc<AtomicBool>,
     on_restart: Box<dyn FnMut(Restart) + Send>,
     rng: u64,
@@ -178,10 +388,12 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             .unwrap_or_default()
             .as_nanos() as u64
             ^ 0x9e37_79b9_7f4a_7c15;
-        Watcher {
+        let mut watcher = Watcher {
             name,
             source,
-            relist_at: Instant::now() + config.resync,
+            relist_at: Instant::now(),
+            delivered: config.compare_relists.then(Delivered::default),
+            streaming: config.stream_lists,
             config,
             state: Some(State::Empty(Restart::Initial)),
             ready: VecDeque::new(),
@@ -191,7 +403,9 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
             stop,
             on_restart: Box::new(|_| {}),
             rng: seed | 1,
-        }
+        };
+        watcher.schedule_relist();
+        watcher
     }
 
     /// Called each time the watcher relists or re-watches (for metrics).
@@ -204,6 +418,11 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         self.stop.load(Ordering::Relaxed)
     }
 
+    fn schedule_relist(&mut self) {
+        let random = (self.next_random() % 1000) as f64 / 1000.0;
+        self.relist_at = Instant::now() + jittered(self.config.resync, random);
+    }
+
     /// Moves the state machine one step; events it produces are queued in `ready`.
     pub fn step(&mut self) {
         let state = self.state.take().expect("state is always put back");
@@ -213,55 +432,136 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                     self.sleep(at.saturating_duration_since(Instant::now()));
                 }
                 (self.on_restart)(reason);
-                log::debug!("{}: listing ({})", self.name, reason.as_str());
-                self.relist_at = Instant::now() + self.config.resync;
+                self.schedule_relist();
                 self.ready.push_back(Event::InitStart);
-                State::Listing {
-                    continue_token: None,
+                match &mut self.delivered {
+                    Some(delivered) if delivered.complete => {
+                        log::debug!(
+                            "{}: relisting metadata to compare ({})",
+                            self.name,
+                            reason.as_str()
+                        );
+                        delivered.start();
+                        State::Comparing {
+                            continue_token: None,
+                            differ: Vec::new(),
+                            listed: 0,
+                        }
+                    }
+                    delivered => {
+                        log::debug!("{}: listing ({})", self.name, reason.as_str());
+                        if let Some(delivered) = delivered {
+                            delivered.start();
+                        }
+                        self.list_whole()
+                    }
                 }
             }
             State::Listing { continue_token } => {
                 match self.source.list(continue_token.as_deref()) {
                     Ok(page) => {
-                        self.ready
-                            .extend(page.items.into_iter().map(Event::InitApply));
+                        for item in page.items {
+                            self.deliver(Event::InitApply(item));
+                        }
                         match page.continue_token.filter(|t| !t.is_empty()) {
                             Some(token) => State::Listing {
                                 continue_token: Some(token),
                             },
                             None => {
-                                self.failures = 0;
                                 if self.forbidden == Some("listing") {
                                     self.forbidden = None;
                                     log::info!("{}: listing is allowed now", self.name);
                                 }
-                                self.ready.push_back(Event::InitDone);
-                                State::Listed {
-                                    rv: page.resource_version,
-                                }
+                                self.relisted(page.resource_version)
                             }
                         }
                     }
                     Err(err) if err.is_forbidden() && self.config.forbidden_list_is_empty => {
                         self.say_forbidden("listing", &err);
                         // Delivered before the wait: it does not hold the initial sync.
-                        self.ready.push_back(Event::InitDone);
+                        self.deliver(Event::InitDone);
                         self.poll_at = Some(Instant::now() + self.config.poll);
                         State::Empty(Restart::Poll)
                     }
-                    Err(err) => {
-                        // A half-done list is never stitched to a later one: start over.
-                        let reason = if err.is_expired() {
-                            Restart::Expired
-                        } else {
-                            Restart::Error
-                        };
-                        log::warn!("{}: list failed, relisting: {err}", self.name);
-                        self.back_off(&err);
-                        State::Empty(reason)
-                    }
+                    Err(err) => self.list_failed(&err),
                 }
             }
+            State::Stream => {
+                let timeout = self.watch_timeout();
+                match self.source.stream_list(timeout) {
+                    Ok(stream) => State::Streaming {
+                        stream,
+                        opened: Instant::now(),
+                    },
+                    Err(err) if refuses_streaming(&err) => self.streaming_refused(&err),
+                    Err(err) => self.list_failed(&err),
+                }
+            }
+            State::Streaming { mut stream, opened } => match stream.next_line() {
+                Ok(Some(line)) => self.on_initial_line(stream, opened, &line),
+                Ok(None) => {
+                    // Ended before the initial events did: a half-done list, start over.
+                    let err = Error::Transport("the streaming list ended before its end".into());
+                    self.list_failed(&err)
+                }
+                Err(err) => self.list_failed(&err),
+            },
+            State::Comparing {
+                continue_token,
+                mut differ,
+                mut listed,
+            } => match self.source.list_metadata(continue_token.as_deref()) {
+                Ok(page) => {
+                    listed += page.items.len();
+                    let delivered = self.delivered.as_mut().expect("comparing needs it");
+                    for object in page.items {
+                        if delivered.unchanged(&object) {
+                            self.ready.push_back(Event::InitUnchanged(object));
+                        } else {
+                            differ.push(object);
+                        }
+                    }
+                    match page.continue_token.filter(|t| !t.is_empty()) {
+                        Some(token) => State::Comparing {
+                            continue_token: Some(token),
+                            differ,
+                            listed,
+                        },
+                        None if list_in_full(differ.len(), listed) => {
+                            log::debug!(
+                                "{}: {} of {listed} objects changed: listing them whole",
+                                self.name,
+                                differ.len()
+                            );
+                            self.list_whole()
+                        }
+                        None => {
+                            log::debug!(
+                                "{}: {} of {listed} objects changed: reading those",
+                                self.name,
+                                differ.len()
+                            );
+                            State::Reading {
+                                rv: page.resource_version,
+                                differ: differ.into_iter(),
+                            }
+                        }
+                    }
+                }
+                Err(err) => self.list_failed(&err),
+            },
+            State::Reading { rv, mut differ } => match differ.next() {
+                None => self.relisted(rv),
+                Some(object) => match self.source.get(&object) {
+                    Ok(Some(item)) => {
+                        self.deliver(Event::InitApply(item));
+                        State::Reading { rv, differ }
+                    }
+                    // Deleted since the list: the relist's end forgets it.
+                    Ok(None) => State::Reading { rv, differ },
+                    Err(err) => self.list_failed(&err),
+                },
+            },
             State::Listed { rv } => {
                 if Instant::now() >= self.relist_at {
                     State::Empty(Restart::Resync)
@@ -274,12 +574,24 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                 mut stream,
                 opened,
                 events,
+                heard,
             } => {
                 if Instant::now() >= self.relist_at {
                     State::Empty(Restart::Resync)
                 } else {
                     match stream.next_line() {
-                        Ok(Some(line)) => self.on_line(rv, stream, opened, events, &line),
+                        Ok(Some(line)) => {
+                            let watching = Watching {
+                                rv,
+                                stream,
+                                opened,
+                                events,
+                            };
+                            self.on_line(watching, &line)
+                        }
+                        Ok(None) if heard.elapsed() >= self.config.silence => {
+                            self.silent_too_long(&rv, heard)
+                        }
                         Ok(None) => {
                             if events == 0 && opened.elapsed() < Duration::from_secs(1) {
                                 // The server ends a watch at once: do not spin.
@@ -289,20 +601,22 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                             log::debug!("{}: watch ended, re-watching from {rv}", self.name);
                             State::Listed { rv }
                         }
+                        Err(err @ Error::Decode(_)) => {
+                            // Not a routine disconnect: the server sent something broken,
+                            // whose change is unknown.
+                            log::warn!("{}: watch event rejected ({err}), relisting", self.name);
+                            self.back_off_for(Duration::ZERO);
+                            State::Empty(Restart::Undecodable)
+                        }
+                        Err(_) if heard.elapsed() >= self.config.silence => {
+                            self.silent_too_long(&rv, heard)
+                        }
                         Err(err) => {
                             (self.on_restart)(Restart::StreamBroken);
-                            if matches!(err, Error::Decode(_)) {
-                                // Not a routine disconnect: the server sent something broken.
-                                log::warn!(
-                                    "{}: watch event rejected ({err}), re-watching from {rv}",
-                                    self.name
-                                );
-                            } else {
-                                log::debug!(
-                                    "{}: watch broke ({err}), re-watching from {rv}",
-                                    self.name
-                                );
-                            }
+                            log::debug!(
+                                "{}: watch broke ({err}), re-watching from {rv}",
+                                self.name
+                            );
                             self.back_off(&err);
                             State::Listed { rv }
                         }
@@ -313,11 +627,132 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         self.state = Some(next);
     }
 
-    fn open_watch(&mut self, rv: String) -> State {
+    /// Queues `event`, keeping the record of what was delivered.
+    fn deliver(&mut self, event: Event<T>) {
+        if let Some(delivered) = &mut self.delivered {
+            match &event {
+                Event::Apply(o) => delivered.applied(&ObjectRef::of(o.metadata()), false),
+                Event::InitApply(o) => delivered.applied(&ObjectRef::of(o.metadata()), true),
+                Event::Delete(o) => delivered.deleted(&ObjectRef::of(o.metadata())),
+                Event::InitDone => delivered.finish(),
+                Event::InitStart | Event::InitUnchanged(_) => {}
+            }
+        }
+        self.ready.push_back(event);
+    }
+
+    /// A (re)list is complete at `rv`: watch from there.
+    fn relisted(&mut self, rv: String) -> State {
+        self.failures = 0;
+        self.deliver(Event::InitDone);
+        State::Listed { rv }
+    }
+
+    /// The state that lists every object whole: a streaming list unless refused.
+    fn list_whole(&self) -> State {
+        if self.streaming {
+            State::Stream
+        } else {
+            State::Listing {
+                continue_token: None,
+            }
+        }
+    }
+
+    /// The server refused a streaming list (an older one, or the WatchList gate off): this
+    /// kind lists page by page from now on, said once.
+    fn streaming_refused(&mut self, err: &Error) -> State {
+        self.streaming = false;
+        log::info!(
+            "{}: a streaming list was refused ({err}): listing page by page from now on",
+            self.name
+        );
+        State::Listing {
+            continue_token: None,
+        }
+    }
+
+    /// One line of a streaming list before its initial events end.
+    fn on_initial_line(
+        &mut self,
+        stream: Box<dyn LineStream>,
+        opened: Instant,
+        line: &[u8],
+    ) -> State {
+        let event: WatchEvent<T> = match serde_json::from_slice(line) {
+            Ok(event) => event,
+            Err(err) => {
+                log::warn!(
+                    "{}: undecodable line in a streaming list ({err}), relisting",
+                    self.name
+                );
+                self.back_off_for(Duration::ZERO);
+                return State::Empty(Restart::Undecodable);
+            }
+        };
+        match event {
+            // The initial events carry each object's own resourceVersion, in no order.
+            WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
+                self.deliver(Event::InitApply(obj));
+                State::Streaming { stream, opened }
+            }
+            WatchEvent::Deleted(_) | WatchEvent::Bookmark(_, false) => {
+                State::Streaming { stream, opened }
+            }
+            WatchEvent::Bookmark(rv, true) => {
+                log::debug!("{}: streaming list complete at {rv}", self.name);
+                self.failures = 0;
+                self.deliver(Event::InitDone);
+                State::Watching {
+                    rv,
+                    stream,
+                    opened,
+                    events: 0,
+                    heard: Instant::now(),
+                }
+            }
+            WatchEvent::Error(status) if status.is_expired() => {
+                self.list_failed(&Error::Api(status))
+            }
+            // Any other error (a server without the storage support it needs): as client-go,
+            // list page by page instead.
+            WatchEvent::Error(status) => self.streaming_refused(&Error::Api(status)),
+        }
+    }
+
+    /// A list, a comparison or a read failed: a half-done relist is never stitched to a
+    /// later one, so start over after a backoff.
+    fn list_failed(&mut self, err: &Error) -> State {
+        let reason = if err.is_expired() {
+            Restart::Expired
+        } else {
+            Restart::Error
+        };
+        log::warn!("{}: list failed, relisting: {err}", self.name);
+        self.back_off(err);
+        State::Empty(reason)
+    }
+
+    /// The stream ended after `heard` with nothing since, no bookmark either: whatever
+    /// happened meanwhile may never arrive (a black-holed connection, a restored server).
+    fn silent_too_long(&mut self, rv: &str, heard: Instant) -> State {
+        log::info!(
+            "{}: the watch from {rv} ended after {}s without an event or bookmark: relisting",
+            self.name,
+            heard.elapsed().as_secs()
+        );
+        State::Empty(Restart::Silence)
+    }
+    /// How long a watch asks the server to stay open: client-go's 5-10 minutes at random,
+    /// never past the next relist.
+    fn watch_timeout(&mut self) -> Duration {
         let until_relist = self.relist_at.saturating_duration_since(Instant::now());
-        // client-go picks 5-10 minutes at random; never past the next relist.
         let random = Duration::from_secs(300 + self.next_random() % 300);
-        let timeout = random.min(until_relist).max(Duration::from_secs(1));
+        random.min(until_relist).max(Duration::from_secs(1))
+    }
+
+    fn open_watch(&mut self, rv: String) -> State {
+        let timeout = self.watch_timeout();
         match self.source.watch(&rv, timeout) {
             Ok(stream) => {
                 if self.forbidden.take().is_some() {
@@ -331,6 +766,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
                     stream,
                     opened: Instant::now(),
                     events: 0,
+                    heard: Instant::now(),
                 }
             }
             Err(err) if err.is_forbidden() => {
@@ -357,64 +793,59 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
         }
     }
 
-    fn on_line(
-        &mut self,
-        rv: String,
-        stream: Box<dyn LineStream>,
-        opened: Instant,
-        events: u64,
-        line: &[u8],
-    ) -> State {
+    fn on_line(&mut self, watching: Watching, line: &[u8]) -> State {
+        let Watching {
+            rv,
+            stream,
+            opened,
+            events,
+        } = watching;
         let event: WatchEvent<T> = match serde_json::from_slice(line) {
             Ok(event) => event,
             Err(err) => {
-                // A truncated or garbled line: the event was not applied and the rv not
-                // advanced, so re-watching from `rv` replays it.
-                (self.on_restart)(Restart::StreamBroken);
+                // A truncated or garbled line: what it carried is unknown, and a re-watch
+                // may not replay it (a bookmark may follow): relist, comparing.
                 log::warn!(
-                    "{}: undecodable watch line rejected ({err}), re-watching from {rv}",
+                    "{}: undecodable watch line rejected ({err}), relisting",
                     self.name
                 );
                 self.back_off_for(Duration::ZERO);
-                return State::Listed { rv };
+                return State::Empty(Restart::Undecodable);
             }
         };
         self.failures = 0;
-        let events = events + 1;
+        let seen = match &event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                o.resource_version()
+            }
+            WatchEvent::Bookmark(seen, _) => seen.as_str(),
+            WatchEvent::Error(_) => "",
+        };
+        if went_backwards(&rv, seen) {
+            log::warn!(
+                "{}: the watch went back from resourceVersion {rv} to {seen} (an API server restored from an older state?): relisting",
+                self.name
+            );
+            return State::Empty(Restart::Backwards);
+        }
+        let rv = next_rv(rv, seen);
+        let watching = |rv| State::Watching {
+            rv,
+            stream,
+            opened,
+            events: events + 1,
+            heard: Instant::now(),
+        };
         match event {
             WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
-                let rv = next_rv(rv, obj.resource_version());
-                self.ready.push_back(Event::Apply(obj));
-                State::Watching {
-                    rv,
-                    stream,
-                    opened,
-                    events,
-                }
+                self.deliver(Event::Apply(obj));
+                watching(rv)
             }
             WatchEvent::Deleted(obj) => {
-                let rv = next_rv(rv, obj.resource_version());
-                self.ready.push_back(Event::Delete(obj));
-                State::Watching {
-                    rv,
-                    stream,
-                    opened,
-                    events,
-                }
+                self.deliver(Event::Delete(obj));
+                watching(rv)
             }
-            WatchEvent::Bookmark(bookmark_rv) => {
-                let rv = if bookmark_rv.is_empty() {
-                    rv
-                } else {
-                    bookmark_rv
-                };
-                State::Watching {
-                    rv,
-                    stream,
-                    opened,
-                    events,
-                }
-            }
+            WatchEvent::Bookmark(..) => watching(rv),
             WatchEvent::Error(status) if status.is_expired() => {
                 log::debug!(
                     "{}: watch from {rv} expired ({status}), relisting",
@@ -519,11 +950,23 @@ fn next_rv(current: String, seen: &str) -> String {
     }
 }
 
+/// A watch in progress, as a line arrives.
+struct Watching {
+    rv: String,
+    stream: Box<dyn LineStream>,
+    opened: Instant,
+    events: u64,
+}
+
 impl fmt::Debug for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             State::Empty(reason) => write!(f, "Empty({})", reason.as_str()),
             State::Listing { .. } => write!(f, "Listing"),
+            State::Stream => write!(f, "Stream"),
+            State::Streaming { .. } => write!(f, "Streaming"),
+            State::Comparing { .. } => write!(f, "Comparing"),
+            State::Reading { rv, .. } => write!(f, "Reading({rv})"),
             State::Listed { rv } => write!(f, "Listed({rv})"),
             State::Watching { rv, .. } => write!(f, "Watching({rv})"),
         }
@@ -537,14 +980,28 @@ enum WatchEvent<T> {
     Added(T),
     Modified(T),
     Deleted(T),
-    Bookmark(String),
+    /// A bookmark's resourceVersion; `true` when it ends a streaming list's initial events
+    /// (annotated `k8s.io/initial-events-end: "true"`).
+    Bookmark(String, bool),
     Error(Status),
 }
+
+/// The annotation of the bookmark that ends a streaming list's initial events (§2.7).
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 #[derive(Deserialize)]
 struct BookmarkObject {
     #[serde(default)]
-    metadata: ObjectMeta,
+    metadata: BookmarkMeta,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BookmarkMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -584,11 +1041,14 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for WatchEvent<T> {
                                 "ADDED" => WatchEvent::Added(map.next_value()?),
                                 "MODIFIED" => WatchEvent::Modified(map.next_value()?),
                                 "DELETED" => WatchEvent::Deleted(map.next_value()?),
-                                "BOOKMARK" => WatchEvent::Bookmark(
-                                    map.next_value::<BookmarkObject>()?
-                                        .metadata
-                                        .resource_version,
-                                ),
+                                "BOOKMARK" => {
+                                    let meta = map.next_value::<BookmarkObject>()?.metadata;
+                                    let end = meta
+                                        .annotations
+                                        .get(INITIAL_EVENTS_END)
+                                        .is_some_and(|v| v == "true");
+                                    WatchEvent::Bookmark(meta.resource_version, end)
+                                }
                                 "ERROR" => {
                                     let s: StatusObject = map.next_value()?;
                                     WatchEvent::Error(Status {
@@ -630,8 +1090,8 @@ mod tests {
     }
 
     impl Object for Obj {
-        fn resource_version(&self) -> &str {
-            &self.metadata.resource_version
+        fn metadata(&self) -> &ObjectMeta {
+            &self.metadata
         }
     }
 
@@ -641,6 +1101,10 @@ mod tests {
         ListError(u16, &'static str),
         Stream(Vec<&'static str>, bool),
         WatchError(u16, &'static str),
+        /// A metadata page: (name, resourceVersion) of each object, the list's rv.
+        Meta(Vec<(&'static str, &'static str)>, &'static str),
+        /// A GET: the object's resourceVersion, or not found.
+        Got(Option<&'static str>),
     }
 
     #[derive(Clone, Default)]
@@ -691,6 +1155,49 @@ mod tests {
             }
         }
 
+        fn list_metadata(&self, continue_token: Option<&str>) -> Result<Page<ObjectRef>, Error> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("meta {}", continue_token.unwrap_or("-")));
+            match self.answers.lock().unwrap().pop_front() {
+                Some(Answer::Meta(objects, rv)) => Ok(Page {
+                    items: objects
+                        .iter()
+                        .map(|(name, rv)| ObjectRef::of(&obj(name, rv).metadata))
+                        .collect(),
+                    resource_version: rv.into(),
+                    continue_token: None,
+                }),
+                Some(Answer::ListError(code, reason)) => Err(status(code, reason)),
+                // Script exhausted: fail, and the caller stops.
+                _ => Err(Error::Transport("script exhausted".into())),
+            }
+        }
+
+        fn stream_list(&self, _timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
+            self.calls.lock().unwrap().push("stream".into());
+            match self.answers.lock().unwrap().pop_front() {
+                Some(Answer::Stream(lines, broken)) => Ok(Box::new(ScriptedStream {
+                    lines: lines.into(),
+                    broken,
+                })),
+                Some(Answer::WatchError(code, reason)) => Err(status(code, reason)),
+                _ => Err(Error::Transport("script exhausted".into())),
+            }
+        }
+
+        fn get(&self, object: &ObjectRef) -> Result<Option<Obj>, Error> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("get {}", object.name));
+            match self.answers.lock().unwrap().pop_front() {
+                Some(Answer::Got(rv)) => Ok(rv.map(|rv| obj(&object.name, rv))),
+                _ => panic!("unexpected get"),
+            }
+        }
+
         fn watch(&self, rv: &str, _timeout: Duration) -> Result<Box<dyn LineStream>, Error> {
             self.calls.lock().unwrap().push(format!("watch {rv}"));
             match self.answers.lock().unwrap().pop_front() {
@@ -718,6 +1225,9 @@ mod tests {
     fn fast() -> WatchConfig {
         WatchConfig {
             resync: Duration::from_secs(3600),
+            silence: Duration::from_secs(3600),
+            compare_relists: false,
+            stream_lists: false,
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(2),
             poll: Duration::from_millis(1),
@@ -748,6 +1258,7 @@ mod tests {
                 }
                 Event::InitStart => "init".into(),
                 Event::InitApply(o) => format!("initapply {}", o.metadata.name),
+                Event::InitUnchanged(o) => format!("unchanged {}", o.name),
                 Event::InitDone => "done".into(),
             }));
         }
@@ -758,6 +1269,8 @@ mod tests {
     const ADDED_A5: &str = r#"{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5"}}}"#;
     const MODIFIED_A6: &str =
         r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"6"}}}"#;
+    const MODIFIED_A9: &str =
+        r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"9"}}}"#;
     const DELETED_B7: &str =
         r#"{"type":"DELETED","object":{"metadata":{"name":"b","resourceVersion":"7"}}}"#;
     const BOOKMARK_9: &str = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"9"}}}"#;
@@ -780,7 +1293,7 @@ mod tests {
                 Answer::Page(vec!["a", "b"], "6", None),
                 Answer::WatchError(403, "Forbidden"),
                 Answer::Page(vec!["b"], "8", None),
-                Answer::Stream(vec![MODIFIED_A6], false),
+                Answer::Stream(vec![MODIFIED_A9], false),
             ],
         );
         assert!(
@@ -789,7 +1302,7 @@ mod tests {
         );
         assert_eq!(
             calls,
-            ["list -", "watch 4", "list -", "watch 6", "list -", "watch 8", "watch 6"]
+            ["list -", "watch 4", "list -", "watch 6", "list -", "watch 8", "watch 9"]
         );
         assert_eq!(
             events,
@@ -804,7 +1317,7 @@ mod tests {
                 "init",
                 "initapply b",
                 "done",
-                "apply a@6"
+                "apply a@9"
             ]
         );
     }
@@ -916,7 +1429,8 @@ mod tests {
     }
 
     #[test]
-    fn a_truncated_line_is_not_applied_and_is_replayed_by_rewatching() {
+    fn a_truncated_line_is_not_applied_and_relists() {
+        // What it carried is unknown, and the bookmark after it may move the rv past it.
         let truncated = &MODIFIED_A6[..30];
         let (events, calls) = run(vec![
             Answer::Page(vec![], "4", None),
@@ -924,10 +1438,229 @@ mod tests {
                 vec![ADDED_A5, Box::leak(truncated.to_string().into_boxed_str())],
                 false,
             ),
-            Answer::Stream(vec![MODIFIED_A6], false),
+            Answer::Page(vec!["a"], "6", None),
         ]);
-        assert_eq!(events, ["init", "done", "apply a@5", "apply a@6"]);
-        assert_eq!(calls[2..4], ["watch 5", "watch 6"]);
+        assert_eq!(
+            events,
+            ["init", "done", "apply a@5", "init", "initapply a", "done"]
+        );
+        assert_eq!(calls[..4], ["list -", "watch 4", "list -", "watch 6"]);
+    }
+
+    #[test]
+    fn a_resource_version_going_backwards_relists_and_is_not_applied() {
+        let (events, calls) = run(vec![
+            Answer::Page(vec![], "10", None),
+            Answer::Stream(vec![ADDED_A5], false),
+            Answer::Page(vec![], "12", None),
+        ]);
+        assert_eq!(events, ["init", "done", "init", "done"]);
+        assert_eq!(calls[..4], ["list -", "watch 10", "list -", "watch 12"]);
+    }
+
+    #[test]
+    fn a_bookmark_going_backwards_relists() {
+        let (_, calls) = run(vec![
+            Answer::Page(vec![], "10", None),
+            Answer::Stream(vec![BOOKMARK_9], false),
+            Answer::Page(vec![], "12", None),
+        ]);
+        assert_eq!(calls[..4], ["list -", "watch 10", "list -", "watch 12"]);
+    }
+
+    #[test]
+    fn a_stream_that_ends_after_a_silence_without_bookmarks_relists() {
+        let silent = WatchConfig {
+            silence: Duration::ZERO,
+            ..fast()
+        };
+        let (_, calls) = run_with(
+            silent,
+            vec![
+                Answer::Page(vec![], "4", None),
+                Answer::Stream(vec![], false),
+                Answer::Page(vec![], "6", None),
+            ],
+        );
+        assert_eq!(calls[..4], ["list -", "watch 4", "list -", "watch 6"]);
+        // Within the silence allowed, the same end re-watches (as in the test above).
+        let (_, calls) = run(vec![
+            Answer::Page(vec![], "4", None),
+            Answer::Stream(vec![], true),
+            Answer::Stream(vec![], false),
+        ]);
+        assert_eq!(calls[..3], ["list -", "watch 4", "watch 4"]);
+    }
+
+    fn comparing() -> WatchConfig {
+        WatchConfig {
+            resync: Duration::ZERO,
+            compare_relists: true,
+            ..fast()
+        }
+    }
+
+    #[test]
+    fn a_relist_that_compares_reads_only_the_objects_that_changed() {
+        let (events, calls) = run_with(
+            comparing(),
+            vec![
+                Answer::Page(vec!["a", "b", "c"], "4", None),
+                // a as delivered, b changed, c gone, d new and then deleted before its GET.
+                Answer::Meta(vec![("a", "1"), ("b", "7"), ("d", "8")], "9"),
+                Answer::Got(Some("7")),
+                Answer::Got(None),
+                // c was forgotten with the relist that did not find it: it differs now.
+                Answer::Meta(vec![("a", "1"), ("b", "7"), ("c", "1")], "10"),
+                Answer::Got(Some("1")),
+            ],
+        );
+        assert_eq!(
+            calls,
+            ["list -", "meta -", "get b", "get d", "meta -", "get c", "meta -"]
+        );
+        assert_eq!(
+            events[..14],
+            [
+                "init",
+                "initapply a",
+                "initapply b",
+                "initapply c",
+                "done",
+                "init",
+                "unchanged a",
+                "initapply b",
+                "done",
+                "init",
+                "unchanged a",
+                "unchanged b",
+                "initapply c",
+                "done",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_relist_that_finds_many_changed_lists_the_kind_whole() {
+        let names: Vec<&'static str> = (0..40)
+            .map(|i| &*Box::leak(format!("o{i}").into_boxed_str()))
+            .collect();
+        let changed: Vec<(&'static str, &'static str)> = names.iter().map(|n| (*n, "2")).collect();
+        let (_, calls) = run_with(
+            comparing(),
+            vec![
+                Answer::Page(names.clone(), "4", None),
+                Answer::Meta(changed, "9"),
+                Answer::Page(names, "9", None),
+            ],
+        );
+        assert_eq!(calls[..3], ["list -", "meta -", "list -"]);
+    }
+
+    #[test]
+    fn watch_events_count_as_delivered_for_the_next_comparison() {
+        let config = WatchConfig {
+            compare_relists: true,
+            ..fast()
+        };
+        let script = Script::default();
+        script.answers.lock().unwrap().extend([
+            Answer::Page(vec!["b"], "4", None),
+            Answer::Stream(vec![ADDED_A5, DELETED_B7], false),
+        ]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut watcher = Watcher::new("test".into(), script.clone(), config, stop);
+        while script.calls.lock().unwrap().len() < 3 {
+            watcher.step();
+        }
+        let delivered = watcher.delivered.as_mut().unwrap();
+        delivered.start();
+        assert!(delivered.unchanged(&ObjectRef::of(&obj("a", "5").metadata)));
+        assert!(!delivered.unchanged(&ObjectRef::of(&obj("b", "1").metadata)));
+    }
+
+    const END_8: &str = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"8","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
+    const ADDED_B3: &str =
+        r#"{"type":"ADDED","object":{"metadata":{"name":"b","resourceVersion":"3"}}}"#;
+    const MODIFIED_A10: &str =
+        r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"10"}}}"#;
+
+    fn streaming() -> WatchConfig {
+        WatchConfig {
+            stream_lists: true,
+            ..fast()
+        }
+    }
+
+    #[test]
+    fn a_streaming_list_is_complete_at_the_end_bookmark_and_goes_on_as_the_watch() {
+        let (events, calls) = run_with(
+            streaming(),
+            vec![Answer::Stream(
+                // Initial events in no order of resourceVersion: not "backwards".
+                vec![ADDED_A5, ADDED_B3, BOOKMARK_9, END_8, MODIFIED_A10],
+                false,
+            )],
+        );
+        assert_eq!(calls[..2], ["stream", "watch 10"]);
+        assert_eq!(
+            events,
+            ["init", "initapply a", "initapply b", "done", "apply a@10"]
+        );
+    }
+
+    #[test]
+    fn a_refused_streaming_list_falls_back_to_pages_for_good() {
+        let (events, calls) = run_with(
+            streaming(),
+            vec![
+                Answer::WatchError(422, "Invalid"),
+                Answer::Page(vec!["a"], "4", None),
+                Answer::Stream(vec![ERROR_410], false),
+                Answer::Page(vec!["a"], "6", None),
+            ],
+        );
+        assert_eq!(
+            calls[..5],
+            ["stream", "list -", "watch 4", "list -", "watch 6"]
+        );
+        assert_eq!(
+            events,
+            ["init", "initapply a", "done", "init", "initapply a", "done"]
+        );
+    }
+
+    #[test]
+    fn a_streaming_list_cut_before_its_end_starts_over() {
+        let (events, calls) = run_with(
+            streaming(),
+            vec![
+                Answer::Stream(vec![ADDED_A5], true),
+                Answer::Stream(vec![ADDED_A5, END_8], false),
+            ],
+        );
+        assert_eq!(calls[..3], ["stream", "stream", "watch 8"]);
+        assert_eq!(
+            events,
+            ["init", "initapply a", "init", "initapply a", "done"]
+        );
+    }
+
+    #[test]
+    fn the_relist_period_is_jittered_by_a_quarter_either_way() {
+        let hour = Duration::from_secs(3600);
+        assert_eq!(jittered(hour, 0.0), Duration::from_secs(2700));
+        assert_eq!(jittered(hour, 0.5), hour);
+        assert!(jittered(hour, 0.999) < Duration::from_secs(4500));
+    }
+
+    #[test]
+    fn many_changed_objects_are_listed_whole_few_are_read_one_by_one() {
+        assert!(!list_in_full(32, 1_000));
+        assert!(list_in_full(33, 1_000));
+        assert!(!list_in_full(1_000, 100_000));
+        assert!(list_in_full(1_001, 100_000));
+        assert!(!list_in_full(3, 3));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! - `kube`: the harness's own API calls; `process`: the binary under test; `forward`: a
 //!   TCP forwarder to the API server that can hold its answers back.
 //! - `scenarios`: hash mode (Deployment, StatefulSet, DaemonSet, CronJob, a custom
-//!   resource), Secrets as metadata plus one GET, delete mode (evict behind a
+//!   resource), the initial sync as a streaming list, Secrets as metadata plus one GET, delete mode (evict behind a
 //!   PodDisruptionBudget, delete, rolling), leader election with the leader killed or
 //!   its renewal answered late, delete mode across leader terms,
 //!   in-cluster credentials with the shipped RBAC, `status` and `hash`, and

@@ -32,6 +32,11 @@ pub const ALL: &[Scenario] = &[
         serial: false,
     },
     Scenario {
+        name: "streaming_initial_sync_seen_by_the_apiserver",
+        run: streaming_initial_sync,
+        serial: false,
+    },
+    Scenario {
         name: "secrets_as_metadata_plus_one_get",
         run: secrets_as_metadata,
         serial: false,
@@ -245,6 +250,64 @@ fn hash_mode(ctx: &Ctx, kind: &str, ns: &str) {
     });
     assert_eq!(revisions(kube, kind, ns, "web"), 3);
     assert!(!wavelet.output().contains(" 403 "), "{}", wavelet.output());
+}
+
+/// The initial sync is a streaming list (`sendInitialEvents`), which kube-apiserver 1.36
+/// serves by default: its `apiserver_watch_list_duration_seconds` histogram (recorded when
+/// the initial events are done) counts one more for namespaced ConfigMaps, and wavelet's
+/// watch of them says it completed at the end bookmark, without a page-by-page LIST.
+fn streaming_initial_sync(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-stream";
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    kube.create(workload(
+        "Deployment",
+        ns,
+        "web",
+        opted_in(),
+        mounts_configmap("cfg"),
+    ));
+    let streamed = || watch_lists(ctx, "configmaps", "namespace");
+    let before = streamed();
+    let wavelet = Wavelet::run(&ctx.cluster, &args(ns, &[]));
+    kube.until(LONG, "adoption", || adopted(kube, "Deployment", ns, "web"));
+    let output = wavelet.output();
+    assert!(
+        output.contains(&format!(
+            "configmaps in namespace {ns}: streaming list complete at"
+        )),
+        "{output}"
+    );
+    assert!(!output.contains("a streaming list was refused"), "{output}");
+    assert!(
+        streamed() > before,
+        "the API server counted no streaming list of configmaps ({before} before)"
+    );
+    set_data(kube, ns, "cfg", json!({"k": "2"}));
+    kube.until(LONG, "a rollout", || {
+        revisions(kube, "Deployment", ns, "web") == 2
+    });
+}
+
+/// kube-apiserver's count of streaming lists of `resource` at `scope` (`namespace` or
+/// `cluster`) whose initial events were sent.
+fn watch_lists(ctx: &Ctx, resource: &str, scope: &str) -> f64 {
+    let output = ctx
+        .cluster
+        .kubectl()
+        .args(["get", "--raw", "/metrics"])
+        .output()
+        .expect("kubectl get --raw /metrics");
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_watch_list_duration_seconds_count{"))
+        .filter(|l| {
+            l.contains(&format!("resource=\"{resource}\""))
+                && l.contains(&format!("scope=\"{scope}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// Secrets are listed and watched as metadata; only the referenced one is read, once

@@ -69,6 +69,11 @@ pub enum Fault {
     /// their own (the `\n` is added): a malformed event from a misbehaving server. The stream
     /// then goes on normally.
     GarbageLine { resource: String, line: Vec<u8> },
+    /// The next event line on a watch of `resource` that contains `needle` is never
+    /// written: a change the watch hides (a lost event), which only a relist finds. A
+    /// re-watch from before it would replay it, so tests move the client past it (a
+    /// bookmark) before it reconnects.
+    DropEvent { resource: String, needle: String },
     /// The next event line on a watch of `resource` that contains `needle` is written
     /// `delay` late (the lines after it wait too, as on a lagging watch).
     SlowEvent {
@@ -93,6 +98,8 @@ pub enum LineFault {
     Garbage(Vec<u8>),
     /// Wait this long, then write the line.
     Delay(Duration),
+    /// Do not write the line at all.
+    Skip,
 }
 
 /// The APF rejection body (§8.3).
@@ -222,8 +229,9 @@ impl Faults {
     pub fn take_line_fault(&mut self, resource: &str, line: &str) -> LineFault {
         match self.take(|f| {
             matches!(f, Fault::DropWatchMidEvent { resource: r } | Fault::TruncatedLine { resource: r } | Fault::GarbageLine { resource: r, .. } if r == resource)
-                || matches!(f, Fault::SlowEvent { resource: r, needle, .. } if r == resource && line.contains(needle.as_str()))
+                || matches!(f, Fault::SlowEvent { resource: r, needle, .. } | Fault::DropEvent { resource: r, needle } if r == resource && line.contains(needle.as_str()))
         }) {
+            Some(Fault::DropEvent { .. }) => LineFault::Skip,
             Some(Fault::SlowEvent { delay, .. }) => LineFault::Delay(delay),
             Some(Fault::DropWatchMidEvent { .. }) => LineFault::Drop,
             Some(Fault::TruncatedLine { .. }) => LineFault::Truncate,

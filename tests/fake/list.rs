@@ -34,7 +34,7 @@ pub struct ListOptions {
     pub timeout: Option<Duration>,
 }
 
-fn list_options_invalid(cause: FieldError) -> Status {
+pub fn list_options_invalid(cause: FieldError) -> Status {
     status::invalid("ListOptions", "meta.k8s.io", "", &[cause])
 }
 

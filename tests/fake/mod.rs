@@ -356,6 +356,12 @@ impl FakeApi {
         self.shared.close_connections();
     }
 
+    /// Turns the `WatchList` feature gate off, as on kube-apiserver 1.33: streaming lists
+    /// (`sendInitialEvents`) get 422.
+    pub fn disable_watch_list(&self) {
+        self.with_state(|state| state.watch_list_disabled = true);
+    }
+
     /// Sends a BOOKMARK at the current RV to every open watch that allowed bookmarks.
     pub fn bookmark(&self) {
         self.with_state(|state| state.bookmark_generation += 1);

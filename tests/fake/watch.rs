@@ -11,11 +11,11 @@ use serde_json::{json, Value};
 
 use super::faults::LineFault;
 use super::http::{write_response, ChunkedStream, Request};
-use super::list::{metadata_only, ListOptions, Presentation};
+use super::list::{list_options_invalid, metadata_only, ListOptions, Presentation};
 use super::resources::Route;
 use super::server::Shared;
 use super::state::{OpenWatch, State};
-use super::status::Status;
+use super::status::{FieldError, Status};
 use super::store::{EventType, StoredEvent};
 use super::tls::Conn;
 
@@ -128,6 +128,7 @@ fn write_lines(out: &mut ChunkedStream, lines: Vec<Line>, burst: bool) -> io::Re
         match line.fault {
             LineFault::None if burst => pending.extend_from_slice(&line.bytes),
             LineFault::None => out.chunk(&line.bytes)?,
+            LineFault::Skip => {}
             LineFault::Delay(delay) => {
                 out.burst(&std::mem::take(&mut pending))?;
                 std::thread::sleep(delay);
@@ -206,6 +207,14 @@ pub fn serve(
     let deadline = options.timeout.map(|t| Instant::now() + t);
 
     let mut state = shared.lock();
+    if state.watch_list_disabled && options.send_initial_events.is_some() {
+        let status = list_options_invalid(FieldError::forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        ));
+        drop(state);
+        return write_response(stream, &status.response()).map(|_| true);
+    }
     if state.faults.take_watch_http_gone(&plural) {
         let rv = options.resource_version.unwrap_or(0);
         let status = Status::new(
