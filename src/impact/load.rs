@@ -20,7 +20,6 @@ use crate::objects::{
     ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, Pod, Resource, SecretItem, WorkloadObject,
 };
 use crate::watch::source::list_each;
-use crate::watch::watcher;
 
 fn config_error(msg: String) -> Error {
     Error::Config(msg)
@@ -184,12 +183,6 @@ fn every_key_other(object: &ConfigObject) -> ConfigObject {
 #[derive(Deserialize)]
 #[serde(transparent)]
 struct PodItem(Pod);
-
-impl watcher::Object for PodItem {
-    fn resource_version(&self) -> &str {
-        ""
-    }
-}
 
 #[derive(Deserialize, Default)]
 struct NamespaceWire {
