@@ -9,6 +9,7 @@
 //! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
 //! - `secrets`: a Secret value never leaks.
 //! - `secret_reads`: Secrets are watched as metadata; only those that matter are read.
+//! - `startup`: ready once synced, adoption in the background behind every change to act on, Secrets read in bulk at start.
 //! - `kubeconfigs`: the kubeconfig corpus, KUBECONFIG lists, --context, exec credential plugins, impersonation.
 //! - `connecting`: TLS verified against the CA (or skipped only by flag); unreadable token files fail at start.
 //! - `soak`: random changes under random faults for `WAVELET_SOAK_SECS`; nothing lost, nothing extra.
@@ -66,6 +67,7 @@ mod reloader_switch;
 mod secret_reads;
 mod secrets;
 mod soak;
+mod startup;
 mod supply;
 mod util;
 mod wave;

@@ -32,7 +32,7 @@ use crate::ops::http::{Beat, Endpoints, Health};
 use crate::ops::leader::{Gate, LeaderElector};
 use crate::ops::metrics::{self, Gauges};
 use crate::watch::fetch::Fetcher;
-use crate::watch::queue::{Backoff, WorkQueue};
+use crate::watch::queue::{Backoff, Priority, WorkQueue};
 use crate::watch::scope::{NamespaceFilter, NamespaceScope};
 use crate::watch::source::ApiSource;
 use crate::watch::watcher::{self, Event, Restart, WatchConfig, Watcher};
@@ -472,15 +472,19 @@ impl Controller {
             .collect();
 
         // Synced: every first list is in, and the data of every Secret that matters read.
+        // Ready from then: a change is acted on at once, while the workloads first seen are
+        // adopted in the background (`wavelet_adoptions_pending`).
         let synced = Arc::new(Latch::new(1));
         {
-            let (listed, synced, fetcher, cache, state) = (
+            let (listed, synced, fetcher, cache, state, queue) = (
                 Arc::clone(&listed),
                 Arc::clone(&synced),
                 Arc::clone(&fetcher),
                 Arc::clone(&cache),
                 Arc::clone(&state),
+                Arc::clone(&queue),
             );
+            let stop = Arc::clone(&stop);
             let started = std::time::Instant::now();
             std::thread::spawn(move || {
                 listed.wait();
@@ -498,10 +502,18 @@ impl Controller {
                 } else {
                     String::new()
                 };
+                let ready = started.elapsed();
                 log::info!(
-                    "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads{mounts}",
-                    started.elapsed()
+                    "initial sync complete in {ready:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads{mounts}; ready, adopting in the background"
                 );
+                queue.wait_drained(Priority::Background);
+                if !stop.load(Ordering::Relaxed) {
+                    let all = started.elapsed();
+                    log::info!(
+                        "adoption complete: every workload of the initial sync reconciled once, {all:?} after start ({:?} after ready)",
+                        all.saturating_sub(ready)
+                    );
+                }
             });
         }
 
@@ -576,6 +588,7 @@ impl Controller {
         Endpoints {
             health: Arc::clone(&self.health),
             gauges: Box::new(move || {
+                let adoptions_pending = queue.pending(Priority::Background);
                 let (cached_configs, cached_workloads) = cache.sizes();
                 Gauges {
                     requests: client.request_counts(),
@@ -595,6 +608,7 @@ impl Controller {
                     cpu_seconds: None,
                     budget_wait_seconds: client.budget_waited().as_secs_f64(),
                     rollouts_waiting: reconciler.rollouts_waiting(),
+                    adoptions_pending,
                 }
             }),
         }

@@ -23,7 +23,7 @@ use crate::objects::{
 };
 use crate::watch::fetch::{FetchSink, Fetcher, Need};
 use crate::watch::objects::ConfigItem;
-use crate::watch::queue::{ReleaseWhenEmpty as _, WorkQueue};
+use crate::watch::queue::{Priority, ReleaseWhenEmpty as _, WorkQueue};
 use crate::watch::watcher::Event;
 
 /// Called once by each sink when its watcher's first list is complete.
@@ -111,7 +111,8 @@ impl Router {
         // another watch thread may have found it current a moment ago.
         let wanted = wanted || self.cache.is_referenced(&key);
         if wanted && !after.is_current() {
-            self.fetcher.request(key.clone());
+            // A new version of a Secret in use: a change to act on.
+            self.fetcher.request(key.clone(), Priority::Urgent);
         }
         if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
             return Applied::Kept(key);
@@ -197,7 +198,7 @@ impl Router {
         }
         // Referenced again between the check and the removal: read it back.
         if self.cache.is_referenced(key) {
-            self.fetcher.request(key.clone());
+            self.fetcher.request(key.clone(), Priority::Urgent);
         }
     }
 
@@ -245,16 +246,20 @@ impl Router {
 
     /// Asks for the data of each referenced object the cache knows without current data.
     /// The same for objects counted by name (reload lists).
-    pub fn fetch_missing_keys<'a>(&self, keys: impl IntoIterator<Item = &'a ConfigKey>) {
+    pub fn fetch_missing_keys<'a>(
+        &self,
+        keys: impl IntoIterator<Item = &'a ConfigKey>,
+        priority: Priority,
+    ) {
         for key in keys {
             if self.needs_read(key) {
-                self.fetcher.request(key.clone());
+                self.fetcher.request(key.clone(), priority);
             }
         }
     }
 
-    pub fn fetch_missing(&self, references: &[Reference]) {
-        self.fetch_missing_keys(references.iter().map(|r| &r.config));
+    pub fn fetch_missing(&self, references: &[Reference], priority: Priority) {
+        self.fetch_missing_keys(references.iter().map(|r| &r.config), priority);
     }
 
     /// Cached without current data, or a Secret not cached and not known to be absent
@@ -643,6 +648,13 @@ impl WorkloadSink {
         let key = self.key(obj);
         let cache = &self.router.cache;
         let before = cache.workload(&key);
+        // The first look at a workload (its adoption, the first reads of what it uses) is
+        // background work: a change of a workload already seen goes before it.
+        let priority = if before.is_none() {
+            Priority::Background
+        } else {
+            Priority::Urgent
+        };
         if cache.upsert_workload(
             &key,
             WorkloadEntry::from_object(&key.resource, obj, &self.router.policy),
@@ -656,13 +668,13 @@ impl WorkloadSink {
                     cache.begin_secret_listing(Arc::clone(&key.namespace));
                     self.router
                         .fetcher
-                        .request_namespace(Arc::clone(&key.namespace));
+                        .request_namespace(Arc::clone(&key.namespace), priority);
                 }
-                self.router.fetch_missing(&entry.references);
+                self.router.fetch_missing(&entry.references, priority);
                 self.router
-                    .fetch_missing_keys(&cache.counted_by_name(&key.namespace, &entry));
+                    .fetch_missing_keys(&cache.counted_by_name(&key.namespace, &entry), priority);
             }
-            self.router.queue.add(key.clone());
+            self.router.queue.add_as(key.clone(), priority);
         }
         key
     }

@@ -22,7 +22,7 @@ use crate::client::{Client, Shape};
 use crate::error::Error;
 use crate::objects::compact::ResourceVersion;
 use crate::objects::{ConfigKey, ConfigObject, Resource, SecretItem};
-use crate::watch::queue::{Backoff, WorkQueue};
+use crate::watch::queue::{Backoff, Priority, WorkQueue};
 use crate::watch::source::ApiSource;
 use crate::watch::worker::{run_worker, Action, Work};
 
@@ -102,14 +102,15 @@ impl Fetcher {
     }
 
     /// Asks for the data of `key` (once, however often asked; asked again while it is
-    /// being read, it is read again afterwards).
-    pub fn request(&self, key: ConfigKey) {
-        self.queue.add(Read::Secret(key));
+    /// being read, it is read again afterwards): urgent when a new version was seen,
+    /// background for the first look at a workload.
+    pub fn request(&self, key: ConfigKey, priority: Priority) {
+        self.queue.add_as(Read::Secret(key), priority);
     }
 
     /// Asks for the metadata of every Secret of `namespace` (once, however often asked).
-    pub fn request_namespace(&self, namespace: Arc<str>) {
-        self.queue.add(Read::Namespace(namespace));
+    pub fn request_namespace(&self, namespace: Arc<str>, priority: Priority) {
+        self.queue.add_as(Read::Namespace(namespace), priority);
     }
 
     /// Blocks until no read is waiting or under way; reads that failed and wait for a
