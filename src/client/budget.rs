@@ -67,7 +67,9 @@ pub fn with_priority<R>(priority: Priority, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-fn current_priority() -> Priority {
+/// The priority this thread's requests wait at now: the class of the work it does (what
+/// that work causes, such as the reconciles a read wakes, is of the same class).
+pub fn current_priority() -> Priority {
     PRIORITY.with(Cell::get)
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, Limits, Shape};
+use crate::client::{with_priority, Client, Limits, Shape};
 use crate::config::Policy;
 use crate::config::{FanOut, RunConfig, WorkloadKind};
 use crate::controller::sinks::{
@@ -31,7 +31,7 @@ use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
 use crate::ops::leader::{Gate, LeaderElector};
 use crate::ops::metrics::{self, Gauges};
-use crate::watch::fetch::Fetcher;
+use crate::watch::fetch::{BulkScope, Fetcher};
 use crate::watch::queue::{Backoff, Priority, WorkQueue};
 use crate::watch::scope::{NamespaceFilter, NamespaceScope};
 use crate::watch::source::ApiSource;
@@ -51,6 +51,8 @@ pub(crate) struct Controller {
     workers: Vec<JoinHandle<()>>,
     pub cache: Arc<Cache>,
     synced: Arc<Latch>,
+    /// Opens once the Secrets in use were read in bulk: the fetchers wait for it.
+    secrets_listed: Arc<Latch>,
     /// Open while this replica may write.
     gate: Arc<Gate>,
     /// `None` without `--leader-elect`.
@@ -457,14 +459,26 @@ impl Controller {
             );
         }
 
+        // The Secrets in use are read in bulk once every first list is in; the fetchers
+        // start after that, on what the LISTs did not answer (see watch/fetch.rs).
+        let bulk = config_kinds
+            .contains(&ConfigKind::Secret)
+            .then(|| BulkScope {
+                namespaces: namespaces.clone(),
+                keep: keep.clone(),
+                fields: namespace_filter.clone(),
+            });
+        let secrets_listed = Arc::new(Latch::new(1));
         let mut workers: Vec<JoinHandle<()>> = (0..FETCHERS)
             .map(|n| {
                 let (fetcher, router) = (Arc::clone(&fetcher), Arc::clone(&router));
+                let secrets_listed = Arc::clone(&secrets_listed);
                 let beat = health.register(format!("fetcher-{n}"));
                 std::thread::Builder::new()
                     .name(format!("fetcher-{n}"))
                     .spawn(move || {
                         let _beat = beat;
+                        secrets_listed.wait();
                         fetcher.work(&*router)
                     })
                     .expect("spawning a fetcher thread")
@@ -484,10 +498,15 @@ impl Controller {
                 Arc::clone(&state),
                 Arc::clone(&queue),
             );
+            let (router, secrets_listed) = (Arc::clone(&router), Arc::clone(&secrets_listed));
             let stop = Arc::clone(&stop);
             let started = std::time::Instant::now();
             std::thread::spawn(move || {
                 listed.wait();
+                if let Some(scope) = &bulk {
+                    read_secrets_in_bulk(&fetcher, scope, &router);
+                }
+                secrets_listed.count_down();
                 fetcher.wait_idle();
                 // wavelet-state read before the first reconcile (unless its watch has),
                 // so a global pause holds from the start and no reconcile waits for it.
@@ -562,6 +581,7 @@ impl Controller {
             workers,
             cache,
             synced,
+            secrets_listed,
             gate,
             elector,
             health,
@@ -618,6 +638,7 @@ impl Controller {
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         self.client.stop_waiting();
+        self.secrets_listed.open();
         self.synced.open();
         self.gate.shut_down();
         self.queue.shut_down();
@@ -783,6 +804,28 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
         | Outcome::AwaitingWatch
         | Outcome::AwaitingData
         | Outcome::Debouncing => None,
+    }
+}
+
+/// The initial sync's read of the Secrets in use (watch/fetch.rs), as background work. A
+/// failed LIST leaves every read to the fetchers, one Secret at a time, as before.
+fn read_secrets_in_bulk(fetcher: &Fetcher, scope: &BulkScope, router: &Router) {
+    let started = Instant::now();
+    match with_priority(Priority::Background, || fetcher.read_in_bulk(scope, router)) {
+        Ok(done) => log::debug!(
+            "read {} Secrets in use from {} listed in bulk in {:?}",
+            done.read,
+            done.listed,
+            started.elapsed()
+        ),
+        Err(err) => {
+            let hint = if err.status().is_some_and(|s| s.code == 403) {
+                " (wavelet needs `list` on secrets: see manifests/rbac*.yaml)"
+            } else {
+                ""
+            };
+            log::warn!("cannot list Secrets to read those in use at once, reading each on its own instead{hint}: {err}");
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::annotations;
+use crate::client::{current_priority, with_priority};
 use crate::config::Policy;
 use crate::deletemode::DeleteMode;
 use crate::hashmode::throttle::Debounce;
@@ -111,8 +112,9 @@ impl Router {
         // another watch thread may have found it current a moment ago.
         let wanted = wanted || self.cache.is_referenced(&key);
         if wanted && !after.is_current() {
-            // A new version of a Secret in use: a change to act on.
-            self.fetcher.request(key.clone(), Priority::Urgent);
+            // A new version of a Secret in use: a change to act on (background during the
+            // first list, which the initial sync's bulk read answers).
+            self.fetcher.request(key.clone(), current_priority());
         }
         if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
             return Applied::Kept(key);
@@ -293,18 +295,23 @@ impl Router {
         }
     }
 
-    /// The data of `key` changed: its dependents reconcile when their debounce window closes.
+    /// The data of `key` changed: its dependents reconcile when their debounce window
+    /// closes. Urgent, unless this thread does background work (the first list, the first
+    /// read of a Secret): a first sight is no change to act on before others.
     fn changed(&self, key: &ConfigKey) {
+        let priority = current_priority();
         for workload in self.cache.dependents(key) {
             log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
-            self.queue.add_after(workload, self.debounce);
+            self.queue.add_after_as(workload, self.debounce, priority);
         }
     }
 
-    /// The data of `key` became current without changing: its dependents reconcile now.
+    /// The data of `key` became current without changing: its dependents reconcile now,
+    /// in the class of the work that read it.
     fn wake_dependents(&self, key: &ConfigKey) {
+        let priority = current_priority();
         for workload in self.cache.dependents(key) {
-            self.queue.add(workload);
+            self.queue.add_as(workload, priority);
         }
     }
 }
@@ -418,6 +425,11 @@ impl<K: Eq + std::hash::Hash> Relist<K> {
         self.seen.get_or_insert_with(HashSet::new).insert(key);
     }
 
+    /// Whether no list is complete yet (this is the first).
+    fn is_first(&self) -> bool {
+        self.on_synced.is_some()
+    }
+
     /// What the relist returned; counts the first complete list.
     fn finish(&mut self) -> HashSet<K> {
         if let Some(on_synced) = self.on_synced.take() {
@@ -461,9 +473,16 @@ impl ConfigSink {
                 self.relist.start();
             }
             Event::InitApply(item) => {
+                // The first list is a first sight, background work (its dependents are
+                // new too); what a relist finds changed is a change missed, urgent.
+                let priority = if self.relist.is_first() {
+                    Priority::Background
+                } else {
+                    Priority::Urgent
+                };
                 // Every listed key, kept or not: an unused Secret dropped here may be read
                 // and cached before the list ends, and it still exists.
-                let key = self.apply(item.into_object()).key();
+                let key = with_priority(priority, || self.apply(item.into_object())).key();
                 self.relist.saw(digest(&key));
             }
             Event::Apply(item) => {
