@@ -3,7 +3,7 @@
 //! once every initial list is in.
 
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
 use crate::ops::leader::{Gate, LeaderElector};
 use crate::ops::metrics::{self, Gauges};
+use crate::stop::Stop;
 use crate::watch::fetch::{BulkScope, Fetcher};
 use crate::watch::queue::{Backoff, Priority, WorkQueue};
 use crate::watch::scope::{NamespaceFilter, NamespaceScope};
@@ -44,7 +45,7 @@ const FETCHERS: usize = 4;
 
 /// A running controller; dropping it does not stop it, [`Controller::stop`] does.
 pub(crate) struct Controller {
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
     queue: Arc<WorkQueue<WorkloadKey>>,
     delete_mode: Option<Arc<DeleteMode>>,
     fetcher: Arc<Fetcher>,
@@ -75,7 +76,7 @@ impl Controller {
         policy: Policy,
         fan_out: &FanOut,
     ) -> Result<Controller, Error> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::new());
         client.limit(Limits {
             qps: config.api_qps,
             burst: config.api_burst,
@@ -526,7 +527,7 @@ impl Controller {
                     "initial sync complete in {ready:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads{mounts}; ready, adopting in the background"
                 );
                 queue.wait_drained(Priority::Background);
-                if !stop.load(Ordering::Relaxed) {
+                if !stop.is_set() {
                     let all = started.elapsed();
                     log::info!(
                         "adoption complete: every workload of the initial sync reconciled once, {all:?} after start ({:?} after ready)",
@@ -636,7 +637,7 @@ impl Controller {
 
     /// Stops watching, lets in-flight reconciles finish, releases the Lease, and returns.
     pub fn stop(self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.set();
         self.client.stop_waiting();
         self.secrets_listed.open();
         self.synced.open();
@@ -663,7 +664,7 @@ pub fn run(
     config: &RunConfig,
     policy: Policy,
     fan_out: &FanOut,
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<(), Error> {
     let listener = TcpListener::bind(&config.listen_addr).map_err(|e| {
         Error::Config(format!(
@@ -677,7 +678,7 @@ pub fn run(
     }
     let controller = Controller::start(client.clone(), config, policy, fan_out)?;
     crate::ops::http::spawn(listener, controller.endpoints(&client));
-    crate::stop::sleep_unless_stopped(stop, Duration::MAX);
+    stop.sleep(Duration::MAX);
     log::info!("stopping: finishing in-flight work");
     controller.stop();
     log::info!("stopped");
@@ -1056,7 +1057,7 @@ fn spawn_watch<T: watcher::Object>(
     source: ApiSource,
     health: &Arc<Health>,
     config: WatchConfig,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
     mut handle: impl FnMut(Event<T>) + Send + 'static,
 ) {
     let name = source.describe();
