@@ -178,7 +178,8 @@ impl Router {
                 "{class}: the versions Pod {pod} reports moved {workload}'s; due in {:?}",
                 self.debounce
             );
-            self.queue.add_after(workload, self.debounce);
+            self.queue
+                .add_after_as(workload, self.debounce, current_priority());
         }
         if change.class_changed && self.is_delete_mode(class) {
             self.delete_mode_changed(class);
@@ -380,8 +381,10 @@ impl FetchSink for Router {
     }
 
     fn namespace_listed(&self, namespace: &str) {
+        // In the class of the listing: background for a workload's first look.
+        let priority = current_priority();
         for workload in self.cache.end_secret_listing(namespace) {
-            self.queue.add(workload);
+            self.queue.add_as(workload, priority);
         }
     }
 }
@@ -555,7 +558,15 @@ impl PodStatusSink {
                 self.relist.start();
                 self.listing = Some(self.router.cache.begin_mount_relist());
             }
-            Event::InitApply(status) => self.apply(&status, true, self.listing),
+            Event::InitApply(status) => {
+                // The first list is a first sight (see ConfigSink::handle).
+                let priority = if self.relist.is_first() {
+                    Priority::Background
+                } else {
+                    Priority::Urgent
+                };
+                with_priority(priority, || self.apply(&status, true, self.listing))
+            }
             Event::Apply(status) => self.apply(&status, true, None),
             Event::Delete(status) => self.apply(&status, false, None),
             Event::InitDone => {
