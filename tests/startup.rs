@@ -17,6 +17,12 @@ const TO_ADOPT: usize = 300;
 /// ConfigMap `shared` and carry no hash yet. StatefulSets: the fake gives a Deployment a
 /// ReplicaSet and Pods, which hundreds of them make slow to load.
 fn cluster_to_adopt(fake: &FakeApi) {
+    adopted_workload(fake);
+    new_workloads(fake);
+}
+
+/// StatefulSet `adopted` (see [`cluster_to_adopt`]).
+fn adopted_workload(fake: &FakeApi) {
     fake.apply(secret(NS, "rotated", &[("password", "first")]));
     fake.apply(workload(
         "StatefulSet",
@@ -34,6 +40,10 @@ fn cluster_to_adopt(fake: &FakeApi) {
         json!({"metadata": {"annotations": {HASH: hash}},
                "spec": {"template": {"metadata": {"annotations": {HASH: hash}}}}}),
     );
+}
+
+/// The [`TO_ADOPT`] StatefulSets `new-N` and their ConfigMap (see [`cluster_to_adopt`]).
+fn new_workloads(fake: &FakeApi) {
     fake.apply(configmap(NS, "shared", &[("color", "blue")]));
     fake.apply_all((0..TO_ADOPT).map(|n| {
         workload(
@@ -102,6 +112,42 @@ fn a_secret_change_of_an_adopted_workload_rolls_before_the_adoptions_queued_ahea
         hashes(f, "statefulsets", NS, "adopted", HASH).0
             == Some(expected_hash(f, "statefulsets", NS, "adopted"))
     });
+}
+
+/// The same after start: a GitOps sync adds 300 workloads while wavelet runs, and a Secret
+/// rotation of a workload adopted long before rolls it ahead of their adoptions.
+#[test]
+fn a_secret_change_rolls_before_the_adoptions_of_workloads_added_after_the_start() {
+    let fake = FakeApi::start();
+    adopted_workload(&fake);
+    let wavelet = start(&fake);
+    new_workloads(&fake);
+    wait_for_metric(&wavelet, "wavelet_adoptions_pending", "", |n| {
+        n >= (TO_ADOPT / 2) as f64
+    });
+    let mark = fake.request_count();
+    let encoded = wavelet::objects::base64::encode(b"second");
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "rotated",
+        json!({"data": {"password": encoded}}),
+    );
+    eventually(&fake, &wavelet, "the rollout of `adopted`", |f| {
+        f.requests_since(mark).iter().any(is_patch_of_adopted)
+    });
+    let since = fake.requests_since(mark);
+    let rollout = since.iter().position(is_patch_of_adopted).unwrap();
+    let between = since[..rollout].iter().filter(|r| is_adoption(r)).count();
+    let before = fake.requests()[..mark]
+        .iter()
+        .filter(|r| is_adoption(r))
+        .count();
+    // At least half were pending at the change: the rollout went ahead of most of them.
+    assert!(
+        between <= 60 && before + between < TO_ADOPT,
+        "{between} adoption PATCHes went between the change and its rollout ({before} before the change)"
+    );
 }
 
 /// Issue 31 item 7: /readyz answers 200 while adoption goes on, which

@@ -303,6 +303,7 @@ impl Router {
         let priority = current_priority();
         for workload in self.cache.dependents(key) {
             log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
+            let priority = self.class_for(&workload, priority);
             self.queue.add_after_as(workload, self.debounce, priority);
         }
     }
@@ -312,7 +313,23 @@ impl Router {
     fn wake_dependents(&self, key: &ConfigKey) {
         let priority = current_priority();
         for workload in self.cache.dependents(key) {
+            let priority = self.class_for(&workload, priority);
             self.queue.add_as(workload, priority);
+        }
+    }
+
+    /// The class of the work a change causes for `workload`: a workload that carries no
+    /// hash yet has nothing to roll from, and its first reconcile (its adoption) stays
+    /// background work whatever wakes it.
+    fn class_for(&self, workload: &WorkloadKey, priority: Priority) -> Priority {
+        let unadopted = self
+            .cache
+            .workload(workload)
+            .is_some_and(|e| e.template_hash.is_none() && e.metadata_hash.is_none());
+        if unadopted {
+            Priority::Background
+        } else {
+            priority
         }
     }
 }
@@ -679,8 +696,11 @@ impl WorkloadSink {
         let cache = &self.router.cache;
         let before = cache.workload(&key);
         // The first look at a workload (its adoption, the first reads of what it uses) is
-        // background work: a change of a workload already seen goes before it.
-        let priority = if before.is_none() {
+        // background work, and so is what happens to it until that look (its status moves
+        // as its Pods start): a change of a workload already seen goes before it.
+        let first_look =
+            before.is_none() || self.router.queue.class_of(&key) == Some(Priority::Background);
+        let priority = if first_look {
             Priority::Background
         } else {
             Priority::Urgent

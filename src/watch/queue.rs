@@ -319,6 +319,20 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     pub fn pending(&self, priority: Priority) -> usize {
         self.state.lock().unwrap().pending(priority)
     }
+
+    /// The class `key` is ready, waiting or being processed as (the most urgent of them);
+    /// `None` when the queue does not hold it.
+    pub fn class_of(&self, key: &K) -> Option<Priority> {
+        let state = self.state.lock().unwrap();
+        [
+            state.dirty.get(key).copied(),
+            state.waiting.get(key).map(|(_, p)| *p),
+            state.processing.get(key).copied(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
@@ -680,6 +694,19 @@ mod tests {
         q.done(&"adopt");
         waiter.join().unwrap();
         assert_eq!(q.pending(Priority::Background), 0);
+    }
+
+    #[test]
+    fn the_class_of_a_key_is_its_most_urgent_one_in_the_queue() {
+        let q = queue();
+        assert_eq!(q.class_of(&"a"), None);
+        q.add_as("a", Priority::Background);
+        assert_eq!(q.class_of(&"a"), Some(Priority::Background));
+        assert_eq!(q.next(), Some(("a", Priority::Background)));
+        assert_eq!(q.class_of(&"a"), Some(Priority::Background), "processing");
+        q.add_after("a", Duration::from_secs(60));
+        assert_eq!(q.class_of(&"a"), Some(Priority::Urgent));
+        q.done(&"a");
     }
 
     #[test]
