@@ -9,6 +9,7 @@ use std::sync::Arc;
 use wavelet::client::Client;
 use wavelet::config::{self, Command};
 use wavelet::error::Error;
+use wavelet::stop::Stop;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -247,15 +248,30 @@ fn read_key(path: Option<&std::path::Path>) -> Result<Option<Vec<u8>>, Error> {
     path.map(wavelet::model::hash::read_key_file).transpose()
 }
 
-/// A flag set by the first SIGTERM or SIGINT; a second one exits at once with code 1.
+/// A stop set by the first SIGTERM or SIGINT; a second one exits at once with code 1.
 /// Installing handlers matters as PID 1, where the kernel drops signals that have none.
-fn stop_on_signals() -> Result<Arc<AtomicBool>, Error> {
+/// A signal handler may only set a flag, so a thread of its own, blocked until a signal
+/// comes, sets the [`Stop`] that wakes the sleepers.
+fn stop_on_signals() -> Result<Arc<Stop>, Error> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
+    let installing =
+        |e: std::io::Error| Error::Transport(format!("installing a signal handler: {e}"));
+    let signalled = Arc::new(AtomicBool::new(false));
     for signal in [SIGTERM, SIGINT] {
-        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))
-            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
-            .map_err(|e| Error::Transport(format!("installing a signal handler: {e}")))?;
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&signalled))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&signalled)))
+            .map_err(installing)?;
     }
+    let stop = Arc::new(Stop::new());
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(installing)?;
+    let setter = Arc::clone(&stop);
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                setter.set();
+            }
+        })
+        .map_err(installing)?;
     Ok(stop)
 }

@@ -767,7 +767,14 @@ fn two_hundred_namespaces_are_watched_once_per_resource_with_few_threads() {
         "cronjobs",
     ] {
         // ConfigMaps: the watch over all namespaces, and the one of wavelet-state itself.
+        // (Each watch opens once its list is in, which may come after the adoption.)
         let expected = if resource == "configmaps" { 2 } else { 1 };
+        eventually(
+            &fake,
+            &wavelet,
+            &format!("{expected} watches of {resource}"),
+            |f| f.open_watches(resource) >= expected,
+        );
         assert_eq!(fake.open_watches(resource), expected, "{resource}");
     }
     let threads = threads(&wavelet);

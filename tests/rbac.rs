@@ -430,6 +430,22 @@ pub fn both_modes_scenario(run: &Run) -> Vec<Access> {
         "cache-config",
         json!({"data": {"size": "2"}}),
     );
+    // A new version of a Secret in use is read on its own (`get`; the initial sync read the
+    // Secrets in use with LISTs of whole Secrets).
+    if !run.has("--ignore-secrets") {
+        let mark = wavelet.log_mark();
+        fake.merge_patch(
+            "secrets",
+            "apps",
+            "web-credentials",
+            json!({"data": {"api-token": wavelet::objects::base64::encode(b"v2")}}),
+        );
+        wavelet.wait_for_log_after(
+            mark,
+            "secret apps/web-credentials",
+            "data read at resourceVersion",
+        );
+    }
     eventually(
         &fake,
         &wavelet,

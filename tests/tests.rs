@@ -10,6 +10,7 @@
 //! - `relist`: a relist asks for metadata and reads only what changed; a change or deletion the watch hid is found by the next relist, at once after a 410 or an undecodable event; the first list is a streaming list, page by page where the server refuses one.
 //! - `secrets`: a Secret value never leaks.
 //! - `secret_reads`: Secrets are watched as metadata; only those that matter are read.
+//! - `startup`: ready once synced, adoption in the background behind every change to act on, Secrets read in bulk at start.
 //! - `kubeconfigs`: the kubeconfig corpus, KUBECONFIG lists, --context, exec credential plugins, impersonation.
 //! - `connecting`: TLS verified against the CA (or skipped only by flag); unreadable token files fail at start.
 //! - `soak`: random changes under random faults for `WAVELET_SOAK_SECS`; nothing lost, nothing extra.
@@ -75,6 +76,7 @@ mod reloader_switch;
 mod secret_reads;
 mod secrets;
 mod soak;
+mod startup;
 mod state_location;
 mod supply;
 mod takeover;

@@ -24,7 +24,7 @@ mod token;
 pub mod yaml;
 
 use crate::error::{Error, Status};
-pub use budget::Limits;
+pub use budget::{current_priority, with_priority, Limits, Priority};
 use kubeconfig::{Credentials, Pem};
 use list_body::SplitError;
 use rustls::pki_types::pem::PemObject;

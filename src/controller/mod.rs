@@ -3,12 +3,12 @@
 //! once every initial list is in.
 
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, Limits, Shape};
+use crate::client::{with_priority, Client, Limits, Shape};
 use crate::config::Policy;
 use crate::config::{FanOut, RunConfig, WorkloadKind};
 use crate::controller::hold_alerts::HoldAlerts;
@@ -33,8 +33,9 @@ use crate::ops::events::Recorder;
 use crate::ops::http::{Beat, Endpoints, Health};
 use crate::ops::leader::{Gate, LeaderElector};
 use crate::ops::metrics::{self, Gauges};
-use crate::watch::fetch::Fetcher;
-use crate::watch::queue::{Backoff, WorkQueue};
+use crate::stop::Stop;
+use crate::watch::fetch::{BulkScope, Fetcher};
+use crate::watch::queue::{Backoff, Priority, WorkQueue};
 use crate::watch::scope::{NamespaceFilter, NamespaceScope};
 use crate::watch::source::ApiSource;
 use crate::watch::watcher::{self, Event, Restart, WatchConfig, Watcher};
@@ -46,13 +47,15 @@ const FETCHERS: usize = 4;
 
 /// A running controller; dropping it does not stop it, [`Controller::stop`] does.
 pub(crate) struct Controller {
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
     queue: Arc<WorkQueue<WorkloadKey>>,
     delete_mode: Option<Arc<DeleteMode>>,
     fetcher: Arc<Fetcher>,
     workers: Vec<JoinHandle<()>>,
     pub cache: Arc<Cache>,
     synced: Arc<Latch>,
+    /// Opens once the Secrets in use were read in bulk: the fetchers wait for it.
+    secrets_listed: Arc<Latch>,
     /// Open while this replica may write.
     gate: Arc<Gate>,
     /// `None` without `--leader-elect`.
@@ -75,7 +78,7 @@ impl Controller {
         policy: Policy,
         fan_out: &FanOut,
     ) -> Result<Controller, Error> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::new());
         client.limit(Limits {
             qps: config.api_qps,
             burst: config.api_burst,
@@ -533,14 +536,26 @@ impl Controller {
             );
         }
 
+        // The Secrets in use are read in bulk once every first list is in; the fetchers
+        // start after that, on what the LISTs did not answer (see watch/fetch.rs).
+        let bulk = config_kinds
+            .contains(&ConfigKind::Secret)
+            .then(|| BulkScope {
+                namespaces: namespaces.clone(),
+                keep: keep.clone(),
+                fields: namespace_filter.clone(),
+            });
+        let secrets_listed = Arc::new(Latch::new(1));
         let mut workers: Vec<JoinHandle<()>> = (0..FETCHERS)
             .map(|n| {
                 let (fetcher, router) = (Arc::clone(&fetcher), Arc::clone(&router));
+                let secrets_listed = Arc::clone(&secrets_listed);
                 let beat = health.register(format!("fetcher-{n}"));
                 std::thread::Builder::new()
                     .name(format!("fetcher-{n}"))
                     .spawn(move || {
                         let _beat = beat;
+                        secrets_listed.wait();
                         fetcher.work(&*router)
                     })
                     .expect("spawning a fetcher thread")
@@ -548,18 +563,27 @@ impl Controller {
             .collect();
 
         // Synced: every first list is in, and the data of every Secret that matters read.
+        // Ready from then: a change is acted on at once, while the workloads first seen are
+        // adopted in the background (`wavelet_adoptions_pending`).
         let synced = Arc::new(Latch::new(1));
         {
-            let (listed, synced, fetcher, cache, state) = (
+            let (listed, synced, fetcher, cache, state, queue) = (
                 Arc::clone(&listed),
                 Arc::clone(&synced),
                 Arc::clone(&fetcher),
                 Arc::clone(&cache),
                 Arc::clone(&state),
+                Arc::clone(&queue),
             );
+            let (router, secrets_listed) = (Arc::clone(&router), Arc::clone(&secrets_listed));
+            let stop = Arc::clone(&stop);
             let started = std::time::Instant::now();
             std::thread::spawn(move || {
                 listed.wait();
+                if let Some(scope) = &bulk {
+                    read_secrets_in_bulk(&fetcher, scope, &router);
+                }
+                secrets_listed.count_down();
                 fetcher.wait_idle();
                 // wavelet-state read before the first reconcile (unless its watch has),
                 // so a global pause holds from the start and no reconcile waits for it.
@@ -574,10 +598,18 @@ impl Controller {
                 } else {
                     String::new()
                 };
+                let ready = started.elapsed();
                 log::info!(
-                    "initial sync complete in {:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads{mounts}",
-                    started.elapsed()
+                    "initial sync complete in {ready:?}: {configs} ConfigMaps/Secrets, {workloads} opted-in workloads{mounts}; ready, adopting in the background"
                 );
+                queue.wait_drained(Priority::Background);
+                if !stop.is_set() {
+                    let all = started.elapsed();
+                    log::info!(
+                        "adoption complete: every workload of the initial sync reconciled once, {all:?} after start ({:?} after ready)",
+                        all.saturating_sub(ready)
+                    );
+                }
             });
         }
 
@@ -630,14 +662,14 @@ impl Controller {
                 .name("fanout-tidy".into())
                 .spawn(move || {
                     synced.wait();
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    while !stop.is_set() {
                         if gate.may_write() {
                             if let Err(err) = fanouts.tidy(std::time::Instant::now(), grace, &lists)
                             {
                                 log::warn!("{err}");
                             }
                         }
-                        crate::stop::sleep_unless_stopped(&stop, grace / 4);
+                        stop.sleep(grace / 4);
                     }
                 })
                 .expect("spawning the fan-out tidying thread");
@@ -666,6 +698,7 @@ impl Controller {
             workers,
             cache,
             synced,
+            secrets_listed,
             gate,
             elector,
             health,
@@ -692,6 +725,7 @@ impl Controller {
         Endpoints {
             health: Arc::clone(&self.health),
             gauges: Box::new(move || {
+                let adoptions_pending = queue.pending(Priority::Background);
                 let (cached_configs, cached_workloads) = cache.sizes();
                 Gauges {
                     requests: client.request_counts(),
@@ -711,6 +745,7 @@ impl Controller {
                     cpu_seconds: None,
                     budget_wait_seconds: client.budget_waited().as_secs_f64(),
                     rollouts_waiting: reconciler.rollouts_waiting(),
+                    adoptions_pending,
                 }
             }),
         }
@@ -718,8 +753,9 @@ impl Controller {
 
     /// Stops watching, lets in-flight reconciles finish, releases the Lease, and returns.
     pub fn stop(self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.set();
         self.client.stop_waiting();
+        self.secrets_listed.open();
         self.synced.open();
         self.gate.shut_down();
         self.queue.shut_down();
@@ -744,7 +780,7 @@ pub fn run(
     config: &RunConfig,
     policy: Policy,
     fan_out: &FanOut,
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<(), Error> {
     let listener = TcpListener::bind(&config.listen_addr).map_err(|e| {
         Error::Config(format!(
@@ -758,7 +794,7 @@ pub fn run(
     }
     let controller = Controller::start(client.clone(), config, policy, fan_out)?;
     crate::ops::http::spawn(listener, controller.endpoints(&client));
-    crate::stop::sleep_unless_stopped(stop, Duration::MAX);
+    stop.sleep(Duration::MAX);
     log::info!("stopping: finishing in-flight work");
     controller.stop();
     log::info!("stopped");
@@ -925,6 +961,28 @@ fn create_state_configmap(client: &Client, namespace: &str) {
         Ok(_) => log::info!("created ConfigMap {namespace}/{STATE_CONFIGMAP} for fan-outs, pauses and delete mode's hashes"),
         Err(err) if err.is_already_exists() => {}
         Err(err) => log::warn!("cannot create ConfigMap {namespace}/{STATE_CONFIGMAP} ({err}): `wavelet pause` and `wavelet resume` find no state there until wavelet first writes one"),
+    }
+}
+
+/// The initial sync's read of the Secrets in use (watch/fetch.rs), as background work. A
+/// failed LIST leaves every read to the fetchers, one Secret at a time, as before.
+fn read_secrets_in_bulk(fetcher: &Fetcher, scope: &BulkScope, router: &Router) {
+    let started = Instant::now();
+    match with_priority(Priority::Background, || fetcher.read_in_bulk(scope, router)) {
+        Ok(done) => log::debug!(
+            "read {} Secrets in use from {} listed in bulk in {:?}",
+            done.read,
+            done.listed,
+            started.elapsed()
+        ),
+        Err(err) => {
+            let hint = if err.status().is_some_and(|s| s.code == 403) {
+                " (wavelet needs `list` on secrets: see manifests/rbac*.yaml)"
+            } else {
+                ""
+            };
+            log::warn!("cannot list Secrets to read those in use at once, reading each on its own instead{hint}: {err}");
+        }
     }
 }
 
@@ -1155,7 +1213,7 @@ fn spawn_watch<T: watcher::Object>(
     source: ApiSource,
     health: &Arc<Health>,
     config: WatchConfig,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
     mut handle: impl FnMut(Event<T>) + Send + 'static,
 ) {
     let name = source.describe();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::annotations;
+use crate::client::{current_priority, with_priority};
 use crate::config::Policy;
 use crate::controller::hold_alerts::HoldAlerts;
 use crate::deletemode::DeleteMode;
@@ -25,7 +26,7 @@ use crate::objects::{
 };
 use crate::watch::fetch::{FetchSink, Fetcher, Need};
 use crate::watch::objects::ConfigItem;
-use crate::watch::queue::{ReleaseWhenEmpty as _, WorkQueue};
+use crate::watch::queue::{Priority, ReleaseWhenEmpty as _, WorkQueue};
 use crate::watch::watcher::Event;
 
 /// Called once by each sink when its watcher's first list is complete.
@@ -124,7 +125,9 @@ impl Router {
         // another watch thread may have found it current a moment ago.
         let wanted = wanted || self.cache.is_referenced(&key);
         if wanted && !after.is_current() {
-            self.fetcher.request(key.clone());
+            // A new version of a Secret in use: a change to act on (background during the
+            // first list, which the initial sync's bulk read answers).
+            self.fetcher.request(key.clone(), current_priority());
         }
         if before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &after)) {
             return Applied::Kept(key);
@@ -188,7 +191,8 @@ impl Router {
                 "{class}: the versions Pod {pod} reports moved {workload}'s; due in {:?}",
                 self.debounce
             );
-            self.queue.add_after(workload, self.debounce);
+            self.queue
+                .add_after_as(workload, self.debounce, current_priority());
         }
         if change.class_changed && self.is_delete_mode(class) {
             self.delete_mode_changed(class);
@@ -210,7 +214,7 @@ impl Router {
         }
         // Referenced again between the check and the removal: read it back.
         if self.cache.is_referenced(key) {
-            self.fetcher.request(key.clone());
+            self.fetcher.request(key.clone(), Priority::Urgent);
         }
     }
 
@@ -258,16 +262,20 @@ impl Router {
 
     /// Asks for the data of each referenced object the cache knows without current data.
     /// The same for objects counted by name (reload lists).
-    pub fn fetch_missing_keys<'a>(&self, keys: impl IntoIterator<Item = &'a ConfigKey>) {
+    pub fn fetch_missing_keys<'a>(
+        &self,
+        keys: impl IntoIterator<Item = &'a ConfigKey>,
+        priority: Priority,
+    ) {
         for key in keys {
             if self.needs_read(key) {
-                self.fetcher.request(key.clone());
+                self.fetcher.request(key.clone(), priority);
             }
         }
     }
 
-    pub fn fetch_missing(&self, references: &[Reference]) {
-        self.fetch_missing_keys(references.iter().map(|r| &r.config));
+    pub fn fetch_missing(&self, references: &[Reference], priority: Priority) {
+        self.fetch_missing_keys(references.iter().map(|r| &r.config), priority);
     }
 
     /// Cached without current data, or a Secret not cached and not known to be absent
@@ -303,18 +311,40 @@ impl Router {
         }
     }
 
-    /// The data of `key` changed: its dependents reconcile when their debounce window closes.
+    /// The data of `key` changed: its dependents reconcile when their debounce window
+    /// closes. Urgent, unless this thread does background work (the first list, the first
+    /// read of a Secret): a first sight is no change to act on before others.
     fn changed(&self, key: &ConfigKey) {
+        let priority = current_priority();
         for workload in self.cache.dependents(key) {
             log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
-            self.queue.add_after(workload, self.debounce);
+            let priority = self.class_for(&workload, priority);
+            self.queue.add_after_as(workload, self.debounce, priority);
         }
     }
 
-    /// The data of `key` became current without changing: its dependents reconcile now.
+    /// The data of `key` became current without changing: its dependents reconcile now,
+    /// in the class of the work that read it.
     fn wake_dependents(&self, key: &ConfigKey) {
+        let priority = current_priority();
         for workload in self.cache.dependents(key) {
-            self.queue.add(workload);
+            let priority = self.class_for(&workload, priority);
+            self.queue.add_as(workload, priority);
+        }
+    }
+
+    /// The class of the work a change causes for `workload`: a workload that carries no
+    /// hash yet has nothing to roll from, and its first reconcile (its adoption) stays
+    /// background work whatever wakes it.
+    fn class_for(&self, workload: &WorkloadKey, priority: Priority) -> Priority {
+        let unadopted = self
+            .cache
+            .workload(workload)
+            .is_some_and(|e| e.template_hash.is_none() && e.metadata_hash.is_none());
+        if unadopted {
+            Priority::Background
+        } else {
+            priority
         }
     }
 }
@@ -383,8 +413,10 @@ impl FetchSink for Router {
     }
 
     fn namespace_listed(&self, namespace: &str) {
+        // In the class of the listing: background for a workload's first look.
+        let priority = current_priority();
         for workload in self.cache.end_secret_listing(namespace) {
-            self.queue.add(workload);
+            self.queue.add_as(workload, priority);
         }
     }
 }
@@ -426,6 +458,11 @@ impl<K: Eq + std::hash::Hash> Relist<K> {
 
     fn saw(&mut self, key: K) {
         self.seen.get_or_insert_with(HashSet::new).insert(key);
+    }
+
+    /// Whether no list is complete yet (this is the first).
+    fn is_first(&self) -> bool {
+        self.on_synced.is_some()
     }
 
     /// What the relist returned; counts the first complete list.
@@ -471,9 +508,16 @@ impl ConfigSink {
                 self.relist.start();
             }
             Event::InitApply(item) => {
+                // The first list is a first sight, background work (its dependents are
+                // new too); what a relist finds changed is a change missed, urgent.
+                let priority = if self.relist.is_first() {
+                    Priority::Background
+                } else {
+                    Priority::Urgent
+                };
                 // Every listed key, kept or not: an unused Secret dropped here may be read
                 // and cached before the list ends, and it still exists.
-                let key = self.apply(item.into_object()).key();
+                let key = with_priority(priority, || self.apply(item.into_object())).key();
                 self.relist.saw(digest(&key));
             }
             Event::InitUnchanged(object) => {
@@ -551,7 +595,15 @@ impl PodStatusSink {
                 self.relist.start();
                 self.listing = Some(self.router.cache.begin_mount_relist());
             }
-            Event::InitApply(status) => self.apply(&status, true, self.listing),
+            Event::InitApply(status) => {
+                // The first list is a first sight (see ConfigSink::handle).
+                let priority = if self.relist.is_first() {
+                    Priority::Background
+                } else {
+                    Priority::Urgent
+                };
+                with_priority(priority, || self.apply(&status, true, self.listing))
+            }
             // Its relists list whole (a pod status's versions are not in its metadata).
             Event::InitUnchanged(_) => {}
             Event::Apply(status) => self.apply(&status, true, None),
@@ -672,6 +724,16 @@ impl WorkloadSink {
         let key = self.key(obj);
         let cache = &self.router.cache;
         let before = cache.workload(&key);
+        // The first look at a workload (its adoption, the first reads of what it uses) is
+        // background work, and so is what happens to it until that look (its status moves
+        // as its Pods start): a change of a workload already seen goes before it.
+        let first_look =
+            before.is_none() || self.router.queue.class_of(&key) == Some(Priority::Background);
+        let priority = if first_look {
+            Priority::Background
+        } else {
+            Priority::Urgent
+        };
         if cache.upsert_workload(
             &key,
             WorkloadEntry::from_object(&key.resource, obj, &self.router.policy),
@@ -685,13 +747,13 @@ impl WorkloadSink {
                     cache.begin_secret_listing(Arc::clone(&key.namespace));
                     self.router
                         .fetcher
-                        .request_namespace(Arc::clone(&key.namespace));
+                        .request_namespace(Arc::clone(&key.namespace), priority);
                 }
-                self.router.fetch_missing(&entry.references);
+                self.router.fetch_missing(&entry.references, priority);
                 self.router
-                    .fetch_missing_keys(&cache.counted_by_name(&key.namespace, &entry));
+                    .fetch_missing_keys(&cache.counted_by_name(&key.namespace, &entry), priority);
             }
-            self.router.queue.add(key.clone());
+            self.router.queue.add_as(key.clone(), priority);
         }
         key
     }

@@ -9,7 +9,6 @@
 //! a value; the webhook URL (which often holds a token) is never logged.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -17,6 +16,7 @@ use crate::config::{AlertConfig, AlertSink};
 use crate::error::Error;
 use crate::objects::{ConfigKey, ConfigKind};
 use crate::ops::metrics;
+use crate::stop::Stop;
 
 /// Attempts per alert: the first and three retries, 1 s, 2 s and 4 s apart.
 const ATTEMPTS: u32 = 4;
@@ -258,7 +258,7 @@ impl Queue {
 
 impl Alerts {
     /// Checks the settings (the CA file, the proxy) and starts the sending thread.
-    pub fn start(config: &AlertConfig, stop: Arc<AtomicBool>) -> Result<Alerts, Error> {
+    pub fn start(config: &AlertConfig, stop: Arc<Stop>) -> Result<Alerts, Error> {
         let sender = Sender::new(config, stop)?;
         let queue = Arc::new(Queue {
             waiting: Mutex::new(VecDeque::new()),
@@ -328,11 +328,11 @@ struct Sender {
     /// Texts never to log: the URL, its path and query, the proxy URL.
     secrets: Vec<String>,
     additional_info: Option<String>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
 }
 
 impl Sender {
-    fn new(config: &AlertConfig, stop: Arc<AtomicBool>) -> Result<Sender, Error> {
+    fn new(config: &AlertConfig, stop: Arc<Stop>) -> Result<Sender, Error> {
         let mut builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
@@ -443,7 +443,7 @@ impl Sender {
                 Verdict::Retry => {
                     log::debug!("alert to {}: {why}; retrying in {wait:?}", self.target);
                     crate::stop::sleep_unless_stopped(&self.stop, wait);
-                    if self.stop.load(Ordering::Relaxed) {
+                    if self.stop.is_set() {
                         return Err(format!("{why} (stopping)"));
                     }
                     wait *= 2;

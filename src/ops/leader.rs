@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use crate::client::Client;
 use crate::config::LeaseTimings;
 use crate::error::Error;
+use crate::stop::Stop;
 
 /// Whether this replica may write now. Workers wait on it before each item.
 pub struct Gate {
@@ -65,7 +66,8 @@ impl Gate {
                 .is_some_and(|until| Instant::now() < until)
     }
 
-    /// Blocks until [`Gate::may_write`]; false once shut down.
+    /// Blocks until [`Gate::may_write`]; false once shut down. A standby sleeps until a
+    /// term begins (or shutdown): both notify, so it never wakes to look.
     pub fn wait(&self) -> bool {
         let mut until = self.leading_until.lock().unwrap();
         loop {
@@ -75,17 +77,15 @@ impl Gate {
             if self.always || until.is_some_and(|t| Instant::now() < t) {
                 return true;
             }
-            until = self
-                .changed
-                .wait_timeout(until, Duration::from_millis(100))
-                .unwrap()
-                .0;
+            until = self.changed.wait(until).unwrap();
         }
     }
 
     /// Makes [`Gate::wait`] return false.
     pub fn shut_down(&self) {
         self.shut_down.store(true, Ordering::Relaxed);
+        // Under the lock: a waiter between its check and its sleep cannot miss it.
+        let _leading = self.leading_until.lock().unwrap();
         self.changed.notify_all();
     }
 
@@ -129,7 +129,7 @@ pub struct LeaderElector {
     identity: String,
     timings: LeaseTimings,
     gate: Arc<Gate>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
     record: Mutex<Observed>,
 }
 
@@ -147,7 +147,7 @@ impl LeaderElector {
         namespace: String,
         name: String,
         timings: LeaseTimings,
-        stop: Arc<AtomicBool>,
+        stop: Arc<Stop>,
     ) -> LeaderElector {
         LeaderElector {
             client,
@@ -248,7 +248,7 @@ impl LeaderElector {
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.stop.is_set()
     }
 
     fn sleep(&self, total: Duration) {
@@ -489,6 +489,19 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         gate.shut_down();
         assert!(!waiter.join().unwrap());
+    }
+
+    #[test]
+    fn a_standby_waiting_at_the_gate_wakes_when_its_term_begins() {
+        let gate = Arc::new(Gate::closed());
+        let waiter = {
+            let gate = Arc::clone(&gate);
+            std::thread::spawn(move || gate.wait())
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "a closed gate holds");
+        gate.begin_term(Instant::now() + Duration::from_secs(60));
+        assert!(waiter.join().unwrap());
     }
 
     #[test]

@@ -195,6 +195,9 @@ pub struct Gauges {
     pub budget_wait_seconds: f64,
     /// Issue 27: workloads whose rollout waits for a token of --max-rollouts-per-second.
     pub rollouts_waiting: usize,
+    /// Workloads seen but not yet reconciled a first time (their adoption, when they have
+    /// no hash yet): background work that waits behind every change to act on.
+    pub adoptions_pending: usize,
 }
 
 /// Resident set size from `/proc/self/status` (`VmRSS`), in bytes.
@@ -409,6 +412,12 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
     );
     gauge(
         &mut out,
+        "wavelet_adoptions_pending",
+        "Workloads seen but not yet reconciled a first time (adopted, when they carry no hash yet): background work, after every change to act on. Ready does not wait for it.",
+        gauges.adoptions_pending as u64,
+    );
+    gauge(
+        &mut out,
         "wavelet_secret_reads_pending",
         "Referenced Secrets whose data waits to be read (GET), retries after a failure included.",
         gauges.secret_reads as u64,
@@ -439,7 +448,7 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
     gauge(
         &mut out,
         "wavelet_ready",
-        "1 once every initial list is in.",
+        "1 once every initial list is in and the data of the Secrets in use read: changes are acted on from then (adoptions may still be pending).",
         u64::from(gauges.ready),
     );
     // Reloader's metric, under its own name, so its dashboards and alerts keep working; both

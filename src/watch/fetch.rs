@@ -11,8 +11,17 @@
 //! reload list's pattern starts to count Secrets by name in a namespace, that namespace's
 //! Secrets are listed (as metadata) once, since any of them may match.
 //!
-//! Under `--resource-label-selector` both reads carry the selector, as the watch does, so
-//! the API server filters all three alike: a Secret outside the selector reads as absent,
+//! At start the reads come all at once (one per Secret a workload uses: a thousand GETs
+//! are 50 s at the default request budget), so the initial sync reads them in bulk instead
+//! ([`Fetcher::read_in_bulk`]): paged LISTs of whole Secrets, each one digested as it
+//! streams in and dropped at once unless something uses it (its values are never held,
+//! as with a GET). Helm's release records, the largest Secrets of most clusters and never
+//! mounted, are left out by the field selector `type!=helm.sh/release.v1`; a Secret in use
+//! that the LISTs did not return (one of that type, or one that does not exist) is read
+//! on its own afterwards, as before.
+//!
+//! Under `--resource-label-selector` every read carries the selector, as the watch does, so
+//! the API server filters them alike: a Secret outside the selector reads as absent,
 //! and a listing does not return it (see [`Fetcher::new`]).
 
 use std::fmt;
@@ -21,10 +30,35 @@ use std::sync::Arc;
 use crate::client::{Client, Shape};
 use crate::error::Error;
 use crate::objects::compact::ResourceVersion;
-use crate::objects::{ConfigKey, ConfigObject, Resource, SecretItem};
-use crate::watch::queue::{Backoff, WorkQueue};
+use crate::objects::{ConfigKey, ConfigKind, ConfigObject, Resource, SecretItem};
+use crate::watch::queue::{Backoff, Priority, WorkQueue};
+use crate::watch::scope::NamespaceFilter;
 use crate::watch::source::ApiSource;
 use crate::watch::worker::{run_worker, Action, Work};
+
+/// The Secrets a bulk read leaves out: Helm's release records (hundreds of KiB each, and
+/// never mounted by a workload).
+pub const NOT_HELM_RELEASES: &str = "type!=helm.sh/release.v1";
+
+/// Where a bulk read lists, as the watches do.
+#[derive(Debug, Clone, Default)]
+pub struct BulkScope {
+    /// Each namespace listed on its own; `None` lists all namespaces at once.
+    pub namespaces: Vec<Option<String>>,
+    /// Of a listing of all namespaces, only these are kept (many `--namespaces`).
+    pub keep: Option<std::sync::Arc<NamespaceFilter>>,
+    /// A field selector the API server filters with too (`--namespaces-to-ignore`).
+    pub fields: Option<String>,
+}
+
+/// What a bulk read did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BulkRead {
+    /// Secrets listed, used or not.
+    pub listed: usize,
+    /// Secrets in use whose data it stored.
+    pub read: usize,
+}
 
 /// Retries of a failed read: 0.5 s, doubling to at most a minute.
 const BACKOFF: Backoff = Backoff {
@@ -102,14 +136,53 @@ impl Fetcher {
     }
 
     /// Asks for the data of `key` (once, however often asked; asked again while it is
-    /// being read, it is read again afterwards).
-    pub fn request(&self, key: ConfigKey) {
-        self.queue.add(Read::Secret(key));
+    /// being read, it is read again afterwards): urgent when a new version was seen,
+    /// background for the first look at a workload.
+    pub fn request(&self, key: ConfigKey, priority: Priority) {
+        self.queue.add_as(Read::Secret(key), priority);
     }
 
     /// Asks for the metadata of every Secret of `namespace` (once, however often asked).
-    pub fn request_namespace(&self, namespace: Arc<str>) {
-        self.queue.add(Read::Namespace(namespace));
+    pub fn request_namespace(&self, namespace: Arc<str>, priority: Priority) {
+        self.queue.add_as(Read::Namespace(namespace), priority);
+    }
+
+    /// Reads the data of every Secret `sink` needs with paged LISTs of whole Secrets over
+    /// `scope` (Helm release records left out), handing each one in use to `sink` and
+    /// dropping the others as they stream in. The reads asked for meanwhile stay queued:
+    /// those the LISTs answered find nothing left to do, the others are read one by one.
+    pub fn read_in_bulk(&self, scope: &BulkScope, sink: &dyn FetchSink) -> Result<BulkRead, Error> {
+        let fields = match &scope.fields {
+            Some(fields) => format!("{NOT_HELM_RELEASES},{fields}"),
+            None => NOT_HELM_RELEASES.to_string(),
+        };
+        let mut done = BulkRead::default();
+        for namespace in &scope.namespaces {
+            ApiSource::new(
+                self.client.clone(),
+                Resource::secrets(),
+                namespace.clone(),
+                Shape::Whole,
+            )
+            .filtered(self.label_selector.as_deref(), Some(&fields))
+            .list_each(&mut |SecretItem(object)| {
+                done.listed += 1;
+                let namespace = &object.metadata.namespace;
+                if scope
+                    .keep
+                    .as_ref()
+                    .is_some_and(|keep| !keep.keeps_namespace(namespace))
+                {
+                    return;
+                }
+                let key = ConfigKey::new(ConfigKind::Secret, namespace, &object.metadata.name);
+                if let Need::Read { cached } = sink.need(&key) {
+                    done.read += 1;
+                    sink.fetched(&key, cached.as_ref(), object);
+                }
+            })?;
+        }
+        Ok(done)
     }
 
     /// Blocks until no read is waiting or under way; reads that failed and wait for a

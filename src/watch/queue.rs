@@ -3,12 +3,17 @@
 //! The contract of client-go's `workqueue`: a key waiting in the queue is there once, however
 //! often it is added; a key is never handed to two workers at once; a key added while it
 //! is being processed is processed again afterwards. On top: delayed adds (debounce,
-//! throttling) and per-key exponential backoff for failures.
+//! throttling), per-key exponential backoff for failures, and two classes of work: a key
+//! added as [`Priority::Urgent`] (a change to act on) is handed out before every key added
+//! as [`Priority::Background`] (the first look at a workload, its adoption), whatever the
+//! order they came in. A key added in both classes is urgent.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+pub use crate::client::Priority;
 
 /// Collections that fill in a burst (the initial sync queues every workload; a relist
 /// wakes them all) and drain to nothing keep their capacity for good: a thousand keys'
@@ -53,13 +58,16 @@ pub struct WorkQueue<K> {
 }
 
 struct State<K> {
-    /// Keys ready to be handed out, in order.
-    queue: VecDeque<K>,
-    /// Keys waiting to be processed (in `queue`, or re-added while processing).
-    dirty: HashSet<K>,
-    processing: HashSet<K>,
-    /// Delayed keys: when each becomes ready. A key keeps its earliest time.
-    waiting: HashMap<K, Instant>,
+    /// Keys ready to be handed out, urgent ones first, each class in order.
+    urgent: VecDeque<K>,
+    background: VecDeque<K>,
+    /// Keys waiting to be processed (in a queue, or re-added while processing), by class.
+    dirty: HashMap<K, Priority>,
+    /// Keys being processed, by the class they were handed out as.
+    processing: HashMap<K, Priority>,
+    /// Delayed keys: when each becomes ready, and as what. A key keeps its earliest time
+    /// and its most urgent class.
+    waiting: HashMap<K, (Instant, Priority)>,
     /// The same, ordered by time (the `u64` breaks ties).
     timeline: BTreeSet<(Instant, u64)>,
     timeline_keys: HashMap<u64, K>,
@@ -112,9 +120,10 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     pub fn new(backoff: Backoff) -> WorkQueue<K> {
         WorkQueue {
             state: Mutex::new(State {
-                queue: VecDeque::new(),
-                dirty: HashSet::new(),
-                processing: HashSet::new(),
+                urgent: VecDeque::new(),
+                background: VecDeque::new(),
+                dirty: HashMap::new(),
+                processing: HashMap::new(),
                 waiting: HashMap::new(),
                 timeline: BTreeSet::new(),
                 timeline_keys: HashMap::new(),
@@ -128,34 +137,57 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         }
     }
 
-    /// Makes `key` ready now (a pending delayed add of it is dropped).
+    /// Makes `key` ready now, as urgent work (a pending delayed add of it is dropped).
     pub fn add(&self, key: K) {
+        self.add_as(key, Priority::Urgent);
+    }
+
+    /// Makes `key` ready now as `priority` (a pending delayed add of it is dropped, its
+    /// class kept if more urgent).
+    pub fn add_as(&self, key: K, priority: Priority) {
         let mut state = self.state.lock().unwrap();
-        state.cancel_waiting(&key);
-        if state.make_ready(key) {
+        let priority = state
+            .cancel_waiting(&key)
+            .map_or(priority, |p| p.min(priority));
+        if state.make_ready(key, priority) {
             self.ready.notify_one();
         }
     }
 
-    /// Makes `key` ready after `delay`, unless it is already ready or due earlier.
+    /// Makes `key` ready after `delay` as urgent work, unless it is already ready or due
+    /// earlier.
     pub fn add_after(&self, key: K, delay: Duration) {
+        self.add_after_as(key, delay, Priority::Urgent);
+    }
+
+    /// Makes `key` ready after `delay` as `priority`, unless it is already ready or due
+    /// earlier (then it keeps the more urgent class of the two).
+    pub fn add_after_as(&self, key: K, delay: Duration, priority: Priority) {
         if delay.is_zero() {
-            return self.add(key);
+            return self.add_as(key, priority);
         }
         let mut state = self.state.lock().unwrap();
-        if state.dirty.contains(&key) {
+        if state.dirty.contains_key(&key) {
+            if state.make_ready(key, priority) {
+                self.ready.notify_one();
+            }
             return;
         }
         let at = Instant::now() + delay;
-        if state.waiting.get(&key).is_some_and(|&due| due <= at) {
-            return;
+        if let Some((due, class)) = state.waiting.get_mut(&key) {
+            if *due <= at {
+                *class = (*class).min(priority);
+                return;
+            }
         }
-        state.cancel_waiting(&key);
+        let priority = state
+            .cancel_waiting(&key)
+            .map_or(priority, |p| p.min(priority));
         let id = state.next_id;
         state.next_id += 1;
         state.timeline.insert((at, id));
         state.timeline_keys.insert(id, key.clone());
-        state.waiting.insert(key, at);
+        state.waiting.insert(key, (at, priority));
         // A worker may be sleeping until a later deadline.
         self.ready.notify_one();
     }
@@ -163,14 +195,19 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// Re-adds `key` after processing it failed with `err`: after its next backoff
     /// delay, or after the server's `Retry-After` when that is longer (both within the
     /// queue's cap). The one retry policy of every worker: the client never retries.
-    pub fn add_after_failure(&self, key: K, err: &crate::error::Error) -> Duration {
+    pub fn add_after_failure(
+        &self,
+        key: K,
+        priority: Priority,
+        err: &crate::error::Error,
+    ) -> Duration {
         let retry_after = err.status().and_then(|s| s.retry_after);
         let failures = self.count_failure(&key);
         let delay = self
             .backoff
             .delay(failures)
             .max(retry_after.map_or(Duration::ZERO, |d| self.backoff.cap(d)));
-        self.add_after(key, delay);
+        self.add_after_as(key, delay, priority);
         delay
     }
 
@@ -181,11 +218,12 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         *count
     }
 
-    /// Re-adds `key` after its next backoff delay; call when processing it failed.
-    pub fn add_with_backoff(&self, key: K) -> Duration {
+    /// Re-adds `key` after its next backoff delay, as `priority`; call when processing it
+    /// failed.
+    pub fn add_with_backoff(&self, key: K, priority: Priority) -> Duration {
         let failures = self.count_failure(&key);
         let delay = self.backoff.delay(failures);
-        self.add_after(key, delay);
+        self.add_after_as(key, delay, priority);
         delay
     }
 
@@ -196,17 +234,28 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
 
     /// Blocks until a key is ready and hands it out, or returns `None` once shut down.
     /// The caller must call [`WorkQueue::done`] with the key afterwards.
+    #[cfg(test)]
     pub fn get(&self) -> Option<K> {
+        self.next().map(|(key, _)| key)
+    }
+
+    /// [`WorkQueue::get`], with the class the key was handed out as: every urgent key
+    /// before any background one.
+    pub fn next(&self) -> Option<(K, Priority)> {
         let mut state = self.state.lock().unwrap();
         loop {
             if state.shutting_down {
                 return None;
             }
             let next_due = state.promote_due(Instant::now());
-            if let Some(key) = state.queue.pop_front() {
-                state.dirty.remove(&key);
-                state.processing.insert(key.clone());
-                return Some(key);
+            if let Some(key) = state
+                .urgent
+                .pop_front()
+                .or_else(|| state.background.pop_front())
+            {
+                let priority = state.dirty.remove(&key).unwrap_or_default();
+                state.processing.insert(key.clone(), priority);
+                return Some((key, priority));
             }
             state = match next_due {
                 Some(due) => {
@@ -222,12 +271,24 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     pub fn done(&self, key: &K) {
         let mut state = self.state.lock().unwrap();
         state.processing.remove(key);
-        if state.dirty.contains(key) {
-            state.queue.push_back(key.clone());
+        if let Some(&priority) = state.dirty.get(key) {
+            state.queue_of(priority).push_back(key.clone());
             self.ready.notify_one();
         } else if state.is_idle() {
             state.release_when_empty();
             self.idle.notify_all();
+        } else if state.background.is_empty() {
+            // The last background keys are being processed: a `wait_drained` looks.
+            self.idle.notify_all();
+        }
+    }
+
+    /// Blocks until no key of class `priority` is ready, waiting or being processed, or
+    /// the queue is shut down.
+    pub fn wait_drained(&self, priority: Priority) {
+        let mut state = self.state.lock().unwrap();
+        while !state.shutting_down && state.pending(priority) > 0 {
+            state = self.idle.wait(state).unwrap();
         }
     }
 
@@ -252,15 +313,54 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         let state = self.state.lock().unwrap();
         state.dirty.len() + state.waiting.len()
     }
+
+    /// Keys of class `priority` ready, waiting or being processed (a key re-added while
+    /// processing counts once).
+    pub fn pending(&self, priority: Priority) -> usize {
+        self.state.lock().unwrap().pending(priority)
+    }
+
+    /// The class `key` is ready, waiting or being processed as (the most urgent of them);
+    /// `None` when the queue does not hold it.
+    pub fn class_of(&self, key: &K) -> Option<Priority> {
+        let state = self.state.lock().unwrap();
+        [
+            state.dirty.get(key).copied(),
+            state.waiting.get(key).map(|(_, p)| *p),
+            state.processing.get(key).copied(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
+    fn pending(&self, priority: Priority) -> usize {
+        let of = |p: &Priority| *p == priority;
+        self.dirty.values().filter(|p| of(p)).count()
+            + self.waiting.values().filter(|(_, p)| of(p)).count()
+            + self
+                .processing
+                .iter()
+                .filter(|(key, p)| of(p) && !self.dirty.contains_key(*key))
+                .count()
+    }
+
     fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.processing.is_empty()
+        self.urgent.is_empty() && self.background.is_empty() && self.processing.is_empty()
+    }
+
+    fn queue_of(&mut self, priority: Priority) -> &mut VecDeque<K> {
+        match priority {
+            Priority::Urgent => &mut self.urgent,
+            Priority::Background => &mut self.background,
+        }
     }
 
     fn release_when_empty(&mut self) {
-        self.queue.release_when_empty();
+        self.urgent.release_when_empty();
+        self.background.release_when_empty();
         self.dirty.release_when_empty();
         self.processing.release_when_empty();
         self.waiting.release_when_empty();
@@ -268,34 +368,50 @@ impl<K: Clone + Eq + Hash> State<K> {
         self.failures.release_when_empty();
     }
 
-    /// Returns whether the key was newly queued (a worker should wake).
-    fn make_ready(&mut self, key: K) -> bool {
-        if !self.dirty.insert(key.clone()) {
-            return false;
-        }
-        if self.processing.contains(&key) {
-            // `done` queues it.
-            return false;
-        }
-        self.queue.push_back(key);
-        true
-    }
-
-    fn cancel_waiting(&mut self, key: &K) {
-        if let Some(at) = self.waiting.remove(key) {
-            let id = self
-                .timeline
-                .range((at, 0)..=(at, u64::MAX))
-                .find(|(_, id)| self.timeline_keys.get(id) == Some(key))
-                .map(|&(_, id)| id);
-            if let Some(id) = id {
-                self.timeline.remove(&(at, id));
-                self.timeline_keys.remove(&id);
+    /// Returns whether the key was newly queued (a worker should wake). A key already
+    /// waiting as background work and added as urgent moves to the urgent queue.
+    fn make_ready(&mut self, key: K, priority: Priority) -> bool {
+        match self.dirty.get_mut(&key) {
+            Some(class) if priority < *class => {
+                *class = priority;
+                if self.processing.contains_key(&key) {
+                    return false; // `done` queues it, as urgent now
+                }
+                if let Some(at) = self.background.iter().position(|k| *k == key) {
+                    self.background.remove(at);
+                }
+                self.urgent.push_back(key);
+                true
+            }
+            Some(_) => false,
+            None => {
+                self.dirty.insert(key.clone(), priority);
+                if self.processing.contains_key(&key) {
+                    // `done` queues it.
+                    return false;
+                }
+                self.queue_of(priority).push_back(key);
+                true
             }
         }
     }
 
-    /// Moves due delayed keys to the queue; returns when the next one is due.
+    /// Drops a pending delayed add of `key`; returns its class.
+    fn cancel_waiting(&mut self, key: &K) -> Option<Priority> {
+        let (at, priority) = self.waiting.remove(key)?;
+        let id = self
+            .timeline
+            .range((at, 0)..=(at, u64::MAX))
+            .find(|(_, id)| self.timeline_keys.get(id) == Some(key))
+            .map(|&(_, id)| id);
+        if let Some(id) = id {
+            self.timeline.remove(&(at, id));
+            self.timeline_keys.remove(&id);
+        }
+        Some(priority)
+    }
+
+    /// Moves due delayed keys to their queue; returns when the next one is due.
     fn promote_due(&mut self, now: Instant) -> Option<Instant> {
         while let Some(&(at, id)) = self.timeline.first() {
             if at > now {
@@ -303,8 +419,9 @@ impl<K: Clone + Eq + Hash> State<K> {
             }
             self.timeline.pop_first();
             if let Some(key) = self.timeline_keys.remove(&id) {
-                self.waiting.remove(&key);
-                self.make_ready(key);
+                if let Some((_, priority)) = self.waiting.remove(&key) {
+                    self.make_ready(key, priority);
+                }
             }
         }
         None
@@ -336,9 +453,9 @@ mod tests {
         }
         let state = q.state.lock().unwrap();
         assert!(
-            state.queue.capacity() <= KEPT_WHEN_EMPTY,
+            state.urgent.capacity() <= KEPT_WHEN_EMPTY,
             "{}",
-            state.queue.capacity()
+            state.urgent.capacity()
         );
         assert!(
             state.dirty.capacity() <= KEPT_WHEN_EMPTY,
@@ -451,10 +568,11 @@ mod tests {
     #[test]
     fn forget_resets_the_failure_count() {
         let q = queue();
-        assert_eq!(q.add_with_backoff("a"), Duration::from_millis(100));
-        assert_eq!(q.add_with_backoff("a"), Duration::from_millis(200));
+        let urgent = Priority::Urgent;
+        assert_eq!(q.add_with_backoff("a", urgent), Duration::from_millis(100));
+        assert_eq!(q.add_with_backoff("a", urgent), Duration::from_millis(200));
         q.forget(&"a");
-        assert_eq!(q.add_with_backoff("a"), Duration::from_millis(100));
+        assert_eq!(q.add_with_backoff("a", urgent), Duration::from_millis(100));
     }
 
     #[test]
@@ -484,15 +602,123 @@ mod tests {
             })
         };
         assert_eq!(
-            q.add_after_failure("a", &throttled(2)),
+            q.add_after_failure("a", Priority::Urgent, &throttled(2)),
             Duration::from_secs(2)
         );
         assert_eq!(
-            q.add_after_failure("b", &throttled(60)),
+            q.add_after_failure("b", Priority::Urgent, &throttled(60)),
             Duration::from_secs(5)
         );
         let plain = Error::Transport("reset".into());
-        assert_eq!(q.add_after_failure("c", &plain), Duration::from_millis(100));
-        assert_eq!(q.add_after_failure("c", &plain), Duration::from_millis(200));
+        assert_eq!(
+            q.add_after_failure("c", Priority::Urgent, &plain),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            q.add_after_failure("c", Priority::Urgent, &plain),
+            Duration::from_millis(200)
+        );
+    }
+
+    #[test]
+    fn urgent_keys_are_handed_out_before_background_keys_added_earlier() {
+        let q = queue();
+        q.add_as("adopt-1", Priority::Background);
+        q.add_as("adopt-2", Priority::Background);
+        q.add("rollout");
+        q.add_as("adopt-3", Priority::Background);
+        q.add("rollout-2");
+        let order: Vec<_> = (0..5).map(|_| q.next().unwrap()).collect();
+        assert_eq!(
+            order,
+            [
+                ("rollout", Priority::Urgent),
+                ("rollout-2", Priority::Urgent),
+                ("adopt-1", Priority::Background),
+                ("adopt-2", Priority::Background),
+                ("adopt-3", Priority::Background),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_background_key_added_as_urgent_moves_ahead_and_is_handed_out_once() {
+        let q = queue();
+        q.add_as("a", Priority::Background);
+        q.add_as("b", Priority::Background);
+        q.add("b");
+        q.add_as("b", Priority::Background);
+        assert_eq!(q.pending(Priority::Urgent), 1);
+        assert_eq!(q.pending(Priority::Background), 1);
+        assert_eq!(q.next(), Some(("b", Priority::Urgent)));
+        assert_eq!(q.next(), Some(("a", Priority::Background)));
+        q.done(&"a");
+        q.done(&"b");
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_delayed_urgent_add_of_a_ready_background_key_makes_it_urgent_now() {
+        let q = queue();
+        q.add_as("a", Priority::Background);
+        q.add_as("b", Priority::Background);
+        q.add_after("b", Duration::from_secs(3600));
+        assert_eq!(q.next(), Some(("b", Priority::Urgent)));
+    }
+
+    #[test]
+    fn a_delayed_key_keeps_its_most_urgent_class() {
+        let q = queue();
+        q.add_after("a", Duration::from_millis(1));
+        q.add_after_as("a", Duration::from_secs(60), Priority::Background);
+        q.add_as("z", Priority::Background);
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(q.next(), Some(("a", Priority::Urgent)));
+    }
+
+    #[test]
+    fn wait_drained_returns_once_the_last_background_key_is_done() {
+        let q = Arc::new(queue());
+        q.wait_drained(Priority::Background); // nothing added: drained at once
+        q.add_as("adopt", Priority::Background);
+        q.add("rollout");
+        let waiter = {
+            let q = Arc::clone(&q);
+            std::thread::spawn(move || q.wait_drained(Priority::Background))
+        };
+        assert_eq!(q.next(), Some(("rollout", Priority::Urgent)));
+        assert_eq!(q.next(), Some(("adopt", Priority::Background)));
+        q.done(&"rollout");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "drained while adopt is processed");
+        q.done(&"adopt");
+        waiter.join().unwrap();
+        assert_eq!(q.pending(Priority::Background), 0);
+    }
+
+    #[test]
+    fn the_class_of_a_key_is_its_most_urgent_one_in_the_queue() {
+        let q = queue();
+        assert_eq!(q.class_of(&"a"), None);
+        q.add_as("a", Priority::Background);
+        assert_eq!(q.class_of(&"a"), Some(Priority::Background));
+        assert_eq!(q.next(), Some(("a", Priority::Background)));
+        assert_eq!(q.class_of(&"a"), Some(Priority::Background), "processing");
+        q.add_after("a", Duration::from_secs(60));
+        assert_eq!(q.class_of(&"a"), Some(Priority::Urgent));
+        q.done(&"a");
+    }
+
+    #[test]
+    fn a_key_re_added_while_processing_comes_back_in_its_new_class() {
+        let q = queue();
+        q.add_as("a", Priority::Background);
+        assert_eq!(q.next(), Some(("a", Priority::Background)));
+        assert_eq!(q.pending(Priority::Background), 1, "being processed");
+        q.add("a");
+        q.add_as("b", Priority::Background);
+        q.done(&"a");
+        assert_eq!(q.next(), Some(("a", Priority::Urgent)));
+        assert_eq!(q.next(), Some(("b", Priority::Background)));
     }
 }

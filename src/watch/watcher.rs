@@ -26,7 +26,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,6 +34,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Status};
 use crate::objects::ObjectMeta;
+use crate::stop::Stop;
 
 /// Room kept for queued events between lists.
 const KEEP_READY_CAPACITY: usize = 16;
@@ -370,19 +370,14 @@ pub struct Watcher<T, S> {
     delivered: Option<Delivered>,
     /// Lists whole by streaming: until the server refuses it once (then said once).
     streaming: bool,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
     on_restart: Box<dyn FnMut(Restart) + Send>,
     rng: u64,
 }
 
 impl<T: Object, S: Source<T>> Watcher<T, S> {
     /// `name` identifies the watcher in logs (`configmaps in all namespaces`).
-    pub fn new(
-        name: String,
-        source: S,
-        config: WatchConfig,
-        stop: Arc<AtomicBool>,
-    ) -> Watcher<T, S> {
+    pub fn new(name: String, source: S, config: WatchConfig, stop: Arc<Stop>) -> Watcher<T, S> {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -415,7 +410,7 @@ impl<T: Object, S: Source<T>> Watcher<T, S> {
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.stop.is_set()
     }
 
     fn schedule_relist(&mut self) {
@@ -1244,7 +1239,7 @@ mod tests {
         let script = Script::default();
         let n = answers.len();
         script.answers.lock().unwrap().extend(answers);
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::new());
         let mut watcher = Watcher::new("test".into(), script.clone(), config, stop.clone());
         let mut seen = Vec::new();
         while script.calls.lock().unwrap().len() <= n {
@@ -1370,7 +1365,7 @@ mod tests {
             poll: Duration::from_secs(30),
             ..fast()
         };
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::new());
         let mut watcher = Watcher::new("test".into(), script, config, stop);
         let started = Instant::now();
         assert!(matches!(watcher.next(), Some(Event::InitStart)));
@@ -1568,7 +1563,7 @@ mod tests {
             Answer::Page(vec!["b"], "4", None),
             Answer::Stream(vec![ADDED_A5, DELETED_B7], false),
         ]);
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::new());
         let mut watcher = Watcher::new("test".into(), script.clone(), config, stop);
         while script.calls.lock().unwrap().len() < 3 {
             watcher.step();
@@ -1764,7 +1759,7 @@ mod tests {
             Answer::Page(vec!["a"], "4", None),
             Answer::Page(vec![], "5", None),
         ]);
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::new());
         let config = WatchConfig {
             resync: Duration::ZERO,
             ..fast()
@@ -1778,7 +1773,8 @@ mod tests {
 
     #[test]
     fn the_stop_flag_ends_the_iterator() {
-        let stop = Arc::new(AtomicBool::new(true));
+        let stop = Arc::new(Stop::new());
+        stop.set();
         let mut watcher: Watcher<Obj, Script> =
             Watcher::new("test".into(), Script::default(), fast(), stop);
         assert!(watcher.next().is_none());

@@ -1,13 +1,15 @@
 //! The one worker loop of every work queue (hash mode, delete mode, Secret reads), in the
 //! shape of client-go's `processNextWorkItem` and kube-runtime's `Action` + error policy:
 //! take a key, process it, and let the returned [`Action`] (or the error) decide when the
-//! key comes back. The retry policy lives here and in [`WorkQueue::add_after_failure`]
+//! key comes back, in the class of work it was handed out as (its requests wait for the
+//! budget in that class too). The retry policy lives here and in [`WorkQueue::add_after_failure`]
 //! alone; every wait is the queue's, which shutting down ends at once.
 
 use std::fmt::Display;
 use std::hash::Hash;
 use std::time::Duration;
 
+use crate::client::with_priority;
 use crate::error::Error;
 use crate::ops::leader::Gate;
 use crate::ops::metrics;
@@ -47,7 +49,7 @@ pub fn run_worker<K: Clone + Eq + Hash + Display>(
         if gate.is_some_and(|g| !g.wait()) {
             return;
         }
-        let Some(key) = queue.get() else {
+        let Some((key, priority)) = queue.next() else {
             return;
         };
         if gate.is_some_and(|g| !g.may_write()) {
@@ -57,17 +59,18 @@ pub fn run_worker<K: Clone + Eq + Hash + Display>(
             queue.done(&key);
             continue;
         }
-        match work.process(&key) {
+        // Its requests wait for the budget in its class: an urgent key's go first.
+        match with_priority(priority, || work.process(&key)) {
             Ok(Action::Done) => queue.forget(&key),
             Ok(Action::RequeueAfter(delay)) => {
                 queue.forget(&key);
-                queue.add_after(key.clone(), delay);
+                queue.add_after_as(key.clone(), delay, priority);
             }
             Ok(Action::Backoff) => {
-                queue.add_with_backoff(key.clone());
+                queue.add_with_backoff(key.clone(), priority);
             }
             Err(err) => {
-                let delay = queue.add_after_failure(key.clone(), &err);
+                let delay = queue.add_after_failure(key.clone(), priority, &err);
                 work.failed(&key, &err, delay);
             }
         }

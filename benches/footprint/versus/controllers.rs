@@ -277,6 +277,20 @@ impl Drop for Life {
     }
 }
 
+/// The status code of a plain HTTP/1.1 GET on 127.0.0.1, or `None` if nothing answers.
+pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.split(' ').nth(1)?.parse().ok()
+}
+
 /// A plain HTTP/1.1 GET on 127.0.0.1: the body, or `None` if nothing answers.
 pub fn http_get(addr: &str, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect(addr).ok()?;
@@ -426,6 +440,29 @@ impl Controller {
             if self.sample().cpu_seconds - before.cpu_seconds <= 0.011 {
                 return before;
             }
+        }
+    }
+
+    /// wavelet: waits until `/readyz` answers 200 (caches synced, changes acted on; its
+    /// adoptions may still be under way) and returns the sample of that moment (polled
+    /// every 20 ms).
+    pub fn wait_readyz(&mut self, timeout: Duration) -> Sample {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let ready = self
+                .metrics_addr()
+                .and_then(|addr| http_status(&addr, "/readyz"))
+                == Some(200);
+            if ready {
+                return self.sample();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} not ready within {timeout:?}; its log: {}",
+                self.which.name(),
+                self.life().log.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

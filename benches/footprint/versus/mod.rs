@@ -100,7 +100,7 @@ pub fn run(bin: PathBuf) {
         println!("- {}", w.how());
     }
     println!(
-        "- every controller as its own user of a kube-apiserver with etcd and kube-controller-manager; its requests counted by the API server's audit log; RSS and CPU from /proc every 100 ms; ready = its own signal, then 1 s of idle CPU"
+        "- every controller as its own user of a kube-apiserver with etcd and kube-controller-manager; its requests counted by the API server's audit log; RSS and CPU from /proc every 100 ms; ready = its own signal, then 1 s of idle CPU (wavelet at start: /readyz answering 200; its adoptions, which go on after, are reported apart)"
     );
     if parts.iter().any(|p| p == "scenarios") {
         println!(

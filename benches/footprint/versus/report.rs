@@ -505,6 +505,22 @@ pub fn print_startup(f: &StartupFigures) {
             &|r| by_verb(&r.calls_start),
             Some(&|r| r.calls_start.total() as f64),
         );
+        row(
+            "all adopted after, s (CPU start → then, s)",
+            &|r| match &r.all_adopted {
+                Some((after, cpu, _)) => format!("{:.1} ({cpu:.2})", after.as_secs_f64()),
+                None => "–".into(),
+            },
+            None,
+        );
+        row(
+            "API requests start → all adopted (audit log)",
+            &|r| match &r.all_adopted {
+                Some((_, _, calls)) => by_verb(calls),
+                None => "–".into(),
+            },
+            None,
+        );
         table.print();
     }
     if scales.len() > 1 {

@@ -308,6 +308,10 @@ pub struct StartFigures {
     pub rss_at_ready_kib: u64,
     pub peak_at_ready_kib: u64,
     pub calls_start: CallCounts,
+    /// wavelet, whose ready (`/readyz`) comes before its adoptions are done: when every
+    /// Deployment was adopted and its CPU idle again (time and CPU from start; requests
+    /// from start).
+    pub all_adopted: Option<(Duration, f64, CallCounts)>,
     /// Deployments whose pod template it changed at start (rollouts).
     pub rollouts: usize,
     /// Deployments it wrote at start (adoptions for wavelet, hashes for Wave).
@@ -383,7 +387,19 @@ pub fn run(
             } else {
                 deployments
             };
-            let ready = controller.wait_ready(plane, written, since, Duration::from_secs(1800));
+            let timeout = Duration::from_secs(1800);
+            let (ready, all_adopted) = if which == Which::Wavelet {
+                // Ready is /readyz; the adoptions go on in the background.
+                let ready = controller.wait_readyz(timeout);
+                let adopted = controller.wait_ready(plane, written, since, timeout);
+                let calls = plane.calls(which, since, wall_of(adopted.at));
+                (
+                    ready,
+                    Some((adopted.at - controller.started, adopted.cpu_seconds, calls)),
+                )
+            } else {
+                (controller.wait_ready(plane, written, since, timeout), None)
+            };
             let calls_start = plane.calls(which, since, wall_of(ready.at));
             let after = settled_templates(client, deployments);
             let rollouts = after
@@ -415,6 +431,7 @@ pub fn run(
                 rss_at_ready_kib: ready.rss_kib,
                 peak_at_ready_kib: ready.peak_kib,
                 calls_start,
+                all_adopted,
                 rollouts,
                 written,
                 idle,
