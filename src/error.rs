@@ -133,9 +133,45 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A URL as it may be printed: its scheme and host (and port), never its user, password,
+/// path or query, which is where webhooks (Slack's, Teams') and proxies keep their
+/// secrets: `https://hooks.slack.com/services/T0/B0/x` is shown `https://hooks.slack.com`.
+/// A value without `scheme://` is not a URL and shown as `(not shown)`: it may be a token.
+pub fn shown_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not shown)".into();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = rest[..end].rsplit('@').next().unwrap_or("");
+    let cut = if end < rest.len() || rest[..end].contains('@') {
+        " (the rest not shown)"
+    } else {
+        ""
+    };
+    format!("{scheme}://{host}{cut}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shown_url_keeps_its_scheme_and_host_only() {
+        assert_eq!(
+            shown_url("https://hooks.slack.com/services/T0/B0/xyz"),
+            "https://hooks.slack.com (the rest not shown)"
+        );
+        assert_eq!(
+            shown_url("http://user:pw@proxy:3128"),
+            "http://proxy:3128 (the rest not shown)"
+        );
+        assert_eq!(shown_url("https://example.com"), "https://example.com");
+        assert_eq!(
+            shown_url("https://h.example?token=x"),
+            "https://h.example (the rest not shown)"
+        );
+        assert_eq!(shown_url("T0/B0/xyz"), "(not shown)");
+    }
 
     #[test]
     fn error_enum_stays_small() {

@@ -25,6 +25,7 @@ mod values;
 pub use flags::env_var;
 pub use help::help_text;
 pub use parse::parse;
+pub(crate) use reloader::shown_value;
 
 use std::fmt;
 use std::path::PathBuf;

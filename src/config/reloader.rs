@@ -98,10 +98,20 @@ impl Judged {
             )),
             Rule::Judge(judge) => judge(value),
         };
-        let flag = format!("--{}={value}", self.name);
+        let flag = format!("--{}={}", self.name, shown_value(value));
         verdict
             .map(|note| format!("{flag}: {note}"))
             .map_err(|why| format!("{flag} is a Stakater Reloader flag whose meaning wavelet does not share: {why} (README: Coming from Reloader)"))
+    }
+}
+
+/// A flag's value as it may be printed: a URL (a webhook's holds its token in its path)
+/// as its scheme and host only.
+pub(crate) fn shown_value(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.contains("://") {
+        crate::error::shown_url(value).into()
+    } else {
+        value.into()
     }
 }
 
@@ -224,6 +234,20 @@ mod tests {
             "{refused}"
         );
         assert!(refused.contains("stakater/Reloader#497"), "{refused}");
+    }
+
+    #[test]
+    fn a_refused_webhook_url_is_named_by_its_host_never_its_path_or_query() {
+        let slack = "https://hooks.slack.com/services/T00/B00/SECRETTOKEN?x=QUERYTOKEN";
+        let refused = judge("webhook-url", slack).unwrap_err();
+        assert!(
+            refused.starts_with("--webhook-url=https://hooks.slack.com (the rest not shown) is"),
+            "{refused}"
+        );
+        assert!(
+            !refused.contains("SECRETTOKEN") && !refused.contains("QUERYTOKEN"),
+            "{refused}"
+        );
     }
 
     #[test]
