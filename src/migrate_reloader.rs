@@ -150,7 +150,8 @@ pub fn wavelet_flags(found: &Found) -> Vec<(String, String)> {
             "auto-reload-all" if truthy => "--auto-reload-all".into(),
             "enable-ha" if truthy => "--leader-elect".into(),
             "resources-to-ignore" => format!("--ignore-{}", value.to_ascii_lowercase()),
-            "is-Argo-Rollouts" if !truthy => "--is-Argo-Rollouts=false".into(),
+            // A string flag in Reloader: on only when exactly "true".
+            "is-Argo-Rollouts" if value != "true" => "--is-Argo-Rollouts=false".into(),
             n if n.starts_with("leader-election-") => {
                 format!("--{}={value}", &n["leader-election-".len()..])
             }

@@ -198,17 +198,23 @@ impl Controller {
         for kind in &config.workload_kinds {
             workload_resources.push(discover(&client, kind));
         }
-        // --is-Argo-Rollouts=false: never, as Reloader; otherwise whenever served.
+        // --is-Argo-Rollouts: read as Reloader reads it ("true" exactly); any other value
+        // given: never, as Reloader. Not given: whenever served, which Reloader would not
+        // do, and that is said.
         if !workload_resources.iter().any(Resource::is_argo_rollouts)
             && reloader.argo_rollouts != Some(false)
         {
-            if serves_argo_rollouts(&client) {
-                log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts");
-                workload_resources.push(Resource::rollouts());
-            } else if reloader.argo_rollouts == Some(true) {
-                log::warn!("--is-Argo-Rollouts=true, but the API does not serve argoproj.io/v1alpha1 rollouts: none are watched (restart wavelet once Argo Rollouts is installed)");
-            } else {
-                log::debug!("the API does not serve Argo Rollouts: not watching them");
+            match (reloader.argo_rollouts, serves_argo_rollouts(&client)) {
+                (Some(true), true) => {
+                    log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts");
+                    workload_resources.push(Resource::rollouts());
+                }
+                (_, true) => {
+                    log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts, as --is-Argo-Rollouts is not given (wavelet differs from Reloader here: Reloader's default is false, which leaves them alone; --is-Argo-Rollouts=false does that)");
+                    workload_resources.push(Resource::rollouts());
+                }
+                (Some(true), false) => log::warn!("--is-Argo-Rollouts=true, but the API does not serve argoproj.io/v1alpha1 rollouts: none are watched (restart wavelet once Argo Rollouts is installed)"),
+                (_, false) => log::debug!("the API does not serve Argo Rollouts: not watching them"),
             }
         }
         // --ignore-configmaps / --ignore-secrets: that kind is not watched at all.
