@@ -627,6 +627,56 @@ fn delete_mode_replaces_the_pods_a_secret_provider_class_selects_once_per_rotati
             && e["involvedObject"]["kind"] == "SecretProviderClass"));
 }
 
+/// Regression (issue 33, item 9): the prune of `wavelet-state` knew ConfigMaps and Secrets
+/// only, so the delete-mode entry of a deleted SecretProviderClass stayed for ever. Now,
+/// with `--resync 1s`, it leaves with a write a second after the class is gone, while the
+/// entry of the class that exists stays.
+#[test]
+fn delete_mode_entries_of_deleted_secret_provider_classes_are_pruned() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wavelet"}}));
+    let selecting = |selector: &str| json!({"wavelet.dev/pod-delete-match": selector, "wavelet.dev/pod-delete-strategy": "delete"});
+    fake.apply(secret_provider_class(NS, "vault", selecting("app=web")));
+    fake.apply(secret_provider_class(NS, "old", selecting("app=old")));
+    fake.apply(deployment("web", json!({}), mounts_class("vault", None)));
+    fake.apply(deployment("old", json!({}), mounts_class("old", None)));
+    driver.publish(&fake, NS, "vault", &[("db-password", "0")]);
+    driver.publish(&fake, NS, "old", &[("db-password", "0")]);
+    let wavelet = start(
+        &fake,
+        &[CSI, "--state-namespace", "wavelet", "--resync", "1s"],
+        &[],
+    );
+    let entry = |f: &FakeApi, class: &str| {
+        f.get("configmaps", "wavelet", "wavelet-state")
+            .is_some_and(|s| !s["data"][format!("secretproviderclass.{NS}.{class}")].is_null())
+    };
+    eventually(&fake, &wavelet, "both classes recorded", |f| {
+        entry(f, "vault") && entry(f, "old")
+    });
+    fake.delete("secretproviderclasses", NS, "old");
+    // Rotations of vault (each a replacement, each a state write) until one comes a
+    // resync after another.
+    for n in 1.. {
+        let replaced = pod_replacements(&fake).len();
+        driver.publish(&fake, NS, "vault", &[("db-password", &n.to_string())]);
+        eventually(&fake, &wavelet, "web's Pods replaced", |f| {
+            pod_replacements(f).len() > replaced
+        });
+        if !entry(&fake, "old") {
+            break;
+        }
+        assert!(n < 10, "never pruned:\n{}", wavelet.output());
+        std::thread::sleep(std::time::Duration::from_millis(600));
+    }
+    assert!(entry(&fake, "vault"), "{}", wavelet.output());
+    assert!(wavelet
+        .output()
+        .contains("dropping 1 entries of objects gone"));
+}
+
 fn run(fake: &FakeApi, args: &[&str]) -> (Option<i32>, String, String) {
     let Output {
         status,

@@ -133,10 +133,13 @@ impl Controller {
             .transpose()?;
         // One recorder: one correlator and one writer thread for both modes' Events.
         let recorder = Recorder::new(client.clone());
+        // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
+        let csi = policy.csi_integration && serves_csi_driver(&client);
         let delete_mode = Some(start_delete_mode(
             &client,
             config,
             &policy,
+            csi,
             &cache,
             &gate,
             hmac_key.clone(),
@@ -258,8 +261,6 @@ impl Controller {
         // Namespaces are watched for --namespace-selector, and for their fan-out
         // annotations whenever wavelet watches every namespace (the cluster-wide install).
         let watch_namespaces = reloader.namespace_selector.is_some() || namespaces == [None];
-        // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
-        let csi = policy.csi_integration && serves_csi_driver(&client);
         // One more: the watch of wavelet-state, so its copy is the listed one before the
         // first reconcile (never a GET racing the watch).
         let watchers = namespaces.len()
@@ -779,10 +780,12 @@ fn counted_as(outcome: &Outcome, dry_run: bool) -> Option<Counted> {
 }
 
 /// Delete mode keeps its `wavelet-state` ConfigMap in the namespace [`own_namespace`] says.
+#[allow(clippy::too_many_arguments)]
 fn start_delete_mode(
     client: &Client,
     config: &RunConfig,
     policy: &Policy,
+    csi: bool,
     cache: &Arc<Cache>,
     gate: &Arc<Gate>,
     hmac_key: Option<Vec<u8>>,
@@ -803,10 +806,7 @@ fn start_delete_mode(
     };
     // Entries of objects gone for a resync period leave the state (see ledger.rs).
     let listed = Listed {
-        kinds: [ConfigKind::ConfigMap, ConfigKind::Secret]
-            .into_iter()
-            .filter(|k| !policy.ignores(*k))
-            .collect(),
+        kinds: Listed::kinds(|k| policy.ignores(k), csi),
         namespaces: config.namespaces.clone(),
         ignored: config.reloader.namespaces_to_ignore.clone(),
     };
