@@ -281,6 +281,7 @@ impl Controller {
             debounce: config.debounce,
             windows: Arc::clone(&debounce),
             policy,
+            recorder: recorder.clone(),
         });
         let on_listed = || -> OnSynced {
             let listed = Arc::clone(&listed);

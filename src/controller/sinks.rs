@@ -21,6 +21,7 @@ use crate::objects::{
     ConfigKey, ConfigKind, ConfigObject, NamespaceItem, PodStatusItem, Resource, WorkloadKey,
     WorkloadObject,
 };
+use crate::ops::events::Recorder;
 use crate::watch::fetch::{FetchSink, Fetcher, Need};
 use crate::watch::objects::ConfigItem;
 use crate::watch::queue::{ReleaseWhenEmpty as _, WorkQueue};
@@ -59,6 +60,8 @@ pub struct Router {
     pub windows: Arc<Debounce<WorkloadKey>>,
     /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`.
     pub policy: Policy,
+    /// Events queued about an object or a namespace that is gone are dropped from it.
+    pub recorder: Recorder,
 }
 
 impl Router {
@@ -203,6 +206,8 @@ impl Router {
 
     /// The object is gone: whatever referenced it sees it absent.
     fn remove(&self, key: &ConfigKey) {
+        self.recorder
+            .forget_object(&key.kind.resource().kind, &key.namespace, &key.name);
         if self.cache.config(key).is_some() {
             self.open_windows(key);
         }
@@ -686,6 +691,9 @@ impl WorkloadSink {
     }
 
     fn forget(&self, key: WorkloadKey) {
+        self.router
+            .recorder
+            .forget_object(&key.resource.kind, &key.namespace, &key.name);
         if self.router.cache.upsert_workload(&key, None) {
             self.router.queue.add(key);
         }
@@ -736,7 +744,10 @@ impl NamespaceSink {
         let scope = self.router.cache.scope();
         match &event {
             Event::InitApply(ns) | Event::Apply(ns) => self.gates(ns, false),
-            Event::Delete(ns) => self.gates(ns, true),
+            Event::Delete(ns) => {
+                self.router.recorder.forget_namespace(&ns.metadata.name);
+                self.gates(ns, true);
+            }
             Event::InitStart | Event::InitDone => {}
         }
         if !self.scopes {
