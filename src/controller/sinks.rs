@@ -163,11 +163,12 @@ impl Router {
         class: &ConfigKey,
         pod: &str,
         objects: Option<&[MountedObject]>,
+        incarnation: u64,
         listed: Option<u32>,
     ) {
         let change = self
             .cache
-            .set_mount(class, pod, objects, listed, |workloads| {
+            .set_mount(class, pod, objects, incarnation, listed, |workloads| {
                 let now = Instant::now();
                 for workload in workloads {
                     self.windows.note_change(workload.clone(), now);
@@ -548,7 +549,7 @@ impl PodStatusSink {
                         .mounts_not_listed(self.namespace.as_deref(), listed);
                     for (class, pod) in gone {
                         log::debug!("{class}: the pod status of Pod {pod} is gone after relist");
-                        self.router.set_mount(&class, &pod, None, None);
+                        self.router.set_mount(&class, &pod, None, 0, None);
                     }
                 }
                 self.router.cache.config_relisting(self.id, false);
@@ -573,8 +574,13 @@ impl PodStatusSink {
             &mounted.secret_provider_class_name,
         );
         let objects = exists.then_some(&mounted.objects[..]);
-        self.router
-            .set_mount(&class, &mounted.pod_name, objects, listed);
+        self.router.set_mount(
+            &class,
+            &mounted.pod_name,
+            objects,
+            status.metadata.uid,
+            listed,
+        );
     }
 }
 

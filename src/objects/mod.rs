@@ -815,9 +815,32 @@ pub struct NameRef {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct PodStatusItem {
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: PodStatusMeta,
     #[serde(default)]
     pub status: MountStatus,
+}
+
+/// A pod status's metadata. Its uid tells one Pod's status from the next one's of the same
+/// name (a StatefulSet's Pod made anew): the driver creates it at the Pod's first mount
+/// of the class, and it goes with the Pod.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodStatusMeta {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub resource_version: String,
+    /// [`short_digest`] of the uid (0: not given).
+    #[serde(default, deserialize_with = "uid_digest")]
+    pub uid: u64,
+}
+
+/// A uid as its [`short_digest`] (0 when absent).
+fn uid_digest<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let text = Option::<std::borrow::Cow<'de, str>>::deserialize(d)?;
+    Ok(text.map_or(0, |t| short_digest(&t)))
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
