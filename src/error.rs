@@ -113,6 +113,17 @@ impl Error {
         self.status().is_some_and(Status::is_forbidden)
     }
 
+    /// A create refused because its namespace is being deleted (`403` with the cause
+    /// `NamespaceTerminating`, whose text the API server fixes: "unable to create new
+    /// content in namespace NS because it is being terminated").
+    pub fn is_namespace_terminating(&self) -> bool {
+        self.status().is_some_and(|s| {
+            s.is_forbidden()
+                && (s.message.contains("because it is being terminated")
+                    || s.causes.iter().any(|c| c.contains("is being terminated")))
+        })
+    }
+
     /// A create answered 409 `AlreadyExists` (not a 409 `Conflict` of an update).
     pub fn is_already_exists(&self) -> bool {
         self.status()
@@ -154,6 +165,26 @@ pub fn shown_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_create_in_a_namespace_being_deleted_is_told_apart_from_other_refusals() {
+        let terminating = Error::Api(Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "configmaps \"late\" is forbidden: unable to create new content in namespace wire-rec because it is being terminated".into(),
+            retry_after: None,
+            causes: vec!["namespace wire-rec is being terminated".into()],
+        });
+        assert!(terminating.is_namespace_terminating());
+        let rbac = Error::Api(Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "events is forbidden: User \"x\" cannot create resource".into(),
+            retry_after: None,
+            causes: Vec::new(),
+        });
+        assert!(!rbac.is_namespace_terminating());
+    }
 
     #[test]
     fn a_shown_url_keeps_its_scheme_and_host_only() {
