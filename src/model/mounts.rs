@@ -12,16 +12,17 @@
 //!
 //! 1. First read (nothing held): per object, the version more than half of the Pods
 //!    report, or, when none has a majority, the greatest digest (the same whatever order
-//!    the statuses came in). Held with every version reported and which Pods reported.
-//! 2. A **rotation** of an object: every Pod that reported it when it was held and still
-//!    runs (at least one) reports a version the held view does not know. What counts then
-//!    is the version most of those Pods report (a tie: the greater digest), held anew with
-//!    what all Pods report now. A rotation thus moves an object's version once, when the
-//!    last Pod that was running has remounted.
-//! 3. Pods that came after it was held (a rollout's, a scale-up's, a StatefulSet's Pod
-//!    made anew under its old name) started with what they mounted: they never make a
-//!    rotation. Once none of the Pods held is left, the held view is renewed from the Pods
-//!    there are now, its version unchanged.
+//!    the statuses came in). Each Pod's version is held as its own.
+//! 2. A **rotation** of an object: every Pod of the record (those held when it was
+//!    recorded, at least one) reports another version than its own. What counts then is
+//!    the version most of them report (a tie: the greater digest), and every Pod's version
+//!    now is held as its own, for a new record. A rotation thus moves an object's version
+//!    once, when the last Pod that was running has remounted.
+//! 3. A Pod seen after the record (a rollout's, a scale-up's, a StatefulSet's Pod made
+//!    anew under its old name: a pod status is told by its uid) started with what it
+//!    mounted, which is held as its own; it makes no rotation until the next record, which
+//!    begins when none of the Pods of the record is left (and a Pod that changed since it
+//!    was first seen then counts as rotated).
 //!
 //! A Pod that stopped running keeps reporting what it mounted last; its pod status goes
 //! with the Pod.
@@ -106,10 +107,20 @@ struct HeldObject {
     id: u64,
     /// The version that counts.
     counted: u64,
-    /// Every version the Pods reported when it was held.
-    known: Vec<u64>,
-    /// The Pods (incarnations, sorted) that reported it then: only they make a rotation.
-    pods: Vec<u64>,
+    /// Each Pod reporting the object (by incarnation, sorted): the version it reported
+    /// when first seen or at the last rotation, and from which record on it counts.
+    pods: Vec<Baseline>,
+    /// The record: raised at a rotation, and when none of the Pods it counted is left.
+    record: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Baseline {
+    pod: u64,
+    version: u64,
+    /// The record from which this Pod makes rotations (a Pod first seen after the record
+    /// does not, until the next one).
+    from: u32,
 }
 
 fn key_of(class: &ConfigKey) -> (Arc<str>, Arc<str>) {
@@ -146,6 +157,11 @@ impl Mounts {
         };
         let Ok(len) = u8::try_from(pod.len()) else {
             return false;
+        };
+        // A pod status without a uid (never on a real server) is told by its Pod's name.
+        let incarnation = match incarnation {
+            0 => crate::objects::short_digest(pod),
+            known => known,
         };
         let mounts = self.classes.entry(key).or_default();
         match mounts.find(pod) {
@@ -385,19 +401,8 @@ pub fn decide(
     reports.sort_unstable_by_key(|(id, _)| *id);
     let mut next = Held::default();
     let mut out = Vec::with_capacity(reports.len());
-    for (id, reported) in reports {
-        let mut pods: Vec<u64> = reported.iter().map(|(_, p)| *p).collect();
-        pods.sort_unstable();
-        pods.dedup();
-        let mut known: Vec<u64> = reported.iter().map(|(v, _)| *v).collect();
-        known.sort_unstable();
-        known.dedup();
-        let renewed = |counted: u64| HeldObject {
-            id,
-            counted,
-            known: known.clone(),
-            pods: pods.clone(),
-        };
+    for (id, mut reported) in reports {
+        reported.sort_unstable_by_key(|(_, pod)| *pod);
         let prior = held.and_then(|h| h.objects.iter().find(|o| o.id == id));
         let object = match prior {
             // 1. First read: more than half, else the greatest digest.
@@ -407,31 +412,31 @@ pub fn decide(
                     .map(|(v, _)| (*v, reported.iter().filter(|(w, _)| w == v).count()))
                     .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)))
                     .expect("an object is counted once it is seen");
-                let majority = count * 2 > reported.len();
-                let counted = if majority {
+                let counted = if count * 2 > reported.len() {
                     version
                 } else {
-                    known.last().copied().expect("one version at least")
+                    reported
+                        .iter()
+                        .map(|(v, _)| *v)
+                        .max()
+                        .expect("one at least")
                 };
-                renewed(counted)
-            }
-            Some(prior) => {
-                let older: Vec<u64> = reported
+                let pods = reported
                     .iter()
-                    .filter(|(_, pod)| prior.pods.binary_search(pod).is_ok())
-                    .map(|(v, _)| *v)
+                    .map(|&(version, pod)| Baseline {
+                        pod,
+                        version,
+                        from: 0,
+                    })
                     .collect();
-                if older.is_empty() {
-                    // 3. None of the Pods running then is left: renewed, unchanged.
-                    renewed(prior.counted)
-                } else if older.iter().all(|v| !prior.known.contains(v)) {
-                    // 2. A rotation: every Pod running then moved to a version not known.
-                    renewed(most_reported(older.into_iter()).expect("not empty"))
-                } else {
-                    // Not (yet) a rotation, whatever the Pods that came since report.
-                    prior.clone()
+                HeldObject {
+                    id,
+                    counted,
+                    pods,
+                    record: 0,
                 }
             }
+            Some(prior) => step(prior, &reported),
         };
         let mut digest = [0u8; 32];
         digest[..8].copy_from_slice(&object.counted.to_be_bytes());
@@ -439,6 +444,65 @@ pub fn decide(
         next.objects.push(object);
     }
     (out.into_boxed_slice(), next)
+}
+
+/// One object's held view moved forward by what its Pods report now (`reported`:
+/// (version, incarnation), sorted by incarnation): rules 2 and 3 of the module
+/// documentation.
+fn step(prior: &HeldObject, reported: &[(u64, u64)]) -> HeldObject {
+    let mut record = prior.record;
+    // A Pod seen before keeps its baseline; a new one starts with what it mounted, and
+    // counts from the next record.
+    let pods: Vec<Baseline> = reported
+        .iter()
+        .map(
+            |&(version, pod)| match prior.pods.binary_search_by_key(&pod, |b| b.pod) {
+                Ok(i) => prior.pods[i],
+                Err(_) => Baseline {
+                    pod,
+                    version,
+                    from: record + 1,
+                },
+            },
+        )
+        .collect();
+    // 3. None of the Pods of the record is left: the next record begins.
+    if !pods.iter().any(|b| b.from <= record) {
+        record += 1;
+    }
+    // 2. A rotation: every Pod of the record reports another version than its own.
+    let now = |b: &Baseline| {
+        reported
+            .iter()
+            .find(|(_, pod)| *pod == b.pod)
+            .map(|(v, _)| *v)
+            .expect("reported")
+    };
+    let of_record: Vec<&Baseline> = pods.iter().filter(|b| b.from <= record).collect();
+    let rotated = !of_record.is_empty() && of_record.iter().all(|b| now(b) != b.version);
+    if !rotated {
+        return HeldObject {
+            id: prior.id,
+            counted: prior.counted,
+            pods,
+            record,
+        };
+    }
+    let counted = most_reported(of_record.iter().map(|b| now(b))).expect("not empty");
+    record += 1;
+    HeldObject {
+        id: prior.id,
+        counted,
+        pods: pods
+            .iter()
+            .map(|b| Baseline {
+                pod: b.pod,
+                version: now(b),
+                from: record,
+            })
+            .collect(),
+        record,
+    }
 }
 
 #[cfg(test)]
@@ -608,6 +672,27 @@ mod tests {
         w.mount_as("db-0", "e", 3);
         w.mount_as("db-1", "f", 4);
         assert_ne!(w.counted(), first);
+    }
+
+    /// On a real server a rollout's old Pods keep their statuses while they terminate: a
+    /// rotation of the new Pods meanwhile is seen once the old statuses go.
+    #[test]
+    fn a_rotation_of_new_pods_while_the_old_ones_terminate_is_seen_when_they_go() {
+        let mut w = Workload::default();
+        w.mount("o1", "a1");
+        w.mount("o2", "a2");
+        let first = w.counted();
+        w.mount("n1", "b1");
+        w.mount("n2", "b2");
+        assert_eq!(w.counted(), first);
+        w.mount("n1", "rotated-1");
+        w.mount("n2", "rotated-2");
+        assert_eq!(w.counted(), first, "the old Pods still report theirs");
+        w.gone("o1");
+        w.gone("o2");
+        let rotated = w.counted();
+        assert_ne!(rotated, first);
+        assert_eq!(w.counted(), rotated);
     }
 
     #[test]

@@ -297,10 +297,9 @@ pub fn rotation(ctx: &Ctx) {
     assert_eq!(code, 0, "{out}");
 }
 
-/// Each running Pod of `name` in `ns` that has no pod status of `vault` yet (`all`: every
-/// one) mounts a version of its own, `<prefix>-<pod name>` (Vault's dynamic secrets);
-/// returns how many did.
-fn own_versions(kube: &Kube, ns: &str, name: &str, prefix: &str, all: bool) -> usize {
+/// The running Pods of `name` in `ns` that mount `vault`, with whether each has a pod
+/// status of it yet.
+fn web_pods(kube: &Kube, ns: &str, name: &str) -> Vec<(Value, bool)> {
     let reported: Vec<String> = kube
         .client
         .get::<Value>(&statuses_path(ns))
@@ -313,16 +312,42 @@ fn own_versions(kube: &Kube, ns: &str, name: &str, prefix: &str, all: bool) -> u
                 .collect()
         })
         .unwrap_or_default();
-    let pods: Vec<Value> = pods_mounting(kube, ns, "vault")
+    pods_mounting(kube, ns, "vault")
         .into_iter()
         .filter(|p| p["metadata"]["labels"]["app"] == name)
-        .filter(|p| all || !reported.iter().any(|r| p["metadata"]["name"] == *r))
+        .map(|p| {
+            let has = reported.iter().any(|r| p["metadata"]["name"] == *r);
+            (p, has)
+        })
+        .collect()
+}
+
+/// Each running Pod of `name` in `ns` that has no pod status of `vault` yet (`all`: every
+/// one) mounts a version of its own, `<prefix>-<pod name>` (Vault's dynamic secrets);
+/// returns how many did.
+fn own_versions(kube: &Kube, ns: &str, name: &str, prefix: &str, all: bool) -> usize {
+    let pods: Vec<Value> = web_pods(kube, ns, name)
+        .into_iter()
+        .filter(|(_, has)| all || !has)
+        .map(|(p, _)| p)
         .collect();
     for pod in &pods {
         let version = format!("{prefix}-{}", pod["metadata"]["name"].as_str().unwrap());
         write_status(kube, pod, "vault", &version);
     }
     pods.len()
+}
+
+/// Waits up to [`LONG`] for `web` to have `count` ReplicaSets.
+fn wait_for_rs(kube: &Kube, ns: &str, count: usize) -> Result<(), ()> {
+    let deadline = std::time::Instant::now() + LONG;
+    while std::time::Instant::now() < deadline {
+        if replica_sets(kube, ns, "web") == count {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err(())
 }
 
 /// Issue 33, item 1, on the real API server: with a version of its own in every Pod (Vault's
@@ -402,11 +427,10 @@ pub fn per_pod_versions(ctx: &Ctx) {
                 == n
         });
     };
+    // The rollout done: its two new Pods run, without a pod status yet, and no other.
     let rolled_out = || {
-        kube.get("Deployment", ns, "web").is_some_and(|d| {
-            let s = &d["status"];
-            s["replicas"] == 2 && s["updatedReplicas"] == 2 && s["availableReplicas"] == 2
-        }) && pods_mounting(kube, ns, "vault").len() == 2
+        let pods = web_pods(kube, ns, "web");
+        pods.len() == 2 && pods.iter().all(|(_, has)| !has)
     };
     assert_eq!(replica_sets(kube, ns, "web"), 1, "adoption rolled nothing");
 
@@ -424,9 +448,9 @@ pub fn per_pod_versions(ctx: &Ctx) {
     // A rotation: every running Pod's credentials renewed. One rollout; its Pods' own
     // credentials roll nothing.
     assert_eq!(own_versions(kube, ns, "web", "rotated", true), 2);
-    kube.until(LONG, "web rolled for the rotation", || {
-        replica_sets(kube, ns, "web") == 3
-    });
+    if wait_for_rs(kube, ns, 3).is_err() {
+        panic!("web not rolled for the rotation:\n{}", wavelet.output());
+    }
     kube.until(LONG, "the rollout done", rolled_out);
     assert_eq!(own_versions(kube, ns, "web", "c", false), 2);
     barrier();
