@@ -643,21 +643,36 @@ fn per_pod_versions(fake: &FakeApi, driver: &Driver, name: &str, prefix: &str) -
     pods.len()
 }
 
-/// The running Pods of web without a pod status of `vault` yet (a rollout's new Pods)
-/// mount it: each gets a version of its own, `<prefix>-<pod name>`; returns how many.
-fn new_pods_mount(fake: &FakeApi, driver: &Driver, prefix: &str) -> usize {
+/// The running Pods of web (not terminating) without a pod status of `vault` yet (a
+/// rollout's new Pods), and how many running Pods web has in all.
+fn unreported(fake: &FakeApi) -> (Vec<Value>, usize) {
     let reported: Vec<String> = fake
         .list(STATUSES, Some(NS))
         .iter()
         .filter_map(|s| s["status"]["podName"].as_str().map(String::from))
         .collect();
-    let pods: Vec<Value> = fake
+    let running: Vec<Value> = fake
         .pods(NS)
         .into_iter()
         .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
         .filter(|p| p["metadata"]["labels"]["app"] == "web")
+        .collect();
+    let all = running.len();
+    let new = running
+        .into_iter()
         .filter(|p| !reported.iter().any(|r| p["metadata"]["name"] == *r))
         .collect();
+    (new, all)
+}
+
+/// Once the rollout's two new Pods run (and no other), each mounts `vault` with a version
+/// of its own, `<prefix>-<pod name>`; returns how many did.
+fn new_pods_mount(fake: &FakeApi, wavelet: &Wavelet, driver: &Driver, prefix: &str) -> usize {
+    eventually(fake, wavelet, "the rollout's new Pods running", |f| {
+        let (new, all) = unreported(f);
+        new.len() == 2 && all == 2
+    });
+    let (pods, _) = unreported(fake);
     for pod in &pods {
         let version = format!("{prefix}-{}", pod["metadata"]["name"].as_str().unwrap());
         driver.write(pod, "vault", &[("database/creds/app", &version)]);
@@ -693,7 +708,7 @@ fn pods_with_versions_of_their_own_roll_once_per_change_never_in_a_loop() {
     eventually(&fake, &wavelet, "web rolled for web-config", |f| {
         rollouts(f, "web") == 1
     });
-    assert_eq!(new_pods_mount(&fake, &driver, "b"), 2);
+    assert_eq!(new_pods_mount(&fake, &wavelet, &driver, "b"), 2);
     barrier(&fake, &wavelet);
     barrier(&fake, &wavelet);
     assert_eq!(rollouts(&fake, "web"), 1, "{}", wavelet.output());
@@ -704,7 +719,7 @@ fn pods_with_versions_of_their_own_roll_once_per_change_never_in_a_loop() {
     eventually(&fake, &wavelet, "web rolled for the rotation", |f| {
         rollouts(f, "web") == 2
     });
-    assert_eq!(new_pods_mount(&fake, &driver, "c"), 2);
+    assert_eq!(new_pods_mount(&fake, &wavelet, &driver, "c"), 2);
     barrier(&fake, &wavelet);
     barrier(&fake, &wavelet);
     assert_eq!(rollouts(&fake, "web"), 2, "{}", wavelet.output());
