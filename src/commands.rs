@@ -217,11 +217,11 @@ fn mounting_pods(
     class: &ConfigKey,
 ) -> usize {
     let view = if entry.references.iter().any(|r| r.config == *class) {
-        cache.class_view(class, |pod| {
+        cache.class_view(class, Some(workload), |pod| {
             crate::model::pods::is_pod_of(&workload.resource, &workload.name, pod)
         })
     } else {
-        cache.class_view(class, |_| true)
+        cache.class_view(class, Some(workload), |_| true)
     };
     view.map_or(0, |v| v.pods)
 }
@@ -291,6 +291,7 @@ fn load_mounts(client: &Client, namespace: Option<&str>, cache: &Cache) -> Resul
                 &class,
                 &mounted.pod_name,
                 Some(&mounted.objects),
+                status.incarnation(),
                 None,
                 |_| {},
             );

@@ -113,6 +113,17 @@ impl Error {
         self.status().is_some_and(Status::is_forbidden)
     }
 
+    /// A create refused because its namespace is being deleted (`403` with the cause
+    /// `NamespaceTerminating`, whose text the API server fixes: "unable to create new
+    /// content in namespace NS because it is being terminated").
+    pub fn is_namespace_terminating(&self) -> bool {
+        self.status().is_some_and(|s| {
+            s.is_forbidden()
+                && (s.message.contains("because it is being terminated")
+                    || s.causes.iter().any(|c| c.contains("is being terminated")))
+        })
+    }
+
     /// A create answered 409 `AlreadyExists` (not a 409 `Conflict` of an update).
     pub fn is_already_exists(&self) -> bool {
         self.status()
@@ -133,9 +144,65 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A URL as it may be printed: its scheme and host (and port), never its user, password,
+/// path or query, which is where webhooks (Slack's, Teams') and proxies keep their
+/// secrets: `https://hooks.slack.com/services/T0/B0/x` is shown `https://hooks.slack.com`.
+/// A value without `scheme://` is not a URL and shown as `(not shown)`: it may be a token.
+pub fn shown_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not shown)".into();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = rest[..end].rsplit('@').next().unwrap_or("");
+    let cut = if end < rest.len() || rest[..end].contains('@') {
+        " (the rest not shown)"
+    } else {
+        ""
+    };
+    format!("{scheme}://{host}{cut}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_create_in_a_namespace_being_deleted_is_told_apart_from_other_refusals() {
+        let terminating = Error::Api(Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "configmaps \"late\" is forbidden: unable to create new content in namespace wire-rec because it is being terminated".into(),
+            retry_after: None,
+            causes: vec!["namespace wire-rec is being terminated".into()],
+        });
+        assert!(terminating.is_namespace_terminating());
+        let rbac = Error::Api(Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "events is forbidden: User \"x\" cannot create resource".into(),
+            retry_after: None,
+            causes: Vec::new(),
+        });
+        assert!(!rbac.is_namespace_terminating());
+    }
+
+    #[test]
+    fn a_shown_url_keeps_its_scheme_and_host_only() {
+        assert_eq!(
+            shown_url("https://hooks.slack.com/services/T0/B0/xyz"),
+            "https://hooks.slack.com (the rest not shown)"
+        );
+        assert_eq!(
+            shown_url("http://user:pw@proxy:3128"),
+            "http://proxy:3128 (the rest not shown)"
+        );
+        assert_eq!(shown_url("https://example.com"), "https://example.com");
+        assert_eq!(
+            shown_url("https://h.example?token=x"),
+            "https://h.example (the rest not shown)"
+        );
+        assert_eq!(shown_url("T0/B0/xyz"), "(not shown)");
+    }
 
     #[test]
     fn error_enum_stays_small() {

@@ -143,20 +143,22 @@ pub fn wavelet_flags(found: &Found) -> Vec<(String, String)> {
             "auto-reload-all" if truthy => "--auto-reload-all".into(),
             "enable-ha" if truthy => "--leader-elect".into(),
             "resources-to-ignore" => format!("--ignore-{}", value.to_ascii_lowercase()),
-            "is-Argo-Rollouts" if !truthy => "--is-Argo-Rollouts=false".into(),
+            // A string flag in Reloader: on only when exactly "true".
+            "is-Argo-Rollouts" if value != "true" => "--is-Argo-Rollouts=false".into(),
             n if n.starts_with("leader-election-") => {
                 format!("--{}={value}", &n["leader-election-".len()..])
             }
             _ => String::new(),
         };
-        rows.push((format!("--{name}={value}"), ours));
+        let shown = crate::config::shown_value(&value);
+        rows.push((format!("--{name}={shown}"), ours));
     }
     for (name, value) in &found.env {
         let shown = match value {
             Ok(_) if name == "ALERT_WEBHOOK_URL" || name == "ALERT_WEBHOOK_PROXY" => {
                 format!("{name} (a URL, not shown)")
             }
-            Ok(v) => format!("{name}={v}"),
+            Ok(v) => format!("{name}={}", crate::config::shown_value(v)),
             Err(from) => format!("{name} from {from}"),
         };
         let ours = match (name.as_str(), value) {
@@ -452,6 +454,7 @@ mod tests {
             "--lease-duration=20s"
         );
         assert_eq!(ours("--webhook-url=https://x"), "");
+        assert!(!format!("{rows:?}").contains("https://x/"));
         assert_eq!(ours("KUBERNETES_NAMESPACE=apps"), "--namespaces=apps");
         assert_eq!(
             ours("ALERT_WEBHOOK_URL from Secret reloader-reloader, key ALERT_WEBHOOK_URL"),
@@ -470,6 +473,27 @@ mod tests {
             &[("ALERT_WEBHOOK_URL", Ok("https://hooks.example/T0KEN"))],
         ));
         assert!(!format!("{rows:?}").contains("T0KEN"), "{rows:?}");
+    }
+
+    #[test]
+    fn a_webhook_urls_path_and_query_are_never_shown_as_an_arg_nor_in_its_refusal() {
+        let slack = "https://hooks.slack.com/services/T0/B0/SECRET?q=QUERY";
+        for args in [
+            vec!["--webhook-url", slack],
+            vec![&*format!("--webhook-url={slack}")],
+        ]
+        .iter()
+        {
+            let f = found(args, &[("OTHER_URL", Ok("https://h.example/PATHTOKEN"))]);
+            let rows = format!("{:?}", wavelet_flags(&f));
+            let refused = as_they_are(&f).unwrap_err();
+            for shown in [&rows, &refused] {
+                for secret in ["SECRET", "QUERY", "PATHTOKEN"] {
+                    assert!(!shown.contains(secret), "{shown}");
+                }
+                assert!(shown.contains("https://hooks.slack.com"), "{shown}");
+            }
+        }
     }
 
     #[test]

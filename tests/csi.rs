@@ -627,6 +627,165 @@ fn delete_mode_replaces_the_pods_a_secret_provider_class_selects_once_per_rotati
             && e["involvedObject"]["kind"] == "SecretProviderClass"));
 }
 
+/// Each running Pod of `name` (not terminating) writes a pod status of `vault` with a
+/// version of its own: `<prefix>-<pod name>` (Vault's dynamic secrets); returns how many.
+fn per_pod_versions(fake: &FakeApi, driver: &Driver, name: &str, prefix: &str) -> usize {
+    let pods: Vec<Value> = fake
+        .pods(NS)
+        .into_iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| p["metadata"]["labels"]["app"] == name)
+        .collect();
+    for pod in &pods {
+        let version = format!("{prefix}-{}", pod["metadata"]["name"].as_str().unwrap());
+        driver.write(pod, "vault", &[("database/creds/app", &version)]);
+    }
+    pods.len()
+}
+
+/// The running Pods of web (not terminating) without a pod status of `vault` yet (a
+/// rollout's new Pods), and how many running Pods web has in all.
+fn unreported(fake: &FakeApi) -> (Vec<Value>, usize) {
+    let reported: Vec<String> = fake
+        .list(STATUSES, Some(NS))
+        .iter()
+        .filter_map(|s| s["status"]["podName"].as_str().map(String::from))
+        .collect();
+    let running: Vec<Value> = fake
+        .pods(NS)
+        .into_iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| p["metadata"]["labels"]["app"] == "web")
+        .collect();
+    let all = running.len();
+    let new = running
+        .into_iter()
+        .filter(|p| !reported.iter().any(|r| p["metadata"]["name"] == *r))
+        .collect();
+    (new, all)
+}
+
+/// Once the rollout's two new Pods run (and no other), each mounts `vault` with a version
+/// of its own, `<prefix>-<pod name>`; returns how many did.
+fn new_pods_mount(fake: &FakeApi, wavelet: &Wavelet, driver: &Driver, prefix: &str) -> usize {
+    eventually(fake, wavelet, "the rollout's new Pods running", |f| {
+        let (new, all) = unreported(f);
+        new.len() == 2 && all == 2
+    });
+    let (pods, _) = unreported(fake);
+    for pod in &pods {
+        let version = format!("{prefix}-{}", pod["metadata"]["name"].as_str().unwrap());
+        driver.write(pod, "vault", &[("database/creds/app", &version)]);
+    }
+    pods.len()
+}
+
+/// Regression (issue 33, item 1): with Vault's dynamic secrets every Pod reports a version
+/// of its own, so no version had a majority and the tie went to the greatest digest: each
+/// rollout brought Pods with new versions, a new greatest, and another rollout, forever.
+/// Now the version held moves only on a rotation (every Pod running when it was held
+/// reports a version it does not know): a rollout for a ConfigMap change rolls once, and
+/// a real rotation (every Pod's credentials renewed) rolls once too.
+#[test]
+fn pods_with_versions_of_their_own_roll_once_per_change_never_in_a_loop() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    fake.apply(configmap(NS, "web-config", &[("v", "1")]));
+    fake.apply(deployment(
+        "web",
+        opted_in(),
+        mounts_class("vault", Some("web-config")),
+    ));
+    assert_eq!(per_pod_versions(&fake, &driver, "web", "a"), 2);
+    let wavelet = start(&fake, &[CSI], &["web"]);
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 0);
+
+    // A ConfigMap change rolls web; its new Pods get credentials of their own.
+    fake.merge_patch("configmaps", NS, "web-config", json!({"data": {"v": "2"}}));
+    eventually(&fake, &wavelet, "web rolled for web-config", |f| {
+        rollouts(f, "web") == 1
+    });
+    assert_eq!(new_pods_mount(&fake, &wavelet, &driver, "b"), 2);
+    barrier(&fake, &wavelet);
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 1, "{}", wavelet.output());
+
+    // A rotation: every running Pod's credentials renewed. One rollout, and its new Pods'
+    // credentials roll nothing.
+    per_pod_versions(&fake, &driver, "web", "rotated");
+    eventually(&fake, &wavelet, "web rolled for the rotation", |f| {
+        rollouts(f, "web") == 2
+    });
+    assert_eq!(new_pods_mount(&fake, &wavelet, &driver, "c"), 2);
+    barrier(&fake, &wavelet);
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 2, "{}", wavelet.output());
+}
+
+/// Regression (issue 33, item 9): the prune of `wavelet-state` knew ConfigMaps and Secrets
+/// only, so the delete-mode entry of a deleted SecretProviderClass stayed for ever. Now,
+/// with `--resync 1s`, it leaves with a write a second after the class is gone, while the
+/// entry of the class that exists stays.
+#[test]
+fn delete_mode_entries_of_deleted_secret_provider_classes_are_pruned() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wavelet"}}));
+    let selecting = |selector: &str| json!({"wavelet.dev/pod-delete-match": selector, "wavelet.dev/pod-delete-strategy": "delete"});
+    fake.apply(secret_provider_class(NS, "vault", selecting("app=web")));
+    fake.apply(secret_provider_class(NS, "old", selecting("app=old")));
+    fake.apply(deployment("web", json!({}), mounts_class("vault", None)));
+    fake.apply(deployment("old", json!({}), mounts_class("old", None)));
+    driver.publish(&fake, NS, "vault", &[("db-password", "0")]);
+    driver.publish(&fake, NS, "old", &[("db-password", "0")]);
+    let wavelet = start(
+        &fake,
+        &[CSI, "--state-namespace", "wavelet", "--resync", "1s"],
+        &[],
+    );
+    let entry = |f: &FakeApi, class: &str| {
+        f.get("configmaps", "wavelet", "wavelet-state")
+            .is_some_and(|s| !s["data"][format!("secretproviderclass.{NS}.{class}")].is_null())
+    };
+    eventually(&fake, &wavelet, "both classes recorded", |f| {
+        entry(f, "vault") && entry(f, "old")
+    });
+    fake.delete("secretproviderclasses", NS, "old");
+    // Rotations of vault (each a replacement, each a state write) until one comes a
+    // resync after another.
+    let web_pods = |f: &FakeApi| -> Vec<String> {
+        f.pods(NS)
+            .iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "web")
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for n in 1.. {
+        let before = web_pods(&fake);
+        driver.publish(&fake, NS, "vault", &[("db-password", &n.to_string())]);
+        eventually(&fake, &wavelet, "web's Pods replaced", |f| {
+            let now = web_pods(f);
+            now.len() == 2 && now.iter().all(|uid| !before.contains(uid))
+        });
+        // The replacement's new Pods mount the version there is now.
+        driver.publish(&fake, NS, "vault", &[("db-password", &n.to_string())]);
+        if !entry(&fake, "old") {
+            break;
+        }
+        assert!(n < 10, "never pruned:\n{}", wavelet.output());
+        std::thread::sleep(std::time::Duration::from_millis(600));
+    }
+    assert!(entry(&fake, "vault"), "{}", wavelet.output());
+    assert!(wavelet
+        .output()
+        .contains("dropping 1 entries of objects gone"));
+}
+
 fn run(fake: &FakeApi, args: &[&str]) -> (Option<i32>, String, String) {
     let Output {
         status,
@@ -713,30 +872,31 @@ fn pod_statuses_deleted_while_the_watch_was_down_are_dropped_at_the_relist() {
     let mut web = deployment("web", opted_in(), mounts_class("vault", None));
     web["spec"]["replicas"] = json!(3);
     fake.apply(web);
-    // One Pod has remounted version 2, two still report version 1: web counts version 1.
+    // Three Pods report version 1.
     let pods = fake.pods(NS);
     let web_pods: Vec<&Value> = pods
         .iter()
         .filter(|p| p["metadata"]["labels"]["app"] == "web")
         .collect();
     assert_eq!(web_pods.len(), 3);
-    driver.write(web_pods[0], "vault", &[("db-password", "2")]);
-    for pod in &web_pods[1..] {
+    for pod in &web_pods {
         driver.write(pod, "vault", &[("db-password", "1")]);
     }
     let wavelet = start(&fake, &[CSI], &["web"]);
     barrier(&fake, &wavelet);
     assert_eq!(rollouts(&fake, "web"), 0);
 
-    // The watch is down while the two stale statuses go; history is compacted past it,
-    // so wavelet relists: what the relist does not return is gone, and web now counts
-    // version 2.
+    // The watch is down while one Pod remounts version 2 and the other two Pods' statuses
+    // go; history is compacted past it, so wavelet relists: what the relist does not
+    // return is gone, and every Pod left has rotated: web rolls for version 2 (kept, the
+    // two stale statuses would hold version 1).
     fake.inject(crate::fake::Fault::Slow {
         method: "WATCH".into(),
         resource: STATUSES.into(),
         delay: std::time::Duration::from_millis(300),
     });
     fake.close_watches();
+    driver.write(web_pods[0], "vault", &[("db-password", "2")]);
     for pod in &web_pods[1..] {
         let name = format!("{}-{NS}-vault", pod["metadata"]["name"].as_str().unwrap());
         assert!(fake.delete(STATUSES, NS, &name));

@@ -720,6 +720,172 @@ fn a_slow_events_endpoint_never_holds_a_rollout() {
     });
 }
 
+/// StatefulSets `<prefix>-N` in `ns` (a Namespace created first), each opted in and
+/// mounting a ConfigMap of its own that does not exist: each is held with a ConfigMissing
+/// Warning whose cause is its own ConfigMap (an Event of its own and a summary each).
+fn missing_their_configmaps(fake: &FakeApi, ns: &str, prefix: &str, count: usize) {
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    fake.apply_all((0..count).map(|n| {
+        workload(
+            "StatefulSet",
+            ns,
+            &format!("{prefix}-{n}"),
+            opted_in(),
+            mounts_configmap(&format!("{prefix}-config-{n}")),
+        )
+    }));
+}
+
+/// The sum of the counts of the `reason` Events about `name`.
+fn counted(fake: &FakeApi, ns: &str, name: &str, reason: &str) -> u64 {
+    fake.events_for(ns, name)
+        .iter()
+        .filter(|e| e["reason"] == reason)
+        .map(|e| e["count"].as_u64().unwrap_or(1))
+        .sum()
+}
+
+/// Regression (issue 33, item 7): the spam filter (25 Events per object at once, then one
+/// every 5 minutes) dropped rollout Events: a ConfigMap edited 30 times left 25
+/// `ConfigChanged` records for 30 rollouts. Rollout Events are never filtered; the same
+/// one again is one more occurrence of its series.
+#[test]
+fn every_rollout_leaves_a_record_however_often_the_configmap_changes() {
+    const EDITS: usize = 30;
+    let fake = fake_with_web();
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(&fake, &wavelet, "web adopted", |f| {
+        hashes(f, "deployments", "default", "web", HASH).1.is_some()
+    });
+    for n in 1..=EDITS {
+        fake.merge_patch(
+            "configmaps",
+            "default",
+            "app-config",
+            json!({"data": {"color": format!("c{n}")}}),
+        );
+        eventually(&fake, &wavelet, &format!("rollout {n}"), |f| {
+            template_patches(f, "deployments", "default", "web") == n
+        });
+    }
+    eventually(
+        &fake,
+        &wavelet,
+        "a ConfigChanged occurrence per rollout",
+        |f| counted(f, "default", "web", "ConfigChanged") >= EDITS as u64,
+    );
+    assert_eq!(
+        counted(&fake, "default", "web", "ConfigChanged"),
+        EDITS as u64
+    );
+}
+
+/// Regression (issue 33, item 5): after a namespace was deleted, the Warnings queued for
+/// it were still posted one by one, each answered 404 (1 to 2 a second for minutes after
+/// 300 namespaces went). Now its queued series are dropped at once: with the Event writer
+/// held by a slow request while 20 Warnings about `doomed` wait, deleting the namespace
+/// leaves at most the request in flight (and its follow-up) for it.
+#[test]
+fn the_queued_events_of_a_deleted_namespace_are_dropped_at_once() {
+    const HELD: usize = 20;
+    let fake = fake_with_web();
+    missing_their_configmaps(&fake, "doomed", "w", HELD);
+    fake.inject(Fault::Slow {
+        method: "GET".into(),
+        resource: "events".into(),
+        delay: Duration::from_secs(4),
+    });
+    let wavelet = Wavelet::start(&fake, FAST);
+    let said = |w: &Wavelet| {
+        w.output()
+            .lines()
+            .filter(|l| l.contains("statefulset doomed/w-") && l.contains("Not rolling"))
+            .count()
+    };
+    assert!(
+        fake.wait_until(Duration::from_secs(15), |_| said(&wavelet) == HELD),
+        "{}",
+        wavelet.output()
+    );
+    let mark = fake.request_count();
+    fake.delete("namespaces", "", "doomed");
+    // The positive signal: a Warning said after the deletion, in another namespace, is
+    // written (the writer took every series queued before it).
+    fake.apply(workload(
+        "Deployment",
+        "default",
+        "after",
+        opted_in(),
+        mounts_configmap("after-config"),
+    ));
+    assert!(
+        fake.wait_until(Duration::from_secs(30), |f| !f
+            .events_for("default", "after")
+            .is_empty()),
+        "the later Warning never written:\n{}",
+        wavelet.output()
+    );
+    let doomed: Vec<String> = fake
+        .requests_since(mark)
+        .iter()
+        .filter(|r| r.path.starts_with("/api/v1/namespaces/doomed/events"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(
+        doomed.len() <= 2,
+        "{} Event requests for the deleted namespace: {doomed:#?}",
+        doomed.len()
+    );
+}
+
+/// Regression (issue 33, item 6): a ConfigMissing Warning that could not be queued (the
+/// queue holds 1,000 series) was logged at debug and remembered as said, so never said
+/// again. Here the writer is held by a slow request while 505 workloads, each missing a
+/// ConfigMap of its own, fill the queue (two series each): the last are not queued, are
+/// logged at warn, and are said again later, so the same workload is warned about twice.
+#[test]
+fn a_warning_that_could_not_be_queued_is_logged_at_warn_and_said_again_later() {
+    const HELD: usize = 505;
+    let fake = FakeApi::start();
+    missing_their_configmaps(&fake, NS, "held", HELD);
+    fake.inject(Fault::Slow {
+        method: "GET".into(),
+        resource: "events".into(),
+        delay: Duration::from_secs(60),
+    });
+    let wavelet = Wavelet::start(&fake, FAST);
+    let not_queued = |w: &Wavelet| -> Vec<String> {
+        w.output()
+            .lines()
+            .filter(|l| {
+                l.contains("WARN")
+                    && l.contains("could not queue ConfigMissing Warning on StatefulSet")
+            })
+            .filter_map(|l| l.split(" on StatefulSet ").nth(1))
+            .filter_map(|rest| rest.split(':').next())
+            .map(String::from)
+            .collect()
+    };
+    let twice = |w: &Wavelet| {
+        let names = not_queued(w);
+        names
+            .iter()
+            .any(|n| names.iter().filter(|m| *m == n).count() >= 2)
+    };
+    assert!(
+        fake.wait_until(Duration::from_secs(45), |_| twice(&wavelet)),
+        "no Warning said again after it could not be queued; not queued: {:?}\n{}",
+        not_queued(&wavelet),
+        wavelet
+            .output()
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Many namespaces
 

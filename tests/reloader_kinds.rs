@@ -222,13 +222,20 @@ fn argo_rollout(name: &str, annotations: Value) -> Value {
     rollout
 }
 
+/// `FAST` with `--is-Argo-Rollouts=true`.
+fn with_rollouts() -> Vec<&'static str> {
+    let mut args = FAST.to_vec();
+    args.push("--is-Argo-Rollouts=true");
+    args
+}
+
 #[test]
-fn argo_rollouts_are_watched_without_flags_when_the_api_serves_them() {
+fn argo_rollouts_are_watched_when_the_api_serves_them() {
     let fake = FakeApi::start();
     fake.register_resource("argoproj.io", "v1alpha1", "rollouts", "Rollout");
     fake.apply(configmap(NS, "config", &[("k", "1")]));
     fake.apply(argo_rollout("ro", opted_in()));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &with_rollouts());
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "rollouts", NS, "ro", HASH).1.is_some()
     });
@@ -242,6 +249,42 @@ fn argo_rollouts_are_watched_without_flags_when_the_api_serves_them() {
             Some("application/merge-patch+json")
         );
         assert!(patch.body_json()["spec"]["restartAt"].is_null());
+    }
+}
+
+/// Reloader's `--is-Argo-Rollouts` is a string flag compared to "true": `1` means false
+/// there, so Rollouts are not watched although the API serves them, and that is said; not
+/// given, wavelet watches them, and says that Reloader would not.
+#[test]
+fn is_argo_rollouts_is_true_only_when_exactly_true_and_a_difference_from_reloader_is_said() {
+    for (extra, watched, said) in [
+        (
+            Some("--is-Argo-Rollouts=1"),
+            false,
+            "--is-Argo-Rollouts=1: not watching Argo Rollouts, as Reloader (Reloader compares this flag to \"true\" exactly",
+        ),
+        (
+            None,
+            true,
+            "as --is-Argo-Rollouts is not given (wavelet differs from Reloader here: Reloader's default is false",
+        ),
+    ] {
+        let fake = fake_with_web();
+        fake.register_resource("argoproj.io", "v1alpha1", "rollouts", "Rollout");
+        fake.apply(argo_rollout("ro", opted_in()));
+        let mut args = FAST.to_vec();
+        args.extend(extra);
+        let wavelet = Wavelet::start(&fake, &args);
+        eventually(&fake, &wavelet, "adoption", |f| {
+            hashes(f, "deployments", NS, "web", HASH).1.is_some()
+        });
+        let output = wavelet.output();
+        let listed = fake
+            .requests()
+            .iter()
+            .any(|r| r.path.contains("/rollouts"));
+        assert_eq!(listed, watched, "{extra:?}: rollouts listed\n{output}");
+        assert!(output.contains(said), "{extra:?}: {said}\n{output}");
     }
 }
 
@@ -269,7 +312,7 @@ fn the_restart_strategy_sets_restart_at_and_leaves_the_template_alone() {
     let mut annotations = reloader_and_wavelet_opt_in();
     annotations["reloader.stakater.com/rollout-strategy"] = json!("restart");
     fake.apply(argo_rollout("ro", annotations));
-    let wavelet = Wavelet::start(&fake, FAST);
+    let wavelet = Wavelet::start(&fake, &with_rollouts());
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "rollouts", NS, "ro", HASH).1.is_some()
     });

@@ -231,7 +231,10 @@ impl Client {
         }
         if let Some(proxy) = &setup.proxy_url {
             let proxy = ureq::Proxy::new(proxy).map_err(|e| {
-                Error::Config(format!("kubeconfig proxy-url `{proxy}` is not usable: {e}"))
+                Error::Config(format!(
+                    "kubeconfig proxy-url `{}` is not usable: {e}",
+                    crate::error::shown_url(proxy)
+                ))
             })?;
             config = config.proxy(Some(proxy));
         } else if is_loopback_url(&setup.base_url) {

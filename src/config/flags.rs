@@ -405,9 +405,9 @@ pub(super) static FLAGS: &[Flag] = &[
     flag(
         "is-Argo-Rollouts",
         Some("true|false"),
-        FlagDefault::Unset("watched whenever the API serves them"),
+        FlagDefault::Unset("watched whenever served (Reloader: false)"),
         Scope::Run,
-        "Reloader's flag: true watches Argo Rollouts (and says when they are not served); false never",
+        "Reloader's flag, read as Reloader reads it (exactly true): true watches Argo Rollouts (and says when they are not served); any other value never",
     ),
     flag(
         "metrics-count-by-namespace",

@@ -25,6 +25,7 @@ mod values;
 pub use flags::env_var;
 pub use help::help_text;
 pub use parse::parse;
+pub(crate) use reloader::shown_value;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -369,8 +370,10 @@ pub struct ReloaderFlags {
     /// `--ignored-workload-types`: `cronjobs` stops watching CronJobs; `jobs` changes
     /// nothing (wavelet never re-creates Jobs).
     pub ignore_cronjobs: bool,
-    /// `--is-Argo-Rollouts`: `Some(true)` watches Rollouts and says so when the API does
-    /// not serve them, `Some(false)` never watches them; `None`: whenever served.
+    /// `--is-Argo-Rollouts`, read as Reloader reads it (`"true"` exactly): `Some(true)`
+    /// watches Rollouts and says so when the API does not serve them, `Some(false)` (any
+    /// other value) never watches them; `None`: whenever served, which differs from
+    /// Reloader's default and is said at start.
     pub argo_rollouts: Option<bool>,
     /// `--metrics-count-by-namespace` (`METRICS_COUNT_BY_NAMESPACE=enabled`).
     pub count_by_namespace: bool,

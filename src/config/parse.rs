@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::config::args::{config_error, split_args};
 use crate::config::flags::{find_flag, FlagDefault, Scope};
 use crate::config::help::help_text;
-use crate::config::reloader::NOTED_ENV;
+use crate::config::reloader::{reloaders_string_bool, NOTED_ENV};
 use crate::config::values::*;
 use crate::config::*;
 use crate::error::Error;
@@ -272,7 +272,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Co
                 ignore_cronjobs: look
                     .get("ignored-workload-types", ignored_workload_types)?
                     .unwrap_or(false),
-                argo_rollouts: look.get("is-Argo-Rollouts", parse_bool)?,
+                argo_rollouts: look.get("is-Argo-Rollouts", |s| Ok(reloaders_string_bool(s).0))?,
                 count_by_namespace: look
                     .get("metrics-count-by-namespace", count_by_namespace)?
                     .unwrap_or(false),
@@ -449,10 +449,17 @@ fn run_notes(look: &Lookup, run: &RunConfig, env: &dyn Fn(&str) -> Option<String
             "--enable-ha=false: no leader election (--leader-elect turns it on)".into()
         });
     }
-    match run.reloader.argo_rollouts {
-        Some(true) => notes.push("--is-Argo-Rollouts=true: watching argoproj.io/v1alpha1 rollouts when the API serves them (checked at start)".into()),
-        Some(false) => notes.push("--is-Argo-Rollouts=false: not watching Argo Rollouts, as Reloader".into()),
-        None => {}
+    let argo = look
+        .get("is-Argo-Rollouts", |s| {
+            Ok((s.to_string(), reloaders_string_bool(s).1))
+        })
+        .ok()
+        .flatten();
+    if let Some((value, read)) = argo {
+        notes.push(match run.reloader.argo_rollouts {
+            Some(true) => "--is-Argo-Rollouts=true: watching argoproj.io/v1alpha1 rollouts when the API serves them (checked at start)".into(),
+            _ => format!("--is-Argo-Rollouts={value}: not watching Argo Rollouts, as Reloader{read}"),
+        });
     }
     if run.reloader.count_by_namespace {
         notes.push("metrics: reloader_reload_executed_total_by_namespace is exported too".into());

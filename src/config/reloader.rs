@@ -98,19 +98,47 @@ impl Judged {
             )),
             Rule::Judge(judge) => judge(value),
         };
-        let flag = format!("--{}={value}", self.name);
+        let flag = format!("--{}={}", self.name, shown_value(value));
         verdict
             .map(|note| format!("{flag}: {note}"))
             .map_err(|why| format!("{flag} is a Stakater Reloader flag whose meaning wavelet does not share: {why} (book: Coming from Reloader)"))
     }
 }
 
-/// Reloader's string flags take `true` exactly; a bool flag also `1`, `t`, `TRUE`...
-fn truthy(value: &str) -> Result<bool, String> {
-    match value.to_ascii_lowercase().as_str() {
-        "true" | "1" | "t" | "yes" => Ok(true),
-        "false" | "0" | "f" | "no" | "" => Ok(false),
-        _ => Err(format!("expected true or false, got {value:?}")),
+/// A flag's value as it may be printed: a URL (a webhook's holds its token in its path)
+/// as its scheme and host only.
+pub(crate) fn shown_value(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.contains("://") {
+        crate::error::shown_url(value).into()
+    } else {
+        value.into()
+    }
+}
+
+/// Reloader's string flags (`--is-Argo-Rollouts`, `--reload-on-create`,
+/// `--reload-on-delete`) are compared to `"true"` exactly: `1`, `yes` or `True` there mean
+/// false. Returns the value as Reloader reads it, and what to add to the note when the
+/// text could be taken for something else.
+pub(crate) fn reloaders_string_bool(value: &str) -> (bool, &'static str) {
+    match value {
+        "true" => (true, ""),
+        "false" => (false, ""),
+        _ => (
+            false,
+            " (Reloader compares this flag to \"true\" exactly, so it reads this value as false, and so does wavelet)",
+        ),
+    }
+}
+
+/// Reloader's Go bool flags (`--sync-after-restart`, `--enable-pprof`): what Go's
+/// `strconv.ParseBool` takes.
+fn go_bool(value: &str) -> Result<bool, String> {
+    match value {
+        "true" | "1" | "t" | "T" | "TRUE" | "True" => Ok(true),
+        "false" | "0" | "f" | "F" | "FALSE" | "False" => Ok(false),
+        _ => Err(format!(
+            "expected true or false (Reloader refuses {value:?} too)"
+        )),
     }
 }
 
@@ -123,21 +151,27 @@ fn reload_strategy(value: &str) -> Result<String, String> {
 }
 
 fn reload_on_create(value: &str) -> Result<String, String> {
-    Ok(if truthy(value)? {
+    let (on, read) = reloaders_string_bool(value);
+    let what = if on {
         "a created ConfigMap or Secret rolls the workloads whose configuration it changes (a missing one appears, a deleted one is back with other data)"
     } else {
-        "a created ConfigMap or Secret rolls only workloads that referenced it while it was missing"
-    }
-    .into())
+        "wavelet differs from Reloader here: a created ConfigMap or Secret rolls the workloads that referenced it while it was missing (their configuration changed), and no other"
+    };
+    Ok(format!("{what}{read}"))
 }
 
 fn reload_on_delete(value: &str) -> Result<String, String> {
-    truthy(value)?;
-    Ok("deleting an optional reference rolls; deleting a required one holds the rollout (ConfigMissing Warning) until it is back".into())
+    let (on, read) = reloaders_string_bool(value);
+    let what = if on {
+        "deleting an optional reference rolls; deleting a required one holds the rollout (ConfigMissing Warning) until it is back"
+    } else {
+        "wavelet differs from Reloader here: deleting an optional ConfigMap or Secret still rolls the workloads that reference it (their configuration changed), and deleting a required one holds their rollouts (ConfigMissing Warning) until it is back"
+    };
+    Ok(format!("{what}{read}"))
 }
 
 fn sync_after_restart(value: &str) -> Result<String, String> {
-    truthy(value)?;
+    go_bool(value)?;
     Ok("changes made while wavelet was not running are rolled at start, whatever the value".into())
 }
 
@@ -149,7 +183,7 @@ fn webhook_url(value: &str) -> Result<String, String> {
 }
 
 fn enable_pprof(value: &str) -> Result<String, String> {
-    if truthy(value)? {
+    if go_bool(value)? {
         Err("wavelet has no pprof; /metrics has its memory and CPU (process_resident_memory_bytes, process_cpu_seconds_total)".into())
     } else {
         Ok("no pprof server (wavelet has none)".into())
@@ -227,6 +261,20 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_webhook_url_is_named_by_its_host_never_its_path_or_query() {
+        let slack = "https://hooks.slack.com/services/T00/B00/SECRETTOKEN?x=QUERYTOKEN";
+        let refused = judge("webhook-url", slack).unwrap_err();
+        assert!(
+            refused.starts_with("--webhook-url=https://hooks.slack.com (the rest not shown) is"),
+            "{refused}"
+        );
+        assert!(
+            !refused.contains("SECRETTOKEN") && !refused.contains("QUERYTOKEN"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn pprof_off_is_accepted_and_on_is_refused_naming_the_metrics_instead() {
         assert!(judge("enable-pprof", "false").is_ok());
         assert!(judge("enable-pprof", "true")
@@ -240,13 +288,48 @@ mod tests {
         for name in ["reload-on-create", "reload-on-delete", "sync-after-restart"] {
             assert!(judge(name, "true").is_ok(), "{name}");
             assert!(judge(name, "false").is_ok(), "{name}");
-            assert!(judge(name, "maybe").is_err(), "{name}");
         }
+        assert!(judge("sync-after-restart", "maybe").is_err());
         assert!(judge("reload-on-create", "true")
             .unwrap()
             .contains("other data"));
         assert!(judge("reload-on-delete", "true")
             .unwrap()
             .contains("ConfigMissing"));
+    }
+
+    #[test]
+    fn reloaders_string_flags_are_true_only_when_exactly_true_and_a_difference_is_said() {
+        for value in ["1", "yes", "True", "TRUE", "on"] {
+            let note = judge("reload-on-delete", value).unwrap();
+            assert!(
+                note.contains("reads this value as false"),
+                "{value}: {note}"
+            );
+            assert!(note.contains("still rolls"), "{value}: {note}");
+            let note = judge("reload-on-create", value).unwrap();
+            assert!(
+                note.contains("reads this value as false"),
+                "{value}: {note}"
+            );
+        }
+        assert_eq!(reloaders_string_bool("true"), (true, ""));
+        assert_eq!(reloaders_string_bool("false"), (false, ""));
+        let off = judge("reload-on-delete", "false").unwrap();
+        assert!(off.contains("wavelet differs from Reloader here"), "{off}");
+        assert!(!off.contains("reads this value"), "{off}");
+        let on = judge("reload-on-delete", "true").unwrap();
+        assert!(!on.contains("differs"), "{on}");
+    }
+
+    #[test]
+    fn reloaders_go_bool_flags_take_what_go_parse_bool_takes() {
+        for value in ["1", "t", "T", "TRUE", "True", "true"] {
+            assert!(judge("enable-pprof", value).is_err(), "{value}: pprof on");
+        }
+        for value in ["0", "f", "FALSE", "False"] {
+            assert!(judge("enable-pprof", value).is_ok(), "{value}");
+        }
+        assert!(judge("sync-after-restart", "yes").is_err());
     }
 }

@@ -138,10 +138,13 @@ impl Controller {
             .transpose()?;
         // One recorder: one correlator and one writer thread for both modes' Events.
         let recorder = Recorder::new(client.clone());
+        // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
+        let csi = policy.csi_integration && serves_csi_driver(&client);
         let delete_mode = Some(start_delete_mode(
             &client,
             config,
             &policy,
+            csi,
             &cache,
             &gate,
             hmac_key.clone(),
@@ -233,17 +236,23 @@ impl Controller {
         for kind in &config.workload_kinds {
             workload_resources.push(discover(&client, kind));
         }
-        // --is-Argo-Rollouts=false: never, as Reloader; otherwise whenever served.
+        // --is-Argo-Rollouts: read as Reloader reads it ("true" exactly); any other value
+        // given: never, as Reloader. Not given: whenever served, which Reloader would not
+        // do, and that is said.
         if !workload_resources.iter().any(Resource::is_argo_rollouts)
             && reloader.argo_rollouts != Some(false)
         {
-            if serves_argo_rollouts(&client) {
-                log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts");
-                workload_resources.push(Resource::rollouts());
-            } else if reloader.argo_rollouts == Some(true) {
-                log::warn!("--is-Argo-Rollouts=true, but the API does not serve argoproj.io/v1alpha1 rollouts: none are watched (restart wavelet once Argo Rollouts is installed)");
-            } else {
-                log::debug!("the API does not serve Argo Rollouts: not watching them");
+            match (reloader.argo_rollouts, serves_argo_rollouts(&client)) {
+                (Some(true), true) => {
+                    log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts");
+                    workload_resources.push(Resource::rollouts());
+                }
+                (_, true) => {
+                    log::info!("the API serves Argo Rollouts: watching argoproj.io/v1alpha1 rollouts, as --is-Argo-Rollouts is not given (wavelet differs from Reloader here: Reloader's default is false, which leaves them alone; --is-Argo-Rollouts=false does that)");
+                    workload_resources.push(Resource::rollouts());
+                }
+                (Some(true), false) => log::warn!("--is-Argo-Rollouts=true, but the API does not serve argoproj.io/v1alpha1 rollouts: none are watched (restart wavelet once Argo Rollouts is installed)"),
+                (_, false) => log::debug!("the API does not serve Argo Rollouts: not watching them"),
             }
         }
         // --ignore-configmaps / --ignore-secrets: that kind is not watched at all.
@@ -294,8 +303,6 @@ impl Controller {
         } else {
             namespaces.iter().flatten().cloned().collect()
         };
-        // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
-        let csi = policy.csi_integration && serves_csi_driver(&client);
         // One more: the watch of wavelet-state, so its copy is the listed one before the
         // first reconcile (never a GET racing the watch).
         let watchers = namespaces.len()
@@ -318,6 +325,7 @@ impl Controller {
             windows: Arc::clone(&debounce),
             baselines: reconciler.baselines(),
             policy,
+            recorder: recorder.clone(),
         });
         let on_listed = || -> OnSynced {
             let listed = Arc::clone(&listed);
@@ -987,10 +995,12 @@ fn read_secrets_in_bulk(fetcher: &Fetcher, scope: &BulkScope, router: &Router) {
 }
 
 /// Delete mode keeps its `wavelet-state` ConfigMap in the namespace [`own_namespace`] says.
+#[allow(clippy::too_many_arguments)]
 fn start_delete_mode(
     client: &Client,
     config: &RunConfig,
     policy: &Policy,
+    csi: bool,
     cache: &Arc<Cache>,
     gate: &Arc<Gate>,
     hmac_key: Option<Vec<u8>>,
@@ -1011,10 +1021,7 @@ fn start_delete_mode(
     };
     // Entries of objects gone for a resync period leave the state (see ledger.rs).
     let listed = Listed {
-        kinds: [ConfigKind::ConfigMap, ConfigKind::Secret]
-            .into_iter()
-            .filter(|k| !policy.ignores(*k))
-            .collect(),
+        kinds: Listed::kinds(|k| policy.ignores(k), csi),
         namespaces: config.namespaces.clone(),
         ignored: config.reloader.namespaces_to_ignore.clone(),
     };

@@ -24,6 +24,7 @@ use crate::objects::{
     ConfigKey, ConfigKind, ConfigObject, NamespaceItem, PodStatusItem, Resource, WorkloadKey,
     WorkloadObject,
 };
+use crate::ops::events::Recorder;
 use crate::watch::fetch::{FetchSink, Fetcher, Need};
 use crate::watch::objects::ConfigItem;
 use crate::watch::queue::{Priority, ReleaseWhenEmpty as _, WorkQueue};
@@ -64,6 +65,8 @@ pub struct Router {
     pub baselines: Arc<Baselines>,
     /// `--auto-reload-all`, `--ignore-configmaps`, `--ignore-secrets`.
     pub policy: Policy,
+    /// Events queued about an object or a namespace that is gone are dropped from it.
+    pub recorder: Recorder,
 }
 
 impl Router {
@@ -176,11 +179,12 @@ impl Router {
         class: &ConfigKey,
         pod: &str,
         objects: Option<&[MountedObject]>,
+        incarnation: u64,
         listed: Option<u32>,
     ) {
         let change = self
             .cache
-            .set_mount(class, pod, objects, listed, |workloads| {
+            .set_mount(class, pod, objects, incarnation, listed, |workloads| {
                 let now = Instant::now();
                 for workload in workloads {
                     self.windows.note_change(workload.clone(), now);
@@ -220,6 +224,8 @@ impl Router {
 
     /// The object is gone: whatever referenced it sees it absent.
     fn remove(&self, key: &ConfigKey) {
+        self.recorder
+            .forget_object(&key.kind.resource().kind, &key.namespace, &key.name);
         if self.cache.config(key).is_some() {
             self.open_windows(key);
         }
@@ -617,7 +623,7 @@ impl PodStatusSink {
                         .mounts_not_listed(self.namespace.as_deref(), listed);
                     for (class, pod) in gone {
                         log::debug!("{class}: the pod status of Pod {pod} is gone after relist");
-                        self.router.set_mount(&class, &pod, None, None);
+                        self.router.set_mount(&class, &pod, None, 0, None);
                     }
                 }
                 self.router.cache.config_relisting(self.id, false);
@@ -642,8 +648,13 @@ impl PodStatusSink {
             &mounted.secret_provider_class_name,
         );
         let objects = exists.then_some(&mounted.objects[..]);
-        self.router
-            .set_mount(&class, &mounted.pod_name, objects, listed);
+        self.router.set_mount(
+            &class,
+            &mounted.pod_name,
+            objects,
+            status.incarnation(),
+            listed,
+        );
     }
 }
 
@@ -777,6 +788,9 @@ impl WorkloadSink {
     }
 
     fn forget(&self, key: WorkloadKey) {
+        self.router
+            .recorder
+            .forget_object(&key.resource.kind, &key.namespace, &key.name);
         if self.router.cache.upsert_workload(&key, None) {
             self.router.queue.add(key);
         }
@@ -827,7 +841,10 @@ impl NamespaceSink {
         let scope = self.router.cache.scope();
         match &event {
             Event::InitApply(ns) | Event::Apply(ns) => self.gates(ns, false),
-            Event::Delete(ns) => self.gates(ns, true),
+            Event::Delete(ns) => {
+                self.router.recorder.forget_namespace(&ns.metadata.name);
+                self.gates(ns, true);
+            }
             Event::InitStart | Event::InitUnchanged(_) | Event::InitDone => {}
         }
         if !self.scopes {

@@ -209,6 +209,20 @@ pub struct Listed {
 }
 
 impl Listed {
+    /// The kinds wavelet lists: ConfigMaps and Secrets but those it ignores, and
+    /// SecretProviderClasses when it follows the CSI driver (`csi`: the flag is on and the
+    /// API serves the driver's resources).
+    pub fn kinds(ignores: impl Fn(ConfigKind) -> bool, csi: bool) -> Vec<ConfigKind> {
+        let mut kinds: Vec<ConfigKind> = [ConfigKind::ConfigMap, ConfigKind::Secret]
+            .into_iter()
+            .filter(|k| !ignores(*k))
+            .collect();
+        if csi {
+            kinds.push(ConfigKind::SecretProviderClass);
+        }
+        kinds
+    }
+
     /// Whether the object of `state_key` is of a kind and namespace wavelet lists (a key
     /// it cannot read is not).
     pub fn lists(&self, state_key: &str) -> bool {
@@ -597,6 +611,22 @@ mod tests {
             ..Listed::default()
         };
         assert!(everywhere.lists("secret.any.creds"));
+    }
+
+    #[test]
+    fn secret_provider_classes_are_listed_when_the_csi_driver_is_followed() {
+        let with_csi = Listed {
+            kinds: Listed::kinds(|k| k == ConfigKind::Secret, true),
+            ..Listed::default()
+        };
+        assert!(with_csi.lists("secretproviderclass.apps.vault"));
+        assert!(with_csi.lists("configmap.apps.app"));
+        assert!(!with_csi.lists("secret.apps.creds"), "ignored");
+        let without = Listed {
+            kinds: Listed::kinds(|_| false, false),
+            ..Listed::default()
+        };
+        assert!(!without.lists("secretproviderclass.apps.vault"));
     }
 
     #[test]

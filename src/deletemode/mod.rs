@@ -67,7 +67,7 @@ use crate::error::Error;
 use crate::model::cache::Cache;
 use crate::model::hash;
 use crate::objects::{ConfigKey, Pod, Resource};
-use crate::ops::events::{ObjectRef, Recorder};
+use crate::ops::events::{ObjectRef, Recorded, Recorder};
 use crate::ops::leader::Gate;
 use crate::ops::metrics;
 use crate::selector::{percent_encode_query_value, Selector};
@@ -76,6 +76,9 @@ use crate::watch::worker::{run_worker, Action, Work};
 
 /// Retries of refused evictions and failed steps: 250ms doubling up to 5s (the interval at
 /// which `kubectl drain` retries a 429).
+/// A Warning that could not be queued (the Event queue full) is said again this long after.
+const UNSAID_WARNING_AGAIN: Duration = Duration::from_secs(30);
+
 const BACKOFF: Backoff = Backoff {
     initial: Duration::from_millis(250),
     max: Duration::from_secs(5),
@@ -516,7 +519,10 @@ impl DeleteMode {
         let warned = (message, data_hash);
         if memory.warned.as_ref() != Some(&warned) {
             log::error!("{key}: {}", warned.0);
-            self.recorder.warning(about, reason, &warned.0);
+            if self.recorder.warning(about, reason, &warned.0) == Recorded::NotQueued {
+                // Not said: not remembered as said, and said again a while later.
+                return (Action::RequeueAfter(UNSAID_WARNING_AGAIN), outcome);
+            }
             memory.warned = Some(warned);
         }
         (Action::Done, outcome)

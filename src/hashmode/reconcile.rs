@@ -46,7 +46,7 @@ use crate::model::hash;
 use crate::model::workload::Style;
 use crate::model::workload::WorkloadEntry;
 use crate::objects::{ConfigKey, ConfigKind, Resource, WorkloadKey};
-use crate::ops::events::{ObjectRef, Recorder};
+use crate::ops::events::{ObjectRef, Recorded, Recorder};
 use crate::watch::worker::Action;
 
 /// How often a workload waiting for a ConfigMap/Secret list to complete looks again.
@@ -127,6 +127,10 @@ struct Written {
     before: Vec<Option<String>>,
     at: Instant,
 }
+
+/// A `ConfigMissing` Warning that could not be queued (the Event queue full) is said
+/// again this long after.
+const UNSAID_WARNING_AGAIN: Duration = Duration::from_secs(30);
 
 /// Writes of ours in a row that the cache has not shown, at most (older states beyond it
 /// are taken as the cache having moved on).
@@ -412,22 +416,26 @@ impl Reconciler {
                         let config = m.config();
                         ObjectRef::new(&config.kind.resource(), &config.namespace, &config.name, "")
                     });
-                    let own = match &cause {
+                    let recorded = match &cause {
                         Some(cause) => self.recorder.warning_caused_by(
                             &about,
                             "ConfigMissing",
                             &message,
                             cause,
                         ),
-                        None => {
-                            self.recorder.warning(&about, "ConfigMissing", &message);
-                            true
-                        }
+                        None => self.recorder.warning(&about, "ConfigMissing", &message),
                     };
-                    if own {
-                        log::warn!("{key}: {message}");
-                    } else {
-                        log::debug!("{key}: {message}");
+                    match recorded {
+                        Recorded::Own => log::warn!("{key}: {message}"),
+                        Recorded::Summed => log::debug!("{key}: {message}"),
+                        // Not said: not remembered as said, and said again a while later.
+                        Recorded::NotQueued => {
+                            log::warn!("{key}: {message}");
+                            return Ok((
+                                Action::RequeueAfter(UNSAID_WARNING_AGAIN),
+                                Outcome::MissingConfig,
+                            ));
+                        }
                     }
                     remembered.warned().missing = Some(message);
                 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::annotations;
 use crate::annotations::Annotations;
-use crate::model::mounts::{Mounts, View};
+use crate::model::mounts::{Held, Mounts, View};
 use crate::model::pods::is_pod_of;
 use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
@@ -259,6 +259,10 @@ pub struct Cache {
     /// What the Secrets Store CSI driver's pod statuses say each Pod mounted. Locked
     /// before `configs` and `workloads` when held together.
     mounts: RwLock<Mounts>,
+    /// What counted of a class for a workload's Pods (`None`: every Pod's, for delete
+    /// mode), so a version moves only on a rotation ([`crate::model::mounts`]). Locked
+    /// after `mounts`.
+    held: Mutex<HashMap<(Option<WorkloadKey>, ConfigKey), Held>>,
     /// The namespaces wavelet acts in (`--namespace-selector`); every one by default.
     scope: NamespaceScope,
     /// The fan-out annotations of Namespaces that have any (pause, restart window).
@@ -517,7 +521,7 @@ impl Cache {
         );
         let mounts = self.mounts.read().unwrap();
         let objects = annotations::pod_delete_match(&metadata.annotations)
-            .and_then(|_| mounts.view(&key, |_| true))
+            .and_then(|_| self.held_view(&mounts, &key, None, |_| true))
             .map(|v| v.objects);
         let entry = ConfigEntry::new(metadata, objects);
         let mut configs = self.configs.write().unwrap();
@@ -532,8 +536,9 @@ impl Cache {
         (key, before, after)
     }
 
-    /// Records what `pod` mounted of `class` (`None`: its pod status is gone; `listed`: the
-    /// relist it came with), and says what that may have moved: the workloads that mount
+    /// Records what `pod` mounted of `class` (`None`: its pod status is gone; `incarnation`:
+    /// which pod status of that name, a digest of its uid; `listed`: the relist it came
+    /// with), and says what that may have moved: the workloads that mount
     /// the class, when `pod` is one of their Pods, and those that count it by name (all
     /// Pods count for them), each then reconciled to find out (see below); and, for a
     /// delete-mode class, whether the versions all its Pods mounted moved, which its cached
@@ -544,11 +549,13 @@ impl Cache {
     /// pass over every Pod of the class for each pod status (25 million name matches for
     /// the initial list of a DaemonSet of 5,000 Pods), where a reconcile makes one pass per
     /// debounce window, and finds the hash unchanged when the majority did not move.
+    #[allow(clippy::too_many_arguments)]
     pub fn set_mount(
         &self,
         class: &ConfigKey,
         pod: &str,
         objects: Option<&[MountedObject]>,
+        incarnation: u64,
         listed: Option<u32>,
         before_visible: impl FnOnce(&[WorkloadKey]),
     ) -> MountChange {
@@ -562,7 +569,13 @@ impl Cache {
             .dependents
             .get_key_value(class)
             .map(|(key, _)| key.clone());
-        if !mounts.set(shared.as_ref().unwrap_or(class), pod, objects, listed) {
+        if !mounts.set(
+            shared.as_ref().unwrap_or(class),
+            pod,
+            objects,
+            incarnation,
+            listed,
+        ) {
             return MountChange::default();
         }
         // Who may see a change: a workload mounting the class sees its own Pods' statuses,
@@ -584,7 +597,9 @@ impl Cache {
             .filter(|e| e.pod_delete_match().is_some())
         {
             Some(old) => {
-                let now = mounts.view(class, |_| true).map(|v| v.objects);
+                let now = self
+                    .held_view(&mounts, class, None, |_| true)
+                    .map(|v| v.objects);
                 let changed = old.data.as_ref().map(|d| &d.digests) != now.as_ref();
                 if changed {
                     let mut entry = (**old).clone();
@@ -604,10 +619,36 @@ impl Cache {
         }
     }
 
-    /// The versions of `class` that count for the Pods `selects` picks (see
-    /// [`crate::model::mounts`]); `None` when none of them has a pod status for it yet.
-    pub fn class_view(&self, class: &ConfigKey, selects: impl Fn(&str) -> bool) -> Option<View> {
-        self.mounts.read().unwrap().view(class, selects)
+    /// The versions of `class` that count for the Pods `selects` picks, those of workload
+    /// `holder` (`None`: every Pod, delete mode's), given what counted for them before
+    /// (see [`crate::model::mounts`]); `None` when none of them has a pod status for it.
+    pub fn class_view(
+        &self,
+        class: &ConfigKey,
+        holder: Option<&WorkloadKey>,
+        selects: impl Fn(&str) -> bool,
+    ) -> Option<View> {
+        let mounts = self.mounts.read().unwrap();
+        self.held_view(&mounts, class, holder, selects)
+    }
+
+    /// [`Mounts::view`] with what is held for (`holder`, `class`), which it then holds.
+    fn held_view(
+        &self,
+        mounts: &Mounts,
+        class: &ConfigKey,
+        holder: Option<&WorkloadKey>,
+        selects: impl Fn(&str) -> bool,
+    ) -> Option<View> {
+        let key = (holder.cloned(), class.clone());
+        let mut held = self.held.lock().unwrap();
+        let view = mounts.view(class, selects, held.get(&key));
+        // Kept while no Pod reports (all replaced at once, scaled to zero): the next ones
+        // are new Pods, which start with what they mount.
+        if let Some(view) = &view {
+            held.insert(key, view.held.clone());
+        }
+        view
     }
 
     /// A relist of pod statuses begins; its number goes with what it returns.
@@ -713,7 +754,13 @@ impl Cache {
                 }
                 workloads.entries.insert(key.clone(), Arc::new(entry))
             }
-            None => workloads.entries.remove(key),
+            None => {
+                self.held
+                    .lock()
+                    .unwrap()
+                    .retain(|(holder, _), _| holder.as_ref() != Some(key));
+                workloads.entries.remove(key)
+            }
         };
         let new = workloads.entries.get(key).cloned();
         let old_refs = old.as_ref().map(|e| &*e.references).unwrap_or_default();
@@ -1166,9 +1213,14 @@ mod tests {
         let (_, _, entry) = cache.upsert_class(&meta);
         assert!(!entry.is_current(), "no pod status yet: not read");
         let mut seen = Vec::new();
-        let change = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |w| {
-            seen.extend(w.to_vec())
-        });
+        let change = cache.set_mount(
+            &class,
+            "web-5d8f7-x2k9p",
+            Some(&version("1")),
+            0,
+            None,
+            |w| seen.extend(w.to_vec()),
+        );
         assert_eq!(change.workloads, [key("web")]);
         assert_eq!(seen, [key("web")], "told before the change is visible");
         assert!(change.class_changed);
@@ -1177,18 +1229,41 @@ mod tests {
             "a delete-mode class holds every Pod's versions"
         );
         // The same again moves nothing.
-        let again = cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |_| {});
+        let again = cache.set_mount(
+            &class,
+            "web-5d8f7-x2k9p",
+            Some(&version("1")),
+            0,
+            None,
+            |_| {},
+        );
         assert!(again.workloads.is_empty() && !again.class_changed);
         // A second Pod of web with the same versions: web looks (its reconcile finds the
         // hash unchanged); the class's versions did not move.
-        let same = cache.set_mount(&class, "web-5d8f7-b7z2q", Some(&version("1")), None, |_| {});
+        let same = cache.set_mount(
+            &class,
+            "web-5d8f7-b7z2q",
+            Some(&version("1")),
+            0,
+            None,
+            |_| {},
+        );
         assert_eq!(same.workloads, [key("web")]);
         assert!(!same.class_changed);
         // api's first Pod: api looks; the class's versions stay.
-        let api = cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("2")), None, |_| {});
+        let api = cache.set_mount(
+            &class,
+            "api-6c9d7-h4k2m",
+            Some(&version("2")),
+            0,
+            None,
+            |_| {},
+        );
         assert_eq!(api.workloads, [key("api")]);
         assert!(!api.class_changed, "two Pods of three report version 1");
-        let web = cache.class_view(&class, |p| p.starts_with("web-")).unwrap();
+        let web = cache
+            .class_view(&class, None, |p| p.starts_with("web-"))
+            .unwrap();
         assert_eq!(&*web.objects, &shown("1")[..]);
         assert_eq!(web.pods, 2);
     }
@@ -1203,9 +1278,23 @@ mod tests {
         assert!(crate::model::counted::counted(&cache, &key("web"), &web).is_empty());
         let class = ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault");
         // Another workload's Pod mounted it: still nothing of web's.
-        cache.set_mount(&class, "api-6c9d7-h4k2m", Some(&version("1")), None, |_| {});
+        cache.set_mount(
+            &class,
+            "api-6c9d7-h4k2m",
+            Some(&version("1")),
+            0,
+            None,
+            |_| {},
+        );
         assert!(crate::model::counted::counted(&cache, &key("web"), &web).is_empty());
-        cache.set_mount(&class, "web-5d8f7-x2k9p", Some(&version("1")), None, |_| {});
+        cache.set_mount(
+            &class,
+            "web-5d8f7-x2k9p",
+            Some(&version("1")),
+            0,
+            None,
+            |_| {},
+        );
         let counted = crate::model::counted::counted(&cache, &key("web"), &web);
         assert_eq!(counted.len(), 1);
         let digests = counted[0].1.as_ref().unwrap().digests().unwrap();

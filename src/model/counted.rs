@@ -41,7 +41,7 @@ pub fn counted(cache: &Cache, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<C
         }
         if reference.config.kind == ConfigKind::SecretProviderClass {
             let own_pods = |pod: &str| is_pod_of(&key.resource, &key.name, pod);
-            match cache.class_view(&reference.config, own_pods) {
+            match cache.class_view(&reference.config, Some(key), own_pods) {
                 Some(view) => {
                     let mounted = ConfigEntry::mounted(object.as_deref(), view.objects);
                     out.push((reference, Some(Arc::new(mounted))));
@@ -52,7 +52,8 @@ pub fn counted(cache: &Cache, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<C
         }
         out.push((reference, object));
     }
-    for key in cache.counted_by_name(&key.namespace, entry) {
+    let workload = key;
+    for key in cache.counted_by_name(&workload.namespace, entry) {
         if out.iter().any(|(r, _)| r.config == key) {
             continue;
         }
@@ -65,7 +66,7 @@ pub fn counted(cache: &Cache, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<C
         // A class counted by name counts with every Pod's versions; with no pod status
         // yet, it is not read yet.
         if key.kind == ConfigKind::SecretProviderClass {
-            let Some(view) = cache.class_view(&key, |_| true) else {
+            let Some(view) = cache.class_view(&key, Some(workload), |_| true) else {
                 continue;
             };
             out.push((

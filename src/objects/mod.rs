@@ -819,10 +819,24 @@ pub struct NameRef {
 /// secret content in a pod status, and nothing of one could reach the cache but these.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct PodStatusItem {
+    /// Its uid tells one Pod's status from the next one's of the same name (a
+    /// StatefulSet's Pod made anew): the driver creates it at the Pod's first mount of the
+    /// class, and it goes with the Pod ([`PodStatusItem::incarnation`]).
     #[serde(default)]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: MountStatus,
+}
+
+impl PodStatusItem {
+    /// [`short_digest`] of its uid (0: not given): which Pod's status this is.
+    pub fn incarnation(&self) -> u64 {
+        if self.metadata.uid.is_empty() {
+            0
+        } else {
+            short_digest(&self.metadata.uid)
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -296,3 +296,164 @@ pub fn rotation(ctx: &Ctx) {
     );
     assert_eq!(code, 0, "{out}");
 }
+
+/// The running Pods of `name` in `ns` that mount `vault`, with whether each has a pod
+/// status of it yet.
+fn web_pods(kube: &Kube, ns: &str, name: &str) -> Vec<(Value, bool)> {
+    let reported: Vec<String> = kube
+        .client
+        .get::<Value>(&statuses_path(ns))
+        .map(|l| {
+            l["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["status"]["podName"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    pods_mounting(kube, ns, "vault")
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == name)
+        .map(|p| {
+            let has = reported.iter().any(|r| p["metadata"]["name"] == *r);
+            (p, has)
+        })
+        .collect()
+}
+
+/// Each running Pod of `name` in `ns` that has no pod status of `vault` yet (`all`: every
+/// one) mounts a version of its own, `<prefix>-<pod name>` (Vault's dynamic secrets);
+/// returns how many did.
+fn own_versions(kube: &Kube, ns: &str, name: &str, prefix: &str, all: bool) -> usize {
+    let pods: Vec<Value> = web_pods(kube, ns, name)
+        .into_iter()
+        .filter(|(_, has)| all || !has)
+        .map(|(p, _)| p)
+        .collect();
+    for pod in &pods {
+        let version = format!("{prefix}-{}", pod["metadata"]["name"].as_str().unwrap());
+        write_status(kube, pod, "vault", &version);
+    }
+    pods.len()
+}
+
+/// Waits up to [`LONG`] for `web` to have `count` ReplicaSets.
+fn wait_for_rs(kube: &Kube, ns: &str, count: usize) -> Result<(), ()> {
+    let deadline = std::time::Instant::now() + LONG;
+    while std::time::Instant::now() < deadline {
+        if replica_sets(kube, ns, "web") == count {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err(())
+}
+
+/// Issue 33, item 1, on the real API server: with a version of its own in every Pod (Vault's
+/// dynamic secrets), a ConfigMap change rolls the Deployment once and its new Pods'
+/// versions roll nothing; a rotation (every running Pod's credentials renewed) rolls it
+/// once, and that rollout's Pods roll nothing either. (Before: a rollout after every
+/// rollout, for ever.)
+pub fn per_pod_versions(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-csi-per-pod";
+    kube.create_namespace(ns);
+    install_crds(kube);
+    let spc = json!({"apiVersion": GROUP_VERSION, "kind": "SecretProviderClass",
+        "metadata": {"name": "vault", "namespace": ns},
+        "spec": {"provider": "vault", "parameters": {"roleName": "app",
+            "objects": "- objectName: db-password\n  secretPath: database/creds/app\n"}}});
+    kube.client
+        .post::<Value>(
+            &format!("/apis/{GROUP_VERSION}/namespaces/{ns}/secretproviderclasses"),
+            &spc,
+        )
+        .expect("creating a SecretProviderClass");
+    kube.create(configmap(ns, "cfg", json!({"k": "1"})));
+    kube.create(configmap(ns, "marker-cfg", json!({"k": "1"})));
+    deployment(
+        kube,
+        ns,
+        "web",
+        opted_in(),
+        mounts_class("vault", Some("cfg")),
+    );
+    let mut marker = workload(
+        "Deployment",
+        ns,
+        "marker",
+        opted_in(),
+        mounts_class("none", Some("marker-cfg")),
+    );
+    marker["spec"]["replicas"] = json!(0);
+    kube.create(marker);
+    kube.until(LONG, "web's Pods running", || {
+        pods_mounting(kube, ns, "vault").len() == 2
+    });
+    assert_eq!(own_versions(kube, ns, "web", "a", true), 2);
+    let wavelet = Wavelet::run(
+        &ctx.cluster,
+        &[
+            "--namespaces",
+            ns,
+            "--enable-csi-integration",
+            "--debounce",
+            "300ms",
+            "--min-rollout-interval",
+            "0s",
+        ],
+    );
+    kube.until(LONG, "adoptions", || {
+        adopted(kube, ns, "web") && adopted(kube, ns, "marker")
+    });
+    // The positive signal that what came before was processed: marker rolls.
+    let mut marker_rollouts = 0;
+    let mut barrier = || {
+        marker_rollouts += 1;
+        let n = marker_rollouts;
+        kube.merge_patch(
+            "ConfigMap",
+            ns,
+            "marker-cfg",
+            json!({"data": {"k": format!("m{n}")}}),
+        );
+        kube.until(LONG, "marker rolled", || {
+            wavelet
+                .output()
+                .lines()
+                .filter(|l| l.contains(&format!("deployment {ns}/marker: rolled")))
+                .count()
+                == n
+        });
+    };
+    // The rollout done: its two new Pods run, without a pod status yet, and no other.
+    let rolled_out = || {
+        let pods = web_pods(kube, ns, "web");
+        pods.len() == 2 && pods.iter().all(|(_, has)| !has)
+    };
+    assert_eq!(replica_sets(kube, ns, "web"), 1, "adoption rolled nothing");
+
+    // A ConfigMap change: one rollout; the new Pods mount credentials of their own.
+    kube.merge_patch("ConfigMap", ns, "cfg", json!({"data": {"k": "2"}}));
+    kube.until(LONG, "web rolled for cfg", || {
+        replica_sets(kube, ns, "web") == 2
+    });
+    kube.until(LONG, "the rollout done", rolled_out);
+    assert_eq!(own_versions(kube, ns, "web", "b", false), 2);
+    barrier();
+    barrier();
+    assert_eq!(replica_sets(kube, ns, "web"), 2, "{}", wavelet.output());
+
+    // A rotation: every running Pod's credentials renewed. One rollout; its Pods' own
+    // credentials roll nothing.
+    assert_eq!(own_versions(kube, ns, "web", "rotated", true), 2);
+    if wait_for_rs(kube, ns, 3).is_err() {
+        panic!("web not rolled for the rotation:\n{}", wavelet.output());
+    }
+    kube.until(LONG, "the rollout done", rolled_out);
+    assert_eq!(own_versions(kube, ns, "web", "c", false), 2);
+    barrier();
+    barrier();
+    assert_eq!(replica_sets(kube, ns, "web"), 3, "{}", wavelet.output());
+}

@@ -45,6 +45,7 @@ pub fn resource_of(kind: &str) -> (&'static str, &'static str) {
         "ControllerRevision" => ("apps/v1", "controllerrevisions"),
         "PodDisruptionBudget" => ("policy/v1", "poddisruptionbudgets"),
         "Lease" => ("coordination.k8s.io/v1", "leases"),
+        "Event" => ("v1", "events"),
         other => panic!("the suite does not know kind {other}"),
     }
 }

@@ -26,6 +26,8 @@
 //!   server's audit log of its user).
 //! - `csi`: the Secrets Store CSI driver's CRDs installed, pod statuses written as the
 //!   driver writes them: a rotation rolls each Deployment mounting the class once.
+//! - `events`: every rollout leaves a `ConfigChanged` occurrence however often its
+//!   ConfigMap changes; the Events queued for a deleted namespace are dropped at once.
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
 //!   server with `kubectl apply --dry-run=server`.
 //! - `reloader_chart`: Reloader's own chart with the image swapped, for its defaults and
@@ -41,6 +43,7 @@
 mod chart;
 mod cluster;
 mod csi;
+mod events;
 mod fanout;
 mod forward;
 mod gates;

@@ -92,6 +92,21 @@ pub const ALL: &[Scenario] = &[
         serial: false,
     },
     Scenario {
+        name: "csi_per_pod_versions_roll_once_per_change",
+        run: crate::csi::per_pod_versions,
+        serial: false,
+    },
+    Scenario {
+        name: "events_every_rollout_recorded",
+        run: crate::events::every_rollout_recorded,
+        serial: false,
+    },
+    Scenario {
+        name: "events_of_a_deleted_namespace_dropped",
+        run: crate::events::deleted_namespace_events_dropped,
+        serial: false,
+    },
+    Scenario {
         name: "chart_server_side_dry_run",
         run: crate::chart::server_side_dry_run,
         serial: false,

@@ -3,8 +3,10 @@
 //! lastTimestamp grow (a series); the same Warning about more than
 //! [`OWN_EVENTS_PER_GROUP`] objects with one cause (2,000 workloads missing one ConfigMap)
 //! is one Event on the cause that names how many, beside the first few objects' own; an
-//! object that keeps being talked about is spam-filtered as client-go does (25 at once,
-//! then one every 5 minutes). The series waiting to be written form a bounded queue, and
+//! object that keeps being warned about is spam-filtered as client-go does (25 Warnings at
+//! once, then one every 5 minutes), while Normal Events (every rollout's `ConfigChanged`)
+//! are never filtered: a repeated one is one more occurrence of its series. The series of
+//! an object or a namespace that is gone are dropped at once. The series waiting to be written form a bounded queue, and
 //! the writes of a series coalesce: a burst is a few requests, not one per occurrence.
 //! Pure: every decision takes `now`; `post.rs` does the I/O.
 
@@ -211,7 +213,10 @@ impl Correlator {
                 return fate;
             }
         }
-        if !self.spam_allows(said.about, said.kind, now) {
+        // Only Warnings said over and over are spam: every Normal Event (a rollout's
+        // ConfigChanged, a replacement's PodsReplaced) is a decision and keeps its record,
+        // at worst as one more occurrence of its series.
+        if said.kind == EventType::Warning && !self.spam_allows(said.about, said.kind, now) {
             return Fate::Dropped("spam");
         }
         match self.add(own, said.about, said, said.message, 1, now, wall) {
@@ -516,6 +521,30 @@ impl Correlator {
         }
     }
 
+    /// Forgets every series about an object `gone` accepts (deleted, or in a deleted
+    /// namespace), queued or not, and the groups whose cause it is: an Event about it
+    /// could only be refused. Returns how many queued series went.
+    pub(crate) fn drop_about(&mut self, gone: impl Fn(&ObjectRef) -> bool) -> usize {
+        let keys: HashSet<u64> = self
+            .series
+            .iter()
+            .filter(|(_, s)| gone(&s.about))
+            .map(|(k, _)| *k)
+            .collect();
+        if keys.is_empty() {
+            return 0;
+        }
+        let before = self.queue.len();
+        self.queue.retain(|k| !keys.contains(k));
+        let summaries: HashSet<u64> = keys
+            .iter()
+            .filter_map(|k| self.series.get(k).and_then(|s| s.summary_of))
+            .collect();
+        self.groups.retain(|g, _| !summaries.contains(g));
+        self.series.retain(|k, _| !keys.contains(k));
+        before - self.queue.len()
+    }
+
     /// Series waiting to be written.
     #[cfg(test)]
     pub(crate) fn queued(&self) -> usize {
@@ -781,6 +810,76 @@ mod tests {
         );
         assert_eq!(c.observe(&missing(&objects[0], None), t0, 2), Fate::Own);
         assert_eq!(c.next_write().unwrap().series.pending, 2);
+    }
+
+    fn changed(about: &ObjectRef) -> Said<'_> {
+        Said {
+            about,
+            kind: EventType::Normal,
+            reason: "ConfigChanged",
+            message: "ConfigMap ns/app changed.",
+            cause: None,
+        }
+    }
+
+    #[test]
+    fn every_rollout_event_is_counted_however_often_and_only_warnings_are_spam() {
+        let mut c = Correlator::default();
+        let web = workload(1);
+        let t0 = Instant::now();
+        // A ConfigMap edited every minute for an hour: 60 rollouts, 60 occurrences.
+        let mut counted = 0;
+        for minute in 0..60u64 {
+            let now = t0 + Duration::from_secs(60 * minute);
+            assert_eq!(
+                c.observe(&changed(&web), now, 1000 + 60 * minute),
+                Fate::Own
+            );
+            counted += drain(&mut c).iter().map(|w| w.series.pending).sum::<u32>();
+        }
+        assert_eq!(counted, 60, "every rollout recorded");
+        // Warnings about one object, said over and over, are filtered past the burst.
+        let fates: Vec<Fate> = (0..30)
+            .map(|i| {
+                let message = format!("warning {i}");
+                let said = Said {
+                    message: &message,
+                    ..missing(&web, None)
+                };
+                c.observe(&said, t0, 1000)
+            })
+            .collect();
+        assert_eq!(fates.iter().filter(|f| **f == Fate::Own).count(), 25);
+        assert_eq!(fates[29], Fate::Dropped("spam"));
+    }
+
+    #[test]
+    fn the_series_of_a_gone_namespace_or_object_are_dropped_at_once() {
+        let mut c = Correlator::default();
+        let t0 = Instant::now();
+        let cause = config();
+        let (web1, web2) = (workload(1), workload(2));
+        let elsewhere = ObjectRef::new(&Resource::deployments(), "other", "web-1", "uid-9");
+        c.observe(&missing(&web1, Some(&cause)), t0, 1000);
+        c.observe(&missing(&web2, Some(&cause)), t0, 1000);
+        c.observe(&changed(&elsewhere), t0, 1000);
+        assert_eq!(
+            c.queued(),
+            4,
+            "the summary, two own Events, the other namespace's"
+        );
+        // web-2 deleted: its own series goes, nothing else.
+        let dropped =
+            c.drop_about(|a| a.kind == "Deployment" && a.namespace == "ns" && a.name == "web-2");
+        assert_eq!(dropped, 1);
+        assert_eq!(c.queued(), 3);
+        // Namespace ns deleted: the summary on its ConfigMap and web-1's go, with the group.
+        assert_eq!(c.drop_about(|a| a.namespace == "ns"), 2);
+        assert!(c.groups.is_empty());
+        let left = drain(&mut c);
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].series.about.namespace, "other");
+        assert_eq!(c.drop_about(|a| a.namespace == "ns"), 0);
     }
 
     #[test]

@@ -41,6 +41,18 @@ impl ObjectRef {
     }
 }
 
+/// What became of a Warning said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// Its object's own Event will be written (or its series counts one more).
+    Own,
+    /// Counted in the one Event on its cause.
+    Summed,
+    /// Not queued (the queue is full, or the object is warned about too often): say it
+    /// again later, it was not said.
+    NotQueued,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
     Normal,
@@ -72,8 +84,20 @@ impl Recorder {
         self.record(about, EventType::Normal, reason, message);
     }
 
-    pub fn warning(&self, about: &ObjectRef, reason: &str, message: &str) {
-        self.record(about, EventType::Warning, reason, message);
+    /// A Warning; [`Recorded::NotQueued`] when it could not be queued (logged at warn).
+    pub fn warning(&self, about: &ObjectRef, reason: &str, message: &str) -> Recorded {
+        let fate = self.say(Said {
+            about,
+            kind: EventType::Warning,
+            reason,
+            message,
+            cause: None,
+        });
+        match fate {
+            Fate::Own => Recorded::Own,
+            Fate::Summed { .. } => Recorded::Summed,
+            Fate::Dropped(_) => Recorded::NotQueued,
+        }
     }
 
     pub fn record(&self, about: &ObjectRef, kind: EventType, reason: &str, message: &str) {
@@ -96,7 +120,7 @@ impl Recorder {
         reason: &str,
         message: &str,
         cause: &ObjectRef,
-    ) -> bool {
+    ) -> Recorded {
         let fate = self.say(Said {
             about,
             kind: EventType::Warning,
@@ -113,7 +137,11 @@ impl Recorder {
                 cause.name
             );
         }
-        fate == Fate::Own
+        match fate {
+            Fate::Own => Recorded::Own,
+            Fate::Summed { .. } => Recorded::Summed,
+            Fate::Dropped(_) => Recorded::NotQueued,
+        }
     }
 
     fn say(&self, said: Said) -> Fate {
@@ -122,15 +150,46 @@ impl Recorder {
             .observe(&said, Instant::now(), crate::time::unix_now());
         if let Fate::Dropped(reason) = fate {
             crate::ops::metrics::global().events_dropped.inc(&[reason]);
-            log::debug!(
-                "not recording {} event on {} {}/{} ({reason})",
-                said.reason,
-                said.about.kind,
-                said.about.namespace,
-                said.about.name
-            );
+            let (kind, ns, name) = (&said.about.kind, &said.about.namespace, &said.about.name);
+            // A Warning lost to a full queue is for a human to see (the caller says it
+            // again later); spam is what the filter is for.
+            if said.kind == EventType::Warning && reason == "queue_full" {
+                log::warn!(
+                    "could not queue {} Warning on {kind} {ns}/{name}: {} Events are waiting to be written (will be said again)",
+                    said.reason,
+                    correlate::MAX_QUEUED
+                );
+            } else {
+                log::debug!(
+                    "not recording {} event on {kind} {ns}/{name} ({reason})",
+                    said.reason
+                );
+            }
         }
         fate
+    }
+
+    /// The object `kind` `namespace`/`name` was deleted: its queued Events are dropped.
+    pub fn forget_object(&self, kind: &str, namespace: &str, name: &str) {
+        let dropped = self
+            .shared
+            .forget(|a| a.kind == kind && a.namespace == namespace && a.name == name);
+        self.count_gone(dropped, &format!("{kind} {namespace}/{name} deleted"));
+    }
+
+    /// Namespace `namespace` was deleted: every Event queued there is dropped.
+    pub fn forget_namespace(&self, namespace: &str) {
+        let dropped = self.shared.forget(|a| a.namespace == namespace);
+        self.count_gone(dropped, &format!("namespace {namespace} deleted"));
+    }
+
+    fn count_gone(&self, dropped: usize, why: &str) {
+        if dropped > 0 {
+            crate::ops::metrics::global()
+                .events_dropped
+                .add(&["gone"], dropped as u64);
+            log::debug!("{why}: {dropped} queued Event(s) dropped");
+        }
     }
 
     /// Writes what is queued for at most `within`, then stops the writer (shutdown).

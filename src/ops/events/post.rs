@@ -57,6 +57,11 @@ impl Shared {
         fate
     }
 
+    /// Drops every series about an object `gone` accepts; how many were queued.
+    pub(super) fn forget(&self, gone: impl Fn(&super::ObjectRef) -> bool) -> usize {
+        self.lock().correlator.drop_about(gone)
+    }
+
     pub(super) fn close(&self, deadline: Instant) {
         self.lock().closing = Some(deadline);
         self.wake.notify_all();
@@ -113,6 +118,19 @@ pub(super) fn spawn(shared: Arc<Shared>) -> JoinHandle<()> {
             while let Some(write) = shared.next() {
                 let stored = match write_series(&shared, &write, &mut pace) {
                     Ok(stored) => stored,
+                    // A POST answered 404 (or 403 while the namespace is being deleted):
+                    // the namespace is gone, and with it every Event queued for it (one
+                    // answer, not one per series).
+                    Err(err) if err.is_not_found() || err.is_namespace_terminating() => {
+                        let ns = &write.series.about.namespace;
+                        let dropped = shared.forget(|about| about.namespace == *ns);
+                        metrics::global().events_dropped.add(&["gone"], dropped as u64 + 1);
+                        log::debug!(
+                            "namespace {ns} is gone or being deleted (an Event there refused): {} queued Event(s) dropped",
+                            dropped + 1
+                        );
+                        continue;
+                    }
                     Err(err) => {
                         let s = &write.series;
                         log::warn!(
