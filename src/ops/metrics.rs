@@ -419,7 +419,7 @@ pub fn render(metrics: &Metrics, gauges: &Gauges) -> String {
     gauge(
         &mut out,
         "wavelet_secret_reads_pending",
-        "Referenced Secrets whose data waits to be read (GET), retries after a failure included.",
+        "Referenced Secrets whose data waits to be read (in bulk at start, then one GET each), retries after a failure included.",
         gauges.secret_reads as u64,
     );
     gauge(

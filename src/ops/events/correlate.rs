@@ -476,13 +476,18 @@ impl Correlator {
     }
 
     /// What the API server holds for `key` after a write or a look-up (`Unknown` after a
-    /// failure). A summary found from before a restart takes in the members queued for
-    /// an Event of their own, and every later one: the restart posts nothing new.
-    pub(crate) fn stored(&mut self, key: u64, stored: Stored) {
+    /// failure); `found`: its look-up found an Event written before (by an earlier
+    /// process). A summary found from before a restart takes in the members queued for
+    /// an Event of their own, and every later one: the restart posts nothing new. A
+    /// summary this process created takes no one: its first members keep their own.
+    pub(crate) fn stored(&mut self, key: u64, stored: Stored, found: bool) {
         let Some(series) = self.series.get_mut(&key) else {
             return;
         };
         series.stored = stored;
+        if !found {
+            return;
+        }
         let Some(group_key) = series.summary_of else {
             return;
         };
@@ -619,7 +624,7 @@ mod tests {
             Stored::Unknown,
             "a Warning is looked up first"
         );
-        c.stored(writes[0].key, Stored::Count(3));
+        c.stored(writes[0].key, Stored::Count(3), true);
         assert_eq!(c.observe(&missing(&web, None), t0, 200), Fate::Own);
         let again = drain(&mut c);
         assert_eq!(again[0].series.stored, Stored::Count(3));
@@ -666,6 +671,36 @@ mod tests {
         );
     }
 
+    /// Seen under load: the writer took the summary only after its eleventh member had
+    /// come, so it was created (not looked up) and took the first ten members' own
+    /// Events into its count; they were never written.
+    #[test]
+    fn a_summary_this_process_created_leaves_the_first_members_their_own_events() {
+        let mut c = Correlator::default();
+        let t0 = Instant::now();
+        let cause = config();
+        let objects: Vec<ObjectRef> = (0..50).map(workload).collect();
+        for o in &objects {
+            c.observe(&missing(o, Some(&cause)), t0, 100);
+        }
+        let summary = c.next_write().unwrap();
+        assert!(
+            summary.series.pending > 0,
+            "members summed before it was taken"
+        );
+        // Looked up absent, then created by this process.
+        c.stored(summary.key, Stored::Count(summary.series.pending), false);
+        let writes = drain(&mut c);
+        let own = writes
+            .iter()
+            .filter(|w| w.series.about.kind == "Deployment")
+            .count();
+        assert_eq!(
+            own, OWN_EVENTS_PER_GROUP,
+            "the first members' own Events: {writes:#?}"
+        );
+    }
+
     #[test]
     fn a_summary_found_from_before_a_restart_takes_every_member_and_nothing_is_posted_anew() {
         let mut c = Correlator::default();
@@ -683,7 +718,7 @@ mod tests {
         for o in &objects[1..] {
             c.observe(&missing(o, Some(&cause)), t0, 100);
         }
-        c.stored(lookup.key, Stored::Count(1990));
+        c.stored(lookup.key, Stored::Count(1990), true);
         let writes = drain(&mut c);
         assert_eq!(writes.len(), 1, "only the summary: {writes:#?}");
         assert_eq!(writes[0].series.pending, 50);
@@ -706,7 +741,7 @@ mod tests {
         let web = workload(0);
         c.observe(&missing(&web, Some(&cause)), t0, 100);
         let lookup = c.next_write().unwrap();
-        c.stored(lookup.key, Stored::Absent);
+        c.stored(lookup.key, Stored::Absent, false);
         let writes = drain(&mut c);
         assert_eq!(writes.len(), 1);
         assert_eq!(writes[0].series.about, web);

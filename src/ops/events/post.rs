@@ -116,8 +116,8 @@ pub(super) fn spawn(shared: Arc<Shared>) -> JoinHandle<()> {
         .spawn(move || {
             let mut pace = Pace::new(Instant::now());
             while let Some(write) = shared.next() {
-                let stored = match write_series(&shared, &write, &mut pace) {
-                    Ok(stored) => stored,
+                let (stored, found) = match write_series(&shared, &write, &mut pace) {
+                    Ok(written) => written,
                     // A POST answered 404 (or 403 while the namespace is being deleted):
                     // the namespace is gone, and with it every Event queued for it (one
                     // answer, not one per series).
@@ -141,10 +141,10 @@ pub(super) fn spawn(shared: Arc<Shared>) -> JoinHandle<()> {
                             s.about.name
                         );
                         metrics::global().events_dropped.inc(&["error"]);
-                        Stored::Unknown
+                        (Stored::Unknown, false)
                     }
                 };
-                shared.lock().correlator.stored(write.key, stored);
+                shared.lock().correlator.stored(write.key, stored, found);
             }
         })
         .expect("spawning the events thread")
@@ -157,30 +157,38 @@ struct EventCount {
 }
 
 /// Makes the API server hold `write`'s series with its pending occurrences added; returns
-/// what it holds then.
-fn write_series(shared: &Shared, write: &Write, pace: &mut Pace) -> Result<Stored, Error> {
+/// what it holds then, and whether a look-up found it written before (by an earlier
+/// process: [`Correlator::stored`](super::correlate::Correlator::stored)).
+fn write_series(shared: &Shared, write: &Write, pace: &mut Pace) -> Result<(Stored, bool), Error> {
     let series = &write.series;
     let path = Resource::events().object_path(&series.about.namespace, &series.name);
-    let stored = match series.stored {
-        Stored::Unknown => look_up(shared, &path, pace)?,
-        known => known,
+    let (stored, found) = match series.stored {
+        Stored::Unknown => {
+            let looked_up = look_up(shared, &path, pace)?;
+            (looked_up, matches!(looked_up, Stored::Count(_)))
+        }
+        known => (known, false),
     };
     if series.pending == 0 {
         // Queued to be looked up only (a summary before its first member).
-        return Ok(stored);
+        return Ok((stored, found));
     }
     match stored {
         Stored::Count(count) => match patch(shared, write, &path, count, pace) {
             Err(err) if err.is_not_found() => create(shared, write, series.pending, pace),
             other => other,
-        },
+        }
+        .map(|written| (written, found)),
         Stored::Absent | Stored::Unknown => {
             match create(shared, write, series.pending.max(1), pace) {
+                // Written meanwhile by another process (one that was stopping): found.
                 Err(err) if err.is_already_exists() => match look_up(shared, &path, pace)? {
-                    Stored::Count(count) => patch(shared, write, &path, count, pace),
+                    Stored::Count(count) => {
+                        patch(shared, write, &path, count, pace).map(|written| (written, true))
+                    }
                     _ => Err(err),
                 },
-                other => other,
+                other => other.map(|written| (written, false)),
             }
         }
     }
