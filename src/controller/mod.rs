@@ -134,15 +134,6 @@ impl Controller {
             .transpose()?;
         // One recorder: one correlator and one writer thread for both modes' Events.
         let recorder = Recorder::new(client.clone());
-        let delete_mode = Some(start_delete_mode(
-            &client,
-            config,
-            &policy,
-            &cache,
-            &gate,
-            hmac_key.clone(),
-            &recorder,
-        ));
         // Hash mode's own entries (fan-outs, urgent grants, the global pause) live in the
         // same ConfigMap as delete mode's, watched so `wavelet pause` is seen at once.
         let state = Arc::new(StateConfigMap::new(
@@ -158,6 +149,17 @@ impl Controller {
         if !config.dry_run {
             create_state_configmap(&client, state.namespace());
         }
+        let delete_mode = Some(start_delete_mode(
+            &client,
+            config,
+            &policy,
+            &cache,
+            &gate,
+            hmac_key.clone(),
+            &recorder,
+            fan_out,
+            &state,
+        ));
         let fanouts = {
             let queue = Arc::clone(&queue);
             Arc::new(FanOuts::new(
@@ -865,6 +867,8 @@ fn start_delete_mode(
     gate: &Arc<Gate>,
     hmac_key: Option<Vec<u8>>,
     recorder: &Recorder,
+    fan_out: &FanOut,
+    fanout_state: &Arc<StateConfigMap>,
 ) -> Arc<DeleteMode> {
     let (namespace, why) = own_namespace(
         config.state_namespace.as_deref(),
@@ -878,6 +882,7 @@ fn start_delete_mode(
         eviction_warning_after: config.eviction_warning_after,
         debounce: config.debounce,
         hmac_key,
+        fan_out: fan_out.clone(),
     };
     // Entries of objects gone for a resync period leave the state (see ledger.rs).
     let listed = Listed {
@@ -902,6 +907,7 @@ fn start_delete_mode(
         Arc::clone(cache),
         recorder.clone(),
         state,
+        Arc::clone(fanout_state),
         settings,
     ))
 }
