@@ -859,6 +859,7 @@ fn create_state_configmap(client: &Client, namespace: &str) {
 }
 
 /// Delete mode keeps its `wavelet-state` ConfigMap in the namespace [`own_namespace`] says.
+#[allow(clippy::too_many_arguments)]
 fn start_delete_mode(
     client: &Client,
     config: &RunConfig,
