@@ -21,6 +21,8 @@
 //! - `fanout`: safe fan-out of a shared ConfigMap change to ten Deployments (waves behind
 //!   the health gate, a bad change held after the first wave, the fix), wavelet killed
 //!   mid-fan-out, a restart window and the global pause.
+//! - `delete_waves`: delete mode over three Deployments in waves (each after the one
+//!   before is Ready again), a bad change held after the first, the fix.
 //! - `csi`: the Secrets Store CSI driver's CRDs installed, pod statuses written as the
 //!   driver writes them: a rotation rolls each Deployment mounting the class once.
 //! - `chart`: the Helm chart rendered for a matrix of values and checked by the real
@@ -34,6 +36,7 @@
 mod chart;
 mod cluster;
 mod csi;
+mod delete_waves;
 mod fanout;
 mod forward;
 mod gates;
@@ -85,6 +88,7 @@ fn main() {
     let selected: Vec<&Scenario> = scenarios::ALL
         .iter()
         .chain(fanout::ALL)
+        .chain(delete_waves::ALL)
         .chain(gates::ALL)
         .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
         .collect();
