@@ -1,7 +1,8 @@
 //! Delete mode in waves (issue 32.11) against the fake API server: one delete-mode
 //! ConfigMap whose selector matches the Pods of Deployments a, b and c replaces a's Pods
 //! first and the others only once a's are Ready again; Pods that do not get Ready within
-//! `--rollout-timeout` hold the rest (Event, `status` HELD, metrics) until `wavelet resume`;
+//! `--rollout-timeout` hold the rest (Event, `status` HELD, metrics, an alert) until
+//! `wavelet resume`;
 //! a wavelet killed mid-wave goes on without replacing a Pod twice; `--fan-out at-once`
 //! replaces every Pod at once as before.
 
@@ -282,4 +283,43 @@ fn at_once_replaces_every_matching_pod_together_as_before() {
     assert_each_replaced_once(&fake, &before);
     assert!(events(&fake, "FanOutWave").is_empty());
     assert_eq!(state_entry(&fake, FANOUT_KEY), None);
+}
+
+#[test]
+fn a_hold_reaches_the_alert_sink_as_a_fan_outs_does() {
+    let receiver = crate::reloader_switch::Receiver::start(false, &[], false);
+    let fake = cluster();
+    let url = receiver.url();
+    let wavelet = start(
+        &fake,
+        &[
+            "--rollout-timeout",
+            "2s",
+            "--alert-sink",
+            "slack",
+            "--alert-webhook-url",
+            &url,
+        ],
+    );
+    fake.set_ready_delay(Duration::from_secs(600));
+    change(&fake);
+    eventually(&fake, &wavelet, "the hold", |f| {
+        !events(f, "FanOutHeld").is_empty()
+    });
+    eventually(&fake, &wavelet, "the alert", |_| {
+        !receiver.requests().is_empty()
+    });
+    let body = receiver.requests()[0].body_json();
+    let text = body["attachments"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("wavelet held the fan-out of change *")
+            && text.contains("in *cfg* of type *CONFIGMAP* in namespace *default*")
+            && text.contains("*deployment default/a* failed")
+            && text.contains("`wavelet resume -n default configmap/cfg`"),
+        "{text}"
+    );
+    assert!(
+        !receiver.requests()[0].body.contains("green"),
+        "a value in an alert"
+    );
 }
