@@ -563,6 +563,18 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_pod_no_controller_owns_goes_with_the_first_wave() {
+        let mut pods = three();
+        pods.push(pod("bare", None, true, false));
+        let mut all = targets();
+        all.push_back(target("bare"));
+        let (first, planned) =
+            plan("k".into(), SETTINGS, all, &pods, "ns", None, &|_| false).unwrap();
+        assert_eq!(first, VecDeque::from([target("bare")]));
+        assert_eq!(planned.withheld.len(), 3, "a, b and c wait for their waves");
+    }
+
     fn wave_one(since: u64) -> Record {
         Record {
             hash: "h".into(),
