@@ -323,3 +323,33 @@ fn a_hold_reaches_the_alert_sink_as_a_fan_outs_does() {
         "a value in an alert"
     );
 }
+
+#[test]
+fn a_canary_workloads_pods_go_first() {
+    let fake = cluster();
+    fake.merge_patch(
+        "deployments",
+        NS,
+        "c",
+        // Opted in to hash mode: wavelet watches it, so it knows its annotations.
+        json!({"metadata": {"annotations": {
+            "wavelet.dev/canary": "true",
+            "wavelet.dev/update-on-config-change": "true"
+        }}}),
+    );
+    let wavelet = start(&fake, &[]);
+    change(&fake);
+    eventually(&fake, &wavelet, "wave 1 told", |f| {
+        !events(f, "FanOutWave").is_empty()
+    });
+    let wave = events(&fake, "FanOutWave").remove(0);
+    assert!(
+        wave.contains("wave 1 replaces the 2 Pod(s) of deployment default/c"),
+        "{wave}"
+    );
+    eventually(&fake, &wavelet, "every Pod replaced", |f| {
+        evicted(f).len() == 6
+    });
+    let order: Vec<String> = evicted(&fake).iter().map(|p| deployment_of(p)).collect();
+    assert_eq!(order, ["c", "c", "a", "a", "b", "b"], "{order:?}");
+}
