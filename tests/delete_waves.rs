@@ -353,3 +353,36 @@ fn a_canary_workloads_pods_go_first() {
     let order: Vec<String> = evicted(&fake).iter().map(|p| deployment_of(p)).collect();
     assert_eq!(order, ["c", "c", "a", "a", "b", "b"], "{order:?}");
 }
+
+#[test]
+fn evictions_refused_past_the_rollout_timeout_hold_the_rest_and_resume_goes_past_them() {
+    let fake = cluster();
+    fake.apply(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "a", "namespace": NS},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "a"}}},
+        "status": {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 2},
+    }));
+    let wavelet = start(&fake, &["--rollout-timeout", "2s"]);
+    change(&fake);
+    eventually(&fake, &wavelet, "the hold", |f| {
+        !events(f, "FanOutHeld").is_empty()
+    });
+    let held = events(&fake, "FanOutHeld").remove(0);
+    assert!(
+        held.contains("deployment default/a") && held.contains("evictions of its Pods are refused"),
+        "{held}"
+    );
+    assert_eq!((evicted_of(&fake, "b"), evicted_of(&fake, "c")), (0, 0));
+
+    let (code, out) = one_shot(&fake, &["resume", "-n", NS, "configmap/cfg"]);
+    assert_eq!(code, Some(0), "{out}");
+    eventually(&fake, &wavelet, "b's and c's Pods replaced past a", |f| {
+        evicted_of(f, "b") == 2 && evicted_of(f, "c") == 2
+    });
+    assert_eq!(
+        live(&fake)["a"].len(),
+        2,
+        "a's Pods stay while the budget refuses"
+    );
+}

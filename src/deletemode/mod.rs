@@ -561,7 +561,7 @@ impl DeleteMode {
                 eviction_warning_after: self.settings.eviction_warning_after,
             };
             match next_step(r, &facts, Instant::now()) {
-                Next::Finish if r.waves.is_some() => match self.next_wave(key, about, r)? {
+                Next::Finish if r.waves.is_some() => match self.next_wave(key, about, r, None)? {
                     WaveStep::Released => listed = None,
                     WaveStep::Wait(wait) => {
                         return Ok((Action::RequeueAfter(wait), Outcome::InProgress))
@@ -618,6 +618,11 @@ impl DeleteMode {
                         log::warn!("{key}: {message}");
                         self.recorder.warning(about, "EvictionBlocked", &message);
                         r.warned_blocked = true;
+                    }
+                    if r.waves.is_some()
+                        && self.next_wave(key, about, r, refusal.as_deref())? == WaveStep::Held
+                    {
+                        return Ok((Action::Backoff, Outcome::Held));
                     }
                     return Ok((Action::Backoff, Outcome::Blocked));
                 }

@@ -178,13 +178,15 @@ pub(crate) fn plan(
 
 /// Fan-out's decision for the groups: released groups carry the change (`current`); one
 /// is done when none of its Pods is left to replace and it is Ready again, and is
-/// progressing otherwise (so `--rollout-timeout` from the wave's release holds it).
+/// progressing otherwise (so `--rollout-timeout` from the wave's release holds it; the
+/// reason says when its evictions are being `refused`, by a PodDisruptionBudget).
 pub(crate) fn decide(
     plan: &Plan,
     record: Option<&Record>,
     remaining: &VecDeque<Target>,
     pods: &[Pod],
     namespace: &str,
+    refused: Option<&str>,
     now: u64,
 ) -> Decision {
     let mut listed: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
@@ -214,7 +216,10 @@ pub(crate) fn decide(
             let want = plan.want.get(group).copied().unwrap_or(0);
             let its = listed.get(group).map_or(&[][..], Vec::as_slice);
             let status = if replacing.contains(group) {
-                RolloutStatus::Progressing("its Pods are being replaced".into())
+                RolloutStatus::Progressing(match refused {
+                    Some(why) => format!("evictions of its Pods are refused: {why}").into(),
+                    None => "its Pods are being replaced".into(),
+                })
             } else if ready_again(its, want) {
                 RolloutStatus::Done
             } else {
@@ -322,12 +327,15 @@ impl DeleteMode {
     }
 
     /// The released Pods of `r` are all replaced: asks the waves what next and carries it
-    /// out (records a wave before its Pods are touched, holds, completes).
+    /// out (records a wave before its Pods are touched, holds, completes). With `refused`
+    /// (evictions refused now), only a hold or a next wave is carried out: a wave whose
+    /// Pods cannot go is held by `--rollout-timeout` like one that does not get Ready.
     pub(super) fn next_wave(
         &self,
         key: &ConfigKey,
         about: &ObjectRef,
         r: &mut Replacement,
+        refused: Option<&str>,
     ) -> Result<WaveStep, Error> {
         let plan = r.waves.as_mut().expect("a replacement in waves");
         let stored = self.fanout_state.get(&plan.state_key)?;
@@ -346,8 +354,14 @@ impl DeleteMode {
             &r.remaining,
             &pods,
             &key.namespace,
+            refused,
             now,
         );
+        // While evictions are refused, only a hold or a next wave (the refused workload was
+        // skipped by `wavelet resume`) is carried out; nothing completes.
+        if refused.is_some() && !matches!(decision, Decision::Hold(_) | Decision::Release { .. }) {
+            return Ok(WaveStep::Wait(Duration::ZERO));
+        }
         let short = hash::short(&r.hash);
         let resume = format!(
             "wavelet resume -n {} {}/{}",
@@ -544,7 +558,7 @@ mod tests {
             "nothing before the first wave is recorded"
         );
         assert_eq!(
-            decide(&planned, None, &first, &pods, "ns", T0),
+            decide(&planned, None, &first, &pods, "ns", None, T0),
             Decision::Release {
                 wave: 1,
                 workloads: vec!["deployments.apps/ns/a".into()]
@@ -555,7 +569,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            decide(&planned, None, &VecDeque::new(), &pods, "ns", T0),
+            decide(&planned, None, &VecDeque::new(), &pods, "ns", None, T0),
             Decision::Release {
                 wave: 1,
                 workloads: vec!["deployments.apps/ns/c".into()]
@@ -605,7 +619,7 @@ mod tests {
         );
         // Still being replaced.
         assert!(matches!(
-            decide(&planned, Some(&record), &first, &three(), "ns", T0),
+            decide(&planned, Some(&record), &first, &three(), "ns", None, T0),
             Decision::Rolling { .. }
         ));
         // Replaced; its successor is not Ready yet.
@@ -618,6 +632,7 @@ mod tests {
                 &VecDeque::new(),
                 &pods,
                 "ns",
+                None,
                 T0 + 5
             ),
             Decision::Rolling { .. }
@@ -631,6 +646,7 @@ mod tests {
                 &VecDeque::new(),
                 &pods,
                 "ns",
+                None,
                 T0 + 5
             ),
             Decision::Release {
@@ -664,6 +680,7 @@ mod tests {
             &VecDeque::new(),
             &pods,
             "ns",
+            None,
             T0 + 60,
         ) {
             Decision::Hold(hold) => {
@@ -690,6 +707,7 @@ mod tests {
                 &VecDeque::new(),
                 &pods,
                 "ns",
+                None,
                 T0 + 70
             ),
             Decision::Release { wave: 2, .. }
