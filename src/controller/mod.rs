@@ -16,6 +16,7 @@ use crate::controller::sinks::{
     ConfigSink, NamespaceSink, OnSynced, PodStatusSink, Router, StateSink, WorkloadSink,
 };
 use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
+use crate::deletemode::waves::FanOutRecords;
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::hashmode::fanout::{FanOuts, Judge};
@@ -908,7 +909,10 @@ fn start_delete_mode(
         Arc::clone(cache),
         recorder.clone(),
         state,
-        Arc::clone(fanout_state),
+        FanOutRecords {
+            state: Arc::clone(fanout_state),
+            policy: Arc::new(delete_waves::HashModeFanOut),
+        },
         settings,
     ))
 }
@@ -1336,5 +1340,6 @@ mod tests {
         waiter.join().unwrap();
     }
 }
+mod delete_waves;
 mod hold_alerts;
 pub(crate) mod sinks;

@@ -69,7 +69,6 @@ use crate::deletemode::ledger::{
 use crate::error::Error;
 use crate::model::cache::Cache;
 use crate::model::hash;
-use crate::model::state::StateConfigMap;
 use crate::objects::{ConfigKey, Pod, Resource};
 use crate::ops::events::{ObjectRef, Recorder};
 use crate::ops::leader::Gate;
@@ -189,8 +188,8 @@ pub struct DeleteMode {
     cache: Arc<Cache>,
     recorder: Recorder,
     state: StateStore,
-    /// Where waves are recorded, as safe fan-out records them (`fanout.*` entries).
-    fanout_state: Arc<StateConfigMap>,
+    /// Safe fan-out's policy and records, for replacing in waves (`waves.rs`).
+    fan_out: waves::FanOutRecords,
     settings: DeleteModeSettings,
     memory: Mutex<HashMap<ConfigKey, Memory>>,
     /// Said that `wavelet-state` fills up (reset once it is below the mark again).
@@ -207,7 +206,7 @@ impl DeleteMode {
         cache: Arc<Cache>,
         recorder: Recorder,
         state: StateStore,
-        fanout_state: Arc<StateConfigMap>,
+        fan_out: waves::FanOutRecords,
         settings: DeleteModeSettings,
     ) -> DeleteMode {
         DeleteMode {
@@ -217,7 +216,7 @@ impl DeleteMode {
             cache,
             recorder,
             state,
-            fanout_state,
+            fan_out,
             settings,
             memory: Mutex::new(HashMap::new()),
             warned_full: AtomicBool::new(false),

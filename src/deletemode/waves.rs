@@ -7,9 +7,10 @@
 //!    a Pod no controller owns is in no wave and goes with the first).
 //!    Fewer than two groups, `--fan-out at-once`, or `wavelet.dev/fan-out: at-once` on the
 //!    object: every Pod is replaced as before, at once.
-//! 2. The groups are ordered and cut into waves exactly as fan-out orders workloads (the
-//!    same [`waves::decide`]: `wavelet.dev/canary` workloads first, else the first
-//!    `--first-wave` in name order, then `--wave-size` per wave).
+//! 2. The groups are ordered and cut into waves exactly as fan-out orders workloads (by
+//!    fan-out's own decision, which the wiring layer lends as a [`FanOutPolicy`]:
+//!    `wavelet.dev/canary` workloads first, else the first `--first-wave` in name order,
+//!    then `--wave-size` per wave).
 //! 3. A released group is replaced with the object's strategy (`evict`, `delete`,
 //!    `rolling`); once its Pods are replaced, it must be Ready again (as many live Pods as
 //!    it had, all Ready: the rolling strategy's check) within `--rollout-timeout` of the
@@ -23,6 +24,7 @@
 //!    Pods from before the change that are still there: none twice.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{parse_fan_out, FanOut, WaveSize};
@@ -30,11 +32,9 @@ use crate::deletemode::decide::{ready_again, Target};
 use crate::deletemode::replacement::Replacement;
 use crate::deletemode::DeleteMode;
 use crate::error::Error;
-use crate::hashmode::fanout::record::{display_id, Record, FANOUT};
-use crate::hashmode::fanout::waves::{self, Decision, Member, Settings};
 use crate::model::hash;
 use crate::model::rollout_status::RolloutStatus;
-use crate::model::state::object_key;
+use crate::model::state::StateConfigMap;
 use crate::objects::{ConfigKey, Pod, Resource, WorkloadKey};
 use crate::ops::events::ObjectRef;
 use crate::ops::metrics;
@@ -74,12 +74,98 @@ pub(crate) fn group_id(pod: &Pod, namespace: &str) -> Option<String> {
     Some(format!("{resource}/{namespace}/{name}"))
 }
 
+/// Safe fan-out's wave policy and record, lent by the wiring layer (hash mode's fan-out:
+/// delete mode knows nothing of hash mode), so the order of waves, the health gate and
+/// the record's format stay in one place.
+pub trait FanOutPolicy: Send + Sync {
+    /// The `wavelet-state` key of the object's fan-out record.
+    fn state_key(&self, object: &ConfigKey) -> String;
+    /// What a stored record says, if it is about data `hash`.
+    fn read(&self, record: &str, hash: &str) -> Option<Recorded>;
+    /// Fan-out's next step for `groups` (every workload with Pods that match), given the
+    /// stored record (ignored unless about `hash`), with the record to store for it.
+    fn step(
+        &self,
+        record: Option<&str>,
+        hash: &str,
+        groups: &[Group],
+        settings: WaveSettings,
+        now: u64,
+    ) -> Step;
+    /// A workload id as people read it (`deployment shop/web`).
+    fn display(&self, id: &str) -> String;
+}
+
+/// Where delete mode's waves are decided and recorded: safe fan-out's policy, and the
+/// watched `wavelet-state` its `fanout.*` records live in.
+pub struct FanOutRecords {
+    pub state: Arc<StateConfigMap>,
+    pub policy: Arc<dyn FanOutPolicy>,
+}
+
+/// The wave settings of one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaveSettings {
+    pub first_wave: usize,
+    pub wave_size: WaveSize,
+    pub rollout_timeout_secs: u64,
+}
+
+/// What a fan-out record says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The released waves, in order.
+    pub waves: Vec<Vec<String>>,
+    pub held: bool,
+}
+
+/// One workload whose Pods match, as the policy sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// `deployments.apps/<ns>/<name>`.
+    pub id: String,
+    pub canary: bool,
+    /// Released (or nothing to replace): it carries the change.
+    pub current: bool,
+    /// Released: whether its Pods are replaced and Ready again.
+    pub status: RolloutStatus,
+}
+
+/// Fan-out's next step, with the record to store for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Fewer than two workloads to replace and no wave yet: all at once.
+    NotShared,
+    Release {
+        wave: usize,
+        workloads: Vec<String>,
+        record: String,
+    },
+    /// The current wave is not Ready again; look again by then (seconds).
+    Rolling {
+        recheck_in: u64,
+    },
+    Hold {
+        workload: String,
+        reason: String,
+        /// Waves released before the hold.
+        waves: usize,
+        record: String,
+    },
+    Held,
+    /// `released` workloads in `waves` waves, all Ready again.
+    Complete {
+        waves: usize,
+        released: usize,
+    },
+}
+
 /// The waves of one replacement.
 #[derive(Debug)]
 pub(crate) struct Plan {
     /// The object's `fanout.` entry in `wavelet-state`.
     pub(crate) state_key: String,
-    pub(crate) settings: Settings,
+    pub(crate) settings: WaveSettings,
     /// The Pods of groups not released yet, by group, oldest first.
     pub(crate) withheld: BTreeMap<String, VecDeque<Target>>,
     /// The group of every Pod to replace, by UID.
@@ -110,30 +196,30 @@ pub(crate) fn settings_for(
     fan_out: &FanOut,
     fan_out_annotation: Option<&str>,
     wave_size_annotation: Option<&str>,
-) -> Option<Settings> {
+) -> Option<WaveSettings> {
     let on = fan_out_annotation
         .and_then(|t| parse_fan_out(t).ok())
         .unwrap_or(fan_out.waves);
     let wave_size = wave_size_annotation
         .and_then(|t| WaveSize::parse(t).ok())
         .unwrap_or(fan_out.wave_size);
-    on.then(|| Settings {
+    on.then(|| WaveSettings {
         first_wave: fan_out.first_wave,
         wave_size,
         rollout_timeout_secs: fan_out.rollout_timeout.as_secs().max(1),
     })
 }
 
-/// Splits the Pods to replace by group: those of groups `record` released already go to
+/// Splits the Pods to replace by group: those of groups `recorded` released already go to
 /// the returned queue (a replacement resumed after a restart), the others are withheld.
 /// `None` when fewer than two groups have Pods to replace (no waves: all at once).
 pub(crate) fn plan(
     state_key: String,
-    settings: Settings,
+    settings: WaveSettings,
     targets: VecDeque<Target>,
     pods: &[Pod],
     namespace: &str,
-    record: Option<&Record>,
+    record: Option<&Recorded>,
     canary: &dyn Fn(&str) -> bool,
 ) -> Result<(VecDeque<Target>, Plan), VecDeque<Target>> {
     let by_uid: HashMap<&str, &Pod> = pods.iter().map(|p| (&*p.metadata.uid, p)).collect();
@@ -176,19 +262,19 @@ pub(crate) fn plan(
     Ok((released, plan))
 }
 
-/// Fan-out's decision for the groups: released groups carry the change (`current`); one
-/// is done when none of its Pods is left to replace and it is Ready again, and is
-/// progressing otherwise (so `--rollout-timeout` from the wave's release holds it; the
-/// reason says when its evictions are being `refused`, by a PodDisruptionBudget).
-pub(crate) fn decide(
+/// The groups as fan-out's decision sees them: released groups carry the change
+/// (`current`); one is done when none of its Pods is left to replace and it is Ready
+/// again, and is progressing otherwise (so `--rollout-timeout` from the wave's release
+/// holds it; the reason says when its evictions are being `refused`, by a
+/// PodDisruptionBudget).
+pub(crate) fn groups(
     plan: &Plan,
-    record: Option<&Record>,
+    record: Option<&Recorded>,
     remaining: &VecDeque<Target>,
     pods: &[Pod],
     namespace: &str,
     refused: Option<&str>,
-    now: u64,
-) -> Decision {
+) -> Vec<Group> {
     let mut listed: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
     for pod in pods {
         if let Some(group) = group_id(pod, namespace) {
@@ -201,17 +287,19 @@ pub(crate) fn decide(
         .collect();
     let mut groups: BTreeSet<&str> = plan.want.keys().map(String::as_str).collect();
     groups.extend(plan.withheld.keys().map(String::as_str));
-    let statuses: Vec<(&str, bool, RolloutStatus)> = groups
+    groups
         .into_iter()
         .map(|group| {
-            let released = record.is_some_and(|r| r.released(group));
+            let released = record.is_some_and(|r| r.waves.iter().flatten().any(|w| w == group));
+            let canary = plan.canary.contains(group);
             if !released {
                 // Due while it has Pods to replace; otherwise nothing to roll.
-                return (
-                    group,
-                    !plan.withheld.contains_key(group),
-                    RolloutStatus::Done,
-                );
+                return Group {
+                    id: group.to_string(),
+                    canary,
+                    current: !plan.withheld.contains_key(group),
+                    status: RolloutStatus::Done,
+                };
             }
             let want = plan.want.get(group).copied().unwrap_or(0);
             let its = listed.get(group).map_or(&[][..], Vec::as_slice);
@@ -233,20 +321,14 @@ pub(crate) fn decide(
                     .into(),
                 )
             };
-            (group, true, status)
+            Group {
+                id: group.to_string(),
+                canary,
+                current: true,
+                status,
+            }
         })
-        .collect();
-    let members: Vec<Member> = statuses
-        .iter()
-        .map(|(id, current, status)| Member {
-            id,
-            canary: plan.canary.contains(*id),
-            current: *current,
-            status,
-            rolled_at: None,
-        })
-        .collect();
-    waves::decide(record, &members, plan.settings, now)
+        .collect()
 }
 
 impl DeleteMode {
@@ -260,14 +342,13 @@ impl DeleteMode {
         targets: VecDeque<Target>,
         pods: &[Pod],
     ) -> Result<(VecDeque<Target>, Option<Plan>), Error> {
-        let state_key = object_key(FANOUT, key);
-        let stored = self.fanout_state.get(&state_key)?;
+        let state_key = self.fan_out.policy.state_key(key);
+        let stored = self.fan_out.state.get(&state_key)?;
         let record = stored
             .as_deref()
-            .and_then(Record::decode)
-            .filter(|r| r.hash == data_hash);
+            .and_then(|text| self.fan_out.policy.read(text, data_hash));
         if stored.is_some() && record.is_none() {
-            self.fanout_state.set(&state_key, None)?;
+            self.fan_out.state.set(&state_key, None)?;
         }
         let gates = self.cache.config(key).map(|e| e.gates().clone());
         let settings = settings_for(
@@ -319,9 +400,9 @@ impl DeleteMode {
     /// The object is gone or opted out: its waves' entry goes too (nothing is held any
     /// more).
     pub(super) fn forget_waves(&self, key: &ConfigKey) -> Result<(), Error> {
-        let state_key = object_key(FANOUT, key);
-        if self.fanout_state.get(&state_key)?.is_some() {
-            self.fanout_state.set(&state_key, None)?;
+        let state_key = self.fan_out.policy.state_key(key);
+        if self.fan_out.state.get(&state_key)?.is_some() {
+            self.fan_out.state.set(&state_key, None)?;
         }
         Ok(())
     }
@@ -338,39 +419,31 @@ impl DeleteMode {
         refused: Option<&str>,
     ) -> Result<WaveStep, Error> {
         let plan = r.waves.as_mut().expect("a replacement in waves");
-        let stored = self.fanout_state.get(&plan.state_key)?;
-        let record = stored
-            .as_deref()
-            .and_then(Record::decode)
-            .filter(|x| x.hash == r.hash);
-        if record.as_ref().is_some_and(|x| x.held.is_some()) {
+        let policy = &self.fan_out.policy;
+        let stored = self.fan_out.state.get(&plan.state_key)?;
+        let record = stored.as_deref().and_then(|t| policy.read(t, &r.hash));
+        if record.as_ref().is_some_and(|x| x.held) {
             return Ok(WaveStep::Held);
         }
         let pods = self.list_pods(&key.namespace, &r.selector)?;
         let now = crate::time::unix_now();
-        let decision = decide(
+        let groups = groups(
             plan,
             record.as_ref(),
             &r.remaining,
             &pods,
             &key.namespace,
             refused,
-            now,
         );
+        let step = policy.step(stored.as_deref(), &r.hash, &groups, plan.settings, now);
         // While evictions are refused, only a hold or a next wave (the refused workload was
         // skipped by `wavelet resume`) is carried out; nothing completes.
-        if refused.is_some() && !matches!(decision, Decision::Hold(_) | Decision::Release { .. }) {
+        if refused.is_some() && !matches!(step, Step::Hold { .. } | Step::Release { .. }) {
             return Ok(WaveStep::Wait(Duration::ZERO));
         }
         let short = hash::short(&r.hash);
-        let resume = format!(
-            "wavelet resume -n {} {}/{}",
-            key.namespace,
-            key.kind.as_str(),
-            key.name
-        );
-        Ok(match decision {
-            Decision::NotShared => {
+        Ok(match step {
+            Step::NotShared => {
                 // Fewer than two groups left to replace and no wave yet: all at once.
                 for (_, targets) in std::mem::take(&mut plan.withheld) {
                     r.remaining.extend(targets);
@@ -378,19 +451,13 @@ impl DeleteMode {
                 r.waves = None;
                 WaveStep::Released
             }
-            Decision::Release { wave, workloads } => {
-                let mut next = record.unwrap_or(Record {
-                    hash: r.hash.clone(),
-                    since: now,
-                    waves: Vec::new(),
-                    skipped: Vec::new(),
-                    held: None,
-                });
-                next.waves.push(workloads.clone());
-                next.since = now;
+            Step::Release {
+                wave,
+                workloads,
+                record: text,
+            } => {
                 // Recorded before any of their Pods is touched.
-                self.fanout_state
-                    .set(&plan.state_key, Some(&next.encode()))?;
+                self.fan_out.state.set(&plan.state_key, Some(&text))?;
                 let mut count = 0;
                 for group in &workloads {
                     let targets = plan.withheld.remove(group).unwrap_or_default();
@@ -399,10 +466,13 @@ impl DeleteMode {
                 }
                 let names = workloads
                     .iter()
-                    .map(|w| display_id(w))
+                    .map(|w| policy.display(w))
                     .collect::<Vec<_>>()
                     .join(", ");
-                let total = next.waves.iter().map(Vec::len).sum::<usize>() + plan.withheld.len();
+                let before = record
+                    .as_ref()
+                    .map_or(0, |x| x.waves.iter().map(Vec::len).sum::<usize>());
+                let total = before + workloads.len() + plan.withheld.len();
                 let message = if wave == 1 {
                     format!(
                         "Change {short} replaces the Pods of the {total} workloads matching {} in waves: wave 1 replaces the {count} Pod(s) of {names}; each next wave follows once the one before is Ready again.",
@@ -418,22 +488,28 @@ impl DeleteMode {
                 self.recorder.normal(about, "FanOutWave", &message);
                 WaveStep::Released
             }
-            Decision::Rolling { recheck_in, .. } => {
+            Step::Rolling { recheck_in } => {
                 WaveStep::Wait(WAVE_POLL.min(Duration::from_secs(recheck_in)))
             }
-            Decision::Hold(hold) => {
-                let mut held = record.expect("a hold has a record");
-                held.held = Some(hold.clone());
-                self.fanout_state
-                    .set(&plan.state_key, Some(&held.encode()))?;
+            Step::Hold {
+                workload,
+                reason,
+                waves,
+                record,
+            } => {
+                self.fan_out.state.set(&plan.state_key, Some(&record))?;
                 metrics::global()
                     .fanouts_halted
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let resume = format!(
+                    "wavelet resume -n {} {}/{}",
+                    key.namespace,
+                    key.kind.as_str(),
+                    key.name
+                );
                 let message = format!(
-                    "Change {short} held after wave {}: {} {}. The Pods of {} workload(s) matching {} are not replaced. To go on: fix the {} (its next change starts anew), or replace the rest anyway with `{resume}`.",
-                    held.waves.len(),
-                    display_id(&hold.workload),
-                    hold.reason,
+                    "Change {short} held after wave {waves}: {} {reason}. The Pods of {} workload(s) matching {} are not replaced. To go on: fix the {} (its next change starts anew), or replace the rest anyway with `{resume}`.",
+                    policy.display(&workload),
                     plan.withheld.len(),
                     r.selector,
                     key.kind.kind(),
@@ -442,12 +518,11 @@ impl DeleteMode {
                 self.recorder.warning(about, "FanOutHeld", &message);
                 WaveStep::Held
             }
-            Decision::Held => WaveStep::Held,
-            Decision::Complete { waves } => {
-                self.fanout_state.set(&plan.state_key, None)?;
+            Step::Held => WaveStep::Held,
+            Step::Complete { waves, released } => {
+                self.fan_out.state.set(&plan.state_key, None)?;
                 let message = format!(
-                    "Change {short} replaced the Pods of all {} workloads matching {} in {waves} wave(s), each Ready again.",
-                    record.map_or(0, |x| x.waves.iter().map(Vec::len).sum::<usize>()),
+                    "Change {short} replaced the Pods of all {released} workloads matching {} in {waves} wave(s), each Ready again.",
                     r.selector
                 );
                 log::info!("{key}: {message}");
@@ -484,12 +559,11 @@ mod tests {
         }
     }
 
-    const SETTINGS: Settings = Settings {
+    const SETTINGS: WaveSettings = WaveSettings {
         first_wave: 1,
         wave_size: WaveSize::Percent(50),
         rollout_timeout_secs: 60,
     };
-    const T0: u64 = 1_795_317_280;
 
     #[test]
     fn pods_are_grouped_by_the_workload_that_owns_them() {
@@ -547,37 +621,6 @@ mod tests {
     }
 
     #[test]
-    fn the_first_wave_is_the_first_workload_in_name_order_or_the_canary() {
-        let pods = three();
-        let (first, planned) = plan("k".into(), SETTINGS, targets(), &pods, "ns", None, &|_| {
-            false
-        })
-        .unwrap();
-        assert!(
-            first.is_empty(),
-            "nothing before the first wave is recorded"
-        );
-        assert_eq!(
-            decide(&planned, None, &first, &pods, "ns", None, T0),
-            Decision::Release {
-                wave: 1,
-                workloads: vec!["deployments.apps/ns/a".into()]
-            }
-        );
-        let (_, planned) = plan("k".into(), SETTINGS, targets(), &pods, "ns", None, &|g| {
-            g.ends_with("/c")
-        })
-        .unwrap();
-        assert_eq!(
-            decide(&planned, None, &VecDeque::new(), &pods, "ns", None, T0),
-            Decision::Release {
-                wave: 1,
-                workloads: vec!["deployments.apps/ns/c".into()]
-            }
-        );
-    }
-
-    #[test]
     fn a_pod_no_controller_owns_goes_with_the_first_wave() {
         let mut pods = three();
         pods.push(pod("bare", None, true, false));
@@ -589,19 +632,51 @@ mod tests {
         assert_eq!(planned.withheld.len(), 3, "a, b and c wait for their waves");
     }
 
-    fn wave_one(since: u64) -> Record {
-        Record {
-            hash: "h".into(),
-            since,
+    fn status_of(groups: &[Group], id: &str) -> (bool, RolloutStatus) {
+        let g = groups.iter().find(|g| g.id == id).expect(id);
+        (g.current, g.status.clone())
+    }
+
+    fn progressing(text: &str) -> RolloutStatus {
+        RolloutStatus::Progressing(text.into())
+    }
+
+    #[test]
+    fn before_the_first_wave_every_workload_is_due_and_canaries_say_so() {
+        let pods = three();
+        let (first, planned) = plan("k".into(), SETTINGS, targets(), &pods, "ns", None, &|g| {
+            g.ends_with("/c")
+        })
+        .unwrap();
+        assert!(
+            first.is_empty(),
+            "nothing is released before a wave is recorded"
+        );
+        let groups = groups(&planned, None, &first, &pods, "ns", None);
+        let ids: Vec<&str> = groups.iter().map(|g| g.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "deployments.apps/ns/a",
+                "deployments.apps/ns/b",
+                "deployments.apps/ns/c"
+            ]
+        );
+        assert!(groups.iter().all(|g| !g.current));
+        let canaries: Vec<bool> = groups.iter().map(|g| g.canary).collect();
+        assert_eq!(canaries, [false, false, true]);
+    }
+
+    fn wave_one() -> Recorded {
+        Recorded {
             waves: vec![vec!["deployments.apps/ns/a".into()]],
-            skipped: vec![],
-            held: None,
+            held: false,
         }
     }
 
     #[test]
-    fn the_rest_waits_until_the_first_workload_is_ready_again() {
-        let record = wave_one(T0);
+    fn a_released_workload_is_done_once_its_pods_are_replaced_and_ready_again() {
+        let record = wave_one();
         let (first, planned) = plan(
             "k".into(),
             SETTINGS,
@@ -617,101 +692,41 @@ mod tests {
             VecDeque::from([target("a-1")]),
             "wave 1 was released"
         );
-        // Still being replaced.
-        assert!(matches!(
-            decide(&planned, Some(&record), &first, &three(), "ns", None, T0),
-            Decision::Rolling { .. }
-        ));
-        // Replaced; its successor is not Ready yet.
+        let a = "deployments.apps/ns/a";
+        let of = |remaining: &VecDeque<Target>, pods: &[Pod], refused| {
+            status_of(
+                &groups(&planned, Some(&record), remaining, pods, "ns", refused),
+                a,
+            )
+        };
+        assert_eq!(
+            of(&first, &three(), None),
+            (true, progressing("its Pods are being replaced"))
+        );
+        assert_eq!(
+            of(&first, &three(), Some("budget")),
+            (
+                true,
+                progressing("evictions of its Pods are refused: budget")
+            )
+        );
         let mut pods = three();
         pods[0] = pod("a-2", Some(("ReplicaSet", "a-h")), false, false);
-        assert!(matches!(
-            decide(
-                &planned,
-                Some(&record),
-                &VecDeque::new(),
-                &pods,
-                "ns",
-                None,
-                T0 + 5
-            ),
-            Decision::Rolling { .. }
-        ));
-        // Ready again: the next wave is the rest (50 % of 3, rounded up: 2).
+        assert_eq!(
+            of(&VecDeque::new(), &pods, None),
+            (true, progressing("0 of 1 replaced Pods Ready (it had 1)"))
+        );
         pods[0] = pod("a-2", Some(("ReplicaSet", "a-h")), true, false);
         assert_eq!(
-            decide(
-                &planned,
-                Some(&record),
-                &VecDeque::new(),
-                &pods,
-                "ns",
-                None,
-                T0 + 5
-            ),
-            Decision::Release {
-                wave: 2,
-                workloads: vec![
-                    "deployments.apps/ns/b".into(),
-                    "deployments.apps/ns/c".into()
-                ]
-            }
+            of(&VecDeque::new(), &pods, None),
+            (true, RolloutStatus::Done)
         );
-    }
-
-    #[test]
-    fn a_workload_not_ready_within_the_rollout_timeout_holds_the_rest() {
-        let record = wave_one(T0);
-        let (_, planned) = plan(
-            "k".into(),
-            SETTINGS,
-            targets(),
-            &three(),
-            "ns",
-            Some(&record),
-            &|_| false,
-        )
-        .unwrap();
-        let mut pods = three();
-        pods[0] = pod("a-2", Some(("ReplicaSet", "a-h")), false, false);
-        match decide(
-            &planned,
-            Some(&record),
-            &VecDeque::new(),
-            &pods,
-            "ns",
-            None,
-            T0 + 60,
-        ) {
-            Decision::Hold(hold) => {
-                assert_eq!(hold.workload, "deployments.apps/ns/a");
-                assert!(
-                    hold.reason.contains("0 of 1 replaced Pods Ready"),
-                    "{}",
-                    hold.reason
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-        // Resumed: the failed workload is skipped, the rest goes.
-        let mut held = record.clone();
-        held.held = Some(crate::hashmode::fanout::record::Hold {
-            workload: "deployments.apps/ns/a".into(),
-            reason: "x".into(),
-        });
-        let resumed = held.resumed(T0 + 70).unwrap();
-        assert!(matches!(
-            decide(
-                &planned,
-                Some(&resumed),
-                &VecDeque::new(),
-                &pods,
-                "ns",
-                None,
-                T0 + 70
-            ),
-            Decision::Release { wave: 2, .. }
-        ));
+        let groups = groups(&planned, Some(&record), &VecDeque::new(), &pods, "ns", None);
+        assert_eq!(
+            status_of(&groups, "deployments.apps/ns/b"),
+            (false, RolloutStatus::Done),
+            "b is due"
+        );
     }
 
     #[test]
