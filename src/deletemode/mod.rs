@@ -22,6 +22,9 @@
 //!    resume it for the Pods listed back then.
 //! 7. Otherwise the data changed → list the matching Pods (the *observation*), write the
 //!    state as "replacing" with their UIDs, and start replacing them.
+//!    When they belong to several workloads, they are replaced workload by workload behind
+//!    safe fan-out's gate (`waves.rs`: the next wave once the last is Ready again, a hold
+//!    past `--rollout-timeout`, recorded as a `fanout.*` entry before a wave is touched).
 //!
 //! A replacement is a small state machine (`replacement.rs`: [`Replacement`], its
 //! [`Phase`], and the pure [`next_step`] that decides what it does next) stepped once per
