@@ -16,6 +16,7 @@
 //! - `soak`: random changes under random faults for `WAVELET_SOAK_SECS`; nothing lost, nothing extra.
 //! - `malformed`: oversized, non-UTF-8 and deeply nested answers are rejected; memory stays bounded.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
+//! - `delete_waves`: delete mode over several workloads in waves: the health gate, a hold and `wavelet resume`, a restart mid-wave, `at-once`.
 //! - `reloader`: Reloader's annotations (auto, typed auto, reload lists, search/match, exclude, ignore, pause-period) and opt-in flags.
 //! - `csi`: the Secrets Store CSI driver (`--enable-csi-integration`): a rotation rolls each workload that mounts the class once; unrelated classes, adoption and first mounts roll nothing; Reloader's class annotations; delete mode on a class; `status`/`hash`.
 //! - `reloader_kinds`: Reloader's CronJobs, Argo Rollouts and flags (namespaces, selectors, refused ones).
@@ -48,6 +49,7 @@ mod commands;
 mod connecting;
 mod csi;
 mod delete_mode;
+mod delete_waves;
 mod docs;
 mod fake;
 mod fanout;

@@ -16,6 +16,7 @@ use crate::controller::sinks::{
     ConfigSink, NamespaceSink, OnSynced, PodStatusSink, Router, StateSink, WorkloadSink,
 };
 use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
+use crate::deletemode::waves::FanOutRecords;
 use crate::deletemode::{DeleteMode, DeleteModeSettings};
 use crate::error::Error;
 use crate::hashmode::basis;
@@ -140,16 +141,6 @@ impl Controller {
         let recorder = Recorder::new(client.clone());
         // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
         let csi = policy.csi_integration && serves_csi_driver(&client);
-        let delete_mode = Some(start_delete_mode(
-            &client,
-            config,
-            &policy,
-            csi,
-            &cache,
-            &gate,
-            hmac_key.clone(),
-            &recorder,
-        ));
         // Hash mode's own entries (fan-outs, urgent grants, the global pause) live in the
         // same ConfigMap as delete mode's, watched so `wavelet pause` is seen at once.
         let state = Arc::new(StateConfigMap::new(
@@ -180,6 +171,18 @@ impl Controller {
                 .expect("spawning the state-create thread");
         }
         let debounce = Arc::new(Debounce::new());
+        let delete_mode = Some(start_delete_mode(
+            &client,
+            config,
+            &policy,
+            csi,
+            &cache,
+            &gate,
+            hmac_key.clone(),
+            &recorder,
+            fan_out,
+            &state,
+        ));
         let fanouts = {
             let queue = Arc::clone(&queue);
             Arc::new(FanOuts::new(
@@ -1005,6 +1008,8 @@ fn start_delete_mode(
     gate: &Arc<Gate>,
     hmac_key: Option<Vec<u8>>,
     recorder: &Recorder,
+    fan_out: &FanOut,
+    fanout_state: &Arc<StateConfigMap>,
 ) -> Arc<DeleteMode> {
     let (namespace, why) = own_namespace(
         config.state_namespace.as_deref(),
@@ -1018,6 +1023,7 @@ fn start_delete_mode(
         eviction_warning_after: config.eviction_warning_after,
         debounce: config.debounce,
         hmac_key,
+        fan_out: fan_out.clone(),
     };
     // Entries of objects gone for a resync period leave the state (see ledger.rs).
     let listed = Listed {
@@ -1039,6 +1045,10 @@ fn start_delete_mode(
         Arc::clone(cache),
         recorder.clone(),
         state,
+        FanOutRecords {
+            state: Arc::clone(fanout_state),
+            policy: Arc::new(delete_waves::HashModeFanOut),
+        },
         settings,
     ))
 }
@@ -1466,5 +1476,6 @@ mod tests {
         waiter.join().unwrap();
     }
 }
+mod delete_waves;
 mod hold_alerts;
 pub(crate) mod sinks;

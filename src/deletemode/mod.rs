@@ -22,6 +22,9 @@
 //!    resume it for the Pods listed back then.
 //! 7. Otherwise the data changed → list the matching Pods (the *observation*), write the
 //!    state as "replacing" with their UIDs, and start replacing them.
+//!    When they belong to several workloads, they are replaced workload by workload behind
+//!    safe fan-out's gate (`waves.rs`: the next wave once the last is Ready again, a hold
+//!    past `--rollout-timeout`, recorded as a `fanout.*` entry before a wave is touched).
 //!
 //! A replacement is a small state machine (`replacement.rs`: [`Replacement`], its
 //! [`Phase`], and the pure [`next_step`] that decides what it does next) stepped once per
@@ -44,12 +47,14 @@
 pub(crate) mod decide;
 pub(crate) mod ledger;
 pub(crate) mod replacement;
+pub(crate) mod waves;
 
 use decide::{count_pods, name_list, past_tense, targets, Target};
 pub use decide::{
     created_before, ready_again, uids_to_record, validate_selector, Observation, Strategy,
 };
 use replacement::{next_step, Facts, Next, Phase, Replacement};
+use waves::{WaveStep, HELD_POLL};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,6 +64,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::client::{Client, Shape, PAGE_SIZE};
+use crate::config::FanOut;
 use crate::deletemode::ledger::{state_key, Entry, Listed, Pruning, StateStore, Written};
 use crate::deletemode::ledger::{
     MAX_RECORDED_PODS, MAX_STATE_BYTES, STATE_CONFIGMAP, WARN_STATE_BYTES,
@@ -96,6 +102,9 @@ pub struct DeleteModeSettings {
     pub debounce: Duration,
     /// `--hash-key-file`: the data hash in the state ConfigMap is an HMAC under this key.
     pub hmac_key: Option<Vec<u8>>,
+    /// `--fan-out`, `--first-wave`, `--wave-size`, `--rollout-timeout`: the Pods of
+    /// several workloads are replaced in waves (`waves.rs`).
+    pub fan_out: FanOut,
 }
 
 /// What one reconcile did, for logs and tests.
@@ -128,6 +137,9 @@ pub enum Outcome {
     /// The object's entry in `wavelet-state` was changed by another writer since it was
     /// read: nothing written; decided again at once from what is there now.
     StateChanged,
+    /// Replacing in waves, held: a workload's Pods were not Ready again in time; the rest
+    /// waits for `wavelet resume` or a new change.
+    Held,
     /// `--dry-run`: this many Pods would have been replaced.
     DryRun {
         pods: usize,
@@ -182,6 +194,8 @@ pub struct DeleteMode {
     cache: Arc<Cache>,
     recorder: Recorder,
     state: StateStore,
+    /// Safe fan-out's policy and records, for replacing in waves (`waves.rs`).
+    fan_out: waves::FanOutRecords,
     settings: DeleteModeSettings,
     memory: Mutex<HashMap<ConfigKey, Memory>>,
     /// Said that `wavelet-state` fills up (reset once it is below the mark again).
@@ -198,6 +212,7 @@ impl DeleteMode {
         cache: Arc<Cache>,
         recorder: Recorder,
         state: StateStore,
+        fan_out: waves::FanOutRecords,
         settings: DeleteModeSettings,
     ) -> DeleteMode {
         DeleteMode {
@@ -207,6 +222,7 @@ impl DeleteMode {
             cache,
             recorder,
             state,
+            fan_out,
             settings,
             memory: Mutex::new(HashMap::new()),
             warned_full: AtomicBool::new(false),
@@ -284,6 +300,7 @@ impl DeleteMode {
                 log::info!("{key}: {why}; replacing its Pods stops");
             }
             memory.warned = None;
+            self.forget_waves(key)?;
             if opted_out {
                 self.state.forget(key)?;
                 self.opted_out.lock().unwrap().remove(key);
@@ -297,6 +314,7 @@ impl DeleteMode {
                 log::info!("{key}: delete-mode annotation removed; replacing its Pods stops");
             }
             memory.warned = None;
+            self.forget_waves(key)?;
             self.state.forget(key)?;
             return Ok((Action::Done, Outcome::Forgotten));
         };
@@ -482,21 +500,23 @@ impl DeleteMode {
             name_list(&targets)
         );
         let count = targets.len();
+        let (remaining, waves) = self.plan_waves(key, &data_hash, targets, &pods)?;
         let phase = Phase::first(strategy, Instant::now() + self.settings.rolling_timeout);
         memory.replacement = Some(Replacement {
             hash: data_hash,
             entry,
             strategy,
             selector,
-            remaining: targets,
+            remaining,
             replaced: 0,
             phase,
             want: pods.iter().filter(|p| !p.is_terminating()).count(),
             blocked_since: None,
             warned_blocked: false,
+            waves,
         });
         match self.step(key, about, memory)? {
-            (next, Outcome::InProgress | Outcome::Blocked) => {
+            (next, Outcome::InProgress | Outcome::Blocked | Outcome::Held) => {
                 Ok((next, Outcome::Started { pods: count }))
             }
             done => Ok(done),
@@ -549,6 +569,14 @@ impl DeleteMode {
                 eviction_warning_after: self.settings.eviction_warning_after,
             };
             match next_step(r, &facts, Instant::now()) {
+                Next::Finish if r.waves.is_some() => match self.next_wave(key, about, r, None)? {
+                    WaveStep::Released => listed = None,
+                    WaveStep::Wait(wait) => {
+                        return Ok((Action::RequeueAfter(wait), Outcome::InProgress))
+                    }
+                    WaveStep::Held => return Ok((Action::RequeueAfter(HELD_POLL), Outcome::Held)),
+                    WaveStep::Complete => break,
+                },
                 Next::Finish => break,
                 Next::ListPods => listed = Some(self.list_pods(&key.namespace, &r.selector)?),
                 Next::ReadyAgain { live } => {
@@ -598,6 +626,11 @@ impl DeleteMode {
                         log::warn!("{key}: {message}");
                         self.recorder.warning(about, "EvictionBlocked", &message);
                         r.warned_blocked = true;
+                    }
+                    if r.waves.is_some()
+                        && self.next_wave(key, about, r, refusal.as_deref())? == WaveStep::Held
+                    {
+                        return Ok((Action::Backoff, Outcome::Held));
                     }
                     return Ok((Action::Backoff, Outcome::Blocked));
                 }

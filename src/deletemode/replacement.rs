@@ -52,6 +52,8 @@ pub(crate) struct Replacement {
     /// Since when evictions have been refused without one going through.
     pub(crate) blocked_since: Option<Instant>,
     pub(crate) warned_blocked: bool,
+    /// The Pods of several workloads, replaced in waves (`waves.rs`); `None`: at once.
+    pub(crate) waves: Option<crate::deletemode::waves::Plan>,
 }
 
 /// What a replacement does next.
@@ -140,6 +142,7 @@ mod tests {
             want: 2,
             blocked_since: None,
             warned_blocked: false,
+            waves: None,
         }
     }
 

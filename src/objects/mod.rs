@@ -910,6 +910,21 @@ pub struct PodMeta {
     pub creation_timestamp: Option<String>,
     #[serde(default)]
     pub deletion_timestamp: Option<String>,
+    /// Which controller made it (delete mode's waves group Pods by workload).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub owner_references: Vec<PodOwner>,
+}
+
+/// One of a Pod's `ownerReferences`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodOwner {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    /// The managing controller (at most one owner has it).
+    #[serde(default)]
+    pub controller: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -24,6 +24,8 @@
 //! - `impact`: `wavelet impact` lists what a ConfigMap change rolls, in which waves and
 //!   when, shows no Secret value, gates with `--max-rolls`, and only reads (the API
 //!   server's audit log of its user).
+//! - `delete_waves`: delete mode over three Deployments in waves (each after the one
+//!   before is Ready again), a bad change held after the first, the fix.
 //! - `csi`: the Secrets Store CSI driver's CRDs installed, pod statuses written as the
 //!   driver writes them: a rotation rolls each Deployment mounting the class once.
 //! - `events`: every rollout leaves a `ConfigChanged` occurrence however often its
@@ -43,6 +45,7 @@
 mod chart;
 mod cluster;
 mod csi;
+mod delete_waves;
 mod events;
 mod fanout;
 mod forward;
@@ -97,6 +100,7 @@ fn main() {
     let selected: Vec<&Scenario> = scenarios::ALL
         .iter()
         .chain(fanout::ALL)
+        .chain(delete_waves::ALL)
         .chain(gates::ALL)
         .chain(impact::ALL)
         .chain(takeover::ALL)

@@ -200,6 +200,14 @@ impl Controller {
         state.controller.running = false;
     }
 
+    /// Every Pod waiting for its ready delay is due now.
+    pub fn ready_delay_passed(&mut self) {
+        let now = Instant::now();
+        for (_, _, at) in &mut self.pending_ready {
+            *at = now;
+        }
+    }
+
     /// Pods whose readiness delay has passed become Running and Ready.
     pub fn tick(state: &mut State, now: Instant) {
         let (due, pending): (Vec<_>, Vec<_>) = state

@@ -387,6 +387,15 @@ impl FakeApi {
     pub fn set_ready_delay(&self, delay: Duration) {
         self.with_state(|state| state.controller.ready_delay = delay);
     }
+
+    /// The kubelet starts every Pod still waiting for its ready delay now: they turn
+    /// Running and Ready (Pods created later still wait for the delay).
+    pub fn make_pending_pods_ready(&self) {
+        self.with_state(|state| {
+            state.controller.ready_delay_passed();
+            state.tick(Instant::now());
+        });
+    }
 }
 
 /// What `apply` does under the lock: returns the type, the namespace and the object as
