@@ -312,9 +312,9 @@ fn ignoring_secrets_and_back_rolls_nothing_but_a_change_made_meanwhile_rolls_onc
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
 }
 
-/// A rotated key changes every hash and no data: recorded, no rollout. (A data change
-/// made across a rotation is not told apart: docs, "Across a change of how wavelet
-/// hashes".)
+/// A rotated key changes every hash and no data: recorded, no rollout. (The old key not
+/// given any more, a data change made across the rotation is not told apart: docs,
+/// "Switching without a rollout".)
 #[test]
 fn rotating_the_hash_key_rolls_nothing() {
     let dir = TempDir::new("takeover-key");
@@ -330,12 +330,13 @@ fn rotating_the_hash_key_rolls_nothing() {
         &["--hash-key-file", k1],
     );
     let before = hashes(&fake, "deployments", NS, "web", HASH).1;
-    // The barrier's hash is keyed too: the positive signal is the record itself.
+    // The barrier's hash is keyed too: the positive signal is web's record itself (the
+    // barrier's own record line comes too, maybe first).
     let wavelet = start(&fake, &["--hash-key-file", k2.to_str().unwrap()]);
     assert!(
         wavelet.wait_for_output(
-            "the settings that shape the hash changed",
-            Duration::from_secs(15)
+            "deployment default/web: recorded config hash",
+            Duration::from_secs(60)
         ),
         "{}",
         wavelet.output()
@@ -351,6 +352,137 @@ fn rotating_the_hash_key_rolls_nothing() {
         before,
         "re-recorded"
     );
+}
+
+/// The key id `k=` a basis records for `key` (HMAC under it, never the key).
+fn key_id(key: &str) -> String {
+    use wavelet::model::hash::{hex, hmac_sha256};
+    hex(&hmac_sha256(key.as_bytes(), b"wavelet.dev/hash-key-id")[..8])
+}
+
+/// `web` adopted under the key "first key", then stopped, its ConfigMap `app-config`
+/// changed to green when `change` (while wavelet was down); returns the key files' dir.
+fn adopted_under_the_first_key(fake: &FakeApi, change: bool) -> TempDir {
+    let dir = TempDir::new("takeover-rotation");
+    let k1 = dir.write("k1", "first key\n");
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    adopted_then_stopped(
+        fake,
+        mounts_configmap("app-config"),
+        opted_in(),
+        &["--hash-key-file", k1.to_str().unwrap()],
+    );
+    if change {
+        fake.merge_patch(
+            "configmaps",
+            NS,
+            "app-config",
+            json!({"data": {"color": "green"}}),
+        );
+    }
+    dir
+}
+
+/// The positive signal under a key (whose hashes the tests cannot compute): the barrier's
+/// rollout, reconciled after every earlier change (see [`barrier_change`]).
+fn keyed_barrier_change(fake: &FakeApi, wavelet: &Wavelet) {
+    eventually(fake, wavelet, "the barrier adopted", |f| {
+        hashes(f, "deployments", NS, "barrier", HASH).1.is_some()
+    });
+    let before = fake.revisions("deployments", NS, "barrier");
+    fake.merge_patch(
+        "configmaps",
+        NS,
+        "barrier",
+        json!({"data": {"n": (before + 1).to_string()}}),
+    );
+    eventually(fake, wavelet, "the barrier's rollout", |f| {
+        f.revisions("deployments", NS, "barrier") > before
+    });
+}
+
+/// Issue 31: rotating the key the way a Secret is rotated (the new key first, the old one
+/// kept on the next line) re-records under the new key alone and rolls nothing.
+#[test]
+fn rotating_the_hash_key_with_the_old_one_still_given_rolls_nothing() {
+    let fake = FakeApi::start();
+    let dir = adopted_under_the_first_key(&fake, false);
+    let both = dir.write("both", "second key\nfirst key\n");
+    let wavelet = start(&fake, &["--hash-key-file", both.to_str().unwrap()]);
+    assert!(
+        wavelet.wait_for_output(
+            "the settings that shape the hash changed",
+            Duration::from_secs(60)
+        ),
+        "{}",
+        wavelet.output()
+    );
+    keyed_barrier_change(&fake, &wavelet);
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        0,
+        "{}",
+        wavelet.output()
+    );
+    let basis = fake.get("deployments", NS, "web").unwrap()["metadata"]["annotations"]
+        ["wavelet.dev/config-basis"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        basis.starts_with(&format!("v1 k={} ", key_id("second key"))),
+        "recorded under the first line's key alone: {basis}"
+    );
+    let output = wavelet.output();
+    assert!(!output.contains("first key") && !output.contains("second key"));
+}
+
+/// Regression (issue 31): a data change made while wavelet was stopped across a key
+/// rotation was taken for the rotation and never rolled. With the old key still in the
+/// file, the parts recorded under it are recomputed and compared.
+#[test]
+fn a_change_made_while_stopped_across_a_key_rotation_rolls_once() {
+    let fake = FakeApi::start();
+    let dir = adopted_under_the_first_key(&fake, true);
+    let both = dir.write("both", "second key\nfirst key\n");
+    let wavelet = start(&fake, &["--hash-key-file", both.to_str().unwrap()]);
+    eventually(&fake, &wavelet, "web rolled once", |f| {
+        template_patches(f, "deployments", NS, "web") == 1
+    });
+    keyed_barrier_change(&fake, &wavelet);
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        1,
+        "{}",
+        wavelet.output()
+    );
+}
+
+/// With the old key gone, the change cannot be told from the rotation: recorded, no
+/// rollout, as before, and one Info line says which objects could not be checked.
+#[test]
+fn across_a_rotation_without_the_old_key_nothing_rolls_and_the_log_says_what_was_not_checked() {
+    let fake = FakeApi::start();
+    let dir = adopted_under_the_first_key(&fake, true);
+    let k2 = dir.write("k2", "second key\n");
+    let wavelet = start(&fake, &["--hash-key-file", k2.to_str().unwrap()]);
+    let line = format!(
+        "the key it was recorded under (k={}) is no longer in --hash-key-file: a change made while wavelet was stopped could not be checked in configmap default/app-config",
+        key_id("first key")
+    );
+    assert!(
+        wavelet.wait_for_output(&line, Duration::from_secs(60)),
+        "{}",
+        wavelet.output()
+    );
+    keyed_barrier_change(&fake, &wavelet);
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        0,
+        "{}",
+        wavelet.output()
+    );
+    assert_eq!(wavelet.output().matches(&line).count(), 1, "once");
 }
 
 /// A workload recorded before bases were (an older wavelet) is not written to at start

@@ -273,7 +273,7 @@ pub(super) static FLAGS: &[Flag] = &[
         Some("PATH"),
         FlagDefault::Unset("none: plain SHA-256"),
         Scope::Hashing,
-        "publish HMAC-SHA256 hashes keyed with this file's contents, so Secret values cannot be guessed from the annotations",
+        "publish HMAC-SHA256 hashes keyed with this file's first line, so Secret values cannot be guessed from the annotations; later lines are previous keys, kept while rotating so a change made across the rotation is still detected",
     ),
     flag(
         "workers",

@@ -132,11 +132,16 @@ impl Controller {
         ));
         // A workload whose reconcile keeps failing is retried at least once per resync.
         let queue = Arc::new(WorkQueue::new(Backoff::default().capped_at(config.resync)));
-        let hmac_key = config
+        // The first line of --hash-key-file hashes; later lines are previous keys.
+        let keys = config
             .hash_key_file
             .as_deref()
-            .map(crate::model::hash::read_key_file)
+            .map(crate::model::hash::read_keys)
             .transpose()?;
+        let (hmac_key, previous_keys) = match keys {
+            Some(keys) => (Some(keys.current), keys.previous),
+            None => (None, Vec::new()),
+        };
         // One recorder: one correlator and one writer thread for both modes' Events.
         let recorder = Recorder::new(client.clone());
         // --enable-csi-integration: SecretProviderClasses (metadata) and their pod statuses.
@@ -208,7 +213,24 @@ impl Controller {
             ignore_configmaps: policy.ignores(ConfigKind::ConfigMap),
             ignore_secrets: policy.ignores(ConfigKind::Secret),
             hmac_key: hmac_key.clone(),
+            previous_keys,
         };
+        if basis.hmac_key.is_some() {
+            // Ids only: a key is never printed.
+            let previous = basis.previous_key_ids();
+            log::info!(
+                "hash key k={}{}",
+                basis.key_id(),
+                if previous.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; previous keys still accepted to check hashes recorded under them: k={}",
+                        previous.join(", k=")
+                    )
+                }
+            );
+        }
         let settings = HashModeSettings {
             hmac_key,
             dry_run: config.dry_run,

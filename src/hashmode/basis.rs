@@ -20,10 +20,13 @@
 //!
 //! When the recorded hash differs from the hash now and the basis differs too, the parts
 //! decide ([`compare`]): an object present then and now whose part differs is a data
-//! change (roll once); none is a change of settings only (record, no rollout). Not
-//! detectable that way: a change in an object that did not count before (newly let in by
-//! the selector or an `--ignore-*` flag turned off), an object deleted, and any data
-//! change across a changed key (parts under the old key cannot be recomputed).
+//! change (roll once); none is a change of settings only (record, no rollout). Across a
+//! changed key, the parts now are recomputed under the key the basis was recorded under,
+//! when that key is still given (a previous key on a later line of `--hash-key-file`, or
+//! no key at all). Not detectable: a change in an object that did not count before (newly
+//! let in by the selector or an `--ignore-*` flag turned off), an object deleted, and any
+//! data change across a changed key whose old key is no longer given
+//! ([`Across::KeyUnavailable`]).
 
 use sha2::{Digest as _, Sha256};
 
@@ -34,24 +37,64 @@ use crate::model::hash::{hex, hmac_sha256};
 pub const HASH_VERSION: &str = "v1";
 
 /// The settings that shape the hash.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Settings {
     /// `--resource-label-selector`, as given.
     pub selector: Option<String>,
     pub ignore_configmaps: bool,
     pub ignore_secrets: bool,
-    /// `--hash-key-file`'s key.
+    /// `--hash-key-file`'s key (its first line).
     pub hmac_key: Option<Vec<u8>>,
+    /// `--hash-key-file`'s previous keys (its later lines): hashes are never made with
+    /// them, only parts recorded under them recomputed.
+    pub previous_keys: Vec<Vec<u8>>,
+}
+
+/// Keys are never printed: their ids stand for them.
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("selector", &self.selector)
+            .field("ignore_configmaps", &self.ignore_configmaps)
+            .field("ignore_secrets", &self.ignore_secrets)
+            .field("key_id", &self.key_id())
+            .field("previous_key_ids", &self.previous_key_ids())
+            .finish()
+    }
+}
+
+/// The id of `key`: `none`, or 8 bytes of an HMAC under it (the key cannot be recovered
+/// from it).
+pub fn key_id(key: Option<&[u8]>) -> String {
+    match key {
+        None => "none".into(),
+        Some(key) => hex(&hmac_sha256(key, b"wavelet.dev/hash-key-id")[..8]),
+    }
 }
 
 impl Settings {
-    /// The id of the key: `none`, or 8 bytes of an HMAC under it (the key cannot be
-    /// recovered from it).
+    /// The id of the key hashes are made with.
     pub fn key_id(&self) -> String {
-        match &self.hmac_key {
-            None => "none".into(),
-            Some(key) => hex(&hmac_sha256(key, b"wavelet.dev/hash-key-id")[..8]),
+        key_id(self.hmac_key.as_deref())
+    }
+
+    /// The ids of the previous keys, in the file's order.
+    pub fn previous_key_ids(&self) -> Vec<String> {
+        self.previous_keys.iter().map(|k| key_id(Some(k))).collect()
+    }
+
+    /// The key a basis recorded as `id` was made under, when parts can still be computed
+    /// under it: `Some(None)` for `none` (unkeyed parts can always be), `Some(Some(key))`
+    /// for the current key or a previous one given; `None` when it is not given any more.
+    pub fn key_by_id(&self, id: &str) -> Option<Option<&[u8]>> {
+        if id == "none" {
+            return Some(None);
         }
+        self.hmac_key
+            .iter()
+            .chain(&self.previous_keys)
+            .find(|key| key_id(Some(key)) == id)
+            .map(|key| Some(key.as_slice()))
     }
 
     /// 8 bytes (hex) of the SHA-256 of the settings other than the key.
@@ -144,10 +187,21 @@ pub enum Across {
     SettingsOnly,
     /// The settings changed, and so did an object's data: roll.
     DataChanged,
+    /// The key changed and the one the basis was recorded under is no longer given: its
+    /// parts cannot be compared, taken as settings only (record, and say what could not
+    /// be checked).
+    KeyUnavailable,
 }
 
 /// Compares the recorded basis with the one now (see the module's doc).
-pub fn compare(recorded: Option<&Basis>, now: &Basis) -> Across {
+/// `under_recorded_key`: the parts now of the objects present now, computed under the key
+/// the recorded basis names, when that is not the current key and is still given
+/// ([`Settings::key_by_id`]).
+pub fn compare(
+    recorded: Option<&Basis>,
+    now: &Basis,
+    under_recorded_key: Option<&[(u64, u64)]>,
+) -> Across {
     let Some(recorded) = recorded else {
         return Across::SameBasis;
     };
@@ -157,11 +211,15 @@ pub fn compare(recorded: Option<&Basis>, now: &Basis) -> Across {
     {
         return Across::SameBasis;
     }
-    if recorded.key_id != now.key_id {
-        // Parts under another key cannot be compared: taken as settings only.
-        return Across::SettingsOnly;
-    }
-    let changed = now.parts.iter().any(|(object, part)| {
+    let parts_now = if recorded.key_id == now.key_id {
+        now.parts.as_slice()
+    } else {
+        match under_recorded_key {
+            Some(parts) => parts,
+            None => return Across::KeyUnavailable,
+        }
+    };
+    let changed = parts_now.iter().any(|(object, part)| {
         recorded
             .parts
             .iter()
@@ -231,14 +289,59 @@ mod tests {
         let then = basis("none", "a", &[(1, 10), (2, 20)]);
         // Object 2 no longer counts, object 3 newly does: settings only.
         let now = basis("none", "b", &[(1, 10), (3, 30)]);
-        assert_eq!(compare(Some(&then), &now), Across::SettingsOnly);
+        assert_eq!(compare(Some(&then), &now, None), Across::SettingsOnly);
         let now = basis("none", "b", &[(1, 11)]);
-        assert_eq!(compare(Some(&then), &now), Across::DataChanged);
+        assert_eq!(compare(Some(&then), &now, None), Across::DataChanged);
         let same = basis("none", "a", &[(1, 11)]);
-        assert_eq!(compare(Some(&then), &same), Across::SameBasis);
-        assert_eq!(compare(None, &now), Across::SameBasis);
-        // A new key: the parts cannot be compared.
-        let rekeyed = basis("k2", "a", &[(1, 99)]);
-        assert_eq!(compare(Some(&then), &rekeyed), Across::SettingsOnly);
+        assert_eq!(compare(Some(&then), &same, None), Across::SameBasis);
+        assert_eq!(compare(None, &now, None), Across::SameBasis);
+    }
+
+    #[test]
+    fn across_a_new_key_the_parts_under_the_recorded_key_decide_when_it_is_still_given() {
+        let then = basis("k1", "a", &[(1, 10), (2, 20)]);
+        let rekeyed = basis("k2", "a", &[(1, 99), (2, 98)]);
+        // The old key gone: nothing to compare.
+        assert_eq!(compare(Some(&then), &rekeyed, None), Across::KeyUnavailable);
+        // Under the old key the parts now are those recorded: the key alone changed.
+        let under_k1 = [(1, 10), (2, 20)];
+        assert_eq!(
+            compare(Some(&then), &rekeyed, Some(&under_k1)),
+            Across::SettingsOnly
+        );
+        let under_k1 = [(1, 10), (2, 21)];
+        assert_eq!(
+            compare(Some(&then), &rekeyed, Some(&under_k1)),
+            Across::DataChanged
+        );
+        // The same key: its own parts, whatever else is given.
+        let resettled = basis("k1", "b", &[(1, 11)]);
+        assert_eq!(
+            compare(Some(&then), &resettled, Some(&[(1, 10)])),
+            Across::DataChanged
+        );
+    }
+
+    #[test]
+    fn a_recorded_key_is_found_among_the_current_and_previous_keys_by_its_id_alone() {
+        let settings = Settings {
+            hmac_key: Some(b"new".to_vec()),
+            previous_keys: vec![b"old".to_vec()],
+            ..Settings::default()
+        };
+        let old = key_id(Some(b"old"));
+        assert_eq!(settings.key_by_id(&old), Some(Some(&b"old"[..])));
+        assert_eq!(
+            settings.key_by_id(&settings.key_id()),
+            Some(Some(&b"new"[..]))
+        );
+        assert_eq!(settings.key_by_id("none"), Some(None));
+        assert_eq!(settings.key_by_id(&key_id(Some(b"gone"))), None);
+        assert_eq!(settings.previous_key_ids(), vec![old]);
+        let printed = format!("{settings:?}");
+        assert!(
+            !printed.contains("new") && !printed.contains("old"),
+            "{printed}"
+        );
     }
 }

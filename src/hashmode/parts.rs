@@ -65,3 +65,17 @@ pub(crate) fn hash_with_parts<'a>(
         .collect();
     (computed, named)
 }
+
+/// The parts of the objects of `resolved` that exist, under `hmac_key` alone (no hash):
+/// what a basis recorded under that key is compared with.
+pub(crate) fn parts_under(resolved: &[Counted], hmac_key: Option<&[u8]>) -> Vec<(u64, u64)> {
+    resolved
+        .iter()
+        .filter(|(_, e)| e.is_some())
+        .map(|(r, e)| {
+            let text = hash::canonical_form(&[(r, e.as_ref().and_then(|e| e.digests()))]);
+            let f = Fingerprint::new(&r.config, &text, true, hmac_key);
+            (f.object, f.part)
+        })
+        .collect()
+}

@@ -36,7 +36,7 @@ use crate::hashmode::baseline::{unknown_input, Baseline, Baselines, Unknown};
 use crate::hashmode::basis::{self, Across, Basis};
 use crate::hashmode::fanout::gates::Pending;
 use crate::hashmode::fanout::{FanOuts, Verdict};
-use crate::hashmode::parts::{hash_with_parts, Fingerprint};
+use crate::hashmode::parts::{hash_with_parts, parts_under, Fingerprint};
 use crate::hashmode::rollout;
 use crate::hashmode::takeover::{self, TakeOver};
 use crate::hashmode::throttle::{Debounce, RolloutThrottle, Throttled};
@@ -361,9 +361,19 @@ impl Reconciler {
         // objects' parts tell a data change from a change of settings only.
         let basis_now = Basis::now(&self.settings.basis, &fingerprints);
         let recorded_basis = entry.basis.as_deref().and_then(Basis::parse);
+        // Under a previous key still given, the parts now are recomputed under it.
+        let under_recorded_key = recorded_basis
+            .as_ref()
+            .filter(|recorded| recorded.key_id != basis_now.key_id)
+            .and_then(|recorded| self.settings.basis.key_by_id(&recorded.key_id))
+            .map(|key| parts_under(&resolved, key));
         let across = match &takeover {
             Some(_) => Across::SameBasis,
-            None => basis::compare(recorded_basis.as_ref(), &basis_now),
+            None => basis::compare(
+                recorded_basis.as_ref(),
+                &basis_now,
+                under_recorded_key.as_deref(),
+            ),
         };
         let window = entry
             .counting
@@ -379,7 +389,7 @@ impl Reconciler {
             // retry) respects it.
             quiet_at: self.debounce.window_opened(key).map(|at| at + window),
             membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints)
-                || across == Across::SettingsOnly
+                || matches!(across, Across::SettingsOnly | Across::KeyUnavailable)
                 || classes_left_out(&resolved, &self.settings)
                     .is_some_and(|without| recorded.as_deref() == Some(without.as_str())),
         };
@@ -500,6 +510,12 @@ impl Reconciler {
                     )
                 } else if step == Step::Adopt {
                     format!("adopted with config hash {short} (no rollout)")
+                } else if let (Across::KeyUnavailable, Some(recorded)) = (across, &recorded_basis) {
+                    format!(
+                        "recorded config hash {short} without a rollout: the hash key changed, and the key it was recorded under (k={}) is no longer in --hash-key-file: a change made while wavelet was stopped could not be checked in {}",
+                        recorded.key_id,
+                        not_checked(recorded, &named)
+                    )
                 } else if across == Across::SettingsOnly {
                     format!(
                         "recorded config hash {short} without a rollout: the settings that shape the hash changed (--resource-label-selector, --ignore-configmaps/--ignore-secrets, --hash-key-file or wavelet's hash version), and no data it counted before changed"
@@ -929,6 +945,21 @@ fn only_membership_changed(before: &[Fingerprint], after: &[Fingerprint]) -> boo
             .iter()
             .all(|now| before.iter().any(|old| old.object == now.object));
     !kept_changed && !same_set
+}
+
+/// The objects whose data a basis recorded under a key no longer given cannot vouch for:
+/// those counted then and now (any other could not be checked under any key).
+fn not_checked(recorded: &Basis, named: &[(&ConfigKey, Fingerprint)]) -> String {
+    let objects: Vec<String> = named
+        .iter()
+        .filter(|(_, f)| f.present && recorded.parts.iter().any(|(o, _)| *o == f.object))
+        .map(|(config, _)| config.to_string())
+        .collect();
+    if objects.is_empty() {
+        "no object (none counted then still counts)".into()
+    } else {
+        objects.join(", ")
+    }
 }
 
 /// A sentence for people saying what changed, from the fingerprints before and after:

@@ -137,25 +137,61 @@ fn missing(items: &[Resolved<'_>]) -> Vec<Missing> {
     out
 }
 
-/// The key of `--hash-key-file`: the file's bytes, without the newline `echo` leaves.
-pub fn read_key_file(path: &std::path::Path) -> Result<Vec<u8>, crate::error::Error> {
+/// The keys of `--hash-key-file`: one per line. The first is the key hashes are made
+/// with; the lines after it are previous keys, kept while rotating so that hashes recorded
+/// under them can still be checked (docs, "Rotating the hash key"). Never printed: its
+/// `Debug` shows how many keys there are, not what they are.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HashKeys {
+    pub current: Vec<u8>,
+    pub previous: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for HashKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HashKeys(1 current, {} previous)", self.previous.len())
+    }
+}
+
+/// The keys in a key file's bytes (see [`HashKeys`]); the newline that ends the last line
+/// is not part of its key. The error names the line, never its content.
+pub fn parse_keys(bytes: &[u8]) -> Result<HashKeys, String> {
+    let text = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    if text.is_empty() {
+        return Err("is empty".into());
+    }
+    let mut lines = Vec::new();
+    for (n, line) in text.split(|b| *b == b'\n').enumerate() {
+        if line.is_empty() {
+            return Err(format!(
+                "line {} is empty (one key per line: the current key first, then previous keys)",
+                n + 1
+            ));
+        }
+        lines.push(line.to_vec());
+    }
+    let current = lines.remove(0);
+    Ok(HashKeys {
+        current,
+        previous: lines,
+    })
+}
+
+/// The keys of `--hash-key-file` (see [`HashKeys`]).
+pub fn read_keys(path: &std::path::Path) -> Result<HashKeys, crate::error::Error> {
     use crate::error::Error;
-    let mut key = std::fs::read(path).map_err(|e| {
+    let bytes = std::fs::read(path).map_err(|e| {
         Error::Config(format!(
             "cannot read --hash-key-file {}: {e}",
             path.display()
         ))
     })?;
-    if key.last() == Some(&b'\n') {
-        key.pop();
-    }
-    if key.is_empty() {
-        return Err(Error::Config(format!(
-            "--hash-key-file {} is empty",
-            path.display()
-        )));
-    }
-    Ok(key)
+    parse_keys(&bytes).map_err(|e| Error::Config(format!("--hash-key-file {} {e}", path.display())))
+}
+
+/// The key hashes are made with: the first line of `--hash-key-file` (see [`HashKeys`]).
+pub fn read_key_file(path: &std::path::Path) -> Result<Vec<u8>, crate::error::Error> {
+    read_keys(path).map(|keys| keys.current)
 }
 
 /// HMAC-SHA256 (RFC 2104).
@@ -355,6 +391,26 @@ mod tests {
         assert_eq!(
             hex(&mac),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn a_key_file_holds_the_current_key_first_then_previous_ones() {
+        let keys = parse_keys(b"new\nold\nolder\n").unwrap();
+        assert_eq!(keys.current, b"new");
+        assert_eq!(keys.previous, vec![b"old".to_vec(), b"older".to_vec()]);
+        // One key, with or without the newline `echo` leaves; any other byte is the key's.
+        assert_eq!(parse_keys(b"k\n").unwrap().current, b"k");
+        assert_eq!(parse_keys(b"k").unwrap().previous, Vec::<Vec<u8>>::new());
+        assert_eq!(parse_keys(b"k \r\n").unwrap().current, b"k \r");
+        assert_eq!(parse_keys(b"").unwrap_err(), "is empty");
+        assert_eq!(parse_keys(b"\n").unwrap_err(), "is empty");
+        let error = parse_keys(b"secret\n\nold\n").unwrap_err();
+        assert!(error.starts_with("line 2 is empty"), "{error}");
+        assert!(!error.contains("secret"));
+        assert_eq!(
+            format!("{:?}", parse_keys(b"secret\nold").unwrap()),
+            "HashKeys(1 current, 1 previous)"
         );
     }
 

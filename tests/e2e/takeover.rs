@@ -3,7 +3,8 @@
 //! the real Reloader v1.4 (env-vars strategy) wrote rolls nothing, and a change made
 //! while neither ran rolls that workload once; turning `--resource-label-selector` and
 //! `--ignore-secrets` on and off and rotating `--hash-key-file` roll nothing, while a
-//! change made while wavelet was stopped still rolls once.
+//! change made while wavelet was stopped still rolls once (across a key rotation: with
+//! the old key kept on the file's second line).
 //!
 //! The peers run from `WAVELET_E2E_PEERS` (a directory with `wave` and `reloader`, see
 //! ../shared/peers-bin); without it their scenarios say so and pass. Their metrics ports
@@ -120,8 +121,9 @@ fn change_during_adoption(ctx: &Ctx) {
 }
 
 /// Adopted; then restarted with the selector on, off, `--ignore-secrets`, a key, another
-/// key: each re-records, none rolls. Then a change made while wavelet was stopped, with
-/// the selector turned on meanwhile: one rollout.
+/// key (the first kept as previous), no key: each re-records, none rolls. Then a change
+/// made while wavelet was stopped, with the selector turned on meanwhile: one rollout;
+/// and one made while it was stopped across a key rotation: one rollout.
 fn flag_changes(ctx: &Ctx) {
     let kube = &ctx.kube;
     let ns = "e2e-basis";
@@ -150,21 +152,25 @@ fn flag_changes(ctx: &Ctx) {
 
     let dir = ctx.cluster.dir().join("e2e-basis-keys");
     std::fs::create_dir_all(&dir).unwrap();
-    let (k1, k2) = (dir.join("k1"), dir.join("k2"));
+    let (k1, k21) = (dir.join("k1"), dir.join("k21"));
     std::fs::write(&k1, "first key\n").unwrap();
-    std::fs::write(&k2, "second key\n").unwrap();
-    let (k1, k2) = (k1.to_str().unwrap(), k2.to_str().unwrap());
-    for flags in [
-        &["--resource-label-selector", "team=a"][..],
-        &[],
-        &["--ignore-secrets"],
-        &[],
-        &["--hash-key-file", k1],
-        &["--hash-key-file", k2],
-        &[],
+    // Rotated: the new key first, the old one kept.
+    std::fs::write(&k21, "second key\nfirst key\n").unwrap();
+    let (k1, k21) = (k1.to_str().unwrap(), k21.to_str().unwrap());
+    let settings = "the settings that shape the hash changed";
+    // Turned off, the key the hashes were recorded under is gone: not checked, said so.
+    let key_gone = "is no longer in --hash-key-file";
+    for (flags, line) in [
+        (&["--resource-label-selector", "team=a"][..], settings),
+        (&[], settings),
+        (&["--ignore-secrets"], settings),
+        (&[], settings),
+        (&["--hash-key-file", k1], settings),
+        (&["--hash-key-file", k21], settings),
+        (&[], key_gone),
     ] {
         let wavelet = run(ctx, ns, flags);
-        wavelet.wait_output("the settings that shape the hash changed", LONG);
+        wavelet.wait_output(line, LONG);
         assert_eq!(
             revisions(kube, ns, "web"),
             1,
@@ -180,6 +186,21 @@ fn flag_changes(ctx: &Ctx) {
     wavelet.wait_output("rolled:", LONG);
     assert_eq!(lines_with(&wavelet.output(), "rolled:"), 1);
     assert!(!wavelet.output().contains("canary-basis"));
+    drop(wavelet);
+
+    // Recorded under k1, changed while stopped, restarted with k2 (k1 kept): one rollout.
+    let wavelet = run(ctx, ns, &["--hash-key-file", k1]);
+    wavelet.wait_output(settings, LONG);
+    drop(wavelet);
+    kube.merge_patch("ConfigMap", ns, "cfg", json!({"data": {"k": "3"}}));
+    let wavelet = run(ctx, ns, &["--hash-key-file", k21]);
+    kube.until(LONG, "one rollout across the rotation", || {
+        revisions(kube, ns, "web") == 3
+    });
+    wavelet.wait_output("rolled:", LONG);
+    let output = wavelet.output();
+    assert_eq!(lines_with(&output, "rolled:"), 1, "{output}");
+    assert!(!output.contains("first key") && !output.contains("second key"));
 }
 
 /// The peers' binaries, or `None` (the scenario says it did not run; under `CI`, which
