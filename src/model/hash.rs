@@ -154,11 +154,23 @@ impl std::fmt::Debug for HashKeys {
 }
 
 /// The keys in a key file's bytes (see [`HashKeys`]); the newline that ends the last line
-/// is not part of its key. The error names the line, never its content.
+/// is not part of its key. Only a text file holds several keys: one with any other byte
+/// (a raw random key, as `head -c 32 /dev/urandom` writes) is one key, whole, as it
+/// always was, whatever newline bytes it holds. The error names the line, never its
+/// content.
 pub fn parse_keys(bytes: &[u8]) -> Result<HashKeys, String> {
     let text = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     if text.is_empty() {
         return Err("is empty".into());
+    }
+    let is_text = text
+        .iter()
+        .all(|b| b.is_ascii_graphic() || matches!(b, b' ' | b'\t' | b'\n'));
+    if !is_text {
+        return Ok(HashKeys {
+            current: text.to_vec(),
+            previous: Vec::new(),
+        });
     }
     let mut lines = Vec::new();
     for (n, line) in text.split(|b| *b == b'\n').enumerate() {
@@ -392,6 +404,18 @@ mod tests {
             hex(&mac),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
+    }
+
+    /// A raw random key (`head -c 32 /dev/urandom`) holds a newline byte one time in
+    /// eight: it stays one key, whole, as before key files held several keys.
+    #[test]
+    fn a_binary_key_file_is_one_key_whatever_newlines_it_holds() {
+        let raw = [0x9f, b'\n', 0x00, 0x41, b'\n', b'\n', 0xfe, 0x10];
+        let mut file = raw.to_vec();
+        file.push(b'\n');
+        let keys = parse_keys(&file).unwrap();
+        assert_eq!(keys.current, raw);
+        assert!(keys.previous.is_empty());
     }
 
     #[test]
