@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::annotations;
 use crate::annotations::Annotations;
 use crate::model::mounts::{Held, Mounts, View};
-use crate::model::pods::is_pod_of;
+use crate::model::owners::{OwnedKind, Owners};
 use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
@@ -263,6 +263,9 @@ pub struct Cache {
     /// mode), so a version moves only on a rotation ([`crate::model::mounts`]). Locked
     /// after `mounts`.
     held: Mutex<HashMap<(Option<WorkloadKey>, ConfigKey), Held>>,
+    /// Which Pods run and whose they are: only those vote on what a workload mounted
+    /// ([`crate::model::owners`]). Locked after `mounts`.
+    owners: RwLock<Owners>,
     /// The namespaces wavelet acts in (`--namespace-selector`); every one by default.
     scope: NamespaceScope,
     /// The fan-out annotations of Namespaces that have any (pause, restart window).
@@ -586,7 +589,7 @@ impl Cache {
             .filter(|key| {
                 self.workload(key).is_some_and(|entry| {
                     !entry.references.iter().any(|r| r.config == *class)
-                        || is_pod_of(&key.resource, &key.name, pod)
+                        || self.is_running_pod_of(key, pod)
                 })
             })
             .collect();
@@ -649,6 +652,88 @@ impl Cache {
             held.insert(key, view.held.clone());
         }
         view
+    }
+
+    /// Records a running Pod or a ReplicaSet with its controller (`present: false`: gone,
+    /// terminating, or no longer running); returns the workloads whose votes that may
+    /// move: those that count a class this Pod has a pod status for (for a ReplicaSet,
+    /// every class of its namespace: it may make Pods a Deployment's).
+    pub fn set_owned(
+        &self,
+        kind: OwnedKind,
+        namespace: &str,
+        name: &str,
+        controller: Option<(&str, &str)>,
+        present: bool,
+    ) -> Vec<WorkloadKey> {
+        let changed = self
+            .owners
+            .write()
+            .unwrap()
+            .set(kind, namespace, name, controller, present);
+        if !changed {
+            return Vec::new();
+        }
+        let classes = match kind {
+            OwnedKind::Pod => self
+                .mounts
+                .read()
+                .unwrap()
+                .classes_of(namespace, Some(name)),
+            OwnedKind::ReplicaSet => self.mounts.read().unwrap().classes_of(namespace, None),
+        };
+        self.dependents_of_classes(&classes)
+    }
+
+    /// Forgets the Pods or ReplicaSets of one namespace or all that a relist did not
+    /// return; returns the workloads whose votes that may move.
+    pub fn owned_not_listed(
+        &self,
+        kind: OwnedKind,
+        namespace: Option<&str>,
+        listed: &std::collections::HashSet<(Box<str>, u64)>,
+    ) -> Vec<WorkloadKey> {
+        let lost = self
+            .owners
+            .write()
+            .unwrap()
+            .drop_not_listed(kind, namespace, listed);
+        let mounts = self.mounts.read().unwrap();
+        let classes: Vec<ConfigKey> = lost
+            .iter()
+            .flat_map(|ns| mounts.classes_of(ns, None))
+            .collect();
+        drop(mounts);
+        self.dependents_of_classes(&classes)
+    }
+
+    fn dependents_of_classes(&self, classes: &[ConfigKey]) -> Vec<WorkloadKey> {
+        let mut out: Vec<WorkloadKey> = classes.iter().flat_map(|c| self.dependents(c)).collect();
+        out.sort_unstable_by(|a, b| {
+            (&a.namespace, &a.name, &a.resource.plural).cmp(&(
+                &b.namespace,
+                &b.name,
+                &b.resource.plural,
+            ))
+        });
+        out.dedup();
+        out
+    }
+
+    /// Whether Pod `pod` runs (not terminating) and is `workload`'s: it votes on what the
+    /// workload mounted ([`crate::model::owners`]).
+    pub fn is_running_pod_of(&self, workload: &WorkloadKey, pod: &str) -> bool {
+        self.owners.read().unwrap().is_running_pod_of(workload, pod)
+    }
+
+    /// Whether Pod `pod` of `namespace` runs and is not terminating.
+    pub fn pod_runs(&self, namespace: &str, pod: &str) -> bool {
+        self.owners.read().unwrap().runs(namespace, pod)
+    }
+
+    /// Running Pods recorded.
+    pub fn running_pods(&self) -> usize {
+        self.owners.read().unwrap().running_pods()
     }
 
     /// A relist of pod statuses begins; its number goes with what it returns.
