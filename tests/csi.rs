@@ -4,7 +4,8 @@
 //! workload that mounts the class once, a pod status of an unrelated class rolls nothing,
 //! adoption rolls nothing (nor do the first pod statuses, nor turning the flag on),
 //! Reloader's annotations select as in Reloader, an exclude list wins, delete mode acts on
-//! a SecretProviderClass, and `status` and `hash` show the classes. Each "rolls nothing"
+//! a SecretProviderClass, and `status` and `hash` show the classes. Only a workload's
+//! running Pods vote (Evicted ones do not; a DaemonSet's named alike do not). Each "rolls nothing"
 //! is asserted after a later change that must roll has rolled.
 
 use std::path::PathBuf;
