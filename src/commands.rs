@@ -15,13 +15,14 @@ use crate::hashmode::fanout::{self, Judge};
 use crate::model::cache::Cache;
 use crate::model::counted::counted;
 use crate::model::hash;
+use crate::model::owners::{OwnedKind, RUNNING_PODS};
 use crate::model::state::{object_key, StateConfigMap, Written, PAUSE_KEY};
 use crate::model::workload::WorkloadEntry;
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigMapItem, PodStatusItem, Resource, SecretItem, WorkloadKey,
-    WorkloadObject,
+    ConfigKey, ConfigKind, ConfigMapItem, OwnedItem, PodStatusItem, Resource, SecretItem,
+    WorkloadKey, WorkloadObject,
 };
-use crate::watch::source::list_each;
+use crate::watch::source::{list_each, ApiSource};
 
 /// The resource of a workload kind as `wavelet hash` takes it: the built-in kinds in
 /// kubectl's spellings (`deployment`, `deploy`, `sts`, `cj`, ...), Argo Rollouts
@@ -218,10 +219,12 @@ fn mounting_pods(
 ) -> usize {
     let view = if entry.references.iter().any(|r| r.config == *class) {
         cache.class_view(class, Some(workload), |pod| {
-            crate::model::pods::is_pod_of(&workload.resource, &workload.name, pod)
+            cache.is_running_pod_of(workload, pod)
         })
     } else {
-        cache.class_view(class, Some(workload), |_| true)
+        cache.class_view(class, Some(workload), |pod| {
+            cache.pod_runs(&workload.namespace, pod)
+        })
     };
     view.map_or(0, |v| v.pods)
 }
@@ -272,6 +275,7 @@ fn load_configs(
 /// Lists the pod statuses, then the SecretProviderClasses (metadata), as `run` watches
 /// them. A server without the driver's resources has nothing to list.
 fn load_mounts(client: &Client, namespace: Option<&str>, cache: &Cache) -> Result<(), Error> {
+    load_owners(client, namespace, cache)?;
     let listed = list_each(
         client,
         &Resource::secret_provider_class_pod_statuses(),
@@ -313,6 +317,39 @@ fn load_mounts(client: &Client, namespace: Option<&str>, cache: &Cache) -> Resul
             cache.upsert_class(&class.0.metadata);
         },
     )
+}
+
+/// Lists the running Pods and the ReplicaSets (metadata) as `run` watches them: only
+/// running Pods vote on what a workload mounted, told by owner references.
+fn load_owners(client: &Client, namespace: Option<&str>, cache: &Cache) -> Result<(), Error> {
+    for (kind, resource) in [
+        (OwnedKind::ReplicaSet, Resource::replica_sets()),
+        (OwnedKind::Pod, Resource::pods()),
+    ] {
+        let fields = (kind == OwnedKind::Pod).then_some(RUNNING_PODS);
+        ApiSource::new(
+            client.clone(),
+            resource,
+            namespace.map(String::from),
+            Shape::Metadata,
+        )
+        .filtered(None, fields)
+        .list_each(&mut |item: OwnedItem| {
+            let controller = item
+                .controller
+                .as_ref()
+                .map(|(k, n)| (k.as_str(), n.as_str()));
+            let meta = &item.metadata;
+            cache.set_owned(
+                kind,
+                &meta.namespace,
+                &meta.name,
+                controller,
+                !item.terminating,
+            );
+        })?;
+    }
+    Ok(())
 }
 
 /// Prints a table of opted-in workloads and delete-mode objects, and whether each is up

@@ -4,7 +4,8 @@
 //! workload that mounts the class once, a pod status of an unrelated class rolls nothing,
 //! adoption rolls nothing (nor do the first pod statuses, nor turning the flag on),
 //! Reloader's annotations select as in Reloader, an exclude list wins, delete mode acts on
-//! a SecretProviderClass, and `status` and `hash` show the classes. Each "rolls nothing"
+//! a SecretProviderClass, and `status` and `hash` show the classes. Only a workload's
+//! running Pods vote (Evicted ones do not; a DaemonSet's named alike do not). Each "rolls nothing"
 //! is asserted after a later change that must roll has rolled.
 
 use std::path::PathBuf;
@@ -905,6 +906,154 @@ fn pod_statuses_deleted_while_the_watch_was_down_are_dropped_at_the_relist() {
     eventually(&fake, &wavelet, "web rolled for version 2", |f| {
         rollouts(f, "web") == 1
     });
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 1, "{}", wavelet.output());
+}
+
+/// A Pod that `owner` (a stored object) controls, named `name`, in phase `phase` (an
+/// Evicted Pod: `Failed`, reason `Evicted`), mounting `class`: a stand-in for the Pods
+/// of a controller the fake does not run (a DaemonSet's), or for one evicted.
+fn owned_pod(fake: &FakeApi, owner: &Value, name: &str, phase: &str, class: &str) -> Value {
+    let mut status = json!({"phase": phase});
+    if phase == "Failed" {
+        status["reason"] = json!("Evicted");
+        status["message"] = json!("The node was low on resource: memory.");
+    }
+    fake.apply(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS,
+            "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                "controller": true, "blockOwnerDeletion": true}]},
+        "spec": mounts_class(class, None),
+        "status": status,
+    }))
+}
+
+/// Regression (issue 33, item 2): Evicted Pods kept until Pod GC kept their pod statuses
+/// and their votes: after a rotation remounted web's 3 running Pods, its 4 Evicted ones
+/// still reported the old version, and web never rolled. Only running Pods not
+/// terminating vote now: the rotation rolls web once.
+#[test]
+fn evicted_pods_do_not_vote_a_rotation_of_the_running_ones_rolls_once() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    let mut web = deployment("web", opted_in(), mounts_class("vault", None));
+    web["spec"]["replicas"] = json!(3);
+    fake.apply(web);
+    let rs = fake
+        .list("replicasets", Some(NS))
+        .into_iter()
+        .find(|rs| rs["metadata"]["name"].as_str().unwrap().starts_with("web-"))
+        .expect("web's ReplicaSet");
+    let rs_name = rs["metadata"]["name"].as_str().unwrap().to_string();
+    // Shaped as the ReplicaSet's Pods are (generateName's alphabet).
+    for suffix in ["bcdf2", "bcdf4", "bcdf5", "bcdf6"] {
+        owned_pod(
+            &fake,
+            &rs,
+            &format!("{rs_name}-{suffix}"),
+            "Failed",
+            "vault",
+        );
+    }
+    assert_eq!(
+        driver.publish(&fake, NS, "vault", &[("db-password", "1")]),
+        7
+    );
+    let wavelet = start(&fake, &[CSI], &["web"]);
+
+    // Vault rotates db-password; the 3 running Pods remount, the Evicted ones cannot.
+    let running = |f: &FakeApi| -> Vec<String> {
+        f.pods(NS)
+            .into_iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "web")
+            .filter(|p| p["status"]["phase"] == "Running")
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let now_running = running(&fake);
+    let rotated = [("db-password", "2")];
+    assert_eq!(
+        driver.publish_where(&fake, NS, "vault", &rotated, |p| now_running
+            .iter()
+            .any(|r| r == p)),
+        3
+    );
+    eventually(&fake, &wavelet, "web rolled for the rotation", |f| {
+        rollouts(f, "web") == 1
+    });
+    // The rollout's new Pods mount the new version; nothing more rolls.
+    eventually(&fake, &wavelet, "the rollout's new Pods running", |f| {
+        let names = running(f);
+        names.len() == 3 && names.iter().all(|n| !now_running.contains(n))
+    });
+    let new_running = running(&fake);
+    driver.publish_where(&fake, NS, "vault", &rotated, |p| {
+        new_running.iter().any(|r| r == p)
+    });
+    barrier(&fake, &wavelet);
+    barrier(&fake, &wavelet);
+    assert_eq!(rollouts(&fake, "web"), 1, "{}", wavelet.output());
+}
+
+/// Regression (issue 33, item 3): a Pod was taken for a workload's by its name alone, so
+/// the Pods of DaemonSet `web-agent` (`web-agent-x2k9p`: shaped as Deployment web's
+/// `web-<hash>-<random>`) voted for Deployment web: its rotation waited for them, and
+/// theirs moved web. Now a Pod is a Deployment's through its ReplicaSet's owner reference,
+/// a DaemonSet's or StatefulSet's through its own.
+#[test]
+fn a_daemonsets_pods_named_like_a_deployments_do_not_vote_for_it() {
+    let fake = FakeApi::start();
+    install_csi_driver(&fake);
+    let driver = Driver::new(&fake);
+    fake.apply(secret_provider_class(NS, "vault", json!({})));
+    fake.apply(deployment("web", opted_in(), mounts_class("vault", None)));
+    let agent = fake.apply(workload(
+        "DaemonSet",
+        NS,
+        "web-agent",
+        json!({}),
+        mounts_class("vault", None),
+    ));
+    let agent_pods = ["web-agent-x2k9p", "web-agent-b7z2q", "web-agent-h4k2m"];
+    for name in agent_pods {
+        owned_pod(&fake, &agent, name, "Running", "vault");
+    }
+    assert_eq!(
+        driver.publish(&fake, NS, "vault", &[("db-password", "1")]),
+        5
+    );
+    let wavelet = start(&fake, &[CSI], &["web"]);
+
+    // Vault rotates: web's two Pods remount first. web rolls without waiting for the
+    // agent's Pods.
+    let rotated = [("db-password", "2")];
+    let of_web = |p: &str| !p.starts_with("web-agent-");
+    assert_eq!(
+        driver.publish_where(&fake, NS, "vault", &rotated, of_web),
+        2
+    );
+    eventually(&fake, &wavelet, "web rolled for the rotation", |f| {
+        rollouts(f, "web") == 1
+    });
+    eventually(&fake, &wavelet, "the rollout's new Pods running", |f| {
+        let (new, all) = unreported(f);
+        new.len() == 2 && all == 2
+    });
+    driver.publish_where(&fake, NS, "vault", &rotated, of_web);
+    // The agent's Pods remount the next version, then another: web does not roll.
+    for version in ["3", "4"] {
+        let next = [("db-password", version)];
+        assert_eq!(
+            driver.publish_where(&fake, NS, "vault", &next, |p| p.starts_with("web-agent-")),
+            3
+        );
+        barrier(&fake, &wavelet);
+    }
     barrier(&fake, &wavelet);
     assert_eq!(rollouts(&fake, "web"), 1, "{}", wavelet.output());
 }

@@ -443,7 +443,7 @@ pub(super) static FLAGS: &[Flag] = &[
         None,
         FlagDefault::Value("false"),
         Scope::Hashing,
-        "Reloader's flag: follow the Secrets Store CSI driver: a SecretProviderClass a workload mounts counts with the version of each object its Pods mounted (SecretProviderClassPodStatus), so a rotation in Vault or a cloud secret store rolls it; needs list/watch on secretproviderclasspodstatuses and secretproviderclasses",
+        "Reloader's flag: follow the Secrets Store CSI driver: a SecretProviderClass a workload mounts counts with the version of each object its running Pods mounted (SecretProviderClassPodStatus; its Pods told by owner references), so a rotation in Vault or a cloud secret store rolls it; needs list/watch on secretproviderclasspodstatuses, secretproviderclasses, pods and replicasets",
     ),
     flag(
         "resources-to-ignore",

@@ -13,7 +13,7 @@ use crate::config::Policy;
 use crate::config::{FanOut, RunConfig, WorkloadKind};
 use crate::controller::hold_alerts::HoldAlerts;
 use crate::controller::sinks::{
-    ConfigSink, NamespaceSink, OnSynced, PodStatusSink, Router, StateSink, WorkloadSink,
+    ConfigSink, NamespaceSink, OnSynced, OwnedSink, PodStatusSink, Router, StateSink, WorkloadSink,
 };
 use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
 use crate::deletemode::waves::FanOutRecords;
@@ -24,10 +24,11 @@ use crate::hashmode::fanout::{FanOuts, Judge};
 use crate::hashmode::reconcile::{HashModeSettings, Outcome, Reconciler};
 use crate::hashmode::throttle::{Debounce, Throttled};
 use crate::model::cache::Cache;
+use crate::model::owners::{OwnedKind, RUNNING_PODS};
 use crate::model::state::{StateConfigMap, StateObject};
 use crate::objects::{
-    ConfigKind, ConfigMapItem, NamespaceItem, PodStatusItem, Resource, SecretItem, WorkloadKey,
-    WorkloadObject,
+    ConfigKind, ConfigMapItem, NamespaceItem, OwnedItem, PodStatusItem, Resource, SecretItem,
+    WorkloadKey, WorkloadObject,
 };
 use crate::ops::alerts::{self, Alerts};
 use crate::ops::events::Recorder;
@@ -331,7 +332,7 @@ impl Controller {
         // One more: the watch of wavelet-state, so its copy is the listed one before the
         // first reconcile (never a GET racing the watch).
         let watchers = namespaces.len()
-            * (config_kinds.len() + workload_resources.len() + if csi { 2 } else { 0 })
+            * (config_kinds.len() + workload_resources.len() + if csi { 4 } else { 0 })
             + usize::from(watch_namespaces)
             + named_namespaces.len()
             + 1;
@@ -456,6 +457,44 @@ impl Controller {
                         }
                     },
                 );
+                // Which Pods vote on what a workload mounted: running ones (the server
+                // filters; one that stops running leaves the watch as a deletion), told by
+                // owner references (Pod → ReplicaSet → Deployment). Metadata only.
+                for kind in [OwnedKind::ReplicaSet, OwnedKind::Pod] {
+                    let mut sink =
+                        OwnedSink::new(kind, namespace.clone(), Arc::clone(&router), on_listed());
+                    let (resource, fields) = match kind {
+                        OwnedKind::Pod => (
+                            Resource::pods(),
+                            Some(match &namespace_filter {
+                                Some(filter) => format!("{RUNNING_PODS},{filter}"),
+                                None => RUNNING_PODS.to_string(),
+                            }),
+                        ),
+                        OwnedKind::ReplicaSet => {
+                            (Resource::replica_sets(), namespace_filter.clone())
+                        }
+                    };
+                    let source = ApiSource::new(
+                        client.clone(),
+                        resource,
+                        namespace.clone(),
+                        Shape::Metadata,
+                    )
+                    .filtered(None, fields.as_deref());
+                    let keep_owned = keep.clone();
+                    spawn_watch(
+                        source,
+                        &health,
+                        watch_config.clone(),
+                        Arc::clone(&stop),
+                        move |e: Event<OwnedItem>| {
+                            if keep_owned.as_ref().is_none_or(|k| k.keeps(&e)) {
+                                sink.handle(e)
+                            }
+                        },
+                    );
+                }
             }
             for resource in &workload_resources {
                 let resource = Arc::new(resource.clone());

@@ -1,6 +1,6 @@
 //! From watch events to work: the sinks write what each watcher reports into the cache,
 //! and the [`Router`] turns a change of a ConfigMap, Secret, SecretProviderClass or pod
-//! status into what it causes — debounce windows and reconciles of the workloads that
+//! status, or of the running Pods that vote on what a workload mounted, into what it causes — debounce windows and reconciles of the workloads that
 //! reference it, a delete-mode reconcile, a read of a Secret's data.
 
 use std::collections::HashSet;
@@ -15,14 +15,15 @@ use crate::deletemode::DeleteMode;
 use crate::hashmode::baseline::Baselines;
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::{Cache, ConfigChange, ConfigEntry};
+use crate::model::owners::{OwnedKind, Owners};
 use crate::model::references::Reference;
 use crate::model::state::{StateConfigMap, StateObject, PAUSE_KEY};
 use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::MountedObject;
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, PodStatusItem, Resource, WorkloadKey,
-    WorkloadObject,
+    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, OwnedItem, PodStatusItem, Resource,
+    WorkloadKey, WorkloadObject,
 };
 use crate::ops::events::Recorder;
 use crate::watch::fetch::{FetchSink, Fetcher, Need};
@@ -200,6 +201,26 @@ impl Router {
         }
         if change.class_changed && self.is_delete_mode(class) {
             self.delete_mode_changed(class);
+        }
+    }
+
+    /// The Pods that vote for `workloads` changed (`what`: which, for the log): each
+    /// reconciles once its debounce window closes.
+    fn votes_moved(&self, workloads: &[WorkloadKey], what: &str) {
+        if workloads.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        for workload in workloads {
+            self.windows.note_change(workload.clone(), now);
+        }
+        for workload in workloads {
+            log::debug!(
+                "{what}: the Pods that vote for {workload} changed; due in {:?}",
+                self.debounce
+            );
+            self.queue
+                .add_after_as(workload.clone(), self.debounce, current_priority());
         }
     }
 
@@ -655,6 +676,81 @@ impl PodStatusSink {
             status.incarnation(),
             listed,
         );
+    }
+}
+
+/// Writes running Pods or ReplicaSets (metadata) into the cache through the [`Router`]:
+/// which Pods vote on what their workload mounted ([`crate::model::owners`]). A Pod that
+/// starts running, stops or begins terminating may move the versions its workload counts:
+/// the workloads of the classes it has a pod status for reconcile once their debounce
+/// window closes.
+pub struct OwnedSink {
+    kind: OwnedKind,
+    namespace: Option<String>,
+    router: Arc<Router>,
+    relist: Relist<(Box<str>, u64)>,
+}
+
+impl OwnedSink {
+    pub fn new(
+        kind: OwnedKind,
+        namespace: Option<String>,
+        router: Arc<Router>,
+        on_synced: OnSynced,
+    ) -> OwnedSink {
+        OwnedSink {
+            kind,
+            namespace,
+            router,
+            relist: Relist::new(on_synced),
+        }
+    }
+
+    pub fn handle(&mut self, event: Event<OwnedItem>) {
+        match event {
+            Event::InitStart => self.relist.start(),
+            Event::InitApply(item) => {
+                let m = &item.metadata;
+                self.relist
+                    .saw(Owners::listed_key(self.kind, &m.namespace, &m.name));
+                let priority = if self.relist.is_first() {
+                    Priority::Background
+                } else {
+                    Priority::Urgent
+                };
+                with_priority(priority, || self.apply(&item, !item.terminating));
+            }
+            Event::InitUnchanged(object) => {
+                self.relist.saw(Owners::listed_key(
+                    self.kind,
+                    &object.namespace,
+                    &object.name,
+                ));
+            }
+            Event::Apply(item) => self.apply(&item, !item.terminating),
+            Event::Delete(item) => self.apply(&item, false),
+            Event::InitDone => {
+                let seen = self.relist.finish();
+                let moved =
+                    self.router
+                        .cache
+                        .owned_not_listed(self.kind, self.namespace.as_deref(), &seen);
+                self.router.votes_moved(&moved, "Pods gone after relist");
+            }
+        }
+    }
+
+    fn apply(&self, item: &OwnedItem, present: bool) {
+        let m = &item.metadata;
+        let controller = item
+            .controller
+            .as_ref()
+            .map(|(kind, name)| (kind.as_str(), name.as_str()));
+        let moved =
+            self.router
+                .cache
+                .set_owned(self.kind, &m.namespace, &m.name, controller, present);
+        self.router.votes_moved(&moved, &m.name);
     }
 }
 

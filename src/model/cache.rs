@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::annotations;
 use crate::annotations::Annotations;
 use crate::model::mounts::{Held, Mounts, View};
-use crate::model::pods::is_pod_of;
+use crate::model::owners::{OwnedKind, Owners};
 use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
@@ -238,6 +238,18 @@ impl Workloads {
     }
 }
 
+fn sort_dedup(keys: &mut Vec<WorkloadKey>) {
+    keys.sort_unstable_by(|a, b| {
+        (&a.namespace, &a.name, &a.resource.group, &a.resource.plural).cmp(&(
+            &b.namespace,
+            &b.name,
+            &b.resource.group,
+            &b.resource.plural,
+        ))
+    });
+    keys.dedup();
+}
+
 /// The cache shared by watch threads and workers.
 #[derive(Default)]
 pub struct Cache {
@@ -263,6 +275,9 @@ pub struct Cache {
     /// mode), so a version moves only on a rotation ([`crate::model::mounts`]). Locked
     /// after `mounts`.
     held: Mutex<HashMap<(Option<WorkloadKey>, ConfigKey), Held>>,
+    /// Which Pods run and whose they are: only those vote on what a workload mounted
+    /// ([`crate::model::owners`]). Locked after `mounts`.
+    owners: RwLock<Owners>,
     /// The namespaces wavelet acts in (`--namespace-selector`); every one by default.
     scope: NamespaceScope,
     /// The fan-out annotations of Namespaces that have any (pause, restart window).
@@ -586,7 +601,7 @@ impl Cache {
             .filter(|key| {
                 self.workload(key).is_some_and(|entry| {
                     !entry.references.iter().any(|r| r.config == *class)
-                        || is_pod_of(&key.resource, &key.name, pod)
+                        || self.is_running_pod_of(key, pod)
                 })
             })
             .collect();
@@ -649,6 +664,103 @@ impl Cache {
             held.insert(key, view.held.clone());
         }
         view
+    }
+
+    /// Records a running Pod or a ReplicaSet with its controller (`present: false`: gone,
+    /// terminating, or no longer running); returns the workloads whose votes that may
+    /// move: for a Pod, those of the classes it has a pod status for that it was or is a
+    /// Pod of, or that count every Pod; for a ReplicaSet, those of every class of its
+    /// namespace (it may make Pods a Deployment's).
+    pub fn set_owned(
+        &self,
+        kind: OwnedKind,
+        namespace: &str,
+        name: &str,
+        controller: Option<(&str, &str)>,
+        present: bool,
+    ) -> Vec<WorkloadKey> {
+        let pod = (kind == OwnedKind::Pod).then_some(name);
+        let classes = self.mounts.read().unwrap().classes_of(namespace, pod);
+        // For a Pod: the workloads it was or is a Pod of, and those counting every Pod
+        // (a class named in a reload list).
+        let candidates: Vec<(WorkloadKey, bool)> = match pod {
+            Some(pod) => classes
+                .iter()
+                .flat_map(|class| {
+                    self.dependents(class).into_iter().filter_map(|key| {
+                        let entry = self.workload(&key)?;
+                        let every_pod = !entry.references.iter().any(|r| r.config == *class);
+                        let was = every_pod || self.is_running_pod_of(&key, pod);
+                        Some((key, was))
+                    })
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let changed = self
+            .owners
+            .write()
+            .unwrap()
+            .set(kind, namespace, name, controller, present);
+        if !changed {
+            return Vec::new();
+        }
+        match pod {
+            Some(pod) => {
+                let mut out: Vec<WorkloadKey> = candidates
+                    .into_iter()
+                    .filter(|(key, was)| *was || self.is_running_pod_of(key, pod))
+                    .map(|(key, _)| key)
+                    .collect();
+                sort_dedup(&mut out);
+                out
+            }
+            None => self.dependents_of_classes(&classes),
+        }
+    }
+
+    /// Forgets the Pods or ReplicaSets of one namespace or all that a relist did not
+    /// return; returns the workloads whose votes that may move.
+    pub fn owned_not_listed(
+        &self,
+        kind: OwnedKind,
+        namespace: Option<&str>,
+        listed: &std::collections::HashSet<(Box<str>, u64)>,
+    ) -> Vec<WorkloadKey> {
+        let lost = self
+            .owners
+            .write()
+            .unwrap()
+            .drop_not_listed(kind, namespace, listed);
+        let mounts = self.mounts.read().unwrap();
+        let classes: Vec<ConfigKey> = lost
+            .iter()
+            .flat_map(|ns| mounts.classes_of(ns, None))
+            .collect();
+        drop(mounts);
+        self.dependents_of_classes(&classes)
+    }
+
+    fn dependents_of_classes(&self, classes: &[ConfigKey]) -> Vec<WorkloadKey> {
+        let mut out: Vec<WorkloadKey> = classes.iter().flat_map(|c| self.dependents(c)).collect();
+        sort_dedup(&mut out);
+        out
+    }
+
+    /// Whether Pod `pod` runs (not terminating) and is `workload`'s: it votes on what the
+    /// workload mounted ([`crate::model::owners`]).
+    pub fn is_running_pod_of(&self, workload: &WorkloadKey, pod: &str) -> bool {
+        self.owners.read().unwrap().is_running_pod_of(workload, pod)
+    }
+
+    /// Whether Pod `pod` of `namespace` runs and is not terminating.
+    pub fn pod_runs(&self, namespace: &str, pod: &str) -> bool {
+        self.owners.read().unwrap().runs(namespace, pod)
+    }
+
+    /// Running Pods recorded.
+    pub fn running_pods(&self) -> usize {
+        self.owners.read().unwrap().running_pods()
     }
 
     /// A relist of pod statuses begins; its number goes with what it returns.
@@ -1192,6 +1304,21 @@ mod tests {
         csi_integration: true,
     };
 
+    /// Deployment Pod `pod` (`<deployment>-<hash>-<random>`) runs, through its ReplicaSet;
+    /// returns the workloads that then look.
+    fn runs(cache: &Cache, pod: &str) -> Vec<WorkloadKey> {
+        let rs = &pod[..pod.rfind('-').unwrap()];
+        let deployment = &rs[..rs.rfind('-').unwrap()];
+        cache.set_owned(
+            OwnedKind::ReplicaSet,
+            "ns",
+            rs,
+            Some(("Deployment", deployment)),
+            true,
+        );
+        cache.set_owned(OwnedKind::Pod, "ns", pod, Some(("ReplicaSet", rs)), true)
+    }
+
     #[test]
     fn a_pod_status_wakes_only_the_workload_whose_pod_it_is_and_moves_the_class() {
         let cache = Cache::new();
@@ -1212,6 +1339,9 @@ mod tests {
         .unwrap();
         let (_, _, entry) = cache.upsert_class(&meta);
         assert!(!entry.is_current(), "no pod status yet: not read");
+        for pod in ["web-5d8f7-x2k9p", "web-5d8f7-b7z2q", "api-6c9d7-h4k2m"] {
+            assert!(runs(&cache, pod).is_empty(), "no pod status yet");
+        }
         let mut seen = Vec::new();
         let change = cache.set_mount(
             &class,
@@ -1266,6 +1396,10 @@ mod tests {
             .unwrap();
         assert_eq!(&*web.objects, &shown("1")[..]);
         assert_eq!(web.pods, 2);
+        // A Pod of web stops running: web looks.
+        let stopped = cache.set_owned(OwnedKind::Pod, "ns", "web-5d8f7-b7z2q", None, false);
+        assert_eq!(stopped, [key("web")]);
+        assert!(!cache.is_running_pod_of(&key("web"), "web-5d8f7-b7z2q"));
     }
 
     #[test]
@@ -1277,6 +1411,8 @@ mod tests {
         assert_eq!(web.references.len(), 1);
         assert!(crate::model::counted::counted(&cache, &key("web"), &web).is_empty());
         let class = ConfigKey::new(ConfigKind::SecretProviderClass, "ns", "vault");
+        runs(&cache, "api-6c9d7-h4k2m");
+        runs(&cache, "web-5d8f7-x2k9p");
         // Another workload's Pod mounted it: still nothing of web's.
         cache.set_mount(
             &class,

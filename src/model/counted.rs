@@ -3,15 +3,14 @@
 //! cached) and the objects its reload lists name, less what Reloader's object annotations
 //! leave out (`ignore`, and for `search` the objects without `match`). An object left out
 //! on purpose does not count and is not missing. A SecretProviderClass the workload mounts
-//! counts with the versions its own Pods mounted; one it only names in a reload list, with
-//! every Pod's; one that no such Pod has a pod status for yet is not read yet: it does not
+//! counts with the versions its own running Pods mounted (told by owner references); one
+//! it only names in a reload list, with every running Pod's; one that no such Pod has a pod status for yet is not read yet: it does not
 //! count at all (and is never missing). `run`, `status` and `hash` all hash what this
 //! returns.
 
 use std::sync::Arc;
 
 use crate::model::cache::{Cache, ConfigEntry};
-use crate::model::pods::is_pod_of;
 use crate::model::references::Reference;
 use crate::model::workload::WorkloadEntry;
 use crate::objects::{ConfigKind, WorkloadKey};
@@ -40,7 +39,7 @@ pub fn counted(cache: &Cache, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<C
             reference.all_keys = true;
         }
         if reference.config.kind == ConfigKind::SecretProviderClass {
-            let own_pods = |pod: &str| is_pod_of(&key.resource, &key.name, pod);
+            let own_pods = |pod: &str| cache.is_running_pod_of(key, pod);
             match cache.class_view(&reference.config, Some(key), own_pods) {
                 Some(view) => {
                     let mounted = ConfigEntry::mounted(object.as_deref(), view.objects);
@@ -66,7 +65,8 @@ pub fn counted(cache: &Cache, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<C
         // A class counted by name counts with every Pod's versions; with no pod status
         // yet, it is not read yet.
         if key.kind == ConfigKind::SecretProviderClass {
-            let Some(view) = cache.class_view(&key, Some(workload), |_| true) else {
+            let running = |pod: &str| cache.pod_runs(&workload.namespace, pod);
+            let Some(view) = cache.class_view(&key, Some(workload), running) else {
                 continue;
             };
             out.push((

@@ -4,7 +4,8 @@
 //! (`optin`), what a workload is to wavelet (`workload`), the canonical form and hash of
 //! configuration (`hash`), the cache of ConfigMaps/Secrets as digests and of opted-in
 //! workloads, with its reverse index (`cache`), what the Secrets Store CSI driver reports
-//! mounted (`mounts`) and which Pods are a workload's (`pods`), what counts for one
+//! mounted (`mounts`) and which Pods are a workload's (`pods` by name, `owners` by owner
+//! references among running Pods), what counts for one
 //! workload now (`counted`), whether a workload's rollout finished (`rollout_status`),
 //! what Wave and Reloader recorded of what a workload's Pods run and their hashes
 //! (`peers`, with the SHA-1 Reloader uses in `sha1`), and wavelet's own state ConfigMap
@@ -14,6 +15,7 @@ pub(crate) mod counted;
 pub mod hash;
 pub mod mounts;
 pub(crate) mod optin;
+pub mod owners;
 pub mod peers;
 pub mod pods;
 pub mod references;

@@ -128,6 +128,18 @@ fn key_of(class: &ConfigKey) -> (Arc<str>, Arc<str>) {
 }
 
 impl Mounts {
+    /// The classes of `namespace` that Pod `pod` has a pod status for (every class of
+    /// the namespace: `None`).
+    pub fn classes_of(&self, namespace: &str, pod: Option<&str>) -> Vec<ConfigKey> {
+        self.classes
+            .iter()
+            .filter(|((ns, _), mounts)| {
+                &**ns == namespace && pod.is_none_or(|pod| mounts.find(pod).is_ok())
+            })
+            .map(|((ns, name), _)| ConfigKey::new(ConfigKind::SecretProviderClass, ns, name))
+            .collect()
+    }
+
     /// Records what `pod` mounted of `class` (`None`: its pod status is gone) and which pod
     /// status says so (`incarnation`, a digest of its uid); `listed`: the relist that
     /// returned it ([`Mounts::begin_relist`]). Returns whether what is mounted changed. A Pod name

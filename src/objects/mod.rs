@@ -62,6 +62,10 @@ impl Resource {
         Resource::new("apps", "v1", "deployments", "Deployment")
     }
 
+    pub fn replica_sets() -> Resource {
+        Resource::new("apps", "v1", "replicasets", "ReplicaSet")
+    }
+
     pub fn statefulsets() -> Resource {
         Resource::new("apps", "v1", "statefulsets", "StatefulSet")
     }
@@ -885,6 +889,74 @@ fn digest_object_versions<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Mounted
     }
     out.sort_unstable_by_key(|(id, _)| *id);
     Ok(out)
+}
+
+/// A Pod or ReplicaSet as its metadata watch decodes it (`PartialObjectMetadata`), reduced
+/// to who it is, its controller (the owner reference with `controller: true`: the one
+/// object that made it) and whether its deletion has begun. Pod votes read it
+/// ([`crate::model::owners`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(from = "OwnedRaw")]
+pub struct OwnedItem {
+    pub metadata: ObjectMeta,
+    /// The controller's (kind, name).
+    pub controller: Option<(String, String)>,
+    /// `deletionTimestamp` is set.
+    pub terminating: bool,
+}
+
+#[derive(Deserialize)]
+struct OwnedRaw {
+    #[serde(default)]
+    metadata: OwnedRawMeta,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OwnedRawMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    uid: String,
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default)]
+    deletion_timestamp: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    owner_references: Vec<OwnerReference>,
+}
+
+#[derive(Deserialize)]
+struct OwnerReference {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    controller: bool,
+}
+
+impl From<OwnedRaw> for OwnedItem {
+    fn from(raw: OwnedRaw) -> OwnedItem {
+        let m = raw.metadata;
+        OwnedItem {
+            controller: m
+                .owner_references
+                .into_iter()
+                .find(|o| o.controller)
+                .map(|o| (o.kind, o.name)),
+            terminating: m.deletion_timestamp.is_some(),
+            metadata: ObjectMeta {
+                name: m.name,
+                namespace: m.namespace,
+                uid: m.uid,
+                resource_version: m.resource_version,
+                ..ObjectMeta::default()
+            },
+        }
+    }
 }
 
 /// A Pod, reduced to what delete mode decides on.

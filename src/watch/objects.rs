@@ -3,7 +3,7 @@
 //! base64 values).
 
 use crate::objects::{
-    ConfigMapItem, ConfigObject, NamespaceItem, ObjectMeta, PodStatusItem, SecretItem,
+    ConfigMapItem, ConfigObject, NamespaceItem, ObjectMeta, OwnedItem, PodStatusItem, SecretItem,
     WorkloadObject,
 };
 use crate::watch::scope::Namespaced;
@@ -75,6 +75,18 @@ impl watcher::Object for PodStatusItem {
 }
 
 impl Namespaced for PodStatusItem {
+    fn namespace(&self) -> &str {
+        &self.metadata.namespace
+    }
+}
+
+impl watcher::Object for OwnedItem {
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+impl Namespaced for OwnedItem {
     fn namespace(&self) -> &str {
         &self.metadata.namespace
     }

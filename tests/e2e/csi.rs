@@ -4,7 +4,8 @@
 //! Pods by the real controller-manager), wavelet run with `--enable-csi-integration`.
 //! One rotation rolls each Deployment that mounts the class exactly once (one new
 //! ReplicaSet), a rotation of an unrelated class rolls none of them, adoption rolls
-//! nothing, Reloader's typed `auto` selects the class, and an exclude list wins.
+//! nothing, Reloader's typed `auto` selects the class, and an exclude list wins. A
+//! DaemonSet's Pods named like a Deployment's do not vote for it (owner references).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -456,4 +457,126 @@ pub fn per_pod_versions(ctx: &Ctx) {
     barrier();
     barrier();
     assert_eq!(replica_sets(kube, ns, "web"), 3, "{}", wavelet.output());
+}
+
+/// Issue 33, item 3, on the real API server: the Pod of DaemonSet `web-agent`
+/// (`web-agent-<random>`, shaped as one of Deployment web's) was taken for web's by its
+/// name, so web's rotation waited for the agent's remount, and never came while it did
+/// not. Now web's Pods are told through their ReplicaSet's owner reference: web's two
+/// Pods remounting roll web once, and the agent's remounts roll nothing.
+pub fn a_daemonsets_pods_do_not_vote_for_a_deployment_named_alike(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-csi-owners";
+    kube.create_namespace(ns);
+    install_crds(kube);
+    let spc = json!({"apiVersion": GROUP_VERSION, "kind": "SecretProviderClass",
+        "metadata": {"name": "vault", "namespace": ns},
+        "spec": {"provider": "vault", "parameters": {"roleName": "app",
+            "objects": "- objectName: db-password\n  secretPath: secret/data/db\n"}}});
+    kube.client
+        .post::<Value>(
+            &format!("/apis/{GROUP_VERSION}/namespaces/{ns}/secretproviderclasses"),
+            &spc,
+        )
+        .expect("creating a SecretProviderClass");
+    kube.create(configmap(ns, "marker-cfg", json!({"k": "1"})));
+    deployment(kube, ns, "web", opted_in(), mounts_class("vault", None));
+    // Tolerating the Node's `not-ready` taint, which no node lifecycle controller lifts
+    // here: the DaemonSet controller then makes its Pod for the harness's Node.
+    let mut agent_spec = mounts_class("vault", None);
+    agent_spec["tolerations"] = json!([{"operator": "Exists"}]);
+    kube.create(workload(
+        "DaemonSet",
+        ns,
+        "web-agent",
+        json!({}),
+        agent_spec,
+    ));
+    let mut marker = workload(
+        "Deployment",
+        ns,
+        "marker",
+        opted_in(),
+        mounts_class("none", Some("marker-cfg")),
+    );
+    marker["spec"]["replicas"] = json!(0);
+    kube.create(marker);
+    let agent = |p: &Value| p["metadata"]["labels"]["app"] == "web-agent";
+    kube.until(LONG, "web's and the agent's Pods running", || {
+        let pods = pods_mounting(kube, ns, "vault");
+        pods.len() == 3 && pods.iter().filter(|p| agent(p)).count() == 1
+    });
+    let agent_pod = pods_mounting(kube, ns, "vault")
+        .into_iter()
+        .find(|p| agent(p))
+        .unwrap();
+    assert!(
+        agent_pod["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("web-agent-"),
+        "{agent_pod}"
+    );
+    assert_eq!(publish(kube, ns, "vault", "1"), 3);
+    let wavelet = Wavelet::run(
+        &ctx.cluster,
+        &[
+            "--namespaces",
+            ns,
+            "--enable-csi-integration",
+            "--debounce",
+            "300ms",
+            "--min-rollout-interval",
+            "0s",
+        ],
+    );
+    kube.until(LONG, "adoptions", || {
+        adopted(kube, ns, "web") && adopted(kube, ns, "marker")
+    });
+    let mut marker_rollouts = 0;
+    let mut barrier = || {
+        marker_rollouts += 1;
+        let n = marker_rollouts;
+        kube.merge_patch(
+            "ConfigMap",
+            ns,
+            "marker-cfg",
+            json!({"data": {"k": format!("m{n}")}}),
+        );
+        kube.until(LONG, "marker rolled", || {
+            wavelet
+                .output()
+                .lines()
+                .filter(|l| l.contains(&format!("deployment {ns}/marker: rolled")))
+                .count()
+                == n
+        });
+    };
+    assert_eq!(replica_sets(kube, ns, "web"), 1, "adoption rolled nothing");
+
+    // Vault rotates: web's two Pods remount; the agent's has not yet.
+    let web_now: Vec<Value> = pods_mounting(kube, ns, "vault")
+        .into_iter()
+        .filter(|p| !agent(p))
+        .collect();
+    for pod in &web_now {
+        write_status(kube, pod, "vault", "2");
+    }
+    if wait_for_rs(kube, ns, 2).is_err() {
+        panic!("web not rolled for the rotation:\n{}", wavelet.output());
+    }
+    kube.until(LONG, "the rollout done", || {
+        let pods = web_pods(kube, ns, "web");
+        pods.len() == 2 && pods.iter().all(|(_, has)| !has)
+    });
+    for (pod, _) in web_pods(kube, ns, "web") {
+        write_status(kube, &pod, "vault", "2");
+    }
+    // The agent's Pod remounts, twice: web does not roll.
+    for version in ["3", "4"] {
+        write_status(kube, &agent_pod, "vault", version);
+        barrier();
+    }
+    barrier();
+    assert_eq!(replica_sets(kube, ns, "web"), 2, "{}", wavelet.output());
 }

@@ -97,6 +97,11 @@ pub const ALL: &[Scenario] = &[
         serial: false,
     },
     Scenario {
+        name: "csi_a_daemonsets_pods_do_not_vote_for_a_deployment_named_alike",
+        run: crate::csi::a_daemonsets_pods_do_not_vote_for_a_deployment_named_alike,
+        serial: false,
+    },
+    Scenario {
         name: "events_every_rollout_recorded",
         run: crate::events::every_rollout_recorded,
         serial: false,

@@ -520,8 +520,15 @@ fn sync_replica_set(state: &mut State, namespace: &str, name: &str) {
         return;
     };
     let want = replicas_of(&rs) as usize;
+    // Active Pods, as the real ReplicaSet controller counts them (`FilterActivePods`): a
+    // Failed or Succeeded Pod (an Evicted one) stays until Pod GC, but is replaced.
     let mut live = state.list_owned(&pods, namespace, name, |p| {
-        owned_by(p, uid_of(&rs)) && p.pointer("/metadata/deletionTimestamp").is_none()
+        owned_by(p, uid_of(&rs))
+            && p.pointer("/metadata/deletionTimestamp").is_none()
+            && !matches!(
+                p.pointer("/status/phase").and_then(Value::as_str),
+                Some("Failed" | "Succeeded")
+            )
     });
     while live.len() < want {
         live.push(create_pod(state, &pods, &rs));

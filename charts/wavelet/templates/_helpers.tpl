@@ -142,11 +142,17 @@ relabelings: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 {{/*
---enable-csi-integration: the Secrets Store CSI driver's resources, read-only (exactly
-manifests/csi/clusterrole.yaml).
+--enable-csi-integration: the Secrets Store CSI driver's resources, and the running Pods
+and ReplicaSets that tell which Pods vote, read-only (exactly manifests/csi/clusterrole.yaml).
 */}}
 {{- define "wavelet.csiRules" -}}
 - apiGroups: [secrets-store.csi.x-k8s.io]
   resources: [secretproviderclasses, secretproviderclasspodstatuses]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch]
+- apiGroups: [apps]
+  resources: [replicasets]
   verbs: [list, watch]
 {{- end }}
