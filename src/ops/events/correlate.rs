@@ -122,6 +122,8 @@ struct Group {
 struct Spam {
     tokens: f64,
     at: Instant,
+    /// Whom the bucket is for: it goes with the object or its namespace.
+    about: ObjectRef,
 }
 
 /// The correlator's memory and the queue of series to write.
@@ -384,9 +386,10 @@ impl Correlator {
                     < SPAM_BURST
             });
         }
-        let spam = self.spam.entry(key).or_insert(Spam {
+        let spam = self.spam.entry(key).or_insert_with(|| Spam {
             tokens: SPAM_BURST,
             at: now,
+            about: about.clone(),
         });
         let refill =
             now.saturating_duration_since(spam.at).as_secs_f64() / SPAM_REFILL.as_secs_f64();
@@ -522,9 +525,10 @@ impl Correlator {
     }
 
     /// Forgets every series about an object `gone` accepts (deleted, or in a deleted
-    /// namespace), queued or not, and the groups whose cause it is: an Event about it
-    /// could only be refused. Returns how many queued series went.
+    /// namespace), queued or not, the groups whose cause it is and its spam bucket: an
+    /// Event about it could only be refused. Returns how many queued series went.
     pub(crate) fn drop_about(&mut self, gone: impl Fn(&ObjectRef) -> bool) -> usize {
+        self.spam.retain(|_, s| !gone(&s.about));
         let keys: HashSet<u64> = self
             .series
             .iter()
@@ -880,6 +884,26 @@ mod tests {
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].series.about.namespace, "other");
         assert_eq!(c.drop_about(|a| a.namespace == "ns"), 0);
+    }
+
+    /// Issue 34 item 5: namespaces created and deleted over and over leave nothing of
+    /// theirs behind, the spam filter's buckets included.
+    #[test]
+    fn nothing_of_a_gone_namespace_is_remembered() {
+        let mut c = Correlator::default();
+        let t0 = Instant::now();
+        let cause = config();
+        let web = workload(1);
+        let elsewhere = ObjectRef::new(&Resource::deployments(), "other", "web-1", "uid-9");
+        c.observe(&missing(&web, Some(&cause)), t0, 1000);
+        c.observe(&missing(&elsewhere, None), t0, 1000);
+        c.drop_about(|a| a.namespace == "ns");
+        let left = |c: &Correlator| -> (usize, usize, usize) {
+            (c.series.len(), c.groups.len(), c.spam.len())
+        };
+        assert_eq!(left(&c), (1, 0, 1), "(series, groups, spam buckets) left");
+        c.drop_about(|a| a.namespace == "other");
+        assert_eq!(left(&c), (0, 0, 0));
     }
 
     #[test]
