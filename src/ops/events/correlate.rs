@@ -133,6 +133,9 @@ pub(crate) struct Correlator {
     groups: HashMap<u64, Group>,
     spam: HashMap<u64, Spam>,
     queue: VecDeque<u64>,
+    /// Namespaces being deleted (Terminating): an Event there would be refused, so none
+    /// is queued. Each leaves the set when its deletion completes.
+    terminating: HashSet<String>,
 }
 
 fn key_of(parts: &[&str]) -> u64 {
@@ -203,6 +206,9 @@ fn summary_text(reason: &str, count: usize, named: &[String], message: &str) -> 
 impl Correlator {
     /// Takes one Event said at `now` (`wall`: Unix seconds).
     pub(crate) fn observe(&mut self, said: &Said, now: Instant, wall: u64) -> Fate {
+        if self.terminating.contains(&said.about.namespace) {
+            return Fate::Dropped("gone");
+        }
         let own = key_of(
             &[
                 &object_parts(said.about)[..],
@@ -549,6 +555,23 @@ impl Correlator {
         before - self.queue.len()
     }
 
+    /// Namespace `namespace` is being deleted: what is queued there goes, and nothing
+    /// more is queued there until [`Correlator::namespace_gone`]. How many queued went.
+    pub(crate) fn namespace_terminating(&mut self, namespace: &str) -> usize {
+        if !self.terminating.contains(namespace) {
+            self.terminating.insert(namespace.to_string());
+        }
+        self.drop_about(|a| a.namespace == namespace)
+    }
+
+    /// Namespace `namespace` is gone: nothing of it is remembered.
+    pub(crate) fn namespace_gone(&mut self, namespace: &str) -> usize {
+        if self.terminating.remove(namespace) && self.terminating.is_empty() {
+            self.terminating.shrink_to_fit();
+        }
+        self.drop_about(|a| a.namespace == namespace)
+    }
+
     /// Series waiting to be written.
     #[cfg(test)]
     pub(crate) fn queued(&self) -> usize {
@@ -884,6 +907,28 @@ mod tests {
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].series.about.namespace, "other");
         assert_eq!(c.drop_about(|a| a.namespace == "ns"), 0);
+    }
+
+    /// Issue 34 item 5: a namespace being deleted takes no more Events (they would be
+    /// refused), and forgets it was being deleted once it is gone.
+    #[test]
+    fn a_terminating_namespace_takes_no_events_and_is_forgotten_when_gone() {
+        let mut c = Correlator::default();
+        let t0 = Instant::now();
+        let web = workload(1);
+        let elsewhere = ObjectRef::new(&Resource::deployments(), "other", "web-1", "uid-9");
+        c.observe(&missing(&web, None), t0, 1000);
+        assert_eq!(c.namespace_terminating("ns"), 1, "its queued Event dropped");
+        assert_eq!(
+            c.observe(&missing(&web, None), t0, 1001),
+            Fate::Dropped("gone")
+        );
+        assert_eq!(c.observe(&changed(&elsewhere), t0, 1001), Fate::Own);
+        assert_eq!(c.queued(), 1);
+        c.namespace_gone("ns");
+        assert!(c.terminating.is_empty());
+        // A namespace of the same name created again takes Events.
+        assert_eq!(c.observe(&missing(&web, None), t0, 1002), Fate::Own);
     }
 
     /// Issue 34 item 5: namespaces created and deleted over and over leave nothing of
