@@ -838,6 +838,46 @@ fn the_queued_events_of_a_deleted_namespace_are_dropped_at_once() {
     );
 }
 
+/// Issue 34 item 5: a namespace being deleted (Terminating) would refuse every Event, so
+/// the Events queued there are dropped when the Namespace watch shows it Terminating, not
+/// one refused request at a time. The writer is held by a 60 s GET while Warnings about two
+/// workloads of `closing` wait; the namespace turns Terminating: the waiting one is dropped
+/// (counted as gone) long before the held request ends.
+#[test]
+fn the_queued_events_of_a_terminating_namespace_are_dropped_when_it_turns_terminating() {
+    let fake = FakeApi::start();
+    missing_their_configmaps(&fake, "closing", "w", 2);
+    fake.inject(Fault::Slow {
+        method: "GET".into(),
+        resource: "events".into(),
+        delay: Duration::from_secs(60),
+    });
+    let wavelet = Wavelet::start(&fake, FAST);
+    let said = |w: &Wavelet| {
+        w.output()
+            .lines()
+            .filter(|l| l.contains("statefulset closing/w-") && l.contains("Not rolling"))
+            .count()
+    };
+    assert!(
+        fake.wait_until(Duration::from_secs(15), |_| said(&wavelet) == 2),
+        "{}",
+        wavelet.output()
+    );
+    let gone = |w: &Wavelet| metric(w, "wavelet_events_dropped_total", "reason=\"gone\"");
+    assert_eq!(gone(&wavelet), 0.0);
+    // As the API server shows a namespace whose deletion has begun (its contents not
+    // deleted yet).
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "closing", "deletionTimestamp": "2026-11-29T07:00:00Z"},
+        "status": {"phase": "Terminating"}}));
+    assert!(
+        fake.wait_until(Duration::from_secs(20), |_| gone(&wavelet) >= 1.0),
+        "the Event queued in the Terminating namespace was not dropped:\n{}",
+        wavelet.output()
+    );
+}
+
 /// Regression (issue 33, item 6): a ConfigMissing Warning that could not be queued (the
 /// queue holds 1,000 series) was logged at debug and remembered as said, so never said
 /// again. Here the writer is held by a slow request while 505 workloads, each missing a

@@ -50,6 +50,9 @@
 //! scenario there first (`real.rs`), over TLS with a kubeconfig; with
 //! `WAVELET_BENCH_ONLY` set, only that.
 //!
+//! `WAVELET_BENCH_ONLY=churn` with `WAVELET_BENCH_REAL`: the churn case of issue 34 item 5
+//! on a real API server instead of the fake's churn step (`versus/churn.rs`).
+//!
 //! `WAVELET_BENCH_ONLY=versus` (with `WAVELET_BENCH_REAL`): wavelet, Stakater Reloader and
 //! Wave side by side on Reloader's own load-test scenarios and the start-up cluster
 //! (`versus/mod.rs` says how).
@@ -289,6 +292,12 @@ fn main() {
             ),
         }
         return;
+    }
+    if options.only.as_deref() == Some("churn") {
+        if let Some(cluster::Source::Binaries(dir)) = real::source() {
+            versus::churn(dir);
+            return;
+        }
     }
     if let Some(source) = real::source() {
         let cluster = Cluster::spec(options.scale);

@@ -936,7 +936,14 @@ impl NamespaceSink {
     pub fn handle(&mut self, event: Event<NamespaceItem>) {
         let scope = self.router.cache.scope();
         match &event {
-            Event::InitApply(ns) | Event::Apply(ns) => self.gates(ns, false),
+            Event::InitApply(ns) | Event::Apply(ns) => {
+                if ns.is_terminating() {
+                    self.router
+                        .recorder
+                        .namespace_terminating(&ns.metadata.name);
+                }
+                self.gates(ns, false)
+            }
             Event::Delete(ns) => {
                 self.router.recorder.forget_namespace(&ns.metadata.name);
                 self.gates(ns, true);

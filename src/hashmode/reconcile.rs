@@ -438,6 +438,8 @@ impl Reconciler {
                     match recorded {
                         Recorded::Own => log::warn!("{key}: {message}"),
                         Recorded::Summed => log::debug!("{key}: {message}"),
+                        // Its namespace is being deleted: nothing to say, nor again.
+                        Recorded::Gone => log::debug!("{key}: {message}"),
                         // Not said: not remembered as said, and said again a while later.
                         Recorded::NotQueued => {
                             log::warn!("{key}: {message}");

@@ -324,6 +324,24 @@ pub struct ObjectMeta {
 pub struct NamespaceItem {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: NamespaceStatus,
+}
+
+/// What of a Namespace's status matters: whether it is being deleted.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NamespaceStatus {
+    /// `Active` or `Terminating`.
+    #[serde(default)]
+    pub phase: Option<String>,
+}
+
+impl NamespaceItem {
+    /// Being deleted: its objects are going, and the API server refuses new ones there
+    /// (Events included).
+    pub fn is_terminating(&self) -> bool {
+        self.status.phase.as_deref() == Some("Terminating")
+    }
 }
 
 /// One key of a ConfigMap or Secret with the digest of its value.

@@ -19,6 +19,7 @@
 //! `--resync` in the start-up part, e.g. `1m` to see relists in a short window),
 //! `WAVELET_BENCH_WAVELET_ARGS` (more flags for wavelet, e.g. `--fan-out at-once`).
 
+pub mod churn;
 mod controllers;
 mod floor;
 mod loadtests;
@@ -125,5 +126,18 @@ pub fn run(bin: PathBuf) {
     }
     println!("machine at the end: {}", machine());
     drop(kubelet);
+    crate::process::hold_for_profiling("real", &plane.cluster.kubeconfig);
+}
+
+/// The churn case of issue 34 item 5 (`WAVELET_BENCH_ONLY=churn` with `WAVELET_BENCH_REAL`):
+/// its own control plane with an audit log, wavelet alone (`churn.rs`).
+pub fn churn(bin: PathBuf) {
+    let plane = plane::Plane::start(bin);
+    println!("machine at the start: {}", machine());
+    println!("binary: {}", crate::process::binary().display());
+    println!("- {}", Which::Wavelet.how());
+    let figures = churn::run(&plane);
+    churn::print(&figures);
+    println!("machine at the end: {}", machine());
     crate::process::hold_for_profiling("real", &plane.cluster.kubeconfig);
 }

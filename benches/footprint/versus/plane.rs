@@ -106,6 +106,17 @@ impl Plane {
         self.audit.calls(which.user(), from, to)
     }
 
+    /// The requests `which` made into a namespace after that namespace's time in
+    /// `deleted` (when its DELETE was sent), by verb and resource; watches and lists of
+    /// all namespaces are not in a namespace.
+    pub fn calls_into_deleted(
+        &self,
+        which: Which,
+        deleted: &HashMap<String, SystemTime>,
+    ) -> CallCounts {
+        self.audit.calls_into_deleted(which.user(), deleted)
+    }
+
     /// Distinct workloads `which` wrote successfully (PATCH or PUT) since `from`.
     pub fn workloads_written(&self, which: Which, from: SystemTime) -> usize {
         self.audit.workloads_written(which.user(), from)
@@ -176,6 +187,8 @@ struct Logged {
     verb: String,
     resource: String,
     object: Option<(String, String)>,
+    /// The namespace of the request, also of a create (whose object has no name yet).
+    namespace: Option<String>,
     code: u16,
     received: SystemTime,
 }
@@ -248,7 +261,9 @@ impl Audit {
                         ),
                         None => ("(non-resource)".into(), None),
                     };
+                    let namespace = event.object.as_ref().and_then(|o| o.namespace.clone());
                     read.1.push(Logged {
+                        namespace,
                         user: event.user.username,
                         verb: event.verb,
                         resource,
@@ -274,6 +289,31 @@ impl Audit {
                 verb: Verb::of(&e.verb),
                 resource: e.resource.clone(),
             });
+        }
+        counts
+    }
+
+    fn calls_into_deleted(&self, user: &str, deleted: &HashMap<String, SystemTime>) -> CallCounts {
+        self.refresh();
+        let read = self.read.lock().unwrap();
+        let mut counts = CallCounts::default();
+        for e in read.1.iter().filter(|e| e.user == user) {
+            let after_delete = e
+                .namespace
+                .as_ref()
+                .and_then(|ns| deleted.get(ns))
+                .is_some_and(|at| e.received >= *at);
+            if after_delete {
+                // Refused ones apart: `events (403)` while the namespace terminates.
+                let resource = match e.code {
+                    200..=299 => e.resource.clone(),
+                    code => format!("{} ({code})", e.resource),
+                };
+                counts.add_one(Call {
+                    verb: Verb::of(&e.verb),
+                    resource,
+                });
+            }
         }
         counts
     }

@@ -122,6 +122,8 @@ struct Group {
 struct Spam {
     tokens: f64,
     at: Instant,
+    /// Whom the bucket is for: it goes with the object or its namespace.
+    about: ObjectRef,
 }
 
 /// The correlator's memory and the queue of series to write.
@@ -131,6 +133,9 @@ pub(crate) struct Correlator {
     groups: HashMap<u64, Group>,
     spam: HashMap<u64, Spam>,
     queue: VecDeque<u64>,
+    /// Namespaces being deleted (Terminating): an Event there would be refused, so none
+    /// is queued. Each leaves the set when its deletion completes.
+    terminating: HashSet<String>,
 }
 
 fn key_of(parts: &[&str]) -> u64 {
@@ -201,6 +206,9 @@ fn summary_text(reason: &str, count: usize, named: &[String], message: &str) -> 
 impl Correlator {
     /// Takes one Event said at `now` (`wall`: Unix seconds).
     pub(crate) fn observe(&mut self, said: &Said, now: Instant, wall: u64) -> Fate {
+        if self.terminating.contains(&said.about.namespace) {
+            return Fate::Dropped("gone");
+        }
         let own = key_of(
             &[
                 &object_parts(said.about)[..],
@@ -384,9 +392,10 @@ impl Correlator {
                     < SPAM_BURST
             });
         }
-        let spam = self.spam.entry(key).or_insert(Spam {
+        let spam = self.spam.entry(key).or_insert_with(|| Spam {
             tokens: SPAM_BURST,
             at: now,
+            about: about.clone(),
         });
         let refill =
             now.saturating_duration_since(spam.at).as_secs_f64() / SPAM_REFILL.as_secs_f64();
@@ -527,9 +536,10 @@ impl Correlator {
     }
 
     /// Forgets every series about an object `gone` accepts (deleted, or in a deleted
-    /// namespace), queued or not, and the groups whose cause it is: an Event about it
-    /// could only be refused. Returns how many queued series went.
+    /// namespace), queued or not, the groups whose cause it is and its spam bucket: an
+    /// Event about it could only be refused. Returns how many queued series went.
     pub(crate) fn drop_about(&mut self, gone: impl Fn(&ObjectRef) -> bool) -> usize {
+        self.spam.retain(|_, s| !gone(&s.about));
         let keys: HashSet<u64> = self
             .series
             .iter()
@@ -548,6 +558,23 @@ impl Correlator {
         self.groups.retain(|g, _| !summaries.contains(g));
         self.series.retain(|k, _| !keys.contains(k));
         before - self.queue.len()
+    }
+
+    /// Namespace `namespace` is being deleted: what is queued there goes, and nothing
+    /// more is queued there until [`Correlator::namespace_gone`]. How many queued went.
+    pub(crate) fn namespace_terminating(&mut self, namespace: &str) -> usize {
+        if !self.terminating.contains(namespace) {
+            self.terminating.insert(namespace.to_string());
+        }
+        self.drop_about(|a| a.namespace == namespace)
+    }
+
+    /// Namespace `namespace` is gone: nothing of it is remembered.
+    pub(crate) fn namespace_gone(&mut self, namespace: &str) -> usize {
+        if self.terminating.remove(namespace) && self.terminating.is_empty() {
+            self.terminating.shrink_to_fit();
+        }
+        self.drop_about(|a| a.namespace == namespace)
     }
 
     /// Series waiting to be written.
@@ -915,6 +942,48 @@ mod tests {
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].series.about.namespace, "other");
         assert_eq!(c.drop_about(|a| a.namespace == "ns"), 0);
+    }
+
+    /// Issue 34 item 5: a namespace being deleted takes no more Events (they would be
+    /// refused), and forgets it was being deleted once it is gone.
+    #[test]
+    fn a_terminating_namespace_takes_no_events_and_is_forgotten_when_gone() {
+        let mut c = Correlator::default();
+        let t0 = Instant::now();
+        let web = workload(1);
+        let elsewhere = ObjectRef::new(&Resource::deployments(), "other", "web-1", "uid-9");
+        c.observe(&missing(&web, None), t0, 1000);
+        assert_eq!(c.namespace_terminating("ns"), 1, "its queued Event dropped");
+        assert_eq!(
+            c.observe(&missing(&web, None), t0, 1001),
+            Fate::Dropped("gone")
+        );
+        assert_eq!(c.observe(&changed(&elsewhere), t0, 1001), Fate::Own);
+        assert_eq!(c.queued(), 1);
+        c.namespace_gone("ns");
+        assert!(c.terminating.is_empty());
+        // A namespace of the same name created again takes Events.
+        assert_eq!(c.observe(&missing(&web, None), t0, 1002), Fate::Own);
+    }
+
+    /// Issue 34 item 5: namespaces created and deleted over and over leave nothing of
+    /// theirs behind, the spam filter's buckets included.
+    #[test]
+    fn nothing_of_a_gone_namespace_is_remembered() {
+        let mut c = Correlator::default();
+        let t0 = Instant::now();
+        let cause = config();
+        let web = workload(1);
+        let elsewhere = ObjectRef::new(&Resource::deployments(), "other", "web-1", "uid-9");
+        c.observe(&missing(&web, Some(&cause)), t0, 1000);
+        c.observe(&missing(&elsewhere, None), t0, 1000);
+        c.drop_about(|a| a.namespace == "ns");
+        let left = |c: &Correlator| -> (usize, usize, usize) {
+            (c.series.len(), c.groups.len(), c.spam.len())
+        };
+        assert_eq!(left(&c), (1, 0, 1), "(series, groups, spam buckets) left");
+        c.drop_about(|a| a.namespace == "other");
+        assert_eq!(left(&c), (0, 0, 0));
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub enum Recorded {
     /// Not queued (the queue is full, or the object is warned about too often): say it
     /// again later, it was not said.
     NotQueued,
+    /// Not queued because its namespace is being deleted: nothing to say again.
+    Gone,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +98,7 @@ impl Recorder {
         match fate {
             Fate::Own => Recorded::Own,
             Fate::Summed { .. } => Recorded::Summed,
+            Fate::Dropped("gone") => Recorded::Gone,
             Fate::Dropped(_) => Recorded::NotQueued,
         }
     }
@@ -140,6 +143,7 @@ impl Recorder {
         match fate {
             Fate::Own => Recorded::Own,
             Fate::Summed { .. } => Recorded::Summed,
+            Fate::Dropped("gone") => Recorded::Gone,
             Fate::Dropped(_) => Recorded::NotQueued,
         }
     }
@@ -177,10 +181,18 @@ impl Recorder {
         self.count_gone(dropped, &format!("{kind} {namespace}/{name} deleted"));
     }
 
-    /// Namespace `namespace` was deleted: every Event queued there is dropped.
+    /// Namespace `namespace` was deleted: every Event queued there is dropped, and
+    /// nothing of it is remembered.
     pub fn forget_namespace(&self, namespace: &str) {
-        let dropped = self.shared.forget(|a| a.namespace == namespace);
+        let dropped = self.shared.namespace_gone(namespace);
         self.count_gone(dropped, &format!("namespace {namespace} deleted"));
+    }
+
+    /// Namespace `namespace` is being deleted (Terminating): every Event queued there is
+    /// dropped, and none is queued there any more (the API server would refuse it).
+    pub fn namespace_terminating(&self, namespace: &str) {
+        let dropped = self.shared.namespace_terminating(namespace);
+        self.count_gone(dropped, &format!("namespace {namespace} is being deleted"));
     }
 
     fn count_gone(&self, dropped: usize, why: &str) {

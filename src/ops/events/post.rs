@@ -62,6 +62,16 @@ impl Shared {
         self.lock().correlator.drop_about(gone)
     }
 
+    /// See [`super::correlate::Correlator::namespace_terminating`].
+    pub(super) fn namespace_terminating(&self, namespace: &str) -> usize {
+        self.lock().correlator.namespace_terminating(namespace)
+    }
+
+    /// See [`super::correlate::Correlator::namespace_gone`].
+    pub(super) fn namespace_gone(&self, namespace: &str) -> usize {
+        self.lock().correlator.namespace_gone(namespace)
+    }
+
     pub(super) fn close(&self, deadline: Instant) {
         self.lock().closing = Some(deadline);
         self.wake.notify_all();
