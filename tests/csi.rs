@@ -282,7 +282,17 @@ fn a_rotation_rolls_each_workload_that_mounts_the_class_once_and_an_unrelated_cl
         rollouts(f, "web") == 1 && rollouts(f, "api") == 1
     });
     // The rollouts' new Pods mount the new version (the old ones went, their statuses
-    // with them), and the next remounts report it again.
+    // with them), and the next remounts report it again. Under load the fake's
+    // controllers finish the rollouts later: wait until only the new Pods are left.
+    eventually(&fake, &wavelet, "the rollouts' old Pods gone", |f| {
+        let pods = f.pods(NS);
+        ["web", "api"].iter().all(|app| {
+            pods.iter()
+                .filter(|p| p["metadata"]["labels"]["app"] == *app)
+                .count()
+                == 2
+        })
+    });
     driver.publish_where(&fake, NS, "vault", &rotated, remounting);
     barrier(&fake, &wavelet);
     driver.publish_where(&fake, NS, "vault", &rotated, remounting);
