@@ -2,25 +2,36 @@
 //! deletions and re-creations, new workloads, opt-in and opt-out, delete-mode objects) while
 //! the fake API server injects random faults (dropped, truncated and stalled watches, 410s,
 //! 429/5xx with and without Retry-After, slow responses, token rotation, API server
-//! restarts). Then the faults stop, and within one resync period (plus the debounce and
-//! rollout interval) every opted-in workload must carry the hash of its current
-//! configuration, every delete-mode data change must have replaced the Pods it owed and no
-//! others, no workload may have more revisions than its configuration changes justify, and
-//! wavelet's resident memory must have stayed bounded.
+//! restarts). wavelet runs as the chart runs it, with its defaults: two replicas with
+//! leader election, safe fan-out in waves (first wave 1, then 25%). New Pods get Ready
+//! after a moment, except those reading a crashing value some edits write, so a shared
+//! change's waves wait for health and hold on a crash until a later edit supersedes the
+//! hold; the leader is stopped now and then (mid-fan-out, as it comes) and replaced.
+//! Then the faults stop, and within one resync period plus the waves of the longest
+//! fan-out (plus a take-over, the debounce and rollout interval) every opted-in workload
+//! must carry the hash of its current configuration, every fan-out must have finished and
+//! left `wavelet-state` (no `fanout.`/`urgent.` line, none of an object that is gone), every
+//! delete-mode data change must have replaced the Pods it owed and no others, no workload
+//! may have more revisions than its configuration changes justify (nothing rolled twice
+//! for one change), every hold seen during the run must have named a workload that read a
+//! crashing configuration, with a reason, and wavelet's resident memory must have stayed
+//! bounded.
 //!
 //! `WAVELET_SOAK_SECS` sets the length (default 60), `WAVELET_SOAK_SEED` replays a run's
 //! draws (the seed is printed at the start and in every failure; timing still differs).
 
 mod chaos;
+mod replicas;
 mod rng;
 mod world;
 
 use std::time::{Duration, Instant};
 
 use crate::fake::FakeApi;
-use crate::util::{RotatingToken, Wavelet};
+use crate::util::RotatingToken;
 
 use chaos::Chaos;
+use replicas::{Replicas, ELECTION, LEASE_DURATION};
 use rng::Rng;
 use world::{World, STATE_NS};
 
@@ -34,6 +45,25 @@ const MIN_ROLLOUT_INTERVAL: Duration = Duration::from_millis(500);
 /// When, before the end of the storm, every ConfigMap/Secret gets one last data change.
 const FINAL_SWEEP_BEFORE_END: Duration = Duration::from_millis(600);
 const CONVERGENCE_SLACK: Duration = Duration::from_secs(3);
+/// New Pods get Ready this long after they are created (a crashing one never does).
+const READY_DELAY: Duration = Duration::from_millis(300);
+/// Longer than the longest fault that holds a watch back (a 6 s stall), so only a crash
+/// holds a fan-out; the default (15m) would outlast the run.
+const ROLLOUT_TIMEOUT: &str = "10s";
+/// `--wave-size`'s default.
+const WAVE_SIZE_PERCENT: usize = 25;
+/// What one wave adds to the convergence bound: its workloads wait out the debounce and
+/// the rollout interval, roll, their Pods get Ready, and wavelet sees their status.
+const WAVE_GATE: Duration = Duration::from_millis(
+    DEBOUNCE.as_millis() as u64
+        + MIN_ROLLOUT_INTERVAL.as_millis() as u64
+        + READY_DELAY.as_millis() as u64
+        + 1000,
+);
+/// Between two stops of the leader.
+fn leader_pause(rng: &mut Rng) -> Duration {
+    rng.millis(5_000, 20_000)
+}
 /// How much wavelet's VmRSS may grow from the end of its first sync to the end of the run:
 /// the soak's objects are few and small, so growth beyond this is a leak.
 const RSS_GROWTH_LIMIT_KIB: u64 = 16 * 1024;
@@ -78,7 +108,7 @@ impl Settings {
 fn fail(
     settings: &Settings,
     world: &World,
-    wavelet: &Wavelet,
+    wavelet: &Replicas,
     what: &str,
     problems: &[String],
 ) -> ! {
@@ -139,15 +169,17 @@ fn a_chaos_soak_loses_no_change_replaces_no_pod_twice_and_rolls_no_more_than_nee
         "100",
         "--state-namespace",
         STATE_NS,
-        // The convergence bound above is for rollouts that go when due: the final sweep
-        // changes every object at once, and safe fan-out's waves (each after the one before
-        // is healthy) would take longer than one resync period by design. Waves, holds and
-        // restarts mid-fan-out have their own tests (tests/fanout.rs, tests/e2e/fanout.rs).
-        "--fan-out",
-        "at-once",
+        "--lease-namespace",
+        STATE_NS,
+        "--rollout-timeout",
+        ROLLOUT_TIMEOUT,
     ];
-    let mut wavelet = Wavelet::start_without_server(&args, &[("RUST_LOG", "debug")]);
-    if !fake.wait_until(Duration::from_secs(20), |f| world.first_sight_done(f)) {
+    let args: Vec<&str> = args.iter().chain(ELECTION).copied().collect();
+    fake.set_ready_delay(READY_DELAY);
+    let mut wavelet = Replicas::start(&args, &[("RUST_LOG", "debug")]);
+    if !wavelet.wait_for_leader(Duration::from_secs(20))
+        || !fake.wait_until(Duration::from_secs(20), |f| world.first_sight_done(f))
+    {
         let problems = world.unconverged(&fake);
         fail(
             &settings,
@@ -165,6 +197,7 @@ fn a_chaos_soak_loses_no_change_replaces_no_pod_twice_and_rolls_no_more_than_nee
     let mut faults = 0;
     let end = Instant::now() + settings.duration;
     let mut next_fault = Instant::now();
+    let mut next_leader_stop = Instant::now() + leader_pause(&mut rng);
     let mut swept = false;
     while Instant::now() < end {
         if !swept && end.saturating_duration_since(Instant::now()) < FINAL_SWEEP_BEFORE_END {
@@ -179,9 +212,16 @@ fn a_chaos_soak_loses_no_change_replaces_no_pod_twice_and_rolls_no_more_than_nee
             faults += 1;
             next_fault = Instant::now() + chaos::pause(&mut rng);
         }
+        if !swept && Instant::now() >= next_leader_stop {
+            let what = wavelet.replace_leader(&mut rng);
+            world.note(format!("restart: {what}"));
+            next_leader_stop = Instant::now() + leader_pause(&mut rng);
+        }
         world.act(&fake, &mut rng);
-        if !wavelet.is_running() {
-            fail(&settings, &world, &wavelet, "wavelet exited", &[]);
+        world.watch_state(&fake);
+        if let Some(replica) = wavelet.crashed() {
+            let what = format!("wavelet replica {replica} exited");
+            fail(&settings, &world, &wavelet, &what, &[]);
         }
         peak_kib = peak_kib.max(wavelet.rss_kib());
         // Scenario pacing: random gaps between the storm's actions.
@@ -194,8 +234,15 @@ fn a_chaos_soak_loses_no_change_replaces_no_pod_twice_and_rolls_no_more_than_nee
     world.note("faults stop");
     let calm = Instant::now();
     let unconverged_at_calm = world.unconverged(&fake).len();
-    let deadline = calm + RESYNC + CONVERGENCE_SLACK;
+    // The final sweep changed every object at once: the longest fan-out goes wave by wave.
+    let waves = world.most_waves(&fake, WAVE_SIZE_PERCENT) as u32;
+    let bound = RESYNC + CONVERGENCE_SLACK + LEASE_DURATION + WAVE_GATE * waves;
+    world.note(format!(
+        "convergence bound {bound:?} ({waves} waves at most)"
+    ));
+    let deadline = calm + bound;
     loop {
+        world.watch_state(&fake);
         let problems = world.unconverged(&fake);
         if problems.is_empty() {
             break;
@@ -220,6 +267,15 @@ fn a_chaos_soak_loses_no_change_replaces_no_pod_twice_and_rolls_no_more_than_nee
     std::thread::sleep(RESYNC / 2);
     let mut problems = world.violations(&fake);
     problems.extend(world.unconverged(&fake));
+    problems.extend(world.unexplained_holds(&fake));
+    let (crash_edits, fan_outs, waved, holds) = world.exercised();
+    if waved == 0 {
+        // The final sweep changes every shared object: a run without a second wave did not
+        // test waves at all.
+        problems.push(format!(
+            "configmaps {STATE_NS}/wavelet-state: no fan-out of two waves or more seen ({fan_outs} fan-outs)"
+        ));
+    }
     if !problems.is_empty() {
         fail(
             &settings,
@@ -238,8 +294,9 @@ fn a_chaos_soak_loses_no_change_replaces_no_pod_twice_and_rolls_no_more_than_nee
         fail(&settings, &world, &wavelet, &what, &[]);
     }
     eprintln!(
-        "soak passed: {}; {faults} faults; {}; {unconverged_at_calm} objects not converged when the faults stopped, all {converged_after:?} later; VmRSS {baseline_kib} KiB after sync, peak {peak_kib} KiB, final {final_kib} KiB",
+        "soak passed: {}; {faults} faults; {} replicas started; {}; {crash_edits} crashing edits, {fan_outs} fan-outs seen ({waved} of two waves or more), {holds} holds, all on a crashing configuration; {unconverged_at_calm} objects not converged when the faults stopped, all {converged_after:?} later (bound {bound:?}, {waves} waves); VmRSS {baseline_kib} KiB after sync, peak {peak_kib} KiB, final {final_kib} KiB",
         settings.replay(),
-        world.summary(&fake)
+        wavelet.started(),
+        world.summary(&fake),
     );
 }

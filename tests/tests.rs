@@ -13,7 +13,7 @@
 //! - `startup`: ready once synced, adoption in the background behind every change to act on, Secrets read in bulk at start.
 //! - `kubeconfigs`: the kubeconfig corpus, KUBECONFIG lists, --context, exec credential plugins, impersonation.
 //! - `connecting`: TLS verified against the CA (or skipped only by flag); unreadable token files fail at start.
-//! - `soak`: random changes under random faults for `WAVELET_SOAK_SECS`; nothing lost, nothing extra.
+//! - `soak`: random changes under random faults, leader changes and crashing configurations for `WAVELET_SOAK_SECS`, wavelet on its defaults (waves); nothing lost, nothing rolled twice, every hold explained, no state line left.
 //! - `malformed`: oversized, non-UTF-8 and deeply nested answers are rejected; memory stays bounded.
 //! - `delete_mode`: Pods replaced on a ConfigMap/Secret data change (evict, delete, rolling).
 //! - `delete_waves`: delete mode over several workloads in waves: the health gate, a hold and `wavelet resume`, a restart mid-wave, `at-once`.

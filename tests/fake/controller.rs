@@ -3,6 +3,10 @@
 //! give every Deployment template a
 //! ReplicaSet, keep each ReplicaSet's Pods (scheduled, Ready after `ready_delay`), collect
 //! garbage by ownerReferences, and write status back through the store like real ones.
+//! A Pod whose ConfigMaps/Secrets hold the value [`CRASHING_VALUE`] when it is created never
+//! gets Ready, as a kubelet's container in CrashLoopBackOff (its rollout never finishes);
+//! a StatefulSet or DaemonSet (whose Pods are not simulated) synced with such a template
+//! reports none Ready.
 //!
 //! Writes only enqueue work; the outermost writer drains the queue, so the controllers
 //! never re-enter themselves and see the level state, as a real work queue does.
@@ -23,6 +27,8 @@ use super::store::{name_of, namespace_of};
 pub const NAMESPACE_FINALIZE_DELAY: Duration = Duration::from_millis(200);
 const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 const NODE_NAME: &str = "node-1";
+/// A ConfigMap/Secret value (a Secret's decoded) that makes the Pods using it crash.
+pub const CRASHING_VALUE: &str = "crash";
 
 #[derive(Clone, Debug, PartialEq)]
 enum Work {
@@ -257,6 +263,8 @@ fn sync_workload(state: &mut State, key: &str, namespace: &str, name: &str) {
                 .unwrap_or(json!(1));
             let revision = format!("{name}-{hash}");
             let mut status = workload.get("status").cloned().unwrap_or(json!({}));
+            // Its Pods (not simulated) crash on a crashing configuration: none Ready.
+            let crashing = crashes(state, namespace, &template["spec"]);
             if resource.plural == "statefulsets" {
                 let replicas = replicas_of(&workload);
                 for field in [
@@ -267,6 +275,10 @@ fn sync_workload(state: &mut State, key: &str, namespace: &str, name: &str) {
                     "availableReplicas",
                 ] {
                     status[field] = replicas.into();
+                }
+                if crashing {
+                    status["readyReplicas"] = 0.into();
+                    status["availableReplicas"] = 0.into();
                 }
                 status["currentRevision"] = revision.clone().into();
                 status["updateRevision"] = revision.into();
@@ -279,6 +291,10 @@ fn sync_workload(state: &mut State, key: &str, namespace: &str, name: &str) {
                     "numberAvailable",
                 ] {
                     status[field] = 1.into();
+                }
+                if crashing {
+                    status["numberReady"] = 0.into();
+                    status["numberAvailable"] = 0.into();
                 }
             }
             status["observedGeneration"] = generation;
@@ -581,6 +597,9 @@ fn create_pod(state: &mut State, pods: &ResourceType, rs: &Value) -> Value {
         json!({"metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}),
     );
     let (namespace, name) = (namespace_of(&pod).to_string(), name_of(&pod).to_string());
+    if crashes(state, &namespace, &pod["spec"]) {
+        return pod;
+    }
     if state.controller.ready_delay.is_zero() {
         make_ready(state, &namespace, &name);
     } else {
@@ -588,6 +607,61 @@ fn create_pod(state: &mut State, pods: &ResourceType, rs: &Value) -> Value {
         state.controller.pending_ready.push((namespace, name, due));
     }
     pod
+}
+
+/// The ConfigMaps and Secrets a pod spec reads, as (plural, name): volumes (projected ones
+/// too), and the env and envFrom of every container and init container.
+fn config_references(spec: &Value) -> Vec<(&'static str, String)> {
+    let mut found = Vec::new();
+    let mut add = |plural: &'static str, name: &Value| {
+        if let Some(name) = name.as_str() {
+            found.push((plural, name.to_string()));
+        }
+    };
+    for volume in spec["volumes"].as_array().into_iter().flatten() {
+        add("configmaps", &volume["configMap"]["name"]);
+        add("secrets", &volume["secret"]["secretName"]);
+        for source in volume["projected"]["sources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            add("configmaps", &source["configMap"]["name"]);
+            add("secrets", &source["secret"]["name"]);
+        }
+    }
+    for list in ["containers", "initContainers"] {
+        for container in spec[list].as_array().into_iter().flatten() {
+            for env in container["env"].as_array().into_iter().flatten() {
+                add("configmaps", &env["valueFrom"]["configMapKeyRef"]["name"]);
+                add("secrets", &env["valueFrom"]["secretKeyRef"]["name"]);
+            }
+            for from in container["envFrom"].as_array().into_iter().flatten() {
+                add("configmaps", &from["configMapRef"]["name"]);
+                add("secrets", &from["secretRef"]["name"]);
+            }
+        }
+    }
+    found
+}
+
+/// Whether a Pod of this spec would crash: one of its ConfigMaps/Secrets holds
+/// [`CRASHING_VALUE`].
+fn crashes(state: &State, namespace: &str, spec: &Value) -> bool {
+    let encoded = super::base64::encode_standard(CRASHING_VALUE.as_bytes());
+    config_references(spec).iter().any(|(plural, name)| {
+        let resource = type_named(state, plural);
+        let crashing = if *plural == "secrets" {
+            encoded.as_str()
+        } else {
+            CRASHING_VALUE
+        };
+        state.get(&resource, namespace, name).is_some_and(|object| {
+            object["data"]
+                .as_object()
+                .is_some_and(|data| data.values().any(|v| v == crashing))
+        })
+    })
 }
 
 /// What a kubelet would report once the containers run.

@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use controller::CRASHING_VALUE;
 pub use faults::Fault;
 pub use http::Request;
 

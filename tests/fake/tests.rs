@@ -642,6 +642,46 @@ fn pods_become_ready_after_the_ready_delay() {
 }
 
 #[test]
+fn pods_of_a_crashing_configuration_never_get_ready_and_a_fixed_one_rolls_ready() {
+    let fake = FakeApi::start();
+    fake.apply(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "ns"},
+        "type": "Opaque", "data": {"k": super::base64::encode_standard(b"crash")}}),
+    );
+    let mut web = deployment("web", 1, "1");
+    web["spec"]["template"]["spec"]["containers"][0]["envFrom"] =
+        json!([{"secretRef": {"name": "s"}}]);
+    fake.apply(web.clone());
+    let other = deployment("other", 1, "1");
+    fake.apply(other);
+    assert!(
+        fake.wait_until(LONG, |f| f.pods("ns").iter().any(ready)),
+        "other's Pod is Ready"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let crashing = |f: &FakeApi| {
+        f.pods("ns")
+            .iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "web" && !ready(p))
+            .count()
+    };
+    assert_eq!(crashing(&fake), 1, "web's Pod crashes");
+    fake.merge_patch(
+        "secrets",
+        "ns",
+        "s",
+        json!({"data": {"k": super::base64::encode_standard(b"fine")}}),
+    );
+    web["spec"]["template"]["metadata"]["annotations"]["a"] = "2".into();
+    fake.apply(web);
+    assert!(
+        fake.wait_until(LONG, |f| f.get("deployments", "ns", "web").unwrap()
+            ["status"]["readyReplicas"]
+            == 1)
+    );
+}
+
+#[test]
 fn evicting_replica_set_pods_respects_the_budget_and_replaces_them() {
     let fake = FakeApi::start();
     fake.apply(deployment("web", 2, "1"));

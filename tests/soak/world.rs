@@ -1,14 +1,16 @@
 //! The configuration a soak run plays with, what it did to it, and what wavelet must have
 //! made of it: ConfigMaps and Secrets, the opted-in workloads that reference them (with the
 //! number of times each one's configuration changed), and the delete-mode objects (with
-//! the Pods each of their data changes owes a replacement).
+//! the Pods each of their data changes owes a replacement). Now and then an edit writes a
+//! crashing value (the fake's Pods that read it never get Ready), so a shared change's
+//! waves hold; a later edit of that object supersedes the hold.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::fake::FakeApi;
+use crate::fake::{FakeApi, CRASHING_VALUE};
 use crate::util::{expected_hash, pod_replacements, workload};
 
 use super::rng::Rng;
@@ -21,6 +23,13 @@ const CONFIGS_PER_KIND: usize = 3;
 const INITIAL_WORKLOADS: usize = 6;
 const MAX_WORKLOADS: usize = 14;
 const DELETE_MODE_REPLICAS: u64 = 2;
+/// How often (percent) a data edit writes the crashing value.
+const CRASH_PERCENT: u64 = 5;
+/// How long a crashing value stays before an edit may fix it: past the soak's
+/// `--rollout-timeout`, so that the fan-out of the crashing change holds first.
+const CRASH_KEPT: Duration = Duration::from_secs(15);
+/// The keys of wavelet's fan-out records and urgent grants in `wavelet-state`.
+const FAN_OUT_PREFIXES: [&str; 2] = ["fanout.", "urgent."];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
@@ -50,9 +59,19 @@ struct Config {
     namespace: String,
     name: String,
     exists: bool,
+    /// When an edit wrote the crashing value into it, and into which key, until a later
+    /// edit fixes that key (or the object is re-created).
+    crashing: Option<(Instant, &'static str)>,
 }
 
 impl Config {
+    /// Whether the run leaves it crashing for now: long enough that the fan-out of the
+    /// crashing change holds (`--rollout-timeout`) before an edit fixes it.
+    fn left_crashing(&self) -> bool {
+        self.crashing
+            .is_some_and(|(since, _)| since.elapsed() < CRASH_KEPT)
+    }
+
     fn id(&self) -> String {
         format!("{} {}/{}", self.kind.plural(), self.namespace, self.name)
     }
@@ -103,6 +122,13 @@ pub struct World {
     workloads: Vec<Workload>,
     delete_mode: Vec<DeleteMode>,
     log: Vec<String>,
+    /// ConfigMaps/Secrets that held the crashing value at some time (by id).
+    crashed: BTreeSet<String>,
+    /// Every hold seen in `wavelet-state`: (key, record) as first seen.
+    holds: BTreeSet<(String, String)>,
+    /// Every fan-out seen in `wavelet-state`: (key, data hash) → the most waves released.
+    fan_outs: BTreeMap<(String, String), usize>,
+    crash_edits: usize,
     started: Instant,
     next_value: u64,
     pub actions: usize,
@@ -164,6 +190,10 @@ impl World {
             workloads: Vec::new(),
             delete_mode: Vec::new(),
             log: Vec::new(),
+            crashed: BTreeSet::new(),
+            holds: BTreeSet::new(),
+            fan_outs: BTreeMap::new(),
+            crash_edits: 0,
             started: Instant::now(),
             next_value: 0,
             actions: 0,
@@ -180,6 +210,7 @@ impl World {
                         namespace: namespace.to_string(),
                         name: format!("{prefix}-{n}"),
                         exists: false,
+                        crashing: None,
                     });
                     let index = world.configs.len() - 1;
                     world.recreate(fake, index);
@@ -397,6 +428,9 @@ impl World {
         match rng.weighted(&[30, 8, 6, 6, 3, 6, 8, 5]) {
             0 => {
                 let index = rng.below(self.configs.len() as u64) as usize;
+                if self.configs[index].left_crashing() {
+                    return;
+                }
                 if !self.configs[index].exists {
                     // A change like any other: refreshed below, not lumped in with the next
                     // action's (wavelet rolls for each one apart by more than --debounce).
@@ -404,8 +438,24 @@ impl World {
                     return self.refresh(fake);
                 }
                 let value = self.fresh_value();
+                let crash = rng.chance(CRASH_PERCENT);
+                let config = &mut self.configs[index];
+                let (key, value) = match config.crashing.take() {
+                    // The fix of a crashing value: supersedes the change that crashed.
+                    Some((_, key)) => (key, value),
+                    None if crash => {
+                        let key = *rng.pick(&["k0", "k1"]);
+                        config.crashing = Some((Instant::now(), key));
+                        (key, CRASHING_VALUE.to_string())
+                    }
+                    None => (*rng.pick(&["k0", "k1", "k2"]), value),
+                };
+                if config.crashing.is_some() {
+                    let id = config.id();
+                    self.crashed.insert(id);
+                    self.crash_edits += 1;
+                }
                 let config = &self.configs[index];
-                let key = *rng.pick(&["k0", "k1", "k2"]);
                 let patch = if key == "k2" && rng.chance(50) {
                     json!({"data": {"k2": null}})
                 } else {
@@ -432,9 +482,10 @@ impl World {
             2 => {
                 let index = rng.below(self.configs.len() as u64) as usize;
                 let config = &mut self.configs[index];
-                if config.exists {
+                if config.exists && !config.left_crashing() {
                     fake.delete(config.kind.plural(), &config.namespace, &config.name);
                     config.exists = false;
+                    config.crashing = None;
                     let id = config.id();
                     self.note(format!("delete {id}"));
                 }
@@ -521,9 +572,12 @@ impl World {
             if !self.configs[index].exists {
                 continue;
             }
-            let value = self.fresh_value();
+            let values = [("k0", self.fresh_value()), ("k1", self.fresh_value())];
+            self.configs[index].crashing = None;
             let config = &self.configs[index];
-            let patch = json!({"data": data(config.kind, &[("k0", value)])});
+            // Every key: no crashing value survives the sweep.
+            let mut patch = json!({"data": data(config.kind, &values)});
+            patch["data"]["k2"] = Value::Null;
             fake.merge_patch(config.kind.plural(), &config.namespace, &config.name, patch);
             let id = config.id();
             self.note(format!("final edit of {id}"));
@@ -620,7 +674,102 @@ impl World {
                 problems.push(format!("{}: state entry {entry:?}", dm.id()));
             }
         }
+        // Every fan-out finished (the last sweep superseded every hold), every grant used,
+        // and the lines of objects that are gone pruned.
+        for (key, line) in fan_out_lines(fake) {
+            problems.push(format!(
+                "configmaps {STATE_NS}/wavelet-state: left {key}: {line}"
+            ));
+        }
         problems
+    }
+
+    /// Notes every fan-out and hold in `wavelet-state` not seen before (called while the
+    /// run goes on).
+    pub fn watch_state(&mut self, fake: &FakeApi) {
+        for (key, line) in fan_out_lines(fake) {
+            if key.starts_with("fanout.") {
+                let hash = line.split(' ').next().unwrap_or("").to_string();
+                let waves = line
+                    .split(' ')
+                    .find_map(|w| w.strip_prefix("waves="))
+                    .map_or(0, |w| w.split(';').count());
+                let most = self.fan_outs.entry((key.clone(), hash)).or_default();
+                *most = (*most).max(waves);
+            }
+            if line.contains(" held=") && self.holds.insert((key.clone(), line.clone())) {
+                self.note(format!("hold {key}: {line}"));
+            }
+        }
+    }
+
+    /// What the run exercised: (crashing edits, fan-outs, fan-outs of two waves or more,
+    /// holds).
+    pub fn exercised(&self) -> (usize, usize, usize, usize) {
+        let waved = self.fan_outs.values().filter(|w| **w >= 2).count();
+        (
+            self.crash_edits,
+            self.fan_outs.len(),
+            waved,
+            self.holds.len(),
+        )
+    }
+
+    /// Holds that nothing explains: every hold must name a workload with a reason, and
+    /// the workload must read a ConfigMap/Secret that held the crashing value (a healthy
+    /// configuration's rollout finishes within `--rollout-timeout`, faults or not).
+    pub fn unexplained_holds(&self, fake: &FakeApi) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (key, line) in &self.holds {
+            // `... held=<workload id> reason=<text to the end>`
+            let Some((head, reason)) = line.split_once(" reason=") else {
+                problems.push(format!(
+                    "configmaps {STATE_NS}/wavelet-state: {key}: a hold without a reason: {line}"
+                ));
+                continue;
+            };
+            let workload = head.rsplit_once(" held=").map_or("", |(_, w)| w);
+            let parts: Vec<&str> = workload.splitn(3, '/').collect();
+            let plural = parts[0].split('.').next().unwrap_or("");
+            let uses_crashed = parts.len() == 3
+                && self.workloads.iter().any(|w| {
+                    w.plural == plural
+                        && w.namespace == parts[1]
+                        && w.name == parts[2]
+                        && self.reads_crashed(fake, w)
+                });
+            if reason.trim().is_empty() || !uses_crashed {
+                problems.push(format!(
+                    "{} {}: held {key} without a crashing configuration: {reason}",
+                    plural,
+                    parts[1..].join("/")
+                ));
+            }
+        }
+        problems
+    }
+
+    /// The most waves any one change can take now: for each ConfigMap/Secret, the waves
+    /// of a change that rolls every opted-in workload using it (the first wave 1, each
+    /// later one `wave_size_percent` of them, at least 1).
+    pub fn most_waves(&self, fake: &FakeApi, wave_size_percent: usize) -> usize {
+        let users = |c: &Config| {
+            self.workloads
+                .iter()
+                .filter(|w| w.opted_in && w.namespace == c.namespace && reads(fake, w, &c.name))
+                .count()
+        };
+        self.configs
+            .iter()
+            .map(|c| waves(users(c), wave_size_percent))
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn reads_crashed(&self, fake: &FakeApi, w: &Workload) -> bool {
+        self.configs.iter().any(|c| {
+            c.namespace == w.namespace && self.crashed.contains(&c.id()) && reads(fake, w, &c.name)
+        })
     }
 
     /// What must never happen, whenever it is checked: more revisions than configuration
@@ -683,6 +832,40 @@ fn hashes(fake: &FakeApi, w: &Workload) -> (Option<String>, Option<String>) {
 fn recorded_hash(fake: &FakeApi, w: &Workload) -> Option<String> {
     let (template, metadata) = hashes(fake, w);
     template.or(metadata)
+}
+
+/// Whether the pod template of `w` names `config` (the soak's names are distinct words:
+/// `cm-0`, `sec-1`, ...).
+fn reads(fake: &FakeApi, w: &Workload, config: &str) -> bool {
+    fake.get(w.plural, &w.namespace, &w.name).is_some_and(|o| {
+        o["spec"]["template"]["spec"]
+            .to_string()
+            .contains(&format!("\"{config}\""))
+    })
+}
+
+/// The waves of a fan-out over `workloads` (first wave 1, later ones `percent` of all rounded up, at
+/// least 1); 0 and 1 workloads are no fan-out (one "wave" each at most).
+pub fn waves(workloads: usize, percent: usize) -> usize {
+    if workloads < 2 {
+        return workloads;
+    }
+    let size = (workloads * percent).div_ceil(100).max(1);
+    1 + (workloads - 1).div_ceil(size)
+}
+
+/// wavelet's fan-out records and urgent grants in `wavelet-state`: (key, line).
+fn fan_out_lines(fake: &FakeApi) -> Vec<(String, String)> {
+    let Some(state) = fake.get("configmaps", STATE_NS, "wavelet-state") else {
+        return Vec::new();
+    };
+    let Some(data) = state["data"].as_object() else {
+        return Vec::new();
+    };
+    data.iter()
+        .filter(|(key, _)| FAN_OUT_PREFIXES.iter().any(|p| key.starts_with(p)))
+        .map(|(key, line)| (key.clone(), line.as_str().unwrap_or("").to_string()))
+        .collect()
 }
 
 /// The line of `wavelet-state` about a delete-mode object.

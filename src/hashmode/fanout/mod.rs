@@ -81,6 +81,20 @@ impl Judge {
     /// The change of `config` as a fan-out: `None` when it is not one (fan-out `at-once`,
     /// fewer than two workloads use it, or its data is not read yet). Unreadable
     /// annotations are returned as problems (the global setting applies instead).
+    /// Whether a change of `config` is a fan-out: waves (`--fan-out`, or its
+    /// `wavelet.dev/fan-out`) and two or more workloads that use it, as [`Judge::change`]
+    /// decides.
+    pub fn fans_out(&self, config: &ConfigKey) -> bool {
+        let Some(entry) = self.cache.config(config) else {
+            return false;
+        };
+        let waves = match entry.gates().fan_out.as_deref().map(parse_fan_out) {
+            Some(Ok(waves)) => waves,
+            _ => self.fan_out.waves,
+        };
+        waves && self.cache.dependents(config).len() >= 2
+    }
+
     pub fn change(&self, config: &ConfigKey) -> (Option<Change>, Vec<String>) {
         let mut problems = Vec::new();
         let Some(entry) = self.cache.config(config) else {
@@ -305,6 +319,7 @@ pub fn recorded(state: &StateConfigMap) -> Vec<(String, Record)> {
 /// What a tidying pass sees of the cluster: wavelet's cache.
 struct CachePresent<'a> {
     cache: &'a Cache,
+    judge: &'a Judge,
     lists: &'a dyn Fn(&ConfigKey) -> bool,
     workloads: HashSet<String>,
 }
@@ -319,6 +334,10 @@ impl tidy::Present for CachePresent<'_> {
 
     fn workload(&self, id: &str) -> bool {
         self.workloads.contains(id)
+    }
+
+    fn fans_out(&self, key: &ConfigKey) -> bool {
+        self.judge.fans_out(key)
     }
 }
 
@@ -436,6 +455,7 @@ impl FanOuts {
             *last = Some(now);
             let present = CachePresent {
                 cache: &self.judge.cache,
+                judge: &self.judge,
                 lists,
                 workloads: self
                     .judge

@@ -6,8 +6,12 @@
 //!
 //! Stale ([`stale`]): the entry's ConfigMap/Secret is gone (not in the cache, in a
 //! namespace and of a kind wavelet lists), or, for a fan-out, the workload that held it
-//! is gone, or every workload it released is. A held fan-out of a deleted ConfigMap thus
-//! stops counting in `wavelet_fanouts_held` within a resync period, and its alert clears.
+//! is gone, or every workload it released is, or its object no longer fans out (fewer than
+//! two opted-in workloads use it, or its `wavelet.dev/fan-out` says at-once now): no
+//! decision ever reads or finishes that record again (found by the soak, seed 11: both
+//! other users of a ConfigMap opted out mid-fan-out and its line stayed for good).
+//! A held fan-out of a deleted ConfigMap thus stops counting in `wavelet_fanouts_held`
+//! within a resync period, and its alert clears.
 
 use crate::hashmode::fanout::record::{Record, FANOUT, URGENT};
 use crate::objects::{ConfigKey, ConfigKind};
@@ -19,6 +23,9 @@ pub trait Present {
     fn object(&self, key: &ConfigKey) -> Option<bool>;
     /// Whether the workload of this id (`deployments.apps/ns/name`) exists.
     fn workload(&self, id: &str) -> bool;
+    /// Whether a change of this (present) object is a fan-out: waves, and two or more
+    /// opted-in workloads that use it.
+    fn fans_out(&self, key: &ConfigKey) -> bool;
 }
 
 /// The object an entry's key names: `<prefix>.<kind>.<namespace>.<name>`; `None` for a
@@ -55,6 +62,9 @@ pub fn stale(key: &str, value: &str, present: &dyn Present) -> bool {
     if !key.starts_with(&format!("{FANOUT}.")) {
         return false;
     }
+    if !present.fans_out(&object) {
+        return true;
+    }
     let Some(record) = Record::decode(value) else {
         return false;
     };
@@ -77,6 +87,8 @@ mod tests {
         objects: HashSet<&'static str>,
         unknown: HashSet<&'static str>,
         workloads: HashSet<&'static str>,
+        /// Present objects used by fewer than two workloads (or at-once).
+        not_shared: HashSet<&'static str>,
     }
 
     impl Present for Cluster {
@@ -90,6 +102,9 @@ mod tests {
         fn workload(&self, id: &str) -> bool {
             self.workloads.contains(id)
         }
+        fn fans_out(&self, key: &ConfigKey) -> bool {
+            !self.not_shared.contains(&*key.name)
+        }
     }
 
     const HELD: &str = "ab since=2026-11-22T03:14:40Z waves=deployments.apps/ns/a held=deployments.apps/ns/a reason=x";
@@ -99,9 +114,10 @@ mod tests {
     #[test]
     fn entries_of_objects_or_workloads_gone_are_stale_and_the_rest_are_kept() {
         let cluster = Cluster {
-            objects: HashSet::from(["here"]),
+            objects: HashSet::from(["here", "alone"]),
             unknown: HashSet::from(["unlisted"]),
             workloads: HashSet::from(["deployments.apps/ns/b"]),
+            not_shared: HashSet::from(["alone"]),
         };
         let table = [
             ("fanout.configmap.ns.gone", ROLLING, true),
@@ -109,6 +125,9 @@ mod tests {
             ("urgent.configmap.ns.here", "ab INC-1", false),
             ("fanout.configmap.ns.unlisted", ROLLING, false),
             ("fanout.configmap.ns.here", ROLLING, false),
+            // Its other users opted out mid-fan-out: no decision reads it again.
+            ("fanout.configmap.ns.alone", ROLLING, true),
+            ("urgent.configmap.ns.alone", "ab INC-1", false),
             ("fanout.configmap.ns.here", HELD, true),
             (
                 "fanout.configmap.ns.here",
