@@ -49,6 +49,14 @@ fn held_setup(receiver: &Receiver, sink: &str, extra: &[&str]) -> (FakeApi, Wave
                 .is_some()
         })
     });
+    // The watch showed both adoptions (each one's own write wakes it, and it is found up
+    // to date): a change from now on is judged against what they carry.
+    eventually(&fake, &wavelet, "a and b seen up to date", |_| {
+        let output = wavelet.output();
+        ["a", "b"]
+            .iter()
+            .all(|n| output.contains(&format!("deployment {NS}/{n}: UpToDate")))
+    });
     // a's new Pods never get Ready within the test: the fan-out holds after a.
     fake.set_ready_delay(Duration::from_secs(600));
     (fake, wavelet)
