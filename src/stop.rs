@@ -1,4 +1,4 @@
-//! The stop flag that SIGTERM/SIGINT (or [`Controller::stop`](crate::controller)) sets, and
+//! The stop flag that SIGTERM/SIGINT (or `Controller::stop`, in the wiring) sets, and
 //! the one way to wait while honouring it: a thread sleeps on a `Condvar` until its
 //! deadline or the stop, whichever comes first, and never wakes to poll.
 

@@ -912,7 +912,7 @@ fn digest_object_versions<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Mounted
 /// A Pod or ReplicaSet as its metadata watch decodes it (`PartialObjectMetadata`), reduced
 /// to who it is, its controller (the owner reference with `controller: true`: the one
 /// object that made it) and whether its deletion has begun. Pod votes read it
-/// ([`crate::model::owners`]).
+/// (`model/owners.rs`, a layer above).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(from = "OwnedRaw")]
 pub struct OwnedItem {
