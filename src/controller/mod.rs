@@ -38,7 +38,7 @@ use crate::ops::metrics::{self, Gauges};
 use crate::stop::Stop;
 use crate::watch::fetch::{BulkScope, Fetcher};
 use crate::watch::queue::{Backoff, Priority, WorkQueue};
-use crate::watch::scope::{NamespaceFilter, NamespaceScope};
+use crate::watch::scope::{NamespaceFilter, NamespaceScope, Namespaced};
 use crate::watch::source::ApiSource;
 use crate::watch::watcher::{self, Event, Restart, WatchConfig, Watcher};
 use crate::watch::worker::{run_worker, Action, Work};
@@ -385,11 +385,7 @@ impl Controller {
                             ..watch_config.clone()
                         },
                         stop,
-                        move |e: Event<ConfigMapItem>| {
-                            if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
-                                sink.handle(e)
-                            }
-                        },
+                        only_kept(keep, move |e: Event<ConfigMapItem>| sink.handle(e)),
                     ),
                     // Classes as metadata too (decoded like Secrets: one watcher less in
                     // the binary).
@@ -398,11 +394,7 @@ impl Controller {
                         &health,
                         watch_config.clone(),
                         stop,
-                        move |e: Event<SecretItem>| {
-                            if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
-                                sink.handle(e)
-                            }
-                        },
+                        only_kept(keep, move |e: Event<SecretItem>| sink.handle(e)),
                     ),
                 }
             }
@@ -428,11 +420,7 @@ impl Controller {
                     &health,
                     watch_config.clone(),
                     Arc::clone(&stop),
-                    move |e: Event<SecretItem>| {
-                        if keep_classes.as_ref().is_none_or(|k| k.keeps(&e)) {
-                            classes.handle(e)
-                        }
-                    },
+                    only_kept(keep_classes, move |e: Event<SecretItem>| classes.handle(e)),
                 );
                 // Whole objects (a CRD's status is not in its metadata), of which only the
                 // Pod, the class and a digest of each object's version are kept.
@@ -451,11 +439,9 @@ impl Controller {
                     &health,
                     watch_config.clone(),
                     Arc::clone(&stop),
-                    move |e: Event<PodStatusItem>| {
-                        if keep_statuses.as_ref().is_none_or(|k| k.keeps(&e)) {
-                            statuses.handle(e)
-                        }
-                    },
+                    only_kept(keep_statuses, move |e: Event<PodStatusItem>| {
+                        statuses.handle(e)
+                    }),
                 );
                 // Which Pods vote on what a workload mounted: running ones (the server
                 // filters; one that stops running leaves the watch as a deletion), told by
@@ -488,11 +474,7 @@ impl Controller {
                         &health,
                         watch_config.clone(),
                         Arc::clone(&stop),
-                        move |e: Event<OwnedItem>| {
-                            if keep_owned.as_ref().is_none_or(|k| k.keeps(&e)) {
-                                sink.handle(e)
-                            }
-                        },
+                        only_kept(keep_owned, move |e: Event<OwnedItem>| sink.handle(e)),
                     );
                 }
             }
@@ -525,11 +507,7 @@ impl Controller {
                     &health,
                     config,
                     Arc::clone(&stop),
-                    move |e: Event<WorkloadObject>| {
-                        if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
-                            sink.handle(e)
-                        }
-                    },
+                    only_kept(keep, move |e: Event<WorkloadObject>| sink.handle(e)),
                 );
             }
         }
@@ -1285,6 +1263,19 @@ fn discovered_kind(client: &Client, resource: &Resource) -> Option<String> {
         .into_iter()
         .find(|r| r.name == resource.plural)
         .map(|r| r.kind)
+}
+
+/// `handle`, given only the events of objects in the namespaces `keep` lists (one watch
+/// over all namespaces above 10 `--namespaces`), and every event without it.
+fn only_kept<T: Namespaced>(
+    keep: Option<Arc<NamespaceFilter>>,
+    mut handle: impl FnMut(Event<T>) + Send + 'static,
+) -> impl FnMut(Event<T>) + Send + 'static {
+    move |e: Event<T>| {
+        if keep.as_ref().is_none_or(|k| k.keeps(&e)) {
+            handle(e)
+        }
+    }
 }
 
 fn spawn_watch<T: watcher::Object>(
