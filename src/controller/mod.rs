@@ -1001,13 +1001,9 @@ fn say_if_namespace_unreadable(client: &Client, name: &str) {
 /// commands find the running wavelet's state from the first minute: they write only into
 /// an existing one (see `commands/locate.rs`). A replica that loses the race (409) or may not
 /// create it says so and goes on: the first write creates it then.
+/// One POST, no read first: the answer says whether it was there (409 AlreadyExists).
 fn create_state_configmap(client: &Client, namespace: &str) {
-    let created = match crate::model::state::fetch(client, namespace) {
-        Ok(Some(_)) => return,
-        Ok(None) => crate::model::state::store(client, namespace, None, &Default::default()),
-        Err(err) => Err(err),
-    };
-    match created {
+    match crate::model::state::store(client, namespace, None, &Default::default()) {
         Ok(_) => log::info!("created ConfigMap {namespace}/{STATE_CONFIGMAP} for fan-outs, pauses and delete mode's hashes"),
         Err(err) if err.is_already_exists() => {}
         Err(err) => log::warn!("cannot create ConfigMap {namespace}/{STATE_CONFIGMAP} ({err}): `wavelet pause` and `wavelet resume` find no state there until wavelet first writes one"),
