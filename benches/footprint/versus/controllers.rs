@@ -115,7 +115,7 @@ pub fn peers_dir() -> PathBuf {
 pub struct Start {
     /// S11: Reloader with `--reload-strategy=annotations`.
     pub annotations_strategy: bool,
-    /// wavelet's `--resync` (its default, 10m, when `None`).
+    /// wavelet's `--resync` (its default, 4h jittered, when `None`).
     pub resync: Option<String>,
 }
 

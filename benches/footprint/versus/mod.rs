@@ -42,7 +42,7 @@ fn list<T>(name: &str, default: &str, parse: impl Fn(&str) -> Option<T>) -> Vec<
         .collect()
 }
 
-fn number(name: &str, default: u64) -> u64 {
+pub(super) fn number(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .map(|v| {

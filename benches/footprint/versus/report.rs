@@ -58,6 +58,25 @@ fn latency(run: &RunFigures) -> String {
     )
 }
 
+/// Change → the first rollout it caused, per change. In S12 (a pause period) the first
+/// template write is not a rollout for Reloader, which pauses the Deployment as it writes
+/// it: there the figure is the first new ReplicaSet, the rollout actually started.
+fn first_rollout(id: crate::loadtest::Id, run: &RunFigures) -> &[std::time::Duration] {
+    match id {
+        crate::loadtest::Id::S12 => &run.outcome.first_started,
+        _ => &run.outcome.first_rollout,
+    }
+}
+
+fn p50_p95_p99(values: &[std::time::Duration]) -> String {
+    format!(
+        "{} / {} / {}",
+        ms(percentile_ms(values, 50.0)),
+        ms(percentile_ms(values, 95.0)),
+        ms(percentile_ms(values, 99.0))
+    )
+}
+
 fn changes(run: &RunFigures) -> usize {
     (run.outcome.data_updates + run.outcome.noop_updates).max(1)
 }
@@ -260,6 +279,36 @@ pub fn print_scenario(f: &ScenarioFigures) {
         &latency,
         Some(&|r| percentile_ms(&r.outcome.latency, 95.0).unwrap_or(f64::NAN)),
     );
+    let id = f.id;
+    row(
+        &mut table,
+        if id == crate::loadtest::Id::S12 {
+            "change → first rollout started (new ReplicaSet) p50 / p95 / p99, ms"
+        } else {
+            "change → first rollout p50 / p95 / p99, ms (per change)"
+        },
+        &|r| {
+            format!(
+                "{} ({} changes)",
+                p50_p95_p99(first_rollout(id, r)),
+                first_rollout(id, r).len()
+            )
+        },
+        Some(&|r| percentile_ms(first_rollout(id, r), 95.0).unwrap_or(f64::NAN)),
+    );
+    row(
+        &mut table,
+        "change → whole fan-out done p50 / p95 / p99, ms",
+        &|r| {
+            let done = &r.outcome.fan_out_done;
+            if done.is_empty() {
+                "–".into()
+            } else {
+                format!("{} ({} changes)", p50_p95_p99(done), done.len())
+            }
+        },
+        Some(&|r| percentile_ms(&r.outcome.fan_out_done, 95.0).unwrap_or(f64::NAN)),
+    );
     row(
         &mut table,
         "  samples (overlapping, never rolled)",
@@ -328,6 +377,7 @@ pub fn print_verdicts(all: &[ScenarioFigures]) {
         "CPU per change ≤ 1/3",
         "API requests ≤",
         "p95 ≤ peer's",
+        "first-rollout p95 ≤ peer's",
         "p95 ≤ floor + 1 ms",
         "reloads as wavelet's semantics require",
     ]);
@@ -368,6 +418,12 @@ pub fn print_verdicts(all: &[ScenarioFigures]) {
                 (Some(w), Some(p)) => Some(w <= p),
                 _ => None,
             };
+            let first_w = percentile_ms(first_rollout(f.id, w), 95.0);
+            let first_p = percentile_ms(first_rollout(f.id, p), 95.0);
+            let first_ok = match (first_w, first_p) {
+                (Some(w), Some(p)) => Some(w <= p),
+                _ => None,
+            };
             let exact = w.outcome.wavelet_exact();
             for ok in [
                 rss.1,
@@ -375,6 +431,7 @@ pub fn print_verdicts(all: &[ScenarioFigures]) {
                 cpu_change.1,
                 Some(req_ok),
                 lat_ok,
+                first_ok,
                 near_floor,
                 Some(exact),
             ]
@@ -397,6 +454,12 @@ pub fn print_verdicts(all: &[ScenarioFigures]) {
                     verdict(Some(req_ok))
                 ),
                 format!("{} vs {} ms {}", ms(w95), ms(p95), verdict(lat_ok)),
+                format!(
+                    "{} vs {} ms {}",
+                    ms(first_w),
+                    ms(first_p),
+                    verdict(first_ok)
+                ),
                 format!("{} vs {} ms {}", ms(w95), ms(f95), verdict(near_floor)),
                 verdict(Some(exact)).into(),
             ]);
@@ -404,10 +467,62 @@ pub fn print_verdicts(all: &[ScenarioFigures]) {
     }
     table.print();
     println!("{met} of {total} scenario targets met.\n");
+    print_first_rollouts(all);
+}
+
+/// Issue 34 item 6: per scenario, each controller's p95 from a change to the first rollout
+/// it caused, beside the p95 until the whole fan-out was done.
+fn print_first_rollouts(all: &[ScenarioFigures]) {
+    println!("\n### First rollout and whole fan-out, p95 per change (issue 34)\n");
+    let Some(first) = all.first() else { return };
+    let mut header = vec!["scenario".to_string()];
+    for r in &first.runs {
+        header.push(format!("first rollout p95 ms {}", r.who.title()));
+    }
+    for r in first.runs.iter().filter(|r| r.who != Who::Floor) {
+        header.push(format!("whole fan-out p95 ms {}", r.who.title()));
+    }
+    header.push("wavelet's first ≤ each peer's".into());
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = Table::new(&header);
+    for f in all {
+        let first_p95 = |r: &RunFigures| percentile_ms(first_rollout(f.id, r), 95.0);
+        let mut cells = vec![format!("{} ×{}", f.id.name(), f.scale)];
+        cells.extend(f.runs.iter().map(|r| ms(first_p95(r))));
+        cells.extend(
+            f.runs
+                .iter()
+                .filter(|r| r.who != Who::Floor)
+                .map(|r| ms(percentile_ms(&r.outcome.fan_out_done, 95.0))),
+        );
+        let wavelet = f
+            .runs
+            .iter()
+            .find(|r| r.who == Who::Controller(Which::Wavelet))
+            .and_then(first_p95);
+        let verdicts: Vec<String> = f
+            .runs
+            .iter()
+            .filter(|r| matches!(r.who, Who::Controller(x) if x != Which::Wavelet))
+            .map(|p| {
+                let ok = match (wavelet, first_p95(p)) {
+                    (Some(w), Some(p)) => Some(w <= p),
+                    _ => None,
+                };
+                format!("{}: {}", p.who.title(), verdict(ok))
+            })
+            .collect();
+        cells.push(verdicts.join(", "));
+        table.row(cells);
+    }
+    table.print();
 }
 
 use super::controllers::Which;
-use super::startup::{objects_per_scale, Idle, StartFigures, StartupFigures};
+use super::startup::{
+    objects_per_scale, Idle, StartFigures, StartupFigures, DEFAULT_RESYNC_SECONDS, RELIST_PERIOD,
+    RELIST_PERIOD_SECONDS,
+};
 
 fn start_run(f: &StartupFigures, which: Which, scale: usize) -> Option<&StartFigures> {
     f.runs.iter().find(|r| r.which == which && r.scale == scale)
@@ -499,6 +614,11 @@ pub fn print_startup(f: &StartupFigures) {
             },
             Some(&|r| r.rss_at_ready_kib as f64),
         );
+        row(
+            "RSS settled (wavelet: all adopted), MiB",
+            &|r| mib(r.rss_settled_kib as f64),
+            Some(&|r| r.rss_settled_kib as f64),
+        );
         row("what it did at start", &at_start, None);
         row(
             "API requests start → ready (audit log)",
@@ -529,7 +649,7 @@ pub fn print_startup(f: &StartupFigures) {
         );
         let mut table = Table::new(&[
             "controller",
-            "RSS at ready",
+            "RSS settled",
             "per additional object",
             "CPU start → ready",
             "CPU per additional object",
@@ -539,7 +659,7 @@ pub fn print_startup(f: &StartupFigures) {
                 scales.iter().filter_map(|s| start_run(f, *w, *s)).collect();
             let rss: Vec<String> = runs
                 .iter()
-                .map(|r| format!("{} MiB (×{})", mib(r.rss_at_ready_kib as f64), r.scale))
+                .map(|r| format!("{} MiB (×{})", mib(r.rss_settled_kib as f64), r.scale))
                 .collect();
             let cpu: Vec<String> = runs
                 .iter()
@@ -563,7 +683,7 @@ pub fn print_startup(f: &StartupFigures) {
             table.row(vec![
                 w.title().into(),
                 rss.join(", "),
-                per(&|r| r.rss_at_ready_kib as f64, 1024.0, "B"),
+                per(&|r| r.rss_settled_kib as f64, 1024.0, "B"),
                 cpu.join(", "),
                 per(&|r| r.cpu_to_ready, 1e6, "µs"),
             ]);
@@ -581,7 +701,8 @@ fn print_startup_verdicts(f: &StartupFigures, scales: &[usize]) {
     let mut table = Table::new(&[
         "scale",
         "peer",
-        "RSS at ready ≤ 1/25",
+        "RSS settled ≤ 1/25",
+        "per-object RSS ≤ 1/25 (from the scale before)",
         "CPU start → ready ≤ 1/3",
         "API requests until ready ≤",
     ]);
@@ -603,9 +724,10 @@ fn print_startup_verdicts(f: &StartupFigures, scales: &[usize]) {
                 format!("×{scale}"),
                 p.which.title().into(),
                 cell(
-                    ratio(p.rss_at_ready_kib as f64, w.rss_at_ready_kib as f64),
+                    ratio(p.rss_settled_kib as f64, w.rss_settled_kib as f64),
                     25.0,
                 ),
+                cell(per_object_ratio(f, scales, scale, p.which), 25.0),
                 cell(ratio(p.cpu_to_ready, w.cpu_to_ready), 3.0),
                 format!(
                     "{} vs {} {}",
@@ -617,6 +739,23 @@ fn print_startup_verdicts(f: &StartupFigures, scales: &[usize]) {
         }
     }
     table.print();
+}
+
+/// Each peer's RSS growth per object from the scale before `scale` to it, over wavelet's.
+fn per_object_ratio(
+    f: &StartupFigures,
+    scales: &[usize],
+    scale: usize,
+    peer: Which,
+) -> Option<f64> {
+    let at = scales.iter().position(|s| *s == scale)?;
+    let before = *scales.get(at.checked_sub(1)?)?;
+    let growth = |which: Which| -> Option<f64> {
+        let (a, b) = (start_run(f, which, before)?, start_run(f, which, scale)?);
+        let added = (objects_per_scale(scale) - objects_per_scale(before)) as f64;
+        Some((b.rss_settled_kib as f64 - a.rss_settled_kib as f64) * 1024.0 / added)
+    };
+    ratio(growth(peer)?, growth(Which::Wavelet)?)
 }
 
 fn per_hour(idle: &Idle, value: f64) -> f64 {
@@ -731,11 +870,47 @@ fn print_idle(f: &StartupFigures) {
     });
     table.print();
     if let Some(w) = runs.iter().find(|r| r.which == Which::Wavelet) {
+        // wavelet's relists at its default period, from the window with `--resync 1m`.
+        let relists_per_hour = w.relists.as_ref().map(|relists| {
+            let lists = relists.calls.of_verb(Verb::List);
+            let bytes_at_1m = per_hour(relists, relists.server.list_bytes())
+                - per_hour(baseline, baseline.server.list_bytes());
+            let at_default = bytes_at_1m * RELIST_PERIOD_SECONDS / DEFAULT_RESYNC_SECONDS;
+            println!(
+                "wavelet's relists: a second wavelet with --resync {RELIST_PERIOD}, idle for {:.0} s, sent {} ({}): {} of LIST responses an hour at that period above the baseline, so {} an hour at the default period (4 h, jittered ¾–5/4; × {:.0} s / {:.0} s).",
+                relists.seconds,
+                by_verb(&relists.calls),
+                lists,
+                megabytes(bytes_at_1m),
+                megabytes(at_default),
+                RELIST_PERIOD_SECONDS,
+                DEFAULT_RESYNC_SECONDS
+            );
+            at_default
+        });
         let bytes = |r: &StartFigures| {
             above(r, &|i| {
                 i.server.response_bytes_but_watches() + i.server.watch_event_bytes
-            })
+            }) + if r.which == Which::Wavelet {
+                relists_per_hour.unwrap_or(0.0)
+            } else {
+                0.0
+            }
         };
+        let best_peer = runs
+            .iter()
+            .filter(|r| r.which != Which::Wavelet)
+            .map(|r| bytes(r))
+            .fold(f64::INFINITY, f64::min);
+        if best_peer.is_finite() {
+            let wb = bytes(w);
+            println!(
+                "steady-state API bytes per hour at the defaults (wavelet: its window plus its relists at 4 h), wavelet ≤ 2× the better peer: {} vs {}: {}",
+                megabytes(wb),
+                megabytes(best_peer),
+                if wb <= 2.0 * best_peer { "met" } else { "NOT met" }
+            );
+        }
         for p in runs.iter().filter(|r| r.which != Which::Wavelet) {
             let (wb, pb) = (bytes(w), bytes(p));
             println!(

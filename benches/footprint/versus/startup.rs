@@ -307,6 +307,9 @@ pub struct StartFigures {
     pub cpu_to_ready: f64,
     pub rss_at_ready_kib: u64,
     pub peak_at_ready_kib: u64,
+    /// RSS once its start's work is done: at ready for the peers, once every Deployment
+    /// was adopted for wavelet (its ready comes first).
+    pub rss_settled_kib: u64,
     pub calls_start: CallCounts,
     /// wavelet, whose ready (`/readyz`) comes before its adoptions are done: when every
     /// Deployment was adopted and its CPU idle again (time and CPU from start; requests
@@ -317,6 +320,34 @@ pub struct StartFigures {
     /// Deployments it wrote at start (adoptions for wavelet, hashes for Wave).
     pub written: usize,
     pub idle: Option<Idle>,
+    /// wavelet at 1×: a second process with `--resync 1m`, idle, so that its window holds
+    /// relists (the default period, 4 h jittered, puts none in a window of minutes).
+    pub relists: Option<Idle>,
+}
+
+/// The `--resync` of the relist window, and its seconds (`WAVELET_BENCH_RELIST_SECONDS`,
+/// default 150: the first relist of each kind comes ¾ to 5/4 of a minute after start).
+pub const RELIST_PERIOD: &str = "1m";
+pub const RELIST_PERIOD_SECONDS: f64 = 60.0;
+/// wavelet's default `--resync`, to scale the relist window to it.
+pub const DEFAULT_RESYNC_SECONDS: f64 = 4.0 * 3600.0;
+
+/// wavelet again, with `--resync 1m`, idle for `seconds` once ready: what its relists cost.
+fn relist_window(plane: &Plane, seconds: u64) -> Idle {
+    progress(&format!(
+        "×1: wavelet with --resync {RELIST_PERIOD}, idle for {seconds} s (its relists)"
+    ));
+    let start = Start {
+        resync: Some(RELIST_PERIOD.into()),
+        ..Start::default()
+    };
+    let mut controller = Controller::start(Which::Wavelet, plane, start);
+    controller.wait_readyz(Duration::from_secs(600));
+    // Its adoptions are all there from the run before: let the start settle.
+    std::thread::sleep(Duration::from_secs(10));
+    let idle = idle_window(plane, Some(&controller), seconds);
+    controller.finish();
+    idle
 }
 
 pub struct StartupFigures {
@@ -388,11 +419,13 @@ pub fn run(
                 deployments
             };
             let timeout = Duration::from_secs(1800);
+            let mut rss_settled_kib = 0;
             let (ready, all_adopted) = if which == Which::Wavelet {
                 // Ready is /readyz; the adoptions go on in the background.
                 let ready = controller.wait_readyz(timeout);
                 let adopted = controller.wait_ready(plane, written, since, timeout);
                 let calls = plane.calls(which, since, wall_of(adopted.at));
+                rss_settled_kib = adopted.rss_kib;
                 (
                     ready,
                     Some((adopted.at - controller.started, adopted.cpu_seconds, calls)),
@@ -416,6 +449,13 @@ pub fn run(
             };
             let started = controller.started;
             controller.finish();
+            let relists = match (idle_seconds, which) {
+                (Some(_), Which::Wavelet) if turn == 0 => {
+                    let seconds = super::number("WAVELET_BENCH_RELIST_SECONDS", 150);
+                    (seconds > 0).then(|| relist_window(plane, seconds))
+                }
+                _ => None,
+            };
             progress(&format!(
                 "×{scale}: {} ready after {:.1} s, {:.2} s CPU, {:.1} MiB",
                 which.title(),
@@ -430,11 +470,13 @@ pub fn run(
                 cpu_to_ready: ready.cpu_seconds,
                 rss_at_ready_kib: ready.rss_kib,
                 peak_at_ready_kib: ready.peak_kib,
+                rss_settled_kib: rss_settled_kib.max(ready.rss_kib),
                 calls_start,
                 all_adopted,
                 rollouts,
                 written,
                 idle,
+                relists,
             });
         }
     }

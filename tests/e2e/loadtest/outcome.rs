@@ -52,6 +52,25 @@ pub struct Outcome {
     /// Each update's own PUT sent → its new version seen on the watch: the API server's
     /// write plus watch delivery.
     pub write_to_watch: Vec<Duration>,
+    /// Per change (not per dependent): sent → the first of its dependents' pod templates
+    /// changed. Changes with a dependent still owed an earlier rollout, never rolled, or
+    /// made while the controller was down are not in it.
+    pub first_rollout: Vec<Duration>,
+    /// Per change with two or more dependents, the same changes: sent → the last of its
+    /// dependents rolled (the whole fan-out done).
+    pub fan_out_done: Vec<Duration>,
+    /// Per change: sent → the first new ReplicaSet of a dependent Deployment (the
+    /// rollout actually started; a paused Deployment starts none until resumed).
+    pub first_started: Vec<Duration>,
+}
+
+/// How one change reached one dependent.
+#[derive(Clone, Copy)]
+enum Reached {
+    /// Its pod template changed after `at`, and it owed no earlier change.
+    Rolled(Instant),
+    /// It still owed an earlier change's rollout, or never rolled.
+    Unclear,
 }
 
 struct Life {
@@ -160,6 +179,7 @@ impl Outcome {
         let mut templates: HashMap<Key, Vec<Instant>> = HashMap::new();
         let mut versions: HashMap<(String, String, String), Instant> = HashMap::new();
         let mut new_replicasets = 0;
+        let mut started_rollouts: HashMap<Key, Vec<Instant>> = HashMap::new();
         for e in events.iter().filter(|e| e.at <= until) {
             match &e.what {
                 What::TemplateChanged => templates
@@ -183,6 +203,12 @@ impl Outcome {
                         }) =>
                 {
                     new_replicasets += 1;
+                    if let Some(owner) = &e.owner {
+                        started_rollouts
+                            .entry(("Deployment", e.ns.clone(), owner.clone()))
+                            .or_default()
+                            .push(e.at);
+                    }
                 }
                 _ => {}
             }
@@ -226,6 +252,8 @@ impl Outcome {
             .count();
         let mut least = 0;
         let mut most = 0;
+        // Per change (its index in `played.performed`): how it reached each dependent.
+        let mut per_change: HashMap<usize, Vec<(Reached, Option<Instant>)>> = HashMap::new();
         for (key, life) in &lives {
             let rollouts = templates.get(key).cloned().unwrap_or_default();
             outcome.startup_rollouts += rollouts
@@ -234,17 +262,24 @@ impl Outcome {
                 .count();
             let counted: Vec<Instant> = rollouts.iter().copied().filter(|t| *t >= ready).collect();
             outcome.reloads += counted.len();
-            let triggers: Vec<(Instant, Instant)> = played
+            // The changes that reach this workload: their index in `played.performed`,
+            // sent and answered.
+            let reaching: Vec<(usize, Instant, Instant)> = played
                 .performed
                 .iter()
-                .filter(|p| p.ok && p.did == Did::SetData)
-                .filter(|p| {
+                .enumerate()
+                .filter(|(_, p)| p.ok && p.did == Did::SetData)
+                .filter(|(_, p)| {
                     dependents
                         .get(&(p.kind, p.ns.clone(), p.name.clone()))
                         .is_some_and(|ws| ws.contains(key))
                 })
-                .filter(|p| life.reached_by(p.sent, p.done))
-                .map(|p| (p.sent, p.done))
+                .filter(|(_, p)| life.reached_by(p.sent, p.done))
+                .map(|(i, p)| (i, p.sent, p.done))
+                .collect();
+            let triggers: Vec<(Instant, Instant)> = reaching
+                .iter()
+                .map(|(_, sent, done)| (*sent, *done))
                 .collect();
 
             // Unprompted rollouts: each rollout serves the oldest change not yet served
@@ -275,11 +310,27 @@ impl Outcome {
                     .iter()
                     .zip(&matched)
                     .any(|((s, _), m)| !down(*s) && m.is_none_or(|m| m > *sent));
-                match first {
-                    None => outcome.missed += 1,
-                    Some(_) if owed => outcome.overlapping += 1,
-                    Some(t) => outcome.latency.push(t - *sent),
-                }
+                let started = started_rollouts
+                    .get(key)
+                    .and_then(|rs| rs.iter().copied().find(|t| t > sent));
+                let reached = match first {
+                    None => {
+                        outcome.missed += 1;
+                        Reached::Unclear
+                    }
+                    Some(_) if owed => {
+                        outcome.overlapping += 1;
+                        Reached::Unclear
+                    }
+                    Some(t) => {
+                        outcome.latency.push(t - *sent);
+                        Reached::Rolled(t)
+                    }
+                };
+                per_change
+                    .entry(reaching[i].0)
+                    .or_default()
+                    .push((reached, started));
             }
 
             // wavelet's count: changes while it was down roll once at its start; a pause
@@ -342,7 +393,39 @@ impl Outcome {
             most += hi;
         }
         outcome.wavelet_expected = (least, most);
+        outcome.per_change(played, &per_change);
         outcome
+    }
+
+    /// The first rollout and the whole fan-out of each change, from how it reached each
+    /// of its dependents.
+    fn per_change(
+        &mut self,
+        played: &Played,
+        per_change: &HashMap<usize, Vec<(Reached, Option<Instant>)>>,
+    ) {
+        let mut changes: Vec<_> = per_change.iter().collect();
+        changes.sort_by_key(|(i, _)| **i);
+        for (i, reached) in changes {
+            let sent = played.performed[*i].sent;
+            if let Some(started) = reached.iter().filter_map(|(_, s)| *s).min() {
+                self.first_started.push(started - sent);
+            }
+            let rolled: Option<Vec<Instant>> = reached
+                .iter()
+                .map(|(r, _)| match r {
+                    Reached::Rolled(t) => Some(*t),
+                    Reached::Unclear => None,
+                })
+                .collect();
+            let Some(rolled) = rolled else { continue };
+            if let (Some(first), Some(last)) = (rolled.iter().min(), rolled.iter().max()) {
+                self.first_rollout.push(*first - sent);
+                if rolled.len() > 1 {
+                    self.fan_out_done.push(*last - sent);
+                }
+            }
+        }
     }
 
     /// Whether the reloads are what wavelet's semantics require (within the range).
