@@ -27,7 +27,7 @@ pub enum Which {
 
 /// Wave's update limits in the benchmark (its defaults, 1 per second with a burst of
 /// 100, make 1,000 workloads take 15 minutes at start).
-pub const WAVE_FLAGS: [&str; 2] = ["--update-rate=10000", "--update-burst=100000"];
+pub const WAVE_RAISED_RATES: [&str; 2] = ["--update-rate=10000", "--update-burst=100000"];
 
 impl Which {
     pub const ALL: [Which; 3] = [Which::Wavelet, Which::Reloader, Which::Wave];
@@ -88,7 +88,10 @@ impl Which {
                 "Reloader v1.4.21 --log-level=info (its chart's arguments; env-vars strategy)"
                     .into()
             }
-            Which::Wave => format!("Wave v0.11.0 {}", WAVE_FLAGS.join(" ")),
+            Which::Wave => format!(
+                "Wave v0.11.0 at its defaults in the scenarios (--update-rate 1, --update-burst 100), with {} at start-up",
+                WAVE_RAISED_RATES.join(" ")
+            ),
         }
     }
 }
@@ -117,6 +120,10 @@ pub struct Start {
     pub annotations_strategy: bool,
     /// wavelet's `--resync` (its default, 4h jittered, when `None`).
     pub resync: Option<String>,
+    /// Wave with [`WAVE_RAISED_RATES`]: at its default (1 update a second after a burst of
+    /// 100) it takes a quarter of an hour to write its hash onto the start-up cluster's
+    /// 1,000 Deployments. The scenarios run it at its defaults, like the others.
+    pub wave_raised_rates: bool,
 }
 
 /// One process of a controller (S6 restarts it: two).
@@ -180,7 +187,10 @@ fn spawn(which: Which, plane: &Plane, start: &Start, n: usize) -> Life {
         }
         Which::Wave => {
             let mut c = Command::new(peers_dir().join("wave"));
-            c.arg("--kubeconfig").arg(kubeconfig).args(WAVE_FLAGS);
+            c.arg("--kubeconfig").arg(kubeconfig);
+            if start.wave_raised_rates {
+                c.args(WAVE_RAISED_RATES);
+            }
             c.env_clear();
             c
         }

@@ -78,7 +78,7 @@ fn run_controller(
         plane,
         Start {
             annotations_strategy: scenario.annotations_strategy,
-            resync: None,
+            ..Start::default()
         },
     );
     let written = match which {

@@ -410,6 +410,7 @@ pub fn run(
             let since = SystemTime::now();
             let start = Start {
                 resync: std::env::var("WAVELET_BENCH_RESYNC").ok(),
+                wave_raised_rates: true,
                 ..Start::default()
             };
             let mut controller = Controller::start(which, plane, start);
