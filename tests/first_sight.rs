@@ -187,3 +187,61 @@ fn opted_out_and_in_again_a_workload_rolls_once_per_change_and_for_a_change_whil
     set_color(&fake, "black");
     settled(&fake, &wavelet, 5, 4, "one rollout for one change");
 }
+
+#[test]
+fn a_change_right_after_an_adoption_the_watch_has_not_shown_yet_rolls_in_the_fan_out() {
+    // Seen in CI (commit 595cd52): b's adoption PATCH was written, the change came before
+    // wavelet's watch showed it, and the fan-out, counting only the workloads the cache
+    // showed adopted, found no shared change: b rolled at once, outside the waves.
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "shared", &[("k", "1")]));
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "a",
+        opted_in(),
+        mounts_configmap("shared"),
+    ));
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(&fake, &wavelet, "a adopted", |f| {
+        hashes(f, "deployments", NS, "a", HASH).1.is_some()
+    });
+    // b's adoption (the first StatefulSet line with a basis) reaches wavelet 5 s late.
+    fake.inject(Fault::SlowEvent {
+        resource: "statefulsets".into(),
+        needle: "wavelet.dev/config-basis".into(),
+        delay: std::time::Duration::from_secs(5),
+    });
+    fake.apply(workload(
+        "StatefulSet",
+        NS,
+        "b",
+        opted_in(),
+        mounts_configmap("shared"),
+    ));
+    eventually(&fake, &wavelet, "b's adoption written", |f| {
+        hashes(f, "statefulsets", NS, "b", HASH).1.is_some()
+    });
+    // a's new Pods never get Ready within the test: the fan-out holds b after a.
+    fake.set_ready_delay(std::time::Duration::from_secs(600));
+    fake.merge_patch("configmaps", NS, "shared", json!({"data": {"k": "2"}}));
+    let b_rolled = |f: &FakeApi| template_patches(f, "statefulsets", NS, "b");
+    eventually(
+        &fake,
+        &wavelet,
+        "a rolled, b waiting for wave 2 (or rolled)",
+        |f| {
+            template_patches(f, "deployments", NS, "a") == 1
+                && (b_rolled(f) > 0
+                    || wavelet
+                        .output()
+                        .contains(&format!("statefulset {NS}/b: PENDING: waiting for wave 2")))
+        },
+    );
+    assert_eq!(
+        b_rolled(&fake),
+        0,
+        "b rolled outside the fan-out:\n{}",
+        wavelet.output()
+    );
+}

@@ -577,7 +577,9 @@ impl Reconciler {
                 // workload carries: known here only when that is the current hash (adopted
                 // as first seen with an older one, it has no memory: every shared object it
                 // uses counts, as after a restart).
-                if !changed_since {
+                if changed_since {
+                    self.fanouts.adopted_before_a_change(key, &hash);
+                } else {
                     self.fanouts.carries(key, &computed.hash, &resolved);
                 }
                 remembered.fingerprints = match first_seen {
