@@ -23,6 +23,7 @@
 //! - `reloader_chart`: a Reloader values file gives the same requests through Reloader's chart (image swapped) and wavelet's.
 //! - `reloader_switch`: Reloader's alerts (each sink's shape, retries, a dead receiver, TLS, proxy), its metric and probe paths.
 //! - `wave`: `wavelet migrate wave` removes exactly what older Wave left; run warns, status says so.
+//! - `first_sight`: adoption takes the configuration as of when wavelet first saw the workload, in the API server's order: a change written before it (or before an opt-in again) and delivered late by a lagging watch rolls nothing; opted out and in again, one rollout if it changed while out (across a restart), none otherwise, then one per change.
 //! - `takeover`: baselines: a change made while adopting rolls once after it; taking over from Wave's hash or Reloader's records, and across a change of how wavelet hashes (flags, key, version), rolls only what really changed.
 //! - `fanout`: safe fan-out: waves behind the health gate, at-once, a restart mid-fan-out, a hold and `wavelet resume`, pauses, restart windows and urgent changes.
 //! - `commands`: `wavelet status` (exit 1 when out of date) and `wavelet hash` output.
@@ -54,6 +55,7 @@ mod docs;
 mod fake;
 mod fanout;
 mod faults;
+mod first_sight;
 mod hash_mode;
 mod hold_alerts;
 mod image;

@@ -14,6 +14,14 @@
 //! current version): before that there is no configuration to have first seen, and the
 //! first one known is the baseline. Baselines are
 //! in memory only, dropped at adoption or when the workload goes.
+//!
+//! "First seen" is in the API server's order, not in the order the watches deliver: a
+//! baseline notes the workload's resourceVersion at that moment ([`Baseline::seen_at`]).
+//! A ConfigMap/Secret written before it (a smaller resourceVersion) and delivered late by
+//! a lagging watch (reconnecting, stalled) was part of the configuration when wavelet
+//! first saw the workload, whatever the cache held then: it is taken into the baseline,
+//! never rolled for ([`made_before_sight`]). Both must be the numbers an etcd-backed
+//! server gives; an opaque resourceVersion never orders, and such a change rolls once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,6 +37,72 @@ use crate::objects::{ConfigKey, ConfigKind, WorkloadKey};
 pub(crate) struct Baseline {
     pub(crate) hash: String,
     pub(crate) fingerprints: Vec<Fingerprint>,
+    /// The workload's resourceVersion when it was first seen (this baseline noted), when
+    /// it is a number: what came before it in the API server's order was part of it.
+    pub(crate) seen_at: Option<u64>,
+}
+
+/// The workload's resourceVersion as an etcd revision, if it is one.
+pub(crate) fn sight(entry: &WorkloadEntry) -> Option<u64> {
+    entry.resource_version.number()
+}
+
+/// The objects whose part of the hash differs from `before` (the fingerprints of the
+/// configuration a workload was first seen with, at resourceVersion `seen_at`), when every
+/// one of them was written before that sight: a lagging watch delivered them after the
+/// workload, but the API server had them first, so they were part of what wavelet first
+/// saw (and of what the workload's Pods started with). `None` when any changed object is
+/// newer, gone, of an opaque resourceVersion, or when one was dropped from what counts:
+/// that is a change since, judged as ever; so is a SecretProviderClass's (what its Pods
+/// mounted has no resourceVersion of the class). `resolved` and `now` are in the same
+/// order (`hash_with_parts`).
+pub(crate) fn made_before_sight(
+    seen_at: u64,
+    before: &[Fingerprint],
+    resolved: &[Counted],
+    now: &[(&ConfigKey, Fingerprint)],
+) -> Option<Vec<ConfigKey>> {
+    // A SecretProviderClass's part is the versions its Pods mounted (their statuses), not
+    // the class object: its resourceVersion does not date that part.
+    let written = resolved.iter().map(|(reference, entry)| {
+        entry
+            .as_ref()
+            .filter(|_| reference.config.kind != ConfigKind::SecretProviderClass)
+            .and_then(|e| e.resource_version.number())
+    });
+    let now: Vec<(&ConfigKey, Fingerprint, Option<u64>)> = now
+        .iter()
+        .zip(written)
+        .map(|((config, part), written)| (*config, *part, written))
+        .collect();
+    older_than_sight(seen_at, before, &now)
+}
+
+/// [`made_before_sight`] on each object's (key, part now, resourceVersion it was written
+/// at, if a number).
+fn older_than_sight(
+    seen_at: u64,
+    before: &[Fingerprint],
+    now: &[(&ConfigKey, Fingerprint, Option<u64>)],
+) -> Option<Vec<ConfigKey>> {
+    if before.is_empty()
+        || before
+            .iter()
+            .any(|old| !now.iter().any(|(_, f, _)| f.object == old.object))
+    {
+        return None;
+    }
+    let mut older = Vec::new();
+    for (config, part, written) in now {
+        if before.contains(part) {
+            continue;
+        }
+        match written {
+            Some(written) if *written < seen_at => older.push((*config).clone()),
+            _ => return None,
+        }
+    }
+    (!older.is_empty()).then_some(older)
 }
 
 /// What of a workload's configuration is not known yet.
@@ -145,6 +219,76 @@ impl Baselines {
         Some(Baseline {
             hash: computed.hash,
             fingerprints: named.into_iter().map(|(_, f)| f).collect(),
+            seen_at: sight(entry),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ConfigKey {
+        ConfigKey::new(ConfigKind::ConfigMap, "ns", name)
+    }
+
+    fn part(name: &str, data: &str) -> Fingerprint {
+        Fingerprint::new(&key(name), data, true, None)
+    }
+
+    #[test]
+    fn a_change_written_before_the_workload_was_first_seen_is_part_of_its_baseline() {
+        let (cfg, other) = (key("cfg"), key("other"));
+        let before = [part("cfg", "blue"), part("other", "x")];
+        // cfg changed at revision 90, the workload was first seen at 100.
+        let now = [
+            (&cfg, part("cfg", "green"), Some(90)),
+            (&other, part("other", "x"), Some(5)),
+        ];
+        assert_eq!(
+            older_than_sight(100, &before, &now),
+            Some(vec![cfg.clone()])
+        );
+        // Written after the sight: a change since.
+        let now = [
+            (&cfg, part("cfg", "green"), Some(110)),
+            (&other, part("other", "x"), Some(5)),
+        ];
+        assert_eq!(older_than_sight(100, &before, &now), None);
+        // One older, one newer: the newer one rolls (with the older in it).
+        let now = [
+            (&cfg, part("cfg", "green"), Some(90)),
+            (&other, part("other", "y"), Some(110)),
+        ];
+        assert_eq!(older_than_sight(100, &before, &now), None);
+    }
+
+    #[test]
+    fn opaque_versions_gone_objects_and_no_change_never_count_as_before_the_sight() {
+        let (cfg, other) = (key("cfg"), key("other"));
+        let before = [part("cfg", "blue"), part("other", "x")];
+        let opaque = [
+            (&cfg, part("cfg", "green"), None),
+            (&other, part("other", "x"), None),
+        ];
+        assert_eq!(older_than_sight(100, &before, &opaque), None);
+        let dropped = [(&cfg, part("cfg", "green"), Some(90))];
+        assert_eq!(older_than_sight(100, &before, &dropped), None);
+        let same = [
+            (&cfg, part("cfg", "blue"), Some(90)),
+            (&other, part("other", "x"), Some(5)),
+        ];
+        assert_eq!(older_than_sight(100, &before, &same), None);
+        assert_eq!(older_than_sight(100, &[], &same), None, "no baseline");
+        // Newly counted, written before the sight: it existed then.
+        let added = [
+            (&cfg, part("cfg", "blue"), Some(90)),
+            (&other, part("other", "x"), Some(5)),
+            (&key("new"), part("new", "n"), Some(95)),
+        ];
+        assert_eq!(
+            older_than_sight(100, &before, &added),
+            Some(vec![key("new")])
+        );
     }
 }

@@ -14,7 +14,9 @@
 //!    rules say wait → come back later.
 //! 7. Only the set of counted objects changed, no data (a template edit, a reload list,
 //!    Reloader's `ignore`/`match`, a SecretProviderClass whose versions are read for the
-//!    first time) → record on the metadata, no rollout.
+//!    first time), or what changed was written before wavelet first saw the workload it
+//!    adopted (a lagging watch delivered it late: `baseline`) → record on the metadata, no
+//!    rollout.
 //! 8. Paused (globally, its Namespace, itself, or a ConfigMap/Secret it uses), a shared
 //!    change rolling in waves that has not released it yet (or is held), or outside its
 //!    restart window → pending until that changes (`fanout/`).
@@ -32,7 +34,9 @@ use serde_json::{json, Value};
 use crate::annotations::{Flavor, WAVELET_BASIS};
 use crate::client::{Client, PatchType};
 use crate::error::Error;
-use crate::hashmode::baseline::{unknown_input, Baseline, Baselines, Unknown};
+use crate::hashmode::baseline::{
+    made_before_sight, sight, unknown_input, Baseline, Baselines, Unknown,
+};
 use crate::hashmode::basis::{self, Across, Basis};
 use crate::hashmode::fanout::gates::Pending;
 use crate::hashmode::fanout::{FanOuts, Verdict};
@@ -181,6 +185,10 @@ struct Memory {
     cleaned: bool,
     /// The hash of the change the storm rules hold back (counted once), while they do.
     throttled: Option<Box<str>>,
+    /// Adopted as first seen: the workload's resourceVersion then ([`Baseline::seen_at`]).
+    /// A change of an object written before it, that a lagging watch delivers only now, is
+    /// recorded without a rollout ([`made_before_sight`]).
+    first_sight: Option<u64>,
 }
 
 #[derive(Default)]
@@ -292,6 +300,8 @@ impl Reconciler {
             if remembered.throttled.take().is_some() {
                 self.throttle.lock().unwrap().cancel(key);
             }
+            // Opted in again, it is first seen anew.
+            remembered.first_sight = None;
             let result = self.clean_up_opt_out(key, &entry, &mut remembered);
             if remembered.cleaned {
                 self.memory.lock().unwrap().insert(key.clone(), remembered);
@@ -379,6 +389,13 @@ impl Reconciler {
             .counting
             .pause_period
             .unwrap_or(self.settings.debounce);
+        // Adopted as first seen: what changed since may have been written before that sight.
+        let before_sight = match (remembered.first_sight, recorded.as_deref()) {
+            (Some(seen_at), Some(recorded)) if recorded != computed.hash => {
+                made_before_sight(seen_at, &remembered.fingerprints, &resolved, &named)
+            }
+            _ => None,
+        };
         let facts = Facts {
             missing,
             recorded: recorded.as_deref(),
@@ -389,6 +406,7 @@ impl Reconciler {
             // retry) respects it.
             quiet_at: self.debounce.window_opened(key).map(|at| at + window),
             membership_only: only_membership_changed(&remembered.fingerprints, &fingerprints)
+                || before_sight.is_some()
                 || matches!(across, Across::SettingsOnly | Across::KeyUnavailable)
                 || classes_left_out(&resolved, &self.settings)
                     .is_some_and(|without| recorded.as_deref() == Some(without.as_str())),
@@ -478,14 +496,25 @@ impl Reconciler {
             Step::Adopt | Step::Record => {
                 // Adopted with the configuration as first seen: a change since rolls once,
                 // right after, through the normal path.
+                let current = Baseline {
+                    hash: computed.hash.clone(),
+                    fingerprints: fingerprints.clone(),
+                    seen_at: sight(entry),
+                };
                 let first_seen = (step == Step::Adopt).then(|| {
-                    self.baselines.first_seen(
-                        key,
-                        Baseline {
-                            hash: computed.hash.clone(),
-                            fingerprints: fingerprints.clone(),
+                    let noted = self.baselines.first_seen(key, current.clone());
+                    // Noted from a cache that a lagging watch kept behind the workload:
+                    // what it missed came before the workload, and is part of the baseline.
+                    let missed = noted.seen_at.and_then(|seen_at| {
+                        made_before_sight(seen_at, &noted.fingerprints, &resolved, &named)
+                    });
+                    match missed {
+                        Some(_) => Baseline {
+                            seen_at: noted.seen_at,
+                            ..current
                         },
-                    )
+                        None => noted,
+                    }
                 });
                 let hash = first_seen
                     .as_ref()
@@ -518,6 +547,13 @@ impl Reconciler {
                         recorded.key_id,
                         not_checked(recorded, &named)
                     )
+                } else if let Some(objects) = &before_sight {
+                    let names: Vec<String> = objects.iter().map(ToString::to_string).collect();
+                    let verb = if names.len() == 1 { "was" } else { "were" };
+                    format!(
+                        "recorded config hash {short} without a rollout: {} {verb} written before wavelet first saw the workload (a lagging watch delivered it after), so its Pods started with it",
+                        and_list(&names)
+                    )
                 } else if across == Across::SettingsOnly {
                     format!(
                         "recorded config hash {short} without a rollout: the settings that shape the hash changed (--resource-label-selector, --ignore-configmaps/--ignore-secrets, --hash-key-file or wavelet's hash version), and no data it counted before changed"
@@ -541,11 +577,16 @@ impl Reconciler {
                 // workload carries: known here only when that is the current hash (adopted
                 // as first seen with an older one, it has no memory: every shared object it
                 // uses counts, as after a restart).
-                if !changed_since {
+                if changed_since {
+                    self.fanouts.adopted_before_a_change(key, &hash);
+                } else {
                     self.fanouts.carries(key, &computed.hash, &resolved);
                 }
                 remembered.fingerprints = match first_seen {
-                    Some(baseline) => baseline.fingerprints,
+                    Some(baseline) => {
+                        remembered.first_sight = baseline.seen_at;
+                        baseline.fingerprints
+                    }
                     None => fingerprints,
                 };
                 remembered.written =

@@ -60,7 +60,9 @@ impl fmt::Display for Uid {
 }
 
 /// An object's `metadata.resourceVersion`. Opaque to clients: compared for equality only,
-/// never ordered.
+/// never ordered, except through [`ResourceVersion::number`] where both sides are the
+/// numbers an etcd-backed server gives (one revision counter across every kind), as
+/// watches judge a server that went backwards.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ResourceVersion {
     /// Decimal digits without a leading zero (what an etcd-backed server gives).
@@ -69,6 +71,15 @@ pub enum ResourceVersion {
 }
 
 impl ResourceVersion {
+    /// The etcd revision it is, when it is a number; `None` for an opaque one, which never
+    /// orders.
+    pub fn number(&self) -> Option<u64> {
+        match self {
+            ResourceVersion::Number(n) => Some(*n),
+            ResourceVersion::Text(_) => None,
+        }
+    }
+
     pub fn new(text: &str) -> ResourceVersion {
         let canonical = !text.is_empty()
             && text.bytes().all(|b| b.is_ascii_digit())

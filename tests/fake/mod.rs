@@ -351,9 +351,13 @@ impl FakeApi {
     /// An API server restart, as clients see it: every open connection (watches included)
     /// is dropped without a terminating chunk, and the new server's watch cache starts at
     /// the current RV, so watches and continue tokens from before get 410 Expired. The
-    /// objects stay (they live in etcd).
+    /// objects stay (they live in etcd). A request still held by a `Slow` fault (not yet
+    /// applied) dies with the old server: it is never applied.
     pub fn restart(&self) {
-        self.with_state(|state| state.store.compact());
+        self.with_state(|state| {
+            state.store.compact();
+            state.restart_generation += 1;
+        });
         self.shared.close_connections();
     }
 

@@ -251,6 +251,7 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
         return write_response(stream, &status.response()).map(|_| true);
     }
     let delay = state.faults.take_slow(&verb, &plural);
+    let server = state.restart_generation;
     let late = state.faults.take_late_response(&verb, &plural);
     let detail = request.fault_detail();
     let injected = detail
@@ -260,6 +261,11 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
     drop(state);
     if let Some(delay) = delay {
         thread::sleep(delay);
+        // The server restarted meanwhile: the request died with the process that held it
+        // (a real restart never applies it after the requests the new process served).
+        if shared.lock().restart_generation != server {
+            return Ok(false);
+        }
     }
     if let Some(response) = injected {
         return write_response(stream, &response).map(|_| true);

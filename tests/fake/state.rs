@@ -46,6 +46,9 @@ pub struct State {
     pub close_generation: u64,
     /// Bumped by `heal()`; stalled watches resume when it changes.
     pub heal_generation: u64,
+    /// Bumped by `restart()`: a request held by a `Slow` fault across it dies with the
+    /// server that received it (never applied after the requests of the new one).
+    pub restart_generation: u64,
     /// The `WatchList` feature gate is off (kube-apiserver 1.33, or before 1.27): a watch
     /// with `sendInitialEvents` gets 422 (§2.7).
     pub watch_list_disabled: bool,
@@ -73,6 +76,7 @@ impl State {
             bookmark_generation: 0,
             close_generation: 0,
             heal_generation: 0,
+            restart_generation: 0,
             watch_list_disabled: false,
             shutdown: false,
             controller: Controller::default(),

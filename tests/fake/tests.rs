@@ -219,6 +219,41 @@ fn slow_delays_the_next_matching_response() {
 }
 
 #[test]
+fn a_slow_request_cut_by_a_restart_is_never_applied() {
+    // Seen in the soak (seed 1795938936839133663): a PATCH held by `Slow`, its connection
+    // cut by `restart`, was applied after the client's retry, undoing it.
+    let fake = FakeApi::start();
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}));
+    fake.inject(Fault::Slow {
+        method: "POST".into(),
+        resource: "configmaps".into(),
+        delay: Duration::from_millis(600),
+    });
+    let url = fake.url();
+    let creator = std::thread::spawn(move || {
+        let body = configmap("slow", "1").to_string();
+        let mut client = RawClient::connect(&url);
+        client
+            .send(
+                "POST",
+                "/api/v1/namespaces/ns/configmaps",
+                &[("Content-Type", "application/json")],
+                Some(&body),
+            )
+            .map(|(status, _)| status)
+    });
+    assert!(
+        fake.wait_until(LONG, |f| f.pending_faults() == 0),
+        "request held"
+    );
+    fake.restart();
+    assert!(creator.join().unwrap().is_err(), "its connection was cut");
+    // Past the delay, the request is not applied.
+    std::thread::sleep(Duration::from_millis(900));
+    assert!(fake.get("configmaps", "ns", "slow").is_none());
+}
+
+#[test]
 fn late_response_applies_the_request_at_once_and_answers_it_late() {
     let fake = FakeApi::start();
     fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}));

@@ -67,7 +67,8 @@ pub struct Baselines(Arc<Mutex<HashMap<WorkloadKey, Learnt>>>);
 /// Newest first: (the first 8 bytes of the workload's hash, its parts).
 type Learnt = Vec<(u64, Box<[(ConfigKey, u64)]>)>;
 
-fn short(hash: &str) -> u64 {
+/// The first 8 bytes of a hash, as learnt.
+pub fn short(hash: &str) -> u64 {
     u64::from_str_radix(hash.get(..16).unwrap_or(hash), 16).unwrap_or(0)
 }
 
@@ -91,6 +92,15 @@ impl Baselines {
             .iter()
             .find(|(h, _)| *h == hash)
             .map(|(_, p)| p.to_vec())
+    }
+
+    /// The hash wavelet last gave the workload (its first 8 bytes) and the parts behind it
+    /// (none known: adopted with a hash older than its configuration): what it carries
+    /// while the cache does not show wavelet's adoption of it yet.
+    pub fn newest(&self, key: &WorkloadKey) -> Option<(u64, Parts)> {
+        let known = self.0.lock().unwrap();
+        let (hash, parts) = known.get(key)?.first()?;
+        Some((*hash, parts.to_vec()))
     }
 
     /// The workload is gone, or no longer opted in.
@@ -157,5 +167,11 @@ mod tests {
         baselines.learn(&web, &h('c'), vec![(key("cfg"), 3)]);
         assert_eq!(baselines.of(&web, Some(&h('a'))), None, "two kept");
         assert_eq!(baselines.of(&web, None), None);
+        assert_eq!(
+            baselines.newest(&web),
+            Some((short(&h('c')), vec![(key("cfg"), 3)]))
+        );
+        baselines.forget(&web);
+        assert_eq!(baselines.newest(&web), None);
     }
 }

@@ -55,6 +55,13 @@ pub struct Judge {
     pub baselines: Baselines,
 }
 
+/// The hash a dependent records: on it in the cache, or (its first 8 bytes) our adoption
+/// the cache does not show yet.
+enum Recorded<'a> {
+    Full(&'a str),
+    Short(u64),
+}
+
 /// One workload that uses a changed object, as the cache shows it.
 #[derive(Debug, Clone)]
 pub struct Dependent {
@@ -147,8 +154,19 @@ impl Judge {
             if entry.flavor.is_none() || !self.cache.in_scope(&key.namespace) {
                 continue;
             }
-            let Some(recorded) = entry.recorded_hash() else {
-                continue; // not adopted yet: adoption rolls nothing
+            // The hash it records: the cache's, or, while the cache does not show our
+            // adoption of it yet (a change right after the adoption PATCH), the one we
+            // wrote; it is a dependent either way, or it would roll outside the waves.
+            // Not adopted at all: adoption rolls nothing.
+            let (recorded, before) = match entry.recorded_hash() {
+                Some(recorded) => (
+                    Recorded::Full(recorded),
+                    self.baselines.of(&key, Some(recorded)),
+                ),
+                None => match self.baselines.newest(&key) {
+                    Some((written, parts)) => (Recorded::Short(written), Some(parts)),
+                    None => continue,
+                },
             };
             let resolved = counted(&self.cache, &key, &entry);
             if !resolved.iter().any(|(r, _)| r.config == *config) {
@@ -168,12 +186,12 @@ impl Judge {
                 continue; // held by its missing configuration, not by the fan-out
             }
             let id = workload_id(&key);
-            let due = (unread || recorded != computed.hash)
-                && baseline::changed(
-                    config,
-                    &baseline::parts(&resolved),
-                    self.baselines.of(&key, Some(recorded)).as_deref(),
-                );
+            let differs = match recorded {
+                Recorded::Full(recorded) => recorded != computed.hash,
+                Recorded::Short(written) => written != baseline::short(&computed.hash),
+            };
+            let due = (unread || differs)
+                && baseline::changed(config, &baseline::parts(&resolved), before.as_deref());
             out.push(Dependent {
                 id,
                 canary: entry.gates.canary,
@@ -512,6 +530,13 @@ impl FanOuts {
         if !memory.refused.is_empty() {
             memory.refused.remove(key);
         }
+    }
+
+    /// The workload was just adopted with `hash`, older than its configuration (as first
+    /// seen; it rolls once right after): which objects' parts are behind it is not known,
+    /// but until the cache shows the adoption, it is what the workload carries.
+    pub fn adopted_before_a_change(&self, key: &WorkloadKey, hash: &str) {
+        self.judge.baselines.learn(key, hash, Vec::new());
     }
 
     /// The API server refused the rollout of `key` (`why`): a fan-out that released it
