@@ -33,7 +33,8 @@
 //! binary that ships, build it and point `WAVELET_BENCH_BINARY` at it:
 //! `CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --target x86_64-unknown-linux-musl --bin wavelet`.
 //!
-//! Environment: `WAVELET_BENCH_ONLY=default|scaling|churn|polite|csi` (`churn`: only the churn
+//! Environment: `WAVELET_BENCH_ONLY=default|scaling|churn|floor|polite|csi` (`floor`: wavelet
+//! idle against an empty cluster and what its memory is made of; `churn`: only the churn
 //! step of the scaling run), `WAVELET_BENCH_SCALE` (object counts ×, default 1),
 //! `WAVELET_BENCH_CHURN_NAMESPACES` (per round, default 1000), `WAVELET_BENCH_CHURN_ROUNDS`
 //! (default 10), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
@@ -71,6 +72,7 @@ mod kubelet;
 #[path = "../../tests/e2e/loadtest/mod.rs"]
 mod loadtest;
 
+mod anatomy;
 mod calls;
 mod csi;
 mod measure;
@@ -124,12 +126,14 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 impl Options {
     fn from_env() -> Options {
         let only = std::env::var("WAVELET_BENCH_ONLY").ok();
-        if let Some(part) = only
-            .as_deref()
-            .filter(|p| !["default", "scaling", "churn", "polite", "csi", "versus"].contains(p))
-        {
+        if let Some(part) = only.as_deref().filter(|p| {
+            ![
+                "default", "scaling", "churn", "floor", "polite", "csi", "versus",
+            ]
+            .contains(p)
+        }) {
             panic!(
-                "WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn, polite, csi or versus"
+                "WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn, floor, polite, csi or versus"
             );
         }
         Options {
@@ -208,6 +212,21 @@ fn run_scaling(options: &Options) -> ScalingFigures {
         }
     }
     ScalingFigures { baseline, cells }
+}
+
+/// The floor: wavelet idle against an empty cluster (over TLS, as in the scaling table's
+/// baseline), and what its resident memory is made of.
+fn run_floor(debounce: Duration) {
+    progress("floor: empty cluster");
+    let run = start_and_sync(&Cluster::empty(), debounce);
+    // Settled: initial sync done, nothing to adopt; a few more seconds of idle.
+    std::thread::sleep(Duration::from_secs(5));
+    let sample = process::Sample::of(run.wavelet.pid());
+    println!(
+        "\n## The floor: an empty cluster, idle\n\nVmRSS {} KiB, VmHWM {} KiB",
+        sample.rss_kib, sample.peak_kib
+    );
+    anatomy::print(run.wavelet.pid(), "What it is made of");
 }
 
 fn scaling_cell(options: &Options, objects: usize, size: usize) -> Cell {
@@ -317,6 +336,9 @@ fn main() {
     }
     if options.runs("scaling") {
         scaling::print(&run_scaling(&options));
+    }
+    if options.runs("floor") {
+        run_floor(options.debounce);
     }
     if options.runs_churn() {
         scaling::print_churn(&run_churn(&options));
