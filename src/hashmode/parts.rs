@@ -17,6 +17,13 @@ pub(crate) struct Fingerprint {
     pub(crate) present: bool,
 }
 
+/// The first 8 bytes of the SHA-256 of an object's identity (`configmap ns/name`): how a
+/// fingerprint, a recorded basis and the fan-out's memory name an object.
+pub(crate) fn object_id(config: &ConfigKey) -> u64 {
+    let digest: Digest = Sha256::digest(config.to_string().as_bytes()).into();
+    u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
 impl Fingerprint {
     /// `hmac_key` (`--hash-key-file`) keys the part, as it keys the hash: a part is
     /// recorded on the workload ([`crate::hashmode::basis`]) and must not let anyone guess
@@ -28,13 +35,12 @@ impl Fingerprint {
         hmac_key: Option<&[u8]>,
     ) -> Fingerprint {
         let first8 = |digest: &[u8]| u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
-        let object: Digest = Sha256::digest(config.to_string().as_bytes()).into();
         let part: Digest = match hmac_key {
             Some(key) => hash::hmac_sha256(key, canonical_part.as_bytes()),
             None => Sha256::digest(canonical_part.as_bytes()).into(),
         };
         Fingerprint {
-            object: first8(&object),
+            object: object_id(config),
             part: first8(&part),
             present,
         }

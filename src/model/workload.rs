@@ -28,7 +28,7 @@ pub struct WorkloadEntry {
     /// under (`hashmode::basis`).
     pub basis: Option<Box<str>>,
     /// wavelet/Wave hash keys present on the metadata (for opt-out clean-up).
-    pub metadata_hash_keys: Vec<&'static str>,
+    pub metadata_hash_keys: Box<[&'static str]>,
     /// What a rollout of this workload writes.
     pub style: Style,
     /// What counts besides the references (reload lists, search, exclusions, pause).
@@ -84,7 +84,7 @@ impl WorkloadEntry {
             policy,
         );
         let flavor = opted.as_ref().map(|(flavor, _)| *flavor);
-        let metadata_hash_keys: Vec<&'static str> = [
+        let metadata_hash_keys: Box<[&'static str]> = [
             annotations::WAVELET_HASH,
             annotations::WAVE_HASH,
             annotations::WAVELET_BASIS,
@@ -226,7 +226,7 @@ mod tests {
             WorkloadEntry::from_object(&Resource::deployments(), &leftover, &Policy::default())
                 .unwrap();
         assert_eq!(entry.flavor, None);
-        assert_eq!(entry.metadata_hash_keys, vec![annotations::WAVELET_HASH]);
+        assert_eq!(*entry.metadata_hash_keys, [annotations::WAVELET_HASH]);
     }
 
     #[test]
