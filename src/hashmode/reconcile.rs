@@ -143,7 +143,7 @@ const UNSEEN_CHAIN: usize = 4;
 impl Written {
     /// Our write of `hash`, decided while the cache recorded `cached`; `previous`, our
     /// write before it.
-    fn new(hash: &str, cached: Option<&str>, previous: Option<&Written>) -> Option<Written> {
+    fn new(hash: &str, cached: Option<&str>, previous: Option<&Written>) -> Option<Box<Written>> {
         let mut before = match previous {
             Some(p) if own_write_unseen(cached, Some(p.view())).is_some() => {
                 let mut chain = p.before.clone();
@@ -155,11 +155,11 @@ impl Written {
         if before.len() > UNSEEN_CHAIN {
             before.drain(..before.len() - UNSEEN_CHAIN);
         }
-        Some(Written {
+        Some(Box::new(Written {
             hash: hash.to_string(),
             before,
             at: Instant::now(),
-        })
+        }))
     }
 
     fn view(&self) -> (&str, &[Option<String>], Duration) {
@@ -175,8 +175,8 @@ struct Memory {
     fingerprints: Vec<Fingerprint>,
     /// The hash last patched, what the workload recorded before, and when: while the
     /// cache still records what it recorded before the write, the cache is older than the
-    /// write (see [`own_write_unseen`]).
-    written: Option<Written>,
+    /// write (see [`own_write_unseen`]). Boxed: most workloads have none most of the time.
+    written: Option<Box<Written>>,
     /// The Warnings emitted, so each is emitted once; `None` for the many workloads that
     /// never had one (a thousand workloads' memory stays a few pointers each).
     warned: Option<Box<Warned>>,
@@ -350,7 +350,7 @@ impl Reconciler {
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
         let unseen = own_write_unseen(
             entry.recorded_hash(),
-            remembered.written.as_ref().map(Written::view),
+            remembered.written.as_deref().map(Written::view),
         );
         let recorded = recorded_hash(entry.recorded_hash(), unseen, &computed.hash);
         // Taken over from Wave or Reloader: their record says what the Pods run.
@@ -590,7 +590,7 @@ impl Reconciler {
                     None => fingerprints,
                 };
                 remembered.written =
-                    Written::new(&hash, entry.recorded_hash(), remembered.written.as_ref());
+                    Written::new(&hash, entry.recorded_hash(), remembered.written.as_deref());
                 let outcome = if step == Step::Adopt {
                     Outcome::Adopted { hash }
                 } else {
@@ -705,7 +705,7 @@ impl Reconciler {
         remembered.written = Written::new(
             &computed.hash,
             entry.recorded_hash(),
-            remembered.written.as_ref(),
+            remembered.written.as_deref(),
         );
         if let Some(warned) = &mut remembered.warned {
             warned.throttle = false;
