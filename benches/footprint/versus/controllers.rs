@@ -287,8 +287,8 @@ impl Drop for Life {
     }
 }
 
-/// The status code of a plain HTTP/1.1 GET on 127.0.0.1, or `None` if nothing answers.
-pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+/// A plain HTTP/1.1 GET on 127.0.0.1: the whole response, or `None` if nothing answers.
+fn http_response(addr: &str, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect(addr).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
@@ -298,21 +298,19 @@ pub fn http_status(addr: &str, path: &str) -> Option<u16> {
     .ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
-    response.split(' ').nth(1)?.parse().ok()
+    Some(response)
+}
+
+/// The status code of a plain HTTP/1.1 GET on 127.0.0.1, or `None` if nothing answers.
+pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+    http_response(addr, path)?.split(' ').nth(1)?.parse().ok()
 }
 
 /// A plain HTTP/1.1 GET on 127.0.0.1: the body, or `None` if nothing answers.
 pub fn http_get(addr: &str, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+    http_response(addr, path)?
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
 }
 
 impl Controller {

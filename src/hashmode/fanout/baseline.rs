@@ -17,11 +17,9 @@ use crate::model::counted::Counted;
 use crate::model::hash;
 use crate::objects::{ConfigKey, WorkloadKey};
 
-/// Each object a workload uses with the fingerprint of its part of the hash.
-pub type Parts = Vec<(ConfigKey, u64)>;
-
-/// Parts as remembered: each object by its id ([`object_id`]), 16 bytes a part.
-pub type Known = Vec<(u64, u64)>;
+/// Each object a workload uses, by its id ([`object_id`]), with the fingerprint of its part
+/// of the hash: 16 bytes a part.
+pub type Parts = Vec<(u64, u64)>;
 
 /// The parts of `resolved` (a workload's counted references) as they are now.
 pub fn parts(resolved: &[Counted]) -> Parts {
@@ -32,7 +30,7 @@ pub fn parts(resolved: &[Counted]) -> Parts {
                 hash::canonical_form(&[(reference, entry.as_ref().and_then(|e| e.digests()))]);
             let digest = Sha256::digest(text.as_bytes());
             let first8 = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
-            (reference.config.clone(), first8)
+            (object_id(&reference.config), first8)
         })
         .collect()
 }
@@ -41,23 +39,18 @@ pub fn parts(resolved: &[Counted]) -> Parts {
 /// what the workload last ran with. Unknown (no memory of the workload, or of this object
 /// in it): it may be, unless another object's part is known to have changed, which then
 /// explains why the workload is due.
-pub fn changed(
-    config: &ConfigKey,
-    now: &[(ConfigKey, u64)],
-    before: Option<&[(u64, u64)]>,
-) -> bool {
+pub fn changed(config: &ConfigKey, now: &[(u64, u64)], before: Option<&[(u64, u64)]>) -> bool {
     let Some(before) = before else {
         return true;
     };
-    let was = |key: &ConfigKey| {
-        let id = object_id(key);
-        before.iter().find(|(k, _)| *k == id).map(|(_, p)| *p)
-    };
-    match was(config) {
-        Some(was) => now.iter().find(|(k, _)| k == config).map(|(_, p)| *p) != Some(was),
+    let part =
+        |parts: &[(u64, u64)], id: u64| parts.iter().find(|(k, _)| *k == id).map(|(_, p)| *p);
+    let config = object_id(config);
+    match part(before, config) {
+        Some(was) => part(now, config) != Some(was),
         None => !now
             .iter()
-            .any(|(k, p)| k != config && was(k).is_some_and(|was| was != *p)),
+            .any(|(k, p)| *k != config && part(before, *k).is_some_and(|was| was != *p)),
     }
 }
 
@@ -83,7 +76,7 @@ impl Baselines {
     /// The workload carries (or is being given) `hash`, computed from `parts`.
     pub fn learn(&self, key: &WorkloadKey, hash: &str, parts: Parts) {
         let hash = short(hash);
-        let parts = parts.iter().map(|(k, p)| (object_id(k), *p)).collect();
+        let parts = parts.into_boxed_slice();
         let mut known = self.0.lock().unwrap();
         let [newest, older] = known.entry(key.clone()).or_default();
         // Newest first, two kept; learning a hash again moves it to the front.
@@ -96,7 +89,7 @@ impl Baselines {
     }
 
     /// The parts behind `hash`, the hash the workload carries, if wavelet knows them.
-    pub fn of(&self, key: &WorkloadKey, hash: Option<&str>) -> Option<Known> {
+    pub fn of(&self, key: &WorkloadKey, hash: Option<&str>) -> Option<Parts> {
         let hash = short(hash?);
         let known = self.0.lock().unwrap();
         known
@@ -110,7 +103,7 @@ impl Baselines {
     /// The hash wavelet last gave the workload (its first 8 bytes) and the parts behind it
     /// (none known: adopted with a hash older than its configuration): what it carries
     /// while the cache does not show wavelet's adoption of it yet.
-    pub fn newest(&self, key: &WorkloadKey) -> Option<(u64, Known)> {
+    pub fn newest(&self, key: &WorkloadKey) -> Option<(u64, Parts)> {
         let known = self.0.lock().unwrap();
         let (hash, parts) = known.get(key)?[0].as_ref()?;
         Some((*hash, parts.to_vec()))
@@ -132,21 +125,21 @@ mod tests {
     }
 
     /// Parts as remembered.
-    fn known(parts: &[(ConfigKey, u64)]) -> Known {
+    fn known(parts: &[(ConfigKey, u64)]) -> Parts {
         parts.iter().map(|(k, p)| (object_id(k), *p)).collect()
     }
 
     #[test]
     fn only_the_object_whose_part_changed_made_the_workload_due() {
         let before = known(&[(key("cfg"), 1), (key("cfg2"), 7)]);
-        let now = vec![(key("cfg"), 2), (key("cfg2"), 7)];
+        let now = known(&[(key("cfg"), 2), (key("cfg2"), 7)]);
         assert!(changed(&key("cfg"), &now, Some(&before)));
         assert!(!changed(&key("cfg2"), &now, Some(&before)));
     }
 
     #[test]
     fn without_memory_every_object_may_be_the_one_unless_another_is_known_to_have_changed() {
-        let now = vec![(key("cfg"), 2), (key("cfg2"), 7), (key("new"), 3)];
+        let now = known(&[(key("cfg"), 2), (key("cfg2"), 7), (key("new"), 3)]);
         assert!(changed(&key("cfg2"), &now, None));
         let before = known(&[(key("cfg"), 1), (key("cfg2"), 7)]);
         assert!(
@@ -172,9 +165,9 @@ mod tests {
         };
         let baselines = Baselines::default();
         let h = |c: char| c.to_string().repeat(64);
-        baselines.learn(&web, &h('a'), vec![(key("cfg"), 1)]);
+        baselines.learn(&web, &h('a'), known(&[(key("cfg"), 1)]));
         // Rolled to b: until the watch shows b, the workload still carries a.
-        baselines.learn(&web, &h('b'), vec![(key("cfg"), 2)]);
+        baselines.learn(&web, &h('b'), known(&[(key("cfg"), 2)]));
         assert_eq!(
             baselines.of(&web, Some(&h('a'))),
             Some(known(&[(key("cfg"), 1)]))
@@ -183,16 +176,16 @@ mod tests {
             baselines.of(&web, Some(&h('b'))),
             Some(known(&[(key("cfg"), 2)]))
         );
-        baselines.learn(&web, &h('c'), vec![(key("cfg"), 3)]);
+        baselines.learn(&web, &h('c'), known(&[(key("cfg"), 3)]));
         assert_eq!(baselines.of(&web, Some(&h('a'))), None, "two kept");
         // Learnt again, b is the newest, c the older one.
-        baselines.learn(&web, &h('b'), vec![(key("cfg"), 2)]);
+        baselines.learn(&web, &h('b'), known(&[(key("cfg"), 2)]));
         assert_eq!(
             baselines.of(&web, Some(&h('c'))),
             Some(known(&[(key("cfg"), 3)]))
         );
         assert_eq!(baselines.newest(&web).map(|(h, _)| h), Some(short(&h('b'))));
-        baselines.learn(&web, &h('c'), vec![(key("cfg"), 3)]);
+        baselines.learn(&web, &h('c'), known(&[(key("cfg"), 3)]));
         assert_eq!(baselines.of(&web, None), None);
         assert_eq!(
             baselines.newest(&web),
