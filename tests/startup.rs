@@ -71,15 +71,9 @@ fn start(fake: &FakeApi) -> Wavelet {
     Wavelet::start(fake, FAST)
 }
 
-/// Issue 31 item 5: the rollout of a changed Secret does not wait behind the 300 adoptions
-/// queued before it, neither in the work queue nor in the request budget. Read from the
-/// order of the requests: few adoption PATCHes go between the change and its rollout, and
-/// most of the adoptions come after it.
-#[test]
-fn a_secret_change_of_an_adopted_workload_rolls_before_the_adoptions_queued_ahead_of_it() {
-    let fake = FakeApi::start();
-    cluster_to_adopt(&fake);
-    let wavelet = start(&fake);
+/// Rotates Secret `rotated` and waits for the rollout of `adopted`: the adoption PATCHes
+/// sent before the rotation, and between it and that rollout.
+fn rotate_and_count_adoptions(fake: &FakeApi, wavelet: &Wavelet) -> (usize, usize) {
     let mark = fake.request_count();
     let encoded = wavelet::objects::base64::encode(b"second");
     fake.merge_patch(
@@ -88,7 +82,7 @@ fn a_secret_change_of_an_adopted_workload_rolls_before_the_adoptions_queued_ahea
         "rotated",
         json!({"data": {"password": encoded}}),
     );
-    eventually(&fake, &wavelet, "the rollout of `adopted`", |f| {
+    eventually(fake, wavelet, "the rollout of `adopted`", |f| {
         f.requests_since(mark).iter().any(is_patch_of_adopted)
     });
     let since = fake.requests_since(mark);
@@ -98,6 +92,19 @@ fn a_secret_change_of_an_adopted_workload_rolls_before_the_adoptions_queued_ahea
         .iter()
         .filter(|r| is_adoption(r))
         .count();
+    (before, between)
+}
+
+/// Issue 31 item 5: the rollout of a changed Secret does not wait behind the 300 adoptions
+/// queued before it, neither in the work queue nor in the request budget. Read from the
+/// order of the requests: few adoption PATCHes go between the change and its rollout, and
+/// most of the adoptions come after it.
+#[test]
+fn a_secret_change_of_an_adopted_workload_rolls_before_the_adoptions_queued_ahead_of_it() {
+    let fake = FakeApi::start();
+    cluster_to_adopt(&fake);
+    let wavelet = start(&fake);
+    let (before, between) = rotate_and_count_adoptions(&fake, &wavelet);
     // The change waits for its debounce (200 ms), one Secret GET and the requests already
     // in flight: a few dozen PATCHes at 20 a second at most, not the hundreds queued.
     assert!(
@@ -125,24 +132,7 @@ fn a_secret_change_rolls_before_the_adoptions_of_workloads_added_after_the_start
     wait_for_metric(&wavelet, "wavelet_adoptions_pending", "", |n| {
         n >= (TO_ADOPT / 2) as f64
     });
-    let mark = fake.request_count();
-    let encoded = wavelet::objects::base64::encode(b"second");
-    fake.merge_patch(
-        "secrets",
-        NS,
-        "rotated",
-        json!({"data": {"password": encoded}}),
-    );
-    eventually(&fake, &wavelet, "the rollout of `adopted`", |f| {
-        f.requests_since(mark).iter().any(is_patch_of_adopted)
-    });
-    let since = fake.requests_since(mark);
-    let rollout = since.iter().position(is_patch_of_adopted).unwrap();
-    let between = since[..rollout].iter().filter(|r| is_adoption(r)).count();
-    let before = fake.requests()[..mark]
-        .iter()
-        .filter(|r| is_adoption(r))
-        .count();
+    let (before, between) = rotate_and_count_adoptions(&fake, &wavelet);
     // At least half were pending at the change: the rollout went ahead of most of them.
     assert!(
         between <= 60 && before + between < TO_ADOPT,
