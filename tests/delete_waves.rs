@@ -120,6 +120,24 @@ fn one_shot(fake: &FakeApi, args: &[&str]) -> (Option<i32>, String) {
     (status.code(), String::from_utf8_lossy(&stdout).into_owned())
 }
 
+/// The Pods made Ready from now on; every Pod of before replaced once, a's, then b's, then
+/// c's (`--wave-size 25%` of 3: one workload a wave), and the ledger at `hash`.
+fn pods_ready_then_each_replaced_once_in_waves(
+    fake: &FakeApi,
+    wavelet: &Wavelet,
+    hash: &str,
+    before: &BTreeMap<String, BTreeSet<String>>,
+) {
+    fake.set_ready_delay(Duration::ZERO);
+    fake.make_pending_pods_ready();
+    eventually(fake, wavelet, "every Pod replaced", |f| {
+        state_entry(f, LEDGER_KEY).as_deref() == Some(hash)
+    });
+    assert_each_replaced_once(fake, before);
+    let order: Vec<String> = evicted(fake).iter().map(|p| deployment_of(p)).collect();
+    assert_eq!(order, ["a", "a", "b", "b", "c", "c"], "{order:?}");
+}
+
 /// Every Pod replaced exactly once, each one from before the change.
 fn assert_each_replaced_once(fake: &FakeApi, before: &BTreeMap<String, BTreeSet<String>>) {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
@@ -169,15 +187,7 @@ fn the_first_workloads_pods_are_replaced_first_and_the_rest_once_they_are_ready_
         wavelet.output()
     );
 
-    fake.set_ready_delay(Duration::ZERO);
-    fake.make_pending_pods_ready();
-    eventually(&fake, &wavelet, "every Pod replaced", |f| {
-        state_entry(f, LEDGER_KEY).as_deref() == Some(hash.as_str())
-    });
-    assert_each_replaced_once(&fake, &before);
-    // In order: a's, then b's, then c's (--wave-size 25 % of 3: one workload per wave).
-    let order: Vec<String> = evicted(&fake).iter().map(|p| deployment_of(p)).collect();
-    assert_eq!(order, ["a", "a", "b", "b", "c", "c"], "{order:?}");
+    pods_ready_then_each_replaced_once_in_waves(&fake, &wavelet, &hash, &before);
     assert_eq!(state_entry(&fake, FANOUT_KEY), None, "the record goes");
     let complete = events(&fake, "FanOutComplete");
     assert!(
@@ -260,14 +270,7 @@ fn wavelet_killed_mid_wave_goes_on_without_replacing_a_pod_twice() {
     let mark = wavelet.log_mark();
     wavelet.wait_for_log_after(mark, "configmap default/cfg", "delete mode: Started");
     assert_eq!((evicted_of(&fake, "b"), evicted_of(&fake, "c")), (0, 0));
-    fake.set_ready_delay(Duration::ZERO);
-    fake.make_pending_pods_ready();
-    eventually(&fake, &wavelet, "every Pod replaced", |f| {
-        state_entry(f, LEDGER_KEY).as_deref() == Some(hash.as_str())
-    });
-    assert_each_replaced_once(&fake, &before);
-    let order: Vec<String> = evicted(&fake).iter().map(|p| deployment_of(p)).collect();
-    assert_eq!(order, ["a", "a", "b", "b", "c", "c"], "{order:?}");
+    pods_ready_then_each_replaced_once_in_waves(&fake, &wavelet, &hash, &before);
 }
 
 #[test]
