@@ -484,6 +484,36 @@ fn a_change_of_one_shared_configmap_is_no_fan_out_of_another_one_the_workloads_u
     );
 }
 
+/// Which object changed is remembered in memory only: after a restart (as after a leader
+/// change) wavelet learns it again when it finds each workload up to date, so a change made
+/// then is still `cfg`'s fan-out alone, and `cfg2`, unchanged, gets nothing.
+#[test]
+fn after_a_restart_a_change_of_one_shared_configmap_is_still_no_fan_out_of_the_other() {
+    let fake = two_shared();
+    let up_to_date = |wavelet: &Wavelet| {
+        for name in NAMES {
+            wait_until_up_to_date(wavelet, &format!("deployment {NS}/{name}"), 0);
+        }
+    };
+    let first = start(&fake, &[]);
+    up_to_date(&first);
+    first.kill();
+    let wavelet = start(&fake, &["--rollout-timeout", "2s"]);
+    up_to_date(&wavelet);
+    fake.set_ready_delay(Duration::from_secs(600));
+    fake.merge_patch("configmaps", NS, "cfg", json!({"data": {"k": "2"}}));
+    eventually(&fake, &wavelet, "cfg's fan-out held", |f| {
+        !events(f, "cfg", "FanOutHeld").is_empty()
+    });
+    assert!(
+        events(&fake, "cfg2", "FanOutWave").is_empty()
+            && events(&fake, "cfg2", "FanOutHeld").is_empty(),
+        "{}",
+        wavelet.output()
+    );
+    assert_eq!(state_entry(&fake, "fanout.configmap.default.cfg2"), None);
+}
+
 /// Issue 32, item 3: `wavelet.dev/urgent` on `ca` let ca's change through the restart
 /// window; a later change of `app-config`, which web also mounts, waits for the window.
 #[test]
