@@ -342,10 +342,15 @@ fn a_canary_workloads_pods_go_first() {
     );
     let wavelet = start(&fake, &[]);
     change(&fake);
-    eventually(&fake, &wavelet, "wave 1 told", |f| {
-        !events(f, "FanOutWave").is_empty()
-    });
-    let wave = events(&fake, "FanOutWave").remove(0);
+    // Nothing here holds wave 2 back, so its Event may be there as soon as wave 1's; the
+    // fake lists Events by name, not in the order they were made.
+    let wave_1 = |f: &FakeApi| {
+        events(f, "FanOutWave")
+            .into_iter()
+            .find(|message| message.contains("wave 1 replaces"))
+    };
+    eventually(&fake, &wavelet, "wave 1 told", |f| wave_1(f).is_some());
+    let wave = wave_1(&fake).unwrap();
     assert!(
         wave.contains("wave 1 replaces the 2 Pod(s) of deployment default/c"),
         "{wave}"
