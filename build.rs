@@ -29,6 +29,7 @@ fn main() {
         println!("cargo:rerun-if-changed={path}");
     }
     embed_time_zones();
+    compact_relocations();
     let target = env("TARGET");
     let under = target.replace('-', "_");
     // The C compiler ring uses (cc-rs looks these up), recorded in the SBOM.
@@ -108,6 +109,20 @@ fn main() {
             "cargo:warning=no {} section for {target}: only linux x86_64 and aarch64 binaries carry it",
             auditable::SECTION
         ),
+    }
+}
+
+/// The static musl binaries are position-independent (static-pie: the kernel places them
+/// anywhere, and musl's start-up code relocates them). Their relocations, one 24-byte
+/// `Elf64_Rela` per pointer in the read-only data, were 117 KB of the 3.96 MB x86_64
+/// binary; `-z pack-relative-relocs` writes them as RELR bitmaps instead (a few hundred
+/// bytes), which musl applies since 1.2.4 (Rust's musl targets carry 1.2.5). GNU ld has
+/// the option since 2.38; the binaries keep being position-independent.
+fn compact_relocations() {
+    let musl = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "musl");
+    let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
+    if musl && linux {
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
 }
 
