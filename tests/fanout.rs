@@ -783,3 +783,72 @@ fn a_workload_in_its_pause_period_holds_no_wave_and_rolls_once_with_the_latest()
         wavelet.output()
     );
 }
+
+/// A restart window that cannot be read is told once while it stands (one log line, one
+/// Warning), not at each change; fixed and then broken again, it is told again. (What is
+/// told is kept by workload and dropped with it, so it does not grow with churn.)
+#[test]
+fn an_unreadable_restart_window_is_told_once_while_it_stands_and_again_when_it_comes_back() {
+    const TOLD: &str = "wavelet.dev/restart-window on the workload cannot be read";
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app-config", &[("k", "0")]));
+    let mut annotations = opted_in();
+    annotations["wavelet.dev/restart-window"] = json!("every full moon");
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        annotations,
+        mounts_configmap("app-config"),
+    ));
+    let wavelet = Wavelet::start(&fake, FAST);
+    eventually(&fake, &wavelet, "web adopted", |f| {
+        hashes(f, "deployments", NS, "web", "wavelet.dev/config-hash")
+            .1
+            .is_some()
+    });
+    let mut n = 0;
+    let mut change_and_roll = |fake: &FakeApi| {
+        n += 1;
+        let before = rolled(fake, "web");
+        fake.merge_patch(
+            "configmaps",
+            NS,
+            "app-config",
+            json!({"data": {"k": n.to_string()}}),
+        );
+        // The window out applies (none): it rolls.
+        eventually(fake, &wavelet, "web rolled", |f| rolled(f, "web") > before);
+        wavelet.output().matches(TOLD).count()
+    };
+    assert_eq!(change_and_roll(&fake), 1, "{}", wavelet.output());
+    assert_eq!(change_and_roll(&fake), 1, "still standing: not told again");
+    let set_window = |window: Value| {
+        fake.merge_patch(
+            "deployments",
+            NS,
+            "web",
+            json!({"metadata": {"annotations": {"wavelet.dev/restart-window": window}}}),
+        );
+    };
+    set_window(Value::Null);
+    assert_eq!(change_and_roll(&fake), 1, "fixed");
+    set_window(json!("every full moon"));
+    assert_eq!(change_and_roll(&fake), 2, "back: told again");
+    // Each telling is a Warning (written by the Events thread, a moment later): one
+    // Event whose series counts 2, or two Events.
+    let told = |f: &FakeApi| -> u64 {
+        f.events_for(NS, "web")
+            .iter()
+            .filter(|e| e["reason"] == "InvalidAnnotation")
+            .map(|e| {
+                e["series"]["count"]
+                    .as_u64()
+                    .or(e["count"].as_u64())
+                    .unwrap_or(1)
+            })
+            .sum()
+    };
+    eventually(&fake, &wavelet, "the second Warning", |f| told(f) >= 2);
+    assert_eq!(told(&fake), 2);
+}

@@ -16,6 +16,7 @@ pub(crate) mod baseline;
 pub(crate) mod gates;
 pub(crate) mod record;
 pub(crate) mod tidy;
+mod warned;
 pub(crate) mod waves;
 
 use std::collections::{HashMap, HashSet};
@@ -27,6 +28,7 @@ use crate::error::Error;
 use crate::hashmode::fanout::baseline::Baselines;
 use crate::hashmode::fanout::gates::{Pending, UrgentDecision};
 use crate::hashmode::fanout::record::{workload_id, Record, Urgent, FANOUT, URGENT};
+use crate::hashmode::fanout::warned::Warned;
 use crate::hashmode::fanout::waves::{Decision, Member, Settings};
 use crate::hashmode::throttle::Debounce;
 use crate::model::cache::{Cache, ConfigEntry};
@@ -379,8 +381,10 @@ struct Memory {
     refused: HashMap<WorkloadKey, String>,
     /// The workloads waiting now, and why (for `/metrics` and one Event per reason).
     pending: HashMap<WorkloadKey, Pending>,
-    /// Warnings about annotations that cannot be read, each once.
-    warned: HashSet<String>,
+    /// Annotations that cannot be read, told once while they stand: a workload's restart
+    /// window, an object's fan-out settings.
+    warned_workloads: Warned<WorkloadKey>,
+    warned_objects: Warned<ConfigKey>,
 }
 
 /// The coordinator of fan-outs, pauses and windows for `wavelet run`.
@@ -491,6 +495,17 @@ impl FanOuts {
                 grace,
             )
         };
+        {
+            // What was told of objects and workloads gone goes with them.
+            let cache = &self.judge.cache;
+            let mut memory = self.memory.lock().unwrap();
+            memory
+                .warned_objects
+                .retain(|config| cache.config(config).is_some());
+            memory
+                .warned_workloads
+                .retain(|key| cache.workload(key).is_some());
+        }
         for key in expired {
             let value = &entries[&key];
             if self.state.set_if(&key, Some(Some(value)), None)? == Written::Done {
@@ -513,6 +528,7 @@ impl FanOuts {
         if !memory.refused.is_empty() {
             memory.refused.remove(key);
         }
+        memory.warned_workloads.forget(key);
     }
 
     /// The workload carries (or was just given) `hash`, computed from `resolved`: what a
@@ -636,21 +652,22 @@ impl FanOuts {
             ],
             self.judge.fan_out.restart_window.as_ref(),
         );
-        if !problems.is_empty() {
+        let texts = problems
+            .into_iter()
+            .map(|(place, why)| format!("wavelet.dev/restart-window on {place} cannot be read: {why}; the next window out applies"))
+            .collect();
+        let untold = self
+            .memory
+            .lock()
+            .unwrap()
+            .warned_workloads
+            .stand(key, texts);
+        if !untold.is_empty() {
             let about = self.workload_ref(key, entry);
-            for (place, why) in problems {
-                let text = format!("wavelet.dev/restart-window on {place} cannot be read: {why}; the next window out applies");
-                if self
-                    .memory
-                    .lock()
-                    .unwrap()
-                    .warned
-                    .insert(format!("{key} {text}"))
-                {
-                    log::warn!("{key}: {text}");
-                    if let Some(about) = &about {
-                        self.recorder.warning(about, "InvalidAnnotation", &text);
-                    }
+            for text in untold {
+                log::warn!("{key}: {text}");
+                if let Some(about) = &about {
+                    self.recorder.warning(about, "InvalidAnnotation", &text);
                 }
             }
         }
@@ -1114,23 +1131,28 @@ impl FanOuts {
         Ok(urgent)
     }
 
+    /// Tells the problems of `config`'s fan-out annotations not told while they stand.
     fn warn(&self, config: &ConfigKey, problems: Vec<String>) {
-        for problem in problems {
-            if self.memory.lock().unwrap().warned.insert(problem.clone()) {
-                log::warn!("{problem}; the global setting applies");
-                if let Some(entry) = self.judge.cache.config(config) {
-                    let about = ObjectRef::new(
-                        &config.kind.resource(),
-                        &config.namespace,
-                        &config.name,
-                        &entry.uid.to_string(),
-                    );
-                    self.recorder.warning(
-                        &about,
-                        "InvalidAnnotation",
-                        &format!("{problem}; the global setting applies"),
-                    );
-                }
+        let untold = self
+            .memory
+            .lock()
+            .unwrap()
+            .warned_objects
+            .stand(config, problems);
+        for problem in untold {
+            log::warn!("{problem}; the global setting applies");
+            if let Some(entry) = self.judge.cache.config(config) {
+                let about = ObjectRef::new(
+                    &config.kind.resource(),
+                    &config.namespace,
+                    &config.name,
+                    &entry.uid.to_string(),
+                );
+                self.recorder.warning(
+                    &about,
+                    "InvalidAnnotation",
+                    &format!("{problem}; the global setting applies"),
+                );
             }
         }
     }
