@@ -168,3 +168,63 @@ fn ready_answers_before_adoption_is_done_and_the_gauge_counts_what_is_left() {
         "each adopted once"
     );
 }
+
+/// A hash recorded under a key no longer in `--hash-key-file` cannot tell a change made
+/// while wavelet was stopped from the rotation (recorded, no rollout). A change made after
+/// the start, while the workload waits behind the adoptions for its first look, is seen:
+/// the configuration wavelet first saw is what it is judged by, and it rolls once.
+/// (It was taken in with the rotation: a change lost for as long as adoption lasts.)
+#[test]
+fn across_a_rotation_without_the_old_key_a_change_after_the_start_rolls_once() {
+    let fake = FakeApi::start();
+    new_workloads(&fake);
+    fake.apply(secret(NS, "rotated", &[("password", "first")]));
+    let mut annotations = opted_in();
+    annotations[HASH] = json!("0".repeat(64));
+    // Recorded by an earlier run under a key this run is not given.
+    annotations["wavelet.dev/config-basis"] = json!("v1 k=0123456789abcdef s=0011223344556677 p=");
+    // Named to be looked at last, behind the adoptions of `new-N`.
+    fake.apply(workload(
+        "StatefulSet",
+        NS,
+        "zz-rotated",
+        annotations,
+        json!({"containers": [{"name": "app", "image": "nginx",
+            "envFrom": [{"secretRef": {"name": "rotated"}}]}]}),
+    ));
+    let dir = TempDir::new("startup-rotation");
+    let key = dir.write("key", "new key\n");
+    let wavelet = Wavelet::start(
+        &fake,
+        &[FAST, &["--hash-key-file", key.to_str().unwrap()]].concat(),
+    );
+    assert!(
+        metric(&wavelet, "wavelet_adoptions_pending", "") > (TO_ADOPT / 2) as f64,
+        "the change must come while the adoptions are pending"
+    );
+    let encoded = wavelet::objects::base64::encode(b"second");
+    fake.merge_patch(
+        "secrets",
+        NS,
+        "rotated",
+        json!({"data": {"password": encoded}}),
+    );
+    eventually(&fake, &wavelet, "zz-rotated rolled", |f| {
+        template_patches(f, "statefulsets", NS, "zz-rotated") == 1
+    });
+    assert!(
+        wavelet.output().contains("as first seen: the key it was recorded under (k=0123456789abcdef) is no longer in --hash-key-file; it changed since to"),
+        "{}",
+        wavelet.output()
+    );
+    assert!(
+        wavelet.wait_for_output("adoption complete", std::time::Duration::from_secs(120)),
+        "{}",
+        wavelet.output()
+    );
+    assert_eq!(
+        template_patches(&fake, "statefulsets", NS, "zz-rotated"),
+        1,
+        "rolled once"
+    );
+}

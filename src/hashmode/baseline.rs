@@ -15,6 +15,11 @@
 //! first one known is the baseline. Baselines are
 //! in memory only, dropped at adoption or when the workload goes.
 //!
+//! A workload whose hash was recorded under a key no longer in `--hash-key-file` is
+//! treated the same until wavelet re-records it: its record cannot tell a change from the
+//! rotation, so a change after wavelet first saw it rolls once, not taken in with the
+//! rotation ([`Baselines::record_unjudgeable`]).
+//!
 //! "First seen" is in the API server's order, not in the order the watches deliver: a
 //! baseline notes the workload's resourceVersion at that moment ([`Baseline::seen_at`]).
 //! A ConfigMap/Secret written before it (a smaller resourceVersion) and delivered late by
@@ -26,6 +31,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::hashmode::basis::{self, Basis};
 use crate::hashmode::parts::{hash_with_parts, Fingerprint};
 use crate::model::cache::Cache;
 use crate::model::counted::{counted, Counted};
@@ -136,32 +142,32 @@ pub(crate) fn unknown_input(
         .map(|(r, _)| Unknown::Data(r.config.clone()))
 }
 
-/// The baselines of the workloads not adopted yet.
+/// The baselines of the workloads not adopted yet, and of those whose record cannot be
+/// judged (made under a hash key no longer given).
 pub struct Baselines {
     cache: Arc<Cache>,
-    hmac_key: Option<Vec<u8>>,
+    /// The settings hashes are made under: the key, and the previous keys a recorded basis
+    /// may name.
+    basis: basis::Settings,
     /// `--resource-label-selector`: an absent object may just lack the label.
     absent_is_filtered: bool,
     noted: Mutex<HashMap<WorkloadKey, Baseline>>,
 }
 
 impl Baselines {
-    pub fn new(
-        cache: Arc<Cache>,
-        hmac_key: Option<Vec<u8>>,
-        absent_is_filtered: bool,
-    ) -> Baselines {
+    pub fn new(cache: Arc<Cache>, basis: basis::Settings, absent_is_filtered: bool) -> Baselines {
         Baselines {
             cache,
-            hmac_key,
+            basis,
             absent_is_filtered,
             noted: Mutex::new(HashMap::new()),
         }
     }
 
     /// The data of a ConfigMap/Secret that `dependents` count is about to change in the
-    /// cache: each of them that is opted in, records no hash yet, has all its inputs known
-    /// (none missing) and no baseline yet gets one now, from the data as it still is.
+    /// cache: each of them that is opted in, records no hash yet (or one whose record
+    /// cannot be judged, [`Baselines::record_unjudgeable`]), has all its inputs known (none
+    /// missing) and no baseline yet gets one now, from the data as it still is.
     pub fn before_change(&self, dependents: &[WorkloadKey]) {
         for key in dependents {
             if self.noted.lock().unwrap().contains_key(key) {
@@ -170,7 +176,9 @@ impl Baselines {
             let Some(entry) = self.cache.workload(key) else {
                 continue;
             };
-            if entry.flavor.is_none() || entry.recorded_hash().is_some() {
+            if entry.flavor.is_none()
+                || (entry.recorded_hash().is_some() && !self.record_unjudgeable(&entry))
+            {
                 continue;
             }
             if let Some(baseline) = self.current(key, &entry) {
@@ -194,6 +202,18 @@ impl Baselines {
             .clone()
     }
 
+    /// Whether `entry` records a hash under a key no longer in `--hash-key-file`: its
+    /// basis cannot tell a change of data from the rotation ([`basis::Across::KeyUnavailable`]),
+    /// so, as for a workload not adopted yet, what wavelet first saw is what its Pods run,
+    /// and a change after that sight rolls once.
+    pub(crate) fn record_unjudgeable(&self, entry: &WorkloadEntry) -> bool {
+        entry
+            .basis
+            .as_deref()
+            .and_then(Basis::parse)
+            .is_some_and(|recorded| self.basis.key_by_id(&recorded.key_id).is_none())
+    }
+
     /// Adopted, recorded by someone else, opted out or gone: no baseline any more.
     pub(crate) fn forget(&self, key: &WorkloadKey) {
         self.noted.lock().unwrap().remove(key);
@@ -210,7 +230,7 @@ impl Baselines {
         if unknown_input(&self.cache, key, entry, &resolved).is_some() {
             return None;
         }
-        let (computed, named) = hash_with_parts(&resolved, self.hmac_key.as_deref());
+        let (computed, named) = hash_with_parts(&resolved, self.basis.hmac_key.as_deref());
         // Missing what it needs, its Pods do not start: what it was first seen with does
         // not run anywhere, and the object's coming is no change to roll for.
         if !computed.missing.is_empty() && !self.absent_is_filtered {

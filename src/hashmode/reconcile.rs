@@ -240,7 +240,7 @@ impl Reconciler {
         );
         let baselines = Arc::new(Baselines::new(
             Arc::clone(&cache),
-            settings.hmac_key.clone(),
+            settings.basis.clone(),
             settings.absent_is_filtered,
         ));
         Reconciler {
@@ -342,7 +342,11 @@ impl Reconciler {
         let uid = entry.uid.to_string();
         let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &uid);
 
-        if entry.recorded_hash().is_some() {
+        // Recorded under a key no longer given, it is judged by what wavelet first saw,
+        // like a workload not adopted yet (`Baselines::record_unjudgeable`).
+        let unjudgeable =
+            entry.recorded_hash().is_some() && self.baselines.record_unjudgeable(entry);
+        if entry.recorded_hash().is_some() && !unjudgeable {
             // Adopted (by us, or by the leader while this replica stood by).
             self.baselines.forget(key);
         }
@@ -377,9 +381,12 @@ impl Reconciler {
             .filter(|recorded| recorded.key_id != basis_now.key_id)
             .and_then(|recorded| self.settings.basis.key_by_id(&recorded.key_id))
             .map(|key| parts_under(&resolved, key));
-        let across = match &takeover {
-            Some(_) => Across::SameBasis,
-            None => basis::compare(
+        let across = match (&takeover, unseen) {
+            (Some(_), _) => Across::SameBasis,
+            // The hash it records is our own write, not shown yet: made under the settings
+            // now, whatever older basis the cache still shows.
+            (None, Some(_)) => Across::SameBasis,
+            (None, None) => basis::compare(
                 recorded_basis.as_ref(),
                 &basis_now,
                 under_recorded_key.as_deref(),
@@ -501,21 +508,23 @@ impl Reconciler {
                     fingerprints: fingerprints.clone(),
                     seen_at: sight(entry),
                 };
-                let first_seen = (step == Step::Adopt).then(|| {
-                    let noted = self.baselines.first_seen(key, current.clone());
-                    // Noted from a cache that a lagging watch kept behind the workload:
-                    // what it missed came before the workload, and is part of the baseline.
-                    let missed = noted.seen_at.and_then(|seen_at| {
-                        made_before_sight(seen_at, &noted.fingerprints, &resolved, &named)
+                let first_seen = (step == Step::Adopt
+                    || (step == Step::Record && across == Across::KeyUnavailable))
+                    .then(|| {
+                        let noted = self.baselines.first_seen(key, current.clone());
+                        // Noted from a cache that a lagging watch kept behind the workload:
+                        // what it missed came before the workload, and is part of the baseline.
+                        let missed = noted.seen_at.and_then(|seen_at| {
+                            made_before_sight(seen_at, &noted.fingerprints, &resolved, &named)
+                        });
+                        match missed {
+                            Some(_) => Baseline {
+                                seen_at: noted.seen_at,
+                                ..current
+                            },
+                            None => noted,
+                        }
                     });
-                    match missed {
-                        Some(_) => Baseline {
-                            seen_at: noted.seen_at,
-                            ..current
-                        },
-                        None => noted,
-                    }
-                });
                 let hash = first_seen
                     .as_ref()
                     .map_or(computed.hash.as_str(), |b| b.hash.as_str())
@@ -541,6 +550,14 @@ impl Reconciler {
                     )
                 } else if step == Step::Adopt {
                     format!("adopted with config hash {short} (no rollout)")
+                } else if let (Across::KeyUnavailable, Some(recorded), true) =
+                    (across, &recorded_basis, hash != computed.hash)
+                {
+                    format!(
+                        "recorded config hash {short} without a rollout, as first seen: the key it was recorded under (k={}) is no longer in --hash-key-file; it changed since to {}: rolling once",
+                        recorded.key_id,
+                        hash::short(&computed.hash)
+                    )
                 } else if let (Across::KeyUnavailable, Some(recorded)) = (across, &recorded_basis) {
                     format!(
                         "recorded config hash {short} without a rollout: the hash key changed, and the key it was recorded under (k={}) is no longer in --hash-key-file: a change made while wavelet was stopped could not be checked in {}",
