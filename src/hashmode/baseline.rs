@@ -146,19 +146,24 @@ pub(crate) fn unknown_input(
 /// judged (made under a hash key no longer given).
 pub struct Baselines {
     cache: Arc<Cache>,
-    /// The settings hashes are made under: the key, and the previous keys a recorded basis
-    /// may name.
-    basis: basis::Settings,
+    /// `--hash-key-file`'s key, which hashes are made with.
+    hmac_key: Option<Vec<u8>>,
+    /// The ids of the keys a recorded basis can be judged under (`none`, the key, the
+    /// previous keys), worked out once: every change asks, for each of its dependents.
+    judgeable_key_ids: Vec<String>,
     /// `--resource-label-selector`: an absent object may just lack the label.
     absent_is_filtered: bool,
     noted: Mutex<HashMap<WorkloadKey, Baseline>>,
 }
 
 impl Baselines {
-    pub fn new(cache: Arc<Cache>, basis: basis::Settings, absent_is_filtered: bool) -> Baselines {
+    pub fn new(cache: Arc<Cache>, basis: &basis::Settings, absent_is_filtered: bool) -> Baselines {
+        let mut judgeable_key_ids = vec![basis::key_id(None), basis.key_id()];
+        judgeable_key_ids.extend(basis.previous_key_ids());
         Baselines {
             cache,
-            basis,
+            hmac_key: basis.hmac_key.clone(),
+            judgeable_key_ids,
             absent_is_filtered,
             noted: Mutex::new(HashMap::new()),
         }
@@ -207,11 +212,12 @@ impl Baselines {
     /// so, as for a workload not adopted yet, what wavelet first saw is what its Pods run,
     /// and a change after that sight rolls once.
     pub(crate) fn record_unjudgeable(&self, entry: &WorkloadEntry) -> bool {
+        // As the reconciler reads it: a basis that does not parse is none.
         entry
             .basis
             .as_deref()
             .and_then(Basis::parse)
-            .is_some_and(|recorded| self.basis.key_by_id(&recorded.key_id).is_none())
+            .is_some_and(|recorded| !self.judgeable_key_ids.contains(&recorded.key_id))
     }
 
     /// Adopted, recorded by someone else, opted out or gone: no baseline any more.
@@ -230,7 +236,7 @@ impl Baselines {
         if unknown_input(&self.cache, key, entry, &resolved).is_some() {
             return None;
         }
-        let (computed, named) = hash_with_parts(&resolved, self.basis.hmac_key.as_deref());
+        let (computed, named) = hash_with_parts(&resolved, self.hmac_key.as_deref());
         // Missing what it needs, its Pods do not start: what it was first seen with does
         // not run anywhere, and the object's coming is no change to roll for.
         if !computed.missing.is_empty() && !self.absent_is_filtered {

@@ -240,7 +240,7 @@ impl Reconciler {
         );
         let baselines = Arc::new(Baselines::new(
             Arc::clone(&cache),
-            settings.basis.clone(),
+            &settings.basis,
             settings.absent_is_filtered,
         ));
         Reconciler {
