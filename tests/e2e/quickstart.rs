@@ -176,6 +176,16 @@ pub fn quick_start(ctx: &Ctx) {
         });
     ctx.kube
         .until(LONG, "two worker Pods", || pods(ctx, "worker").len() == 2);
+    // The Deployment controller may not have made web's first ReplicaSet yet (CI saw 0):
+    // wait until it has, and has observed web's latest spec. A rollout by the adoption
+    // would then show as a second ReplicaSet.
+    ctx.kube
+        .until(LONG, "web's ReplicaSet, for its latest spec", || {
+            replica_sets(ctx, "web") >= 1
+                && ctx.kube.get("Deployment", "apps", "web").is_some_and(|d| {
+                    d["status"]["observedGeneration"] == d["metadata"]["generation"]
+                })
+        });
     assert_eq!(replica_sets(ctx, "web"), 1, "adoption rolled web");
 
     // `kubectl -n apps edit configmap web-config`: change nginx.conf.
