@@ -71,10 +71,8 @@ fn start(fake: &FakeApi) -> Wavelet {
     Wavelet::start(fake, FAST)
 }
 
-/// Rotates Secret `rotated` and waits for the rollout of `adopted`: the adoption PATCHes
-/// sent before the rotation, and between it and that rollout.
-fn rotate_and_count_adoptions(fake: &FakeApi, wavelet: &Wavelet) -> (usize, usize) {
-    let mark = fake.request_count();
+/// Rotates Secret `rotated` (its password from "first" to "second").
+fn rotate(fake: &FakeApi) {
     let encoded = wavelet::objects::base64::encode(b"second");
     fake.merge_patch(
         "secrets",
@@ -82,6 +80,13 @@ fn rotate_and_count_adoptions(fake: &FakeApi, wavelet: &Wavelet) -> (usize, usiz
         "rotated",
         json!({"data": {"password": encoded}}),
     );
+}
+
+/// Rotates Secret `rotated` and waits for the rollout of `adopted`: the adoption PATCHes
+/// sent before the rotation, and between it and that rollout.
+fn rotate_and_count_adoptions(fake: &FakeApi, wavelet: &Wavelet) -> (usize, usize) {
+    let mark = fake.request_count();
+    rotate(fake);
     eventually(fake, wavelet, "the rollout of `adopted`", |f| {
         f.requests_since(mark).iter().any(is_patch_of_adopted)
     });
@@ -202,13 +207,7 @@ fn across_a_rotation_without_the_old_key_a_change_after_the_start_rolls_once() {
         metric(&wavelet, "wavelet_adoptions_pending", "") > (TO_ADOPT / 2) as f64,
         "the change must come while the adoptions are pending"
     );
-    let encoded = wavelet::objects::base64::encode(b"second");
-    fake.merge_patch(
-        "secrets",
-        NS,
-        "rotated",
-        json!({"data": {"password": encoded}}),
-    );
+    rotate(&fake);
     eventually(&fake, &wavelet, "zz-rotated rolled", |f| {
         template_patches(f, "statefulsets", NS, "zz-rotated") == 1
     });
