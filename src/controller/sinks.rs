@@ -367,7 +367,7 @@ impl Router {
         let unadopted = self
             .cache
             .workload(workload)
-            .is_some_and(|e| e.template_hash.is_none() && e.metadata_hash.is_none());
+            .is_some_and(|e| e.recorded_hash().is_none());
         if unadopted {
             Priority::Background
         } else {

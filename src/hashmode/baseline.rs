@@ -31,7 +31,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::hashmode::basis::{self, Basis};
+use crate::hashmode::basis;
 use crate::hashmode::parts::{hash_with_parts, Fingerprint};
 use crate::model::cache::Cache;
 use crate::model::counted::{counted, Counted};
@@ -212,12 +212,12 @@ impl Baselines {
     /// so, as for a workload not adopted yet, what wavelet first saw is what its Pods run,
     /// and a change after that sight rolls once.
     pub(crate) fn record_unjudgeable(&self, entry: &WorkloadEntry) -> bool {
-        // As the reconciler reads it: a basis that does not parse is none.
-        entry
-            .basis
-            .as_deref()
-            .and_then(Basis::parse)
-            .is_some_and(|recorded| !self.judgeable_key_ids.contains(&recorded.key_id))
+        entry.basis.as_ref().is_some_and(|recorded| {
+            !self
+                .judgeable_key_ids
+                .iter()
+                .any(|id| id == recorded.key_id())
+        })
     }
 
     /// Adopted, recorded by someone else, opted out or gone: no baseline any more.

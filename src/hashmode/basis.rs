@@ -11,6 +11,8 @@
 //! v1 k=<key id> s=<settings id> p=<object>:<part>,<object>:<part>,...
 //! ```
 //!
+//! (read and written by [`crate::model::recorded_basis`], which the cache holds).
+//!
 //! `<key id>` is `none` or the first 8 bytes (hex) of HMAC-SHA256(key, "wavelet.dev/hash-key-id");
 //! `<settings id>` the first 8 bytes of the SHA-256 of the settings' text
 //! ([`Settings::id`]); each part one object present when the hash was computed: 8 bytes of
@@ -32,6 +34,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::hashmode::parts::Fingerprint;
 use crate::model::hash::{hex, hmac_sha256};
+pub use crate::model::recorded_basis::Basis;
 
 /// The version of the hash's canonical form (README "The hash").
 pub const HASH_VERSION: &str = "v1";
@@ -109,72 +112,14 @@ impl Settings {
     }
 }
 
-/// A basis as recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Basis {
-    pub version: String,
-    pub key_id: String,
-    pub settings_id: String,
-    /// The objects present when the hash was computed, and their parts.
-    pub parts: Vec<(u64, u64)>,
-}
-
-impl Basis {
-    /// The basis of a hash computed now under `settings`, of objects with `fingerprints`.
-    pub(crate) fn now(settings: &Settings, fingerprints: &[Fingerprint]) -> Basis {
-        Basis {
-            version: HASH_VERSION.into(),
-            key_id: settings.key_id(),
-            settings_id: settings.id(),
-            parts: fingerprints
-                .iter()
-                .filter(|f| f.present)
-                .map(|f| (f.object, f.part))
-                .collect(),
-        }
-    }
-
-    /// The annotation's value.
-    pub fn render(&self) -> String {
-        let parts: Vec<String> = self
-            .parts
-            .iter()
-            .map(|(object, part)| format!("{object:016x}:{part:016x}"))
-            .collect();
-        format!(
-            "{} k={} s={} p={}",
-            self.version,
-            self.key_id,
-            self.settings_id,
-            parts.join(",")
-        )
-    }
-
-    /// Parses an annotation's value; `None` when it is not one.
-    pub fn parse(text: &str) -> Option<Basis> {
-        let mut fields = text.split(' ');
-        let version = fields.next()?.to_string();
-        let key_id = fields.next()?.strip_prefix("k=")?.to_string();
-        let settings_id = fields.next()?.strip_prefix("s=")?.to_string();
-        let parts_text = fields.next()?.strip_prefix("p=")?;
-        if fields.next().is_some() {
-            return None;
-        }
-        let mut parts = Vec::new();
-        for part in parts_text.split(',').filter(|p| !p.is_empty()) {
-            let (object, digest) = part.split_once(':')?;
-            parts.push((
-                u64::from_str_radix(object, 16).ok()?,
-                u64::from_str_radix(digest, 16).ok()?,
-            ));
-        }
-        Some(Basis {
-            version,
-            key_id,
-            settings_id,
-            parts,
-        })
-    }
+/// The basis of a hash computed now under `settings`, of objects with `fingerprints`.
+pub(crate) fn now(settings: &Settings, fingerprints: &[Fingerprint]) -> Basis {
+    let parts: Box<[(u64, u64)]> = fingerprints
+        .iter()
+        .filter(|f| f.present)
+        .map(|f| (f.object, f.part))
+        .collect();
+    Basis::new(HASH_VERSION, &settings.key_id(), &settings.id(), parts)
 }
 
 /// What the recorded basis tells about a recorded hash that differs from the hash now.
@@ -205,14 +150,14 @@ pub fn compare(
     let Some(recorded) = recorded else {
         return Across::SameBasis;
     };
-    if recorded.version == now.version
-        && recorded.key_id == now.key_id
-        && recorded.settings_id == now.settings_id
+    if recorded.version() == now.version()
+        && recorded.key_id() == now.key_id()
+        && recorded.settings_id() == now.settings_id()
     {
         return Across::SameBasis;
     }
-    let parts_now = if recorded.key_id == now.key_id {
-        now.parts.as_slice()
+    let parts_now = if recorded.key_id() == now.key_id() {
+        &now.parts[..]
     } else {
         match under_recorded_key {
             Some(parts) => parts,
@@ -237,28 +182,7 @@ mod tests {
     use super::*;
 
     fn basis(key: &str, settings: &str, parts: &[(u64, u64)]) -> Basis {
-        Basis {
-            version: HASH_VERSION.into(),
-            key_id: key.into(),
-            settings_id: settings.into(),
-            parts: parts.to_vec(),
-        }
-    }
-
-    #[test]
-    fn a_basis_renders_and_parses_back() {
-        let b = basis("none", "0011223344556677", &[(1, 2), (u64::MAX, 0)]);
-        let text = b.render();
-        assert_eq!(
-            text,
-            "v1 k=none s=0011223344556677 p=0000000000000001:0000000000000002,ffffffffffffffff:0000000000000000"
-        );
-        assert_eq!(Basis::parse(&text), Some(b));
-        assert_eq!(
-            Basis::parse("v1 k=none s=00 p=").map(|b| b.parts),
-            Some(vec![])
-        );
-        assert_eq!(Basis::parse("garbage"), None);
+        Basis::new(HASH_VERSION, key, settings, parts)
     }
 
     #[test]

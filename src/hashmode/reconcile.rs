@@ -373,24 +373,21 @@ impl Reconciler {
         let written_unseen = unseen == Some(computed.hash.as_str());
         // Computed under other settings (a flag, the key, wavelet's hash version): the
         // objects' parts tell a data change from a change of settings only.
-        let basis_now = Basis::now(&self.settings.basis, &fingerprints);
-        let recorded_basis = entry.basis.as_deref().and_then(Basis::parse);
+        let basis_now = basis::now(&self.settings.basis, &fingerprints);
+        let recorded_basis = entry.basis.as_ref();
         // Under a previous key still given, the parts now are recomputed under it.
         let under_recorded_key = recorded_basis
-            .as_ref()
-            .filter(|recorded| recorded.key_id != basis_now.key_id)
-            .and_then(|recorded| self.settings.basis.key_by_id(&recorded.key_id))
+            .filter(|recorded| recorded.key_id() != basis_now.key_id())
+            .and_then(|recorded| self.settings.basis.key_by_id(recorded.key_id()))
             .map(|key| parts_under(&resolved, key));
         let across = match (&takeover, unseen) {
             (Some(_), _) => Across::SameBasis,
             // The hash it records is our own write, not shown yet: made under the settings
             // now, whatever older basis the cache still shows.
             (None, Some(_)) => Across::SameBasis,
-            (None, None) => basis::compare(
-                recorded_basis.as_ref(),
-                &basis_now,
-                under_recorded_key.as_deref(),
-            ),
+            (None, None) => {
+                basis::compare(recorded_basis, &basis_now, under_recorded_key.as_deref())
+            }
         };
         let window = entry
             .counting
@@ -530,7 +527,7 @@ impl Reconciler {
                     .map_or(computed.hash.as_str(), |b| b.hash.as_str())
                     .to_string();
                 let written_basis = match &first_seen {
-                    Some(baseline) => Basis::now(&self.settings.basis, &baseline.fingerprints),
+                    Some(baseline) => basis::now(&self.settings.basis, &baseline.fingerprints),
                     None => basis_now.clone(),
                 };
                 let body = json!({"metadata": {"annotations": {
@@ -555,13 +552,13 @@ impl Reconciler {
                 {
                     format!(
                         "recorded config hash {short} without a rollout, as first seen: the key it was recorded under (k={}) is no longer in --hash-key-file; it changed since to {}: rolling once",
-                        recorded.key_id,
+                        recorded.key_id(),
                         hash::short(&computed.hash)
                     )
                 } else if let (Across::KeyUnavailable, Some(recorded)) = (across, &recorded_basis) {
                     format!(
                         "recorded config hash {short} without a rollout: the hash key changed, and the key it was recorded under (k={}) is no longer in --hash-key-file: a change made while wavelet was stopped could not be checked in {}",
-                        recorded.key_id,
+                        recorded.key_id(),
                         not_checked(recorded, &named)
                     )
                 } else if let Some(objects) = &before_sight {

@@ -8,7 +8,8 @@
 //! references among running Pods), what counts for one
 //! workload now (`counted`), whether a workload's rollout finished (`rollout_status`),
 //! what Wave and Reloader recorded of what a workload's Pods run and their hashes
-//! (`peers`, with the SHA-1 Reloader uses in `sha1`), and wavelet's own state ConfigMap
+//! (`peers`, with the SHA-1 Reloader uses in `sha1`), what a recorded hash was computed
+//! under (`recorded_basis`), and wavelet's own state ConfigMap
 //! (`state`).
 pub mod cache;
 pub(crate) mod counted;
@@ -18,6 +19,7 @@ pub(crate) mod optin;
 pub mod owners;
 pub mod peers;
 pub mod pods;
+pub mod recorded_basis;
 pub mod references;
 pub mod rollout_status;
 pub(crate) mod sha1;

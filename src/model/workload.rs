@@ -7,6 +7,7 @@ use crate::annotations::{self, Annotations, Flavor};
 use crate::config::Policy;
 use crate::model::optin::{self, Counting};
 use crate::model::peers::{self, PeerRecords};
+use crate::model::recorded_basis::Basis;
 use crate::model::references::{self, Reference};
 use crate::model::rollout_status::RolloutStatus;
 use crate::objects::compact::{ResourceVersion, Uid};
@@ -20,15 +21,13 @@ pub struct WorkloadEntry {
     /// `None`: opted out, kept only until wavelet's metadata annotations are removed.
     pub flavor: Option<Flavor>,
     pub references: Box<[Reference]>,
-    /// The hash on the pod template under the flavor's key.
-    pub template_hash: Option<Box<str>>,
-    /// The hash on the workload's metadata (adoption) under the flavor's key.
-    pub metadata_hash: Option<Box<str>>,
+    /// The hash wavelet last recorded ([`WorkloadEntry::recorded_hash`]).
+    recorded: Option<Box<str>>,
     /// `wavelet.dev/config-basis` on the metadata: what the recorded hash was computed
-    /// under (`hashmode::basis`).
-    pub basis: Option<Box<str>>,
+    /// under; `None` also when it does not read as one.
+    pub basis: Option<Basis>,
     /// wavelet/Wave hash keys present on the metadata (for opt-out clean-up).
-    pub metadata_hash_keys: Box<[&'static str]>,
+    pub metadata_hash_keys: MetadataKeys,
     /// What a rollout of this workload writes.
     pub style: Style,
     /// What counts besides the references (reload lists, search, exclusions, pause).
@@ -84,14 +83,7 @@ impl WorkloadEntry {
             policy,
         );
         let flavor = opted.as_ref().map(|(flavor, _)| *flavor);
-        let metadata_hash_keys: Box<[&'static str]> = [
-            annotations::WAVELET_HASH,
-            annotations::WAVE_HASH,
-            annotations::WAVELET_BASIS,
-        ]
-        .into_iter()
-        .filter(|k| meta.annotations.contains_key(k))
-        .collect();
+        let metadata_hash_keys = MetadataKeys::of(&meta.annotations);
         if flavor.is_none() && metadata_hash_keys.is_empty() {
             return None;
         }
@@ -111,12 +103,12 @@ impl WorkloadEntry {
                     .collect(),
                 None => Box::default(),
             },
-            template_hash: lookup(&obj.pod_template().metadata.annotations),
-            metadata_hash: lookup(&meta.annotations),
+            recorded: lookup(&meta.annotations)
+                .or_else(|| lookup(&obj.pod_template().metadata.annotations)),
             basis: meta
                 .annotations
                 .get(annotations::WAVELET_BASIS)
-                .map(Box::from),
+                .and_then(Basis::parse),
             flavor,
             metadata_hash_keys,
             style: Style::of(
@@ -147,9 +139,47 @@ impl WorkloadEntry {
     /// alone on adoption or when only what counts changed), else the template's (a
     /// workload Wave rolled, which wrote the template only).
     pub fn recorded_hash(&self) -> Option<&str> {
-        self.metadata_hash
-            .as_deref()
-            .or(self.template_hash.as_deref())
+        self.recorded.as_deref()
+    }
+}
+
+/// Which of the hash annotations wavelet and Wave write on a workload's metadata it
+/// carries: what an opt-out removes. A bit each.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetadataKeys(u8);
+
+impl MetadataKeys {
+    const KEYS: [&'static str; 3] = [
+        annotations::WAVELET_HASH,
+        annotations::WAVE_HASH,
+        annotations::WAVELET_BASIS,
+    ];
+
+    fn of(annotations: &Annotations) -> MetadataKeys {
+        let bits = Self::KEYS
+            .iter()
+            .enumerate()
+            .filter(|(_, key)| annotations.contains_key(key))
+            .fold(0, |bits, (i, _)| bits | 1 << i);
+        MetadataKeys(bits)
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = &'static str> {
+        Self::KEYS
+            .into_iter()
+            .enumerate()
+            .filter(move |(i, _)| self.0 & 1 << i != 0)
+            .map(|(_, key)| key)
+    }
+}
+
+impl std::fmt::Debug for MetadataKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -226,7 +256,36 @@ mod tests {
             WorkloadEntry::from_object(&Resource::deployments(), &leftover, &Policy::default())
                 .unwrap();
         assert_eq!(entry.flavor, None);
-        assert_eq!(*entry.metadata_hash_keys, [annotations::WAVELET_HASH]);
+        assert_eq!(
+            entry.metadata_hash_keys.iter().collect::<Vec<_>>(),
+            [annotations::WAVELET_HASH]
+        );
+    }
+
+    #[test]
+    fn an_opt_out_removes_each_hash_annotation_the_metadata_carries_and_no_other() {
+        let leftover = deployment(
+            "old",
+            serde_json::json!({"wave.pusher.com/config-hash": "w",
+                               "wavelet.dev/config-basis": "v1 k=none s=00 p=",
+                               "unrelated": "x"}),
+            serde_json::json!([]),
+        );
+        let entry =
+            WorkloadEntry::from_object(&Resource::deployments(), &leftover, &Policy::default())
+                .unwrap();
+        assert_eq!(
+            entry.metadata_hash_keys.iter().collect::<Vec<_>>(),
+            [annotations::WAVE_HASH, annotations::WAVELET_BASIS]
+        );
+        assert_eq!(
+            format!("{:?}", entry.metadata_hash_keys),
+            format!(
+                "[{:?}, {:?}]",
+                annotations::WAVE_HASH,
+                annotations::WAVELET_BASIS
+            )
+        );
     }
 
     #[test]

@@ -1,17 +1,19 @@
-//! One shared copy of each namespace name: every cached key holds its namespace, and a
-//! cluster has few namespaces but many objects in each.
+//! One shared copy of the strings many cached things hold the same: namespace names (every
+//! cached key holds its namespace, and a cluster has few namespaces but many objects in
+//! each), and the head of a recorded basis (every workload hashed under the same settings
+//! records the same one: the model's `recorded_basis`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Interned namespaces, and how many were added since unused ones were last dropped.
+/// Interned strings, and how many were added since unused ones were last dropped.
 #[derive(Default)]
 struct Table {
     names: HashSet<Arc<str>>,
     added: usize,
 }
 
-/// Drop namespaces no key holds any more after this many additions, so a cluster that
+/// Drop strings nothing holds any more after this many additions, so a cluster that
 /// keeps creating and deleting namespaces (CI clusters do) does not grow the table forever.
 const SWEEP_EVERY: usize = 256;
 
@@ -21,7 +23,7 @@ fn table() -> &'static Mutex<Table> {
 }
 
 /// The shared copy of `name`.
-pub fn namespace(name: &str) -> Arc<str> {
+pub fn shared(name: &str) -> Arc<str> {
     let mut table = table().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(found) = table.names.get(name) {
         return Arc::clone(found);
@@ -43,8 +45,8 @@ mod tests {
 
     #[test]
     fn the_same_namespace_is_one_shared_string() {
-        let a = namespace("intern-test-shared");
-        let b = namespace("intern-test-shared");
+        let a = shared("intern-test-shared");
+        let b = shared("intern-test-shared");
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(&*a, "intern-test-shared");
     }
@@ -52,7 +54,7 @@ mod tests {
     #[test]
     fn namespaces_no_key_holds_are_swept() {
         for i in 0..SWEEP_EVERY * 2 {
-            let _dropped_at_once = namespace(&format!("intern-test-gone-{i}"));
+            let _dropped_at_once = shared(&format!("intern-test-gone-{i}"));
         }
         let table = table().lock().unwrap();
         let gone = table

@@ -253,7 +253,7 @@ impl ConfigKey {
     pub fn new(kind: ConfigKind, namespace: &str, name: &str) -> ConfigKey {
         ConfigKey {
             kind,
-            namespace: crate::objects::intern::namespace(namespace),
+            namespace: crate::objects::intern::shared(namespace),
             name: Arc::from(name),
         }
     }
@@ -277,7 +277,7 @@ impl WorkloadKey {
     pub fn new(resource: Arc<Resource>, namespace: &str, name: &str) -> WorkloadKey {
         WorkloadKey {
             resource,
-            namespace: crate::objects::intern::namespace(namespace),
+            namespace: crate::objects::intern::shared(namespace),
             name: Arc::from(name),
         }
     }
