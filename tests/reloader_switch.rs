@@ -369,6 +369,13 @@ fn a_receiver_that_never_answers_delays_no_rollout_and_a_full_queue_drops_counte
             .count()
             >= 2
     });
+    // The sender may take the first alert from the queue before its request arrives.
+    wait_until(
+        "the first alert sent",
+        &wavelet,
+        Duration::from_secs(5),
+        || !receiver.requests().is_empty(),
+    );
     assert_eq!(
         receiver.requests().len(),
         1,

@@ -10,13 +10,13 @@
 //! versions its own Pods mounted ([`Cache::class_view`]).
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher as _, RandomState};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::annotations;
 use crate::annotations::Annotations;
 use crate::model::mounts::{Held, Mounts, View};
 use crate::model::owners::{OwnedKind, Owners};
+use crate::model::reverse_index::{Entries, ReverseIndex};
 use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::{
@@ -214,43 +214,17 @@ pub struct MountChange {
 
 #[derive(Default)]
 struct Workloads {
-    entries: HashMap<WorkloadKey, Arc<WorkloadEntry>>,
-    /// ConfigMap/Secret/class → the workloads that reference it, filed under the object's
-    /// slot ([`Workloads::slot`]) rather than its key: this table has a row per referenced
-    /// object (70,000 at the start-up benchmark's ×10) and room for about as many again,
-    /// and a slot is 8 bytes where a key is 40. Two objects may share a slot; a lookup
-    /// keeps the workloads whose entry references the object it asks for
-    /// ([`Workloads::referencing`]).
-    dependents: HashMap<u64, Box<[WorkloadKey]>>,
-    /// Keyed at random per process, so no set of names can be made to share slots.
-    slots: RandomState,
-    /// Tests file every object under one slot, to see lookups stay exact when they share.
-    #[cfg(test)]
-    one_slot: bool,
+    entries: Entries,
+    /// ConfigMap/Secret/class → the workloads that reference it.
+    index: ReverseIndex,
     /// Namespace → the workloads with reload lists there (they count objects by name).
     by_pattern: HashMap<Arc<str>, Vec<WorkloadKey>>,
 }
 
 impl Workloads {
-    fn slot(&self, key: &ConfigKey) -> u64 {
-        #[cfg(test)]
-        if self.one_slot {
-            return 0;
-        }
-        self.slots.hash_one(key)
-    }
-
     /// The workloads whose references include `key`.
     fn referencing<'a>(&'a self, key: &'a ConfigKey) -> impl Iterator<Item = &'a WorkloadKey> {
-        self.dependents
-            .get(&self.slot(key))
-            .into_iter()
-            .flatten()
-            .filter(move |workload| {
-                self.entries
-                    .get(*workload)
-                    .is_some_and(|e| e.references.iter().any(|r| r.config == *key))
-            })
+        self.index.referencing(key, &self.entries)
     }
 
     /// `key` as a workload's reference holds it: sharing its strings, a copy of the name
@@ -937,29 +911,10 @@ impl Cache {
         let new = workloads.entries.get(key).cloned();
         let old_refs = old.as_ref().map(|e| &*e.references).unwrap_or_default();
         let new_refs = new.as_ref().map(|e| &*e.references).unwrap_or_default();
-        let new_slots: Vec<u64> = new_refs.iter().map(|r| workloads.slot(&r.config)).collect();
-        for r in old_refs {
-            let slot = workloads.slot(&r.config);
-            // Still filed there for an object it references now that shares the slot.
-            if new_slots.contains(&slot) {
-                continue;
-            }
-            if let Some(list) = workloads.dependents.get_mut(&slot) {
-                if list.contains(key) {
-                    *list = list.iter().filter(|k| *k != key).cloned().collect();
-                }
-                if list.is_empty() {
-                    workloads.dependents.remove(&slot);
-                }
-            }
-        }
-        for slot in new_slots {
-            // Most objects have one dependent: a list is exactly as long as it needs to be.
-            let list = workloads.dependents.entry(slot).or_default();
-            if !list.contains(key) {
-                *list = list.iter().chain([key]).cloned().collect();
-            }
-        }
+        let workloads = &mut *workloads;
+        workloads
+            .index
+            .refile(key, old_refs, new_refs, &workloads.entries);
         let has_patterns = new
             .as_ref()
             .is_some_and(|e| !e.counting.patterns.is_empty());
@@ -1527,12 +1482,17 @@ mod tests {
     #[test]
     fn objects_that_share_a_slot_of_the_reverse_index_keep_their_own_dependents() {
         let cache = Cache::new();
-        cache.workloads.write().unwrap().one_slot = true;
+        cache.workloads.write().unwrap().index.one_slot = true;
         let cm = |name: &str| ConfigKey::new(ConfigKind::ConfigMap, "ns", name);
         let sorted = |mut keys: Vec<WorkloadKey>| {
             sort_dedup(&mut keys);
             keys
         };
+        // One object in the slot: its first workload tells a lookup of another apart.
+        upsert_referencing(&cache, "web", &["one"]);
+        assert_eq!(cache.dependents(&cm("one")), vec![key("web")]);
+        assert!(cache.dependents(&cm("two")).is_empty());
+        assert!(!cache.is_referenced(&cm("two")));
         upsert_referencing(&cache, "web", &["one", "two"]);
         upsert_referencing(&cache, "api", &["two"]);
         assert_eq!(cache.dependents(&cm("one")), vec![key("web")]);
@@ -1557,7 +1517,14 @@ mod tests {
         assert_eq!(cache.dependents(&cm("two")), vec![key("api")]);
         assert!(!cache.is_referenced(&cm("three")));
         cache.upsert_workload(&key("api"), None);
-        assert!(cache.workloads.read().unwrap().dependents.is_empty());
+        assert!(cache.workloads.read().unwrap().index.is_empty());
+
+        // Objects that came to share a slot while one workload moved between them.
+        upsert_referencing(&cache, "web", &["one"]);
+        upsert_referencing(&cache, "api", &["one"]);
+        upsert_referencing(&cache, "web", &["two"]);
+        assert_eq!(cache.dependents(&cm("one")), vec![key("api")]);
+        assert_eq!(cache.dependents(&cm("two")), vec![key("web")]);
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod peers;
 pub mod pods;
 pub mod recorded_basis;
 pub mod references;
+pub(crate) mod reverse_index;
 pub mod rollout_status;
 pub(crate) mod sha1;
 pub mod state;
