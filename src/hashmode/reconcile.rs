@@ -391,7 +391,7 @@ impl Reconciler {
         };
         let window = entry
             .counting
-            .pause_period
+            .pause_period()
             .unwrap_or(self.settings.debounce);
         // Adopted as first seen: what changed since may have been written before that sight.
         let before_sight = match (remembered.first_sight, recorded.as_deref()) {
@@ -776,7 +776,7 @@ impl Reconciler {
     /// Reload-list entries and pause periods that could not be read: one Warning Event each
     /// time the set of problems changes.
     fn warn_problems(&self, key: &WorkloadKey, entry: &WorkloadEntry, remembered: &mut Memory) {
-        let problems = &entry.counting.problems;
+        let problems = entry.counting.problems();
         let warned = remembered
             .warned
             .as_ref()
@@ -790,7 +790,7 @@ impl Reconciler {
             log::warn!("{key}: {problem}");
             self.recorder.warning(&about, "InvalidAnnotation", problem);
         }
-        remembered.warned().problems = Some(problems.clone());
+        remembered.warned().problems = Some(problems.to_vec());
     }
 
     /// Starts one Job from a CronJob's (just patched) job template, as Reloader does for

@@ -314,7 +314,7 @@ fn object_impact(
             cache.dependents(&key).into_iter().collect();
         workloads
             .iter()
-            .filter(|w| named.contains(&w.key) || !w.entry.counting.patterns.is_empty())
+            .filter(|w| named.contains(&w.key) || !w.entry.counting.patterns().is_empty())
             .collect()
     };
     let was: Vec<ConfigHash> = dependents.iter().map(|w| hash_of(cache, w)).collect();

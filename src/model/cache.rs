@@ -869,7 +869,7 @@ impl Cache {
 
     /// The cached ConfigMaps and Secrets of `namespace` that `entry` counts by name.
     pub fn counted_by_name(&self, namespace: &str, entry: &WorkloadEntry) -> Vec<ConfigKey> {
-        if entry.counting.patterns.is_empty() {
+        if entry.counting.patterns().is_empty() {
             return Vec::new();
         }
         let mut keys: Vec<ConfigKey> = self
@@ -917,7 +917,7 @@ impl Cache {
             .refile(key, old_refs, new_refs, &workloads.entries);
         let has_patterns = new
             .as_ref()
-            .is_some_and(|e| !e.counting.patterns.is_empty());
+            .is_some_and(|e| !e.counting.patterns().is_empty());
         let namespace = Arc::clone(&key.namespace);
         let listed = workloads.by_pattern.entry(namespace).or_default();
         listed.retain(|k| k != key);
@@ -931,7 +931,7 @@ impl Cache {
         // nothing now: the records of absent Secrets go with it.
         let had_patterns = old
             .as_ref()
-            .is_some_and(|e| !e.counting.patterns.is_empty());
+            .is_some_and(|e| !e.counting.patterns().is_empty());
         if had_patterns || old_refs.iter().any(|r| !new_refs.contains(r)) {
             let mut absent = self.absent_secrets.lock().unwrap();
             if !absent.is_empty() {

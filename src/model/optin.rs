@@ -62,15 +62,22 @@ pub struct Counting {
     /// `reloader.stakater.com/search`: of the referenced objects, only those with
     /// `reloader.stakater.com/match: "true"` count.
     pub search: bool,
+    /// What Reloader's list and pause-period annotations add, for the few workloads that
+    /// have any: boxed, as every cached workload holds a `Counting` (72 bytes less each).
+    lists: Option<Box<Lists>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Lists {
     /// Reload lists: objects of the namespace counted by name, referenced or not.
-    pub patterns: Vec<NamePattern>,
+    patterns: Vec<NamePattern>,
     /// Exclude lists: names that never count.
-    pub excluded: Vec<(ConfigKind, Box<str>)>,
+    excluded: Vec<(ConfigKind, Box<str>)>,
     /// `deployment.reloader.stakater.com/pause-period`: this workload's debounce window.
-    pub pause_period: Option<Duration>,
+    pause_period: Option<Duration>,
     /// Reload-list entries and pause periods that could not be read: each is a Warning
     /// Event, and is skipped.
-    pub problems: Vec<String>,
+    problems: Vec<String>,
 }
 
 impl Counting {
@@ -82,6 +89,26 @@ impl Counting {
             referenced_classes: true,
             ..Counting::default()
         }
+    }
+
+    /// Reload lists: objects of the namespace counted by name, referenced or not.
+    pub fn patterns(&self) -> &[NamePattern] {
+        self.lists.as_ref().map_or(&[], |l| &l.patterns)
+    }
+
+    /// `deployment.reloader.stakater.com/pause-period`: this workload's debounce window.
+    pub fn pause_period(&self) -> Option<Duration> {
+        self.lists.as_ref().and_then(|l| l.pause_period)
+    }
+
+    /// Reload-list entries and pause periods that could not be read: each is a Warning
+    /// Event, and is skipped.
+    pub fn problems(&self) -> &[String] {
+        self.lists.as_ref().map_or(&[], |l| &l.problems)
+    }
+
+    fn lists(&mut self) -> &mut Lists {
+        self.lists.get_or_insert_with(Box::default)
     }
 
     /// Whether a referenced object counts, before looking at its own annotations.
@@ -97,7 +124,7 @@ impl Counting {
     /// The reload-list patterns that name Secrets (unused Secrets are not cached, so a
     /// workload with any waits for its namespace's Secrets to be listed).
     pub fn secret_patterns(&self) -> impl Iterator<Item = &NamePattern> {
-        self.patterns
+        self.patterns()
             .iter()
             .filter(|p| p.kind == ConfigKind::Secret)
     }
@@ -106,13 +133,13 @@ impl Counting {
     pub fn counts_by_name(&self, kind: ConfigKind, name: &str, policy: &Policy) -> bool {
         !policy.ignores(kind)
             && !self.is_excluded(kind, name)
-            && self.patterns.iter().any(|p| p.matches(kind, name))
+            && self.patterns().iter().any(|p| p.matches(kind, name))
     }
 
     pub fn is_excluded(&self, kind: ConfigKind, name: &str) -> bool {
-        self.excluded
-            .iter()
-            .any(|(k, n)| *k == kind && &**n == name)
+        self.lists
+            .as_ref()
+            .is_some_and(|l| l.excluded.iter().any(|(k, n)| *k == kind && &**n == name))
     }
 
     /// Whether an object with these `ignore`/`match` annotations counts at all (Reloader's
@@ -198,8 +225,8 @@ pub fn opt_in(
     ] {
         for entry in list(reloader.get(key)) {
             match NamePattern::new(kind, entry) {
-                Ok(pattern) => counting.patterns.push(pattern),
-                Err(problem) => counting.problems.push(problem),
+                Ok(pattern) => counting.lists().patterns.push(pattern),
+                Err(problem) => counting.lists().problems.push(problem),
             }
         }
     }
@@ -214,14 +241,14 @@ pub fn opt_in(
             ConfigKind::SecretProviderClass,
         ),
     ] {
-        counting
-            .excluded
-            .extend(list(reloader.get(key)).map(|n| (kind, Box::from(n))));
+        for name in list(reloader.get(key)) {
+            counting.lists().excluded.push((kind, Box::from(name)));
+        }
     }
     if let Some(text) = reloader.get(annotations::RELOADER_PAUSE_PERIOD) {
         match duration::parse(text) {
-            Ok(period) => counting.pause_period = Some(period),
-            Err(e) => counting.problems.push(format!(
+            Ok(period) => counting.lists().pause_period = Some(period),
+            Err(e) => counting.lists().problems.push(format!(
                 "{} {text:?} is not a duration ({e}); the default --debounce applies",
                 annotations::RELOADER_PAUSE_PERIOD
             )),
@@ -367,8 +394,12 @@ mod tests {
             !c.referenced_configmaps,
             "a reload list alone does not count references"
         );
-        assert_eq!(c.problems.len(), 1);
-        assert!(c.problems[0].contains("\"(broken\""), "{:?}", c.problems);
+        assert_eq!(c.problems().len(), 1);
+        assert!(
+            c.problems()[0].contains("\"(broken\""),
+            "{:?}",
+            c.problems()
+        );
     }
 
     #[test]
@@ -447,6 +478,31 @@ mod tests {
     }
 
     #[test]
+    fn only_a_workload_with_lists_or_a_pause_period_holds_them() {
+        let (_, c) = opt_in(
+            &with(&[
+                (RELOADER_AUTO, "true"),
+                (RELOADER_CONFIGMAPS_EXCLUDE, " , "),
+            ]),
+            &none(),
+            &Policy::default(),
+        )
+        .unwrap();
+        assert!(c.lists.is_none());
+        let (_, c) = opt_in(
+            &with(&[
+                (RELOADER_AUTO, "true"),
+                (RELOADER_CONFIGMAPS_EXCLUDE, "skip-me"),
+            ]),
+            &none(),
+            &Policy::default(),
+        )
+        .unwrap();
+        assert!(c.is_excluded(ConfigKind::ConfigMap, "skip-me"));
+        assert!(!c.is_excluded(ConfigKind::Secret, "skip-me"));
+    }
+
+    #[test]
     fn pause_period_is_a_duration_and_a_bad_one_is_reported() {
         let (_, c) = opt_in(
             &with(&[(RELOADER_AUTO, "true"), (RELOADER_PAUSE_PERIOD, "5m")]),
@@ -454,15 +510,15 @@ mod tests {
             &Policy::default(),
         )
         .unwrap();
-        assert_eq!(c.pause_period, Some(Duration::from_secs(300)));
+        assert_eq!(c.pause_period(), Some(Duration::from_secs(300)));
         let (_, c) = opt_in(
             &with(&[(RELOADER_AUTO, "true"), (RELOADER_PAUSE_PERIOD, "soon")]),
             &none(),
             &Policy::default(),
         )
         .unwrap();
-        assert_eq!(c.pause_period, None);
-        assert_eq!(c.problems.len(), 1);
+        assert_eq!(c.pause_period(), None);
+        assert_eq!(c.problems().len(), 1);
     }
 
     #[test]

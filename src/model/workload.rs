@@ -130,7 +130,7 @@ impl WorkloadEntry {
         !self.counting.is_excluded(key.kind, &key.name)
             && self
                 .counting
-                .patterns
+                .patterns()
                 .iter()
                 .any(|p| p.matches(key.kind, &key.name))
     }

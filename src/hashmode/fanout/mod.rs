@@ -737,7 +737,7 @@ impl FanOuts {
         // Its own debounce window, the pause period (`--debounce` is everyone's: the
         // workloads of one change leave it together).
         if let (Some(period), Some(opened)) = (
-            entry.counting.pause_period,
+            entry.counting.pause_period(),
             self.debounce.window_opened(key),
         ) {
             let left = (opened + period).saturating_duration_since(std::time::Instant::now());
