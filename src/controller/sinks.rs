@@ -343,7 +343,12 @@ impl Router {
     /// read of a Secret): a first sight is no change to act on before others.
     fn changed(&self, key: &ConfigKey) {
         let priority = current_priority();
+        // The windows opened before the new data was visible; it is visible now. A
+        // reconcile that started in between read the old data, so the change is noted
+        // again: that reconcile settles the window only if it started after this.
+        let visible = Instant::now();
         for workload in self.cache.dependents(key) {
+            self.windows.note_change(workload.clone(), visible);
             log::debug!("{key} changed: {workload} due in {:?}", self.debounce);
             let priority = self.class_for(&workload, priority);
             self.queue.add_after_as(workload, self.debounce, priority);
