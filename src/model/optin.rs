@@ -479,25 +479,15 @@ mod tests {
 
     #[test]
     fn only_a_workload_with_lists_or_a_pause_period_holds_them() {
-        let (_, c) = opt_in(
-            &with(&[
+        let excluding = |names: &str| {
+            let metadata = with(&[
                 (RELOADER_AUTO, "true"),
-                (RELOADER_CONFIGMAPS_EXCLUDE, " , "),
-            ]),
-            &none(),
-            &Policy::default(),
-        )
-        .unwrap();
-        assert!(c.lists.is_none());
-        let (_, c) = opt_in(
-            &with(&[
-                (RELOADER_AUTO, "true"),
-                (RELOADER_CONFIGMAPS_EXCLUDE, "skip-me"),
-            ]),
-            &none(),
-            &Policy::default(),
-        )
-        .unwrap();
+                (RELOADER_CONFIGMAPS_EXCLUDE, names),
+            ]);
+            opt_in(&metadata, &none(), &Policy::default()).unwrap().1
+        };
+        assert!(excluding(" , ").lists.is_none());
+        let c = excluding("skip-me");
         assert!(c.is_excluded(ConfigKind::ConfigMap, "skip-me"));
         assert!(!c.is_excluded(ConfigKind::Secret, "skip-me"));
     }
