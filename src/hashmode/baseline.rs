@@ -42,7 +42,7 @@ use crate::objects::{ConfigKey, ConfigKind, WorkloadKey};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Baseline {
     pub(crate) hash: String,
-    pub(crate) fingerprints: Vec<Fingerprint>,
+    pub(crate) fingerprints: Box<[Fingerprint]>,
     /// The workload's resourceVersion when it was first seen (this baseline noted), when
     /// it is a number: what came before it in the API server's order was part of it.
     pub(crate) seen_at: Option<u64>,

@@ -112,14 +112,22 @@ impl Settings {
     }
 }
 
-/// The basis of a hash computed now under `settings`, of objects with `fingerprints`.
-pub(crate) fn now(settings: &Settings, fingerprints: &[Fingerprint]) -> Basis {
-    let parts: Box<[(u64, u64)]> = fingerprints
-        .iter()
-        .filter(|f| f.present)
-        .map(|f| (f.object, f.part))
-        .collect();
-    Basis::new(HASH_VERSION, &settings.key_id(), &settings.id(), parts)
+/// The basis of every hash computed under `settings`, without the objects' parts: made
+/// once (it costs an HMAC, a SHA-256 and the shared head's lookup), then given each hash's
+/// parts by [`of`].
+pub(crate) fn under(settings: &Settings) -> Basis {
+    Basis::new(HASH_VERSION, &settings.key_id(), &settings.id(), [])
+}
+
+/// The basis of a hash computed under `under` ([`under`]) of objects with `fingerprints`.
+pub(crate) fn of(under: &Basis, fingerprints: &[Fingerprint]) -> Basis {
+    under.with_parts(
+        fingerprints
+            .iter()
+            .filter(|f| f.present)
+            .map(|f| (f.object, f.part))
+            .collect(),
+    )
 }
 
 /// What the recorded basis tells about a recorded hash that differs from the hash now.
@@ -183,6 +191,29 @@ mod tests {
 
     fn basis(key: &str, settings: &str, parts: &[(u64, u64)]) -> Basis {
         Basis::new(HASH_VERSION, key, settings, parts)
+    }
+
+    #[test]
+    fn a_hashs_basis_is_the_settings_head_and_the_parts_of_the_objects_present() {
+        let settings = Settings {
+            selector: Some("team=a".into()),
+            hmac_key: Some(b"k".to_vec()),
+            ..Settings::default()
+        };
+        let config = crate::objects::ConfigKey::new(crate::objects::ConfigKind::Secret, "ns", "s");
+        let present = Fingerprint::new(&config, "line", true, None);
+        let absent = Fingerprint::new(&config, "", false, None);
+        let made = of(&under(&settings), &[present, absent]);
+        assert_eq!(
+            made.render(),
+            format!(
+                "v1 k={} s={} p={:016x}:{:016x}",
+                settings.key_id(),
+                settings.id(),
+                present.object,
+                present.part
+            )
+        );
     }
 
     #[test]

@@ -143,7 +143,7 @@ const UNSEEN_CHAIN: usize = 4;
 impl Written {
     /// Our write of `hash`, decided while the cache recorded `cached`; `previous`, our
     /// write before it.
-    fn new(hash: &str, cached: Option<&str>, previous: Option<&Written>) -> Option<Box<Written>> {
+    fn new(hash: &str, cached: Option<&str>, previous: Option<&Written>) -> Written {
         let mut before = match previous {
             Some(p) if own_write_unseen(cached, Some(p.view())).is_some() => {
                 let mut chain = p.before.clone();
@@ -155,11 +155,11 @@ impl Written {
         if before.len() > UNSEEN_CHAIN {
             before.drain(..before.len() - UNSEEN_CHAIN);
         }
-        Some(Box::new(Written {
+        Written {
             hash: hash.to_string(),
             before,
             at: Instant::now(),
-        }))
+        }
     }
 
     fn view(&self) -> (&str, &[Option<String>], Duration) {
@@ -168,30 +168,38 @@ impl Written {
 }
 
 /// What the reconciler remembers per workload between reconciles (lost on restart, which
-/// is fine: the API server holds the hash that matters).
+/// is fine: the API server holds the hash that matters). Every opted-in workload has one,
+/// so what only some have at times is boxed apart ([`Rare`]): 40 bytes, not 80.
 #[derive(Default)]
 struct Memory {
     /// Per referenced object, a digest of its part of the canonical form.
-    fingerprints: Vec<Fingerprint>,
+    fingerprints: Box<[Fingerprint]>,
+    /// Adopted as first seen: the workload's resourceVersion then ([`Baseline::seen_at`]).
+    /// A change of an object written before it, that a lagging watch delivers only now, is
+    /// recorded without a rollout ([`made_before_sight`]).
+    first_sight: Option<u64>,
+    /// `None` while the workload has none of it: most workloads, most of the time.
+    rare: Option<Box<Rare>>,
+}
+
+/// What a workload's memory holds only at times: after a write of ours until the watch
+/// shows it, after a Warning, while throttled, while an opt-out's clean-up is unseen.
+#[derive(Default)]
+struct Rare {
     /// The hash last patched, what the workload recorded before, and when: while the
     /// cache still records what it recorded before the write, the cache is older than the
-    /// write (see [`own_write_unseen`]). Boxed: most workloads have none most of the time.
-    written: Option<Box<Written>>,
-    /// The Warnings emitted, so each is emitted once; `None` for the many workloads that
-    /// never had one (a thousand workloads' memory stays a few pointers each).
-    warned: Option<Box<Warned>>,
+    /// write (see [`own_write_unseen`]).
+    written: Option<Written>,
+    /// The Warnings emitted, so each is emitted once.
+    warned: Warned,
     /// Opted out: wavelet's metadata annotations were removed, and the watch has not shown
     /// the removal yet.
     cleaned: bool,
     /// The hash of the change the storm rules hold back (counted once), while they do.
     throttled: Option<Box<str>>,
-    /// Adopted as first seen: the workload's resourceVersion then ([`Baseline::seen_at`]).
-    /// A change of an object written before it, that a lagging watch delivers only now, is
-    /// recorded without a rollout ([`made_before_sight`]).
-    first_sight: Option<u64>,
 }
 
-#[derive(Default)]
+#[derive(Default, PartialEq)]
 struct Warned {
     /// The missing-configuration message last warned about.
     missing: Option<String>,
@@ -202,12 +210,68 @@ struct Warned {
 }
 
 impl Memory {
-    fn warned(&mut self) -> &mut Warned {
-        self.warned.get_or_insert_with(Box::default)
+    fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    fn written(&self) -> Option<&Written> {
+        self.rare.as_ref()?.written.as_ref()
+    }
+
+    fn set_written(&mut self, written: Option<Written>) {
+        if written.is_some() || self.rare.is_some() {
+            self.rare().written = written;
+        }
+    }
+
+    fn warned(&self) -> Option<&Warned> {
+        self.rare.as_ref().map(|rare| &rare.warned)
+    }
+
+    fn warned_mut(&mut self) -> &mut Warned {
+        &mut self.rare().warned
     }
 
     fn warned_missing(&self) -> Option<&str> {
-        self.warned.as_ref()?.missing.as_deref()
+        self.warned()?.missing.as_deref()
+    }
+
+    fn cleaned(&self) -> bool {
+        self.rare.as_ref().is_some_and(|rare| rare.cleaned)
+    }
+
+    fn set_cleaned(&mut self, cleaned: bool) {
+        if cleaned || self.rare.is_some() {
+            self.rare().cleaned = cleaned;
+        }
+    }
+
+    fn throttled(&self) -> Option<&str> {
+        self.rare.as_ref()?.throttled.as_deref()
+    }
+
+    fn take_throttled(&mut self) -> Option<Box<str>> {
+        self.rare.as_mut()?.throttled.take()
+    }
+
+    /// Drops the box once nothing is in it, before the memory is put back.
+    fn shed(mut self: Box<Memory>) -> Box<Memory> {
+        if self.rare.as_deref().is_some_and(Rare::is_empty) {
+            self.rare = None;
+        }
+        self
+    }
+}
+
+impl Rare {
+    fn is_empty(&self) -> bool {
+        let Rare {
+            written,
+            warned,
+            cleaned,
+            throttled,
+        } = self;
+        written.is_none() && *warned == Warned::default() && !cleaned && throttled.is_none()
     }
 }
 
@@ -216,6 +280,8 @@ pub struct Reconciler {
     cache: Arc<Cache>,
     recorder: Recorder,
     settings: HashModeSettings,
+    /// The basis of the hashes made under `settings` ([`basis::under`]), made once.
+    basis_under: Basis,
     throttle: Mutex<RolloutThrottle<WorkloadKey>>,
     debounce: Arc<Debounce<WorkloadKey>>,
     memory: Mutex<HashMap<WorkloadKey, Box<Memory>>>,
@@ -248,6 +314,7 @@ impl Reconciler {
             cache,
             baselines,
             recorder,
+            basis_under: basis::under(&settings.basis),
             settings,
             throttle: Mutex::new(throttle),
             debounce,
@@ -297,23 +364,29 @@ impl Reconciler {
             self.baselines.forget(key);
             self.fanouts.settled(key);
             let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
-            if remembered.throttled.take().is_some() {
+            if remembered.take_throttled().is_some() {
                 self.throttle.lock().unwrap().cancel(key);
             }
             // Opted in again, it is first seen anew.
             remembered.first_sight = None;
             let result = self.clean_up_opt_out(key, &entry, &mut remembered);
-            if remembered.cleaned {
-                self.memory.lock().unwrap().insert(key.clone(), remembered);
+            if remembered.cleaned() {
+                self.memory
+                    .lock()
+                    .unwrap()
+                    .insert(key.clone(), remembered.shed());
             }
             return result;
         };
         let mut remembered = self.memory.lock().unwrap().remove(key).unwrap_or_default();
         // Opted in (again): the clean-up of an earlier opt-out is over, whether or not the
         // watch showed it (a relist may have skipped it); the next opt-out cleans anew.
-        remembered.cleaned = false;
+        remembered.set_cleaned(false);
         let result = self.reconcile_opted_in(key, &entry, flavor, &mut remembered);
-        self.memory.lock().unwrap().insert(key.clone(), remembered);
+        self.memory
+            .lock()
+            .unwrap()
+            .insert(key.clone(), remembered.shed());
         result
     }
 
@@ -338,7 +411,7 @@ impl Reconciler {
             return Ok((Action::Done, Outcome::AwaitingData));
         }
         let (computed, named) = hash_with_parts(&resolved, self.settings.hmac_key.as_deref());
-        let fingerprints: Vec<Fingerprint> = named.iter().map(|(_, f)| *f).collect();
+        let fingerprints: Box<[Fingerprint]> = named.iter().map(|(_, f)| *f).collect();
         let uid = entry.uid.to_string();
         let about = ObjectRef::new(&key.resource, &key.namespace, &key.name, &uid);
 
@@ -354,12 +427,12 @@ impl Reconciler {
         let missing = !computed.missing.is_empty() && !self.settings.absent_is_filtered;
         let unseen = own_write_unseen(
             entry.recorded_hash(),
-            remembered.written.as_deref().map(Written::view),
+            remembered.written().map(Written::view),
         );
         let recorded = recorded_hash(entry.recorded_hash(), unseen, &computed.hash);
         // Taken over from Wave or Reloader: their record says what the Pods run.
         let takeover = match &entry.peers {
-            Some(records) if remembered.written.is_none() && !missing => {
+            Some(records) if remembered.written().is_none() && !missing => {
                 takeover::decide(&self.client, records, &resolved)?
             }
             _ => None,
@@ -373,7 +446,7 @@ impl Reconciler {
         let written_unseen = unseen == Some(computed.hash.as_str());
         // Computed under other settings (a flag, the key, wavelet's hash version): the
         // objects' parts tell a data change from a change of settings only.
-        let basis_now = basis::now(&self.settings.basis, &fingerprints);
+        let basis_now = basis::of(&self.basis_under, &fingerprints);
         let recorded_basis = entry.basis.as_ref();
         // Under a previous key still given, the parts now are recomputed under it.
         let under_recorded_key = recorded_basis
@@ -420,14 +493,14 @@ impl Reconciler {
             step,
             Step::Hold | Step::UpToDate | Step::Adopt | Step::Record
         );
-        if nothing_to_roll && remembered.throttled.take().is_some() {
+        if nothing_to_roll && remembered.take_throttled().is_some() {
             // Reverted, missing, recorded: the reserved token goes back. (A workload that
             // debounces a newer change keeps its place in line.)
             self.throttle.lock().unwrap().cancel(key);
         }
         if step != Step::Hold {
-            if let Some(warned) = &mut remembered.warned {
-                warned.missing = None;
+            if let Some(rare) = &mut remembered.rare {
+                rare.warned.missing = None;
             }
         }
         match step {
@@ -471,7 +544,7 @@ impl Reconciler {
                             ));
                         }
                     }
-                    remembered.warned().missing = Some(message);
+                    remembered.warned_mut().missing = Some(message);
                 }
                 return Ok((Action::Done, Outcome::MissingConfig));
             }
@@ -480,7 +553,7 @@ impl Reconciler {
                 // its next write, not now: a write per workload after an upgrade would
                 // queue thousands of PATCHes before real changes.
                 remembered.fingerprints = fingerprints;
-                remembered.written = None;
+                remembered.set_written(None);
                 // A workload of a fan-out's current wave: its rollout moves the fan-out.
                 let action = match self.fanouts.observe(key, entry, crate::time::unix_now())? {
                     Some(recheck) => Action::RequeueAfter(recheck),
@@ -527,7 +600,7 @@ impl Reconciler {
                     .map_or(computed.hash.as_str(), |b| b.hash.as_str())
                     .to_string();
                 let written_basis = match &first_seen {
-                    Some(baseline) => basis::now(&self.settings.basis, &baseline.fingerprints),
+                    Some(baseline) => basis::of(&self.basis_under, &baseline.fingerprints),
                     None => basis_now.clone(),
                 };
                 let body = json!({"metadata": {"annotations": {
@@ -603,8 +676,8 @@ impl Reconciler {
                     }
                     None => fingerprints,
                 };
-                remembered.written =
-                    Written::new(&hash, entry.recorded_hash(), remembered.written.as_deref());
+                let written = Written::new(&hash, entry.recorded_hash(), remembered.written());
+                remembered.set_written(Some(written));
                 let outcome = if step == Step::Adopt {
                     Outcome::Adopted { hash }
                 } else {
@@ -633,28 +706,28 @@ impl Reconciler {
         // The storm rules apply to rollouts only.
         if let Err(rule) = self.throttle.lock().unwrap().admit(key, Instant::now()) {
             if let Throttled::MinInterval(wait) = rule {
-                if !remembered.warned.as_ref().is_some_and(|w| w.throttle) {
+                if !remembered.warned().is_some_and(|w| w.throttle) {
                     let message = format!(
                         "The configuration keeps changing: rolling at most every {:?} (--min-rollout-interval). The next rollout, with the latest configuration, is in {:?}.",
                         self.settings.min_rollout_interval, wait
                     );
                     log::warn!("{key}: {message}");
                     self.recorder.warning(&about, "RolloutThrottled", &message);
-                    remembered.warned().throttle = true;
+                    remembered.warned_mut().throttle = true;
                 }
             } else {
                 log::debug!("{key}: rollout waits {:?} for its token", rule.wait());
             }
-            let first = remembered.throttled.as_deref() != Some(computed.hash.as_str());
+            let first = remembered.throttled() != Some(computed.hash.as_str());
             if first {
-                remembered.throttled = Some(computed.hash.as_str().into());
+                remembered.rare().throttled = Some(computed.hash.as_str().into());
             }
             return Ok((
                 Action::RequeueAfter(rule.wait()),
                 Outcome::Throttled { rule, first },
             ));
         }
-        remembered.throttled = None;
+        remembered.take_throttled();
 
         // 9.
         let (changed, changed_keys) = match takeover {
@@ -716,13 +789,10 @@ impl Reconciler {
             self.recorder.normal(&about, "ConfigChanged", &message);
         }
         remembered.fingerprints = fingerprints;
-        remembered.written = Written::new(
-            &computed.hash,
-            entry.recorded_hash(),
-            remembered.written.as_deref(),
-        );
-        if let Some(warned) = &mut remembered.warned {
-            warned.throttle = false;
+        let written = Written::new(&computed.hash, entry.recorded_hash(), remembered.written());
+        remembered.set_written(Some(written));
+        if let Some(rare) = &mut remembered.rare {
+            rare.warned.throttle = false;
         }
         Ok((
             Action::Done,
@@ -744,12 +814,12 @@ impl Reconciler {
         remembered: &mut Memory,
     ) -> Result<(Action, Outcome), Error> {
         if entry.metadata_hash_keys.is_empty() {
-            remembered.cleaned = false;
+            remembered.set_cleaned(false);
             return Ok((Action::Done, Outcome::UpToDate));
         }
         // Removed already, and the watch has not shown the removal yet (another event of
         // the workload, such as its controller's status update, woke us): once is enough.
-        if remembered.cleaned {
+        if remembered.cleaned() {
             return Ok((Action::Done, Outcome::AwaitingWatch));
         }
         let annotations: serde_json::Map<String, Value> = entry
@@ -765,10 +835,10 @@ impl Reconciler {
         } else {
             self.patch(key, &json!({"metadata": {"annotations": annotations}}))?;
             log::info!("{key}: opted out; removed wavelet's metadata annotations (the template is left alone)");
-            remembered.cleaned = true;
+            remembered.set_cleaned(true);
             // What wavelet wrote before is gone now: after an opt-in it adopts anew, without
             // waiting for the watch to show an old write.
-            remembered.written = None;
+            remembered.set_written(None);
         }
         Ok((Action::Done, Outcome::OptOutCleaned))
     }
@@ -777,10 +847,7 @@ impl Reconciler {
     /// time the set of problems changes.
     fn warn_problems(&self, key: &WorkloadKey, entry: &WorkloadEntry, remembered: &mut Memory) {
         let problems = entry.counting.problems();
-        let warned = remembered
-            .warned
-            .as_ref()
-            .and_then(|w| w.problems.as_deref());
+        let warned = remembered.warned().and_then(|w| w.problems.as_deref());
         if problems.is_empty() || warned == Some(problems) {
             return;
         }
@@ -790,7 +857,7 @@ impl Reconciler {
             log::warn!("{key}: {problem}");
             self.recorder.warning(&about, "InvalidAnnotation", problem);
         }
-        remembered.warned().problems = Some(problems.to_vec());
+        remembered.warned_mut().problems = Some(problems.to_vec());
     }
 
     /// Starts one Job from a CronJob's (just patched) job template, as Reloader does for
@@ -1098,6 +1165,32 @@ mod tests {
     }
 
     #[test]
+    fn a_workloads_memory_boxes_what_it_holds_at_times_only_while_it_holds_any() {
+        assert!(std::mem::size_of::<Memory>() <= 40);
+        let mut memory = Box::<Memory>::default();
+        memory.set_written(None);
+        memory.set_cleaned(false);
+        assert!(
+            memory.rare.is_none(),
+            "clearing what is not there boxes nothing"
+        );
+        memory.set_written(Some(Written::new("a", None, None)));
+        memory.rare().throttled = Some("b".into());
+        let mut memory = memory.shed();
+        assert_eq!(memory.written().map(|w| w.hash.as_str()), Some("a"));
+        assert_eq!(memory.throttled(), Some("b"));
+        memory.set_written(None);
+        let mut memory = memory.shed();
+        assert!(memory.rare.is_some(), "still throttled");
+        memory.take_throttled();
+        memory.warned_mut().throttle = true;
+        let mut memory = memory.shed();
+        assert!(memory.rare.is_some(), "a Warning said is remembered");
+        memory.warned_mut().throttle = false;
+        assert!(memory.shed().rare.is_none(), "nothing left: the box goes");
+    }
+
+    #[test]
     fn names_the_objects_whose_part_of_the_hash_changed() {
         let before = [fp("a", "1"), fp("b", "1")];
         let (a, b) = (key("a"), key("b"));
@@ -1156,8 +1249,8 @@ mod tests {
     /// as a second rollout when a template edit's late event carried the pre-adoption state.
     #[test]
     fn writes_in_a_row_that_the_cache_has_not_shown_chain_their_states_before() {
-        let adopted = Written::new("h0", None, None).unwrap();
-        let rolled = Written::new("h1", None, Some(&adopted)).unwrap();
+        let adopted = Written::new("h0", None, None);
+        let rolled = Written::new("h1", None, Some(&adopted));
         assert_eq!(rolled.before, [None, Some("h0".to_string())]);
         assert_eq!(own_write_unseen(None, Some(rolled.view())), Some("h1"));
         assert_eq!(
@@ -1167,7 +1260,7 @@ mod tests {
         assert_eq!(own_write_unseen(Some("h1"), Some(rolled.view())), None);
         assert_eq!(own_write_unseen(Some("other"), Some(rolled.view())), None);
         // Once the cache showed the adoption, the next write starts a chain of its own.
-        let again = Written::new("h2", Some("h1"), Some(&rolled)).unwrap();
+        let again = Written::new("h2", Some("h1"), Some(&rolled));
         assert_eq!(again.before, [Some("h1".to_string())]);
     }
 

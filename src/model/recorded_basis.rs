@@ -37,6 +37,14 @@ impl Basis {
         }
     }
 
+    /// The same head with other parts.
+    pub fn with_parts(&self, parts: Box<[(u64, u64)]>) -> Basis {
+        Basis {
+            head: Arc::clone(&self.head),
+            parts,
+        }
+    }
+
     /// The field at `index` of the head, after its `prefix`.
     fn field(&self, index: usize, prefix: &str) -> &str {
         let field = self.head.split(' ').nth(index).unwrap_or_default();
