@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::annotations;
 use crate::annotations::Annotations;
+use crate::model::config_table::ConfigTable;
 use crate::model::mounts::{Held, Mounts, View};
 use crate::model::owners::{OwnedKind, Owners};
 use crate::model::reverse_index::{Entries, ReverseIndex};
@@ -29,6 +30,8 @@ use crate::watch::scope::NamespaceScope;
 /// A ConfigMap or Secret as wavelet remembers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigEntry {
+    /// Whose entry it is: the cache's table files it under this ([`ConfigTable`]).
+    key: ConfigKey,
     pub uid: Uid,
     pub resource_version: ResourceVersion,
     /// The per-key digests last read, with the resourceVersion they were read at; `None`
@@ -97,10 +100,16 @@ impl DeleteModeAnnotations {
 }
 
 impl ConfigEntry {
-    /// An entry for `metadata` with `digests` read at its resourceVersion (or none yet).
-    pub fn new(metadata: &ObjectMeta, digests: Option<Box<[KeyDigest]>>) -> ConfigEntry {
+    /// The entry of `key`, for `metadata` with `digests` read at its resourceVersion (or
+    /// none yet).
+    pub fn new(
+        key: ConfigKey,
+        metadata: &ObjectMeta,
+        digests: Option<Box<[KeyDigest]>>,
+    ) -> ConfigEntry {
         let resource_version = ResourceVersion::new(&metadata.resource_version);
         ConfigEntry {
+            key,
             uid: Uid::new(&metadata.uid),
             data: digests.map(|digests| ConfigData {
                 resource_version: resource_version.clone(),
@@ -112,6 +121,11 @@ impl ConfigEntry {
             reloader_match: metadata.annotations.get(annotations::RELOADER_MATCH) == Some("true"),
             gates: ConfigGates::from(&metadata.annotations),
         }
+    }
+
+    /// Whose entry it is.
+    pub fn key(&self) -> &ConfigKey {
+        &self.key
     }
 
     /// Its fan-out annotations (all unset when it has none).
@@ -130,10 +144,15 @@ impl ConfigEntry {
         self.gates != other.gates
     }
 
-    /// A SecretProviderClass as a set of Pods mounted it: `class`'s identity and
+    /// The SecretProviderClass `key` as a set of Pods mounted it: `class`'s identity and
     /// annotations (`None`: the class object is not cached), with `objects` as its data.
-    pub fn mounted(class: Option<&ConfigEntry>, objects: Box<[KeyDigest]>) -> ConfigEntry {
+    pub fn mounted(
+        key: &ConfigKey,
+        class: Option<&ConfigEntry>,
+        objects: Box<[KeyDigest]>,
+    ) -> ConfigEntry {
         let mut entry = class.cloned().unwrap_or_else(|| ConfigEntry {
+            key: key.clone(),
             uid: Uid::new(""),
             resource_version: ResourceVersion::new(""),
             data: None,
@@ -270,7 +289,7 @@ fn sort_dedup(keys: &mut Vec<WorkloadKey>) {
 /// The cache shared by watch threads and workers.
 #[derive(Default)]
 pub struct Cache {
-    configs: RwLock<HashMap<ConfigKey, Arc<ConfigEntry>>>,
+    configs: RwLock<ConfigTable>,
     /// Secrets read and found not to exist, until a watch event says otherwise. Secrets
     /// that nothing uses are not kept (see the Router), so for a Secret "not cached" alone
     /// means "not known"; these are the ones known to be absent. Only referenced ones
@@ -328,9 +347,9 @@ impl Cache {
         self.configs
             .read()
             .unwrap()
-            .iter()
-            .filter(|(k, e)| &*k.namespace == namespace && e.pod_delete_match().is_some())
-            .map(|(k, _)| k.clone())
+            .entries()
+            .filter(|e| &*e.key().namespace == namespace && e.pod_delete_match().is_some())
+            .map(|e| e.key().clone())
             .collect()
     }
 
@@ -398,8 +417,8 @@ impl Cache {
     fn sharing_names(&self, mut entry: WorkloadEntry) -> WorkloadEntry {
         let configs = self.configs.read().unwrap();
         for reference in &mut entry.references {
-            if let Some((cached, _)) = configs.get_key_value(&reference.config) {
-                reference.config = cached.clone();
+            if let Some(cached) = configs.get(&reference.config) {
+                reference.config = cached.key().clone();
             }
         }
         entry
@@ -412,7 +431,11 @@ impl Cache {
     /// Stores a whole ConfigMap/Secret (its digests read); says whether its data changed.
     pub fn upsert_config(&self, kind: ConfigKind, obj: ConfigObject) -> (ConfigKey, ConfigChange) {
         let key = self.config_key(kind, &obj.metadata);
-        let entry = ConfigEntry::new(&obj.metadata, Some(obj.data.unwrap_or_default()));
+        let entry = ConfigEntry::new(
+            key.clone(),
+            &obj.metadata,
+            Some(obj.data.unwrap_or_default()),
+        );
         self.forget_absent(&key);
         let mut configs = self.configs.write().unwrap();
         let change = match configs.get(&key) {
@@ -423,7 +446,7 @@ impl Cache {
             }
             Some(_) => ConfigChange::MetadataOnly,
         };
-        configs.insert(key.clone(), Arc::new(entry));
+        configs.insert(Arc::new(entry));
         (key, change)
     }
 
@@ -438,7 +461,7 @@ impl Cache {
         keep_data: bool,
     ) -> (ConfigKey, Option<Arc<ConfigEntry>>, Arc<ConfigEntry>) {
         let key = self.config_key(kind, metadata);
-        let mut entry = ConfigEntry::new(metadata, None);
+        let mut entry = ConfigEntry::new(key.clone(), metadata, None);
         self.forget_absent(&key);
         let mut configs = self.configs.write().unwrap();
         let before = configs.get(&key).cloned();
@@ -451,7 +474,7 @@ impl Cache {
             }
         }
         let after = Arc::new(entry);
-        configs.insert(key.clone(), Arc::clone(&after));
+        configs.insert(Arc::clone(&after));
         (key, before, after)
     }
 
@@ -467,7 +490,7 @@ impl Cache {
         version_when_asked: Option<&ResourceVersion>,
         fetched: ConfigObject,
     ) -> Option<Arc<ConfigEntry>> {
-        let fetched_entry = ConfigEntry::new(&fetched.metadata, Some(fetched.data?));
+        let fetched_entry = ConfigEntry::new(key.clone(), &fetched.metadata, Some(fetched.data?));
         let mut configs = self.configs.write().unwrap();
         let Some(old) = configs.get(key) else {
             if version_when_asked.is_some() {
@@ -475,7 +498,7 @@ impl Cache {
             }
             self.forget_absent(key);
             let after = Arc::new(fetched_entry);
-            configs.insert(key.clone(), Arc::clone(&after));
+            configs.insert(Arc::clone(&after));
             return Some(after);
         };
         if old.uid != fetched_entry.uid {
@@ -488,7 +511,7 @@ impl Cache {
             entry.delete_mode = fetched_entry.delete_mode;
         }
         let after = Arc::new(entry);
-        configs.insert(key.clone(), Arc::clone(&after));
+        configs.insert(Arc::clone(&after));
         Some(after)
     }
 
@@ -577,7 +600,7 @@ impl Cache {
         let objects = annotations::pod_delete_match(&metadata.annotations)
             .and_then(|_| self.held_view(&mounts, &key, None, |_| true))
             .map(|v| v.objects);
-        let entry = ConfigEntry::new(metadata, objects);
+        let entry = ConfigEntry::new(key.clone(), metadata, objects);
         let mut configs = self.configs.write().unwrap();
         let before = configs.get(&key).cloned();
         if let Some(old) = &before {
@@ -586,7 +609,7 @@ impl Cache {
             }
         }
         let after = Arc::new(entry);
-        configs.insert(key.clone(), Arc::clone(&after));
+        configs.insert(Arc::clone(&after));
         (key, before, after)
     }
 
@@ -655,7 +678,7 @@ impl Cache {
                         resource_version: entry.resource_version.clone(),
                         digests,
                     });
-                    configs.insert(class.clone(), Arc::new(entry));
+                    configs.insert(Arc::new(entry));
                 }
                 changed
             }
@@ -832,7 +855,8 @@ impl Cache {
         self.configs
             .read()
             .unwrap()
-            .keys()
+            .entries()
+            .map(|e| e.key())
             .filter(|k| k.kind == kind && namespace.is_none_or(|ns| *k.namespace == *ns))
             .filter(|k| !listed(k))
             .cloned()
@@ -844,9 +868,9 @@ impl Cache {
         self.configs
             .read()
             .unwrap()
-            .iter()
-            .filter(|(_, e)| e.pod_delete_match().is_some())
-            .map(|(k, e)| (k.clone(), Arc::clone(e)))
+            .entries()
+            .filter(|e| e.pod_delete_match().is_some())
+            .map(|e| (e.key().clone(), Arc::clone(e)))
             .collect()
     }
 
@@ -876,7 +900,8 @@ impl Cache {
             .configs
             .read()
             .unwrap()
-            .keys()
+            .entries()
+            .map(|e| e.key())
             .filter(|k| &*k.namespace == namespace && entry.counts_by_name(k))
             .cloned()
             .collect();
@@ -1538,7 +1563,7 @@ mod tests {
         let cached_name = |cache: &Cache, config: &str| {
             let configs = cache.configs.read().unwrap();
             let wanted = ConfigKey::new(ConfigKind::ConfigMap, "ns", config);
-            Arc::clone(&configs.get_key_value(&wanted).unwrap().0.name)
+            Arc::clone(&configs.get(&wanted).unwrap().key().name)
         };
         // The object first, then the workload.
         cache.upsert_config(ConfigKind::ConfigMap, configmap("first", "1", &[], &[]));

@@ -42,7 +42,8 @@ pub fn counted(cache: &Cache, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<C
             let own_pods = |pod: &str| cache.is_running_pod_of(key, pod);
             match cache.class_view(&reference.config, Some(key), own_pods) {
                 Some(view) => {
-                    let mounted = ConfigEntry::mounted(object.as_deref(), view.objects);
+                    let mounted =
+                        ConfigEntry::mounted(&reference.config, object.as_deref(), view.objects);
                     out.push((reference, Some(Arc::new(mounted))));
                 }
                 None => continue, // not read yet
@@ -69,6 +70,7 @@ pub fn counted(cache: &Cache, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<C
             let Some(view) = cache.class_view(&key, Some(workload), running) else {
                 continue;
             };
+            let mounted = ConfigEntry::mounted(&key, Some(&object), view.objects);
             out.push((
                 Reference {
                     config: key,
@@ -76,7 +78,7 @@ pub fn counted(cache: &Cache, key: &WorkloadKey, entry: &WorkloadEntry) -> Vec<C
                     keys: Default::default(),
                     required: false,
                 },
-                Some(Arc::new(ConfigEntry::mounted(Some(&object), view.objects))),
+                Some(Arc::new(mounted)),
             ));
             continue;
         }

@@ -3,7 +3,7 @@
 //! references (`references`), whether a workload opted in and what counts for it
 //! (`optin`), what a workload is to wavelet (`workload`), the canonical form and hash of
 //! configuration (`hash`), the cache of ConfigMaps/Secrets as digests and of opted-in
-//! workloads, with its reverse index (`cache`), what the Secrets Store CSI driver reports
+//! workloads, with its reverse index (`cache`) and its table of objects (`config_table`), what the Secrets Store CSI driver reports
 //! mounted (`mounts`) and which Pods are a workload's (`pods` by name, `owners` by owner
 //! references among running Pods), what counts for one
 //! workload now (`counted`), whether a workload's rollout finished (`rollout_status`),
@@ -12,6 +12,7 @@
 //! under (`recorded_basis`), and wavelet's own state ConfigMap
 //! (`state`).
 pub mod cache;
+pub(crate) mod config_table;
 pub(crate) mod counted;
 pub mod hash;
 pub mod mounts;
