@@ -394,7 +394,7 @@ impl DeleteMode {
         let key = WorkloadKey::new(std::sync::Arc::new(resource), namespace, name);
         self.cache
             .workload(&key)
-            .is_some_and(|entry| entry.gates.canary)
+            .is_some_and(|entry| entry.gates().canary)
     }
 
     /// The object is gone or opted out: its waves' entry goes too (nothing is held any

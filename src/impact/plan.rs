@@ -525,7 +525,7 @@ fn fan_out_plan(
     };
     let ids: Vec<(String, bool)> = rolling
         .iter()
-        .map(|w| (workload_id(&w.key), w.entry.gates.canary))
+        .map(|w| (workload_id(&w.key), w.entry.gates().canary))
         .collect();
     let done = RolloutStatus::Done;
     let now = settings.now.max(0) as u64;
@@ -634,7 +634,7 @@ fn when_of(
             .as_ref()
             .filter(|g| g.pause)
             .map(|_| &*w.key.namespace),
-        w.entry.gates.pause,
+        w.entry.gates().pause,
         &paused_configs,
     ) {
         return (When::Paused { by: by.clone() }, format!("paused: {by}"));
@@ -690,7 +690,7 @@ fn when_of(
     let namespace_window = namespace_gates.as_ref().and_then(|g| g.window.as_deref());
     let (windows, problems) = gates::window_for(
         &[
-            (w.entry.gates.window.as_deref(), "the workload"),
+            (w.entry.gates().window.as_deref(), "the workload"),
             (namespace_window, "its Namespace"),
         ],
         settings.fan_out.restart_window.as_ref(),

@@ -34,8 +34,9 @@ pub struct WorkloadEntry {
     pub counting: Counting,
     /// Whether its rollout finished, as `kubectl rollout status` judges it.
     pub rollout: RolloutStatus,
-    /// Its own safe fan-out annotations.
-    pub gates: Gates,
+    /// Its own safe fan-out annotations ([`WorkloadEntry::gates`]); `None` for the many
+    /// workloads without any (16 bytes less each, and a smaller allocation class).
+    gates: Option<Box<Gates>>,
     /// What Wave or Reloader recorded of what its Pods run, while wavelet has recorded no
     /// hash on its metadata yet (a take-over); `None` otherwise or when there is none.
     pub peers: Option<Box<PeerRecords>>,
@@ -70,6 +71,16 @@ impl Gates {
 }
 
 impl WorkloadEntry {
+    /// Its own safe fan-out annotations (all unset when it has none).
+    pub fn gates(&self) -> &Gates {
+        static NONE: Gates = Gates {
+            canary: false,
+            pause: false,
+            window: None,
+        };
+        self.gates.as_deref().unwrap_or(&NONE)
+    }
+
     /// The entry to cache for a workload, or `None` when wavelet has nothing to do with it.
     pub fn from_object(
         resource: &Resource,
@@ -120,7 +131,9 @@ impl WorkloadEntry {
             ),
             counting: opted.map(|(_, counting)| counting).unwrap_or_default(),
             rollout: RolloutStatus::of(resource, obj),
-            gates: Gates::from_annotations(&meta.annotations),
+            gates: Some(Gates::from_annotations(&meta.annotations))
+                .filter(|gates| !gates.is_empty())
+                .map(Box::new),
             peers,
         })
     }
@@ -238,6 +251,31 @@ mod tests {
             "spec": {"template": {"spec": {"volumes": volumes, "containers": []}}}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_workloads_gates_are_held_only_when_it_has_any() {
+        // With an Arc's two counts and musl's 4-byte header, 168 bytes fit its 192-byte
+        // allocation class (160, 192, 240): every cached workload has one.
+        assert!(std::mem::size_of::<WorkloadEntry>() <= 168);
+        let opted = |annotations: serde_json::Value| {
+            let object = deployment("web", annotations, serde_json::json!([]));
+            WorkloadEntry::from_object(&Resource::deployments(), &object, &Policy::default())
+                .unwrap()
+        };
+        let plain = opted(serde_json::json!({"wavelet.dev/update-on-config-change": "true"}));
+        assert!(plain.gates.is_none());
+        assert_eq!(plain.gates(), &Gates::default());
+        let gated = opted(
+            serde_json::json!({"wavelet.dev/update-on-config-change": "true",
+                                             "wavelet.dev/canary": "true",
+                                             "wavelet.dev/restart-window": "Mon-Fri 09:00-17:00 UTC"}),
+        );
+        assert!(gated.gates().canary && !gated.gates().pause);
+        assert_eq!(
+            gated.gates().window.as_deref(),
+            Some("Mon-Fri 09:00-17:00 UTC")
+        );
     }
 
     #[test]

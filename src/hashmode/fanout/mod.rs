@@ -196,7 +196,7 @@ impl Judge {
                 && baseline::changed(config, &baseline::parts(&resolved), before.as_deref());
             out.push(Dependent {
                 id,
-                canary: entry.gates.canary,
+                canary: entry.gates().canary,
                 current: !due,
                 status: entry.rollout.clone(),
                 key,
@@ -240,7 +240,7 @@ pub fn pending_of(
             .as_ref()
             .filter(|g| g.pause)
             .map(|_| &*key.namespace),
-        entry.gates.pause,
+        entry.gates().pause,
         &paused_configs,
     ) {
         return Some(Pending::Paused(by));
@@ -299,7 +299,7 @@ pub fn pending_of(
     let namespace_window = namespace_gates.as_ref().and_then(|g| g.window.as_deref());
     let (windows, _) = gates::window_for(
         &[
-            (entry.gates.window.as_deref(), "the workload"),
+            (entry.gates().window.as_deref(), "the workload"),
             (namespace_window, "its Namespace"),
         ],
         judge.fan_out.restart_window.as_ref(),
@@ -647,7 +647,7 @@ impl FanOuts {
         let namespace_window = namespace_gates.as_ref().and_then(|g| g.window.as_deref());
         let (windows, problems) = gates::window_for(
             &[
-                (entry.gates.window.as_deref(), "the workload"),
+                (entry.gates().window.as_deref(), "the workload"),
                 (namespace_window, "its Namespace"),
             ],
             self.judge.fan_out.restart_window.as_ref(),
@@ -717,7 +717,7 @@ impl FanOuts {
                 .as_ref()
                 .filter(|g| g.pause)
                 .map(|_| &*key.namespace),
-            entry.gates.pause,
+            entry.gates().pause,
             &paused_configs,
         ))
     }
@@ -751,7 +751,7 @@ impl FanOuts {
         let namespace_gates = self.judge.cache.namespace_gates(&key.namespace);
         let (windows, _) = gates::window_for(
             &[
-                (entry.gates.window.as_deref(), "the workload"),
+                (entry.gates().window.as_deref(), "the workload"),
                 (
                     namespace_gates.as_ref().and_then(|g| g.window.as_deref()),
                     "its Namespace",
