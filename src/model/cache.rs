@@ -1050,6 +1050,13 @@ mod tests {
     }
 
     #[test]
+    fn a_cached_object_fits_a_160_byte_allocation() {
+        // Every ConfigMap and Secret in use has one, in an `Arc` (two counts, 16 bytes);
+        // musl's allocator adds 4 bytes and rounds up to its classes (144, 160, 192).
+        assert!(std::mem::size_of::<ConfigEntry>() + 16 + 4 <= 160);
+    }
+
+    #[test]
     fn a_secret_known_by_its_metadata_has_no_current_data_until_read() {
         let cache = Cache::new();
         let (key, before, after) =
