@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::annotations;
 use crate::annotations::Annotations;
-use crate::model::config_table::ConfigTable;
+use crate::model::config_table::{ConfigTable, Keyed};
 use crate::model::mounts::{Held, Mounts, View};
 use crate::model::owners::{OwnedKind, Owners};
 use crate::model::reverse_index::{Entries, ReverseIndex};
@@ -99,6 +99,13 @@ impl DeleteModeAnnotations {
     }
 }
 
+/// Whose entry it is: the cache's table files it under this.
+impl Keyed for ConfigEntry {
+    fn key(&self) -> &ConfigKey {
+        &self.key
+    }
+}
+
 impl ConfigEntry {
     /// The entry of `key`, for `metadata` with `digests` read at its resourceVersion (or
     /// none yet).
@@ -121,11 +128,6 @@ impl ConfigEntry {
             reloader_match: metadata.annotations.get(annotations::RELOADER_MATCH) == Some("true"),
             gates: ConfigGates::from(&metadata.annotations),
         }
-    }
-
-    /// Whose entry it is.
-    pub fn key(&self) -> &ConfigKey {
-        &self.key
     }
 
     /// Its fan-out annotations (all unset when it has none).
@@ -289,7 +291,7 @@ fn sort_dedup(keys: &mut Vec<WorkloadKey>) {
 /// The cache shared by watch threads and workers.
 #[derive(Default)]
 pub struct Cache {
-    configs: RwLock<ConfigTable>,
+    configs: RwLock<ConfigTable<ConfigEntry>>,
     /// Secrets read and found not to exist, until a watch event says otherwise. Secrets
     /// that nothing uses are not kept (see the Router), so for a Secret "not cached" alone
     /// means "not known"; these are the ones known to be absent. Only referenced ones
