@@ -403,10 +403,14 @@ impl Cache {
 
     /// The key to cache an object under, sharing the strings of a workload's reference to
     /// it when there is one: one copy of each name, whichever came first (see
-    /// [`Cache::sharing_names`] for the other way). Takes the workloads' lock: never called
-    /// while holding the configs'.
+    /// [`Cache::sharing_names`] for the other way). An object already cached keeps the key
+    /// it has (which shares them already), so most events do not look in the reverse
+    /// index. Takes each lock in turn: never called while holding the configs'.
     fn config_key(&self, kind: ConfigKind, metadata: &ObjectMeta) -> ConfigKey {
         let key = ConfigKey::new(kind, &metadata.namespace, &metadata.name);
+        if let Some(cached) = self.configs.read().unwrap().get(&key) {
+            return cached.key().clone();
+        }
         self.workloads
             .read()
             .unwrap()
