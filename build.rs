@@ -30,6 +30,8 @@ fn main() {
     }
     embed_time_zones();
     compact_relocations();
+    order_code();
+    strip_symbols();
     let target = env("TARGET");
     let under = target.replace('-', "_");
     // The C compiler ring uses (cc-rs looks these up), recorded in the SBOM.
@@ -123,6 +125,71 @@ fn compact_relocations() {
     let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
     if musl && linux {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
+}
+
+/// The x86_64 static binary's functions are laid out in the order
+/// `image/code-order/symbols.txt` gives, hottest first: what wavelet runs idle, then what it
+/// runs at work, then the rest. The kernel maps code 64 KiB around each page a process
+/// touches, so with the functions it runs scattered, almost all of the binary's code stays
+/// resident; together, less than half (BENCHMARKS.md, "The floor, and what it is made of").
+/// Only lld takes such a list: the one the Rust toolchain ships (`gcc-ld/ld.lld`), run by
+/// the C compiler that links. Without it the build goes on in the default layout, saying so.
+fn order_code() {
+    let lld = match code_order_lld() {
+        None => return,
+        Some(Err(why)) => {
+            return println!("cargo:warning=the code keeps the default layout: {why}");
+        }
+        Some(Ok(lld)) => lld,
+    };
+    let list = PathBuf::from(env("CARGO_MANIFEST_DIR")).join(CODE_ORDER);
+    println!("cargo:rerun-if-changed={CODE_ORDER}");
+    if !list.is_file() {
+        return println!("cargo:warning=the code keeps the default layout: no {CODE_ORDER}");
+    }
+    let gcc_ld = lld.parent().expect("ld.lld is in a folder");
+    println!("cargo:rustc-link-arg-bins=-fuse-ld=lld");
+    println!("cargo:rustc-link-arg-bins=-B{}", gcc_ld.display());
+    println!(
+        "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+        list.display()
+    );
+    // A name the list gives that this build lacks (a function since renamed, inlined or
+    // gone) only stays where it is.
+    println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+}
+
+const CODE_ORDER: &str = "image/code-order/symbols.txt";
+
+/// The toolchain's `ld.lld` when this build lays the code out (x86_64 musl), why not when
+/// it should and cannot, `None` for the other targets.
+fn code_order_lld() -> Option<Result<PathBuf, String>> {
+    let musl = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "musl");
+    let x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").is_ok_and(|a| a == "x86_64");
+    if !(musl && x86_64) {
+        return None;
+    }
+    let lld = first_line(&env("RUSTC"), &["--print", "sysroot"]).map(|sysroot| {
+        Path::new(&sysroot)
+            .join("lib/rustlib")
+            .join(env("HOST"))
+            .join("bin/gcc-ld/ld.lld")
+    });
+    Some(match lld {
+        Some(lld) if lld.is_file() => Ok(lld),
+        Some(lld) => Err(format!("the toolchain has no {}", lld.display())),
+        None => Err("`rustc --print sysroot` failed".to_string()),
+    })
+}
+
+/// A release build's binaries are stripped of their symbols by the linker, unless
+/// `WAVELET_KEEP_SYMBOLS` is set: image/code-order/profile reads the names from such a
+/// build, which is otherwise the same build (Cargo.toml says why not `strip = true`).
+fn strip_symbols() {
+    println!("cargo:rerun-if-env-changed=WAVELET_KEEP_SYMBOLS");
+    if env("PROFILE") == "release" && std::env::var_os("WAVELET_KEEP_SYMBOLS").is_none() {
+        println!("cargo:rustc-link-arg-bins=-Wl,--strip-all");
     }
 }
 
@@ -257,11 +324,20 @@ fn describe_build(target: &str, under: &str) -> Build {
         Err(_) => ("cc".to_string(), format!("rustc's default for {target}")),
     };
     let said = first_line(&linker, &["--version"]).unwrap_or_default();
+    let runs = code_order_lld()
+        .and_then(Result::ok)
+        .and_then(|lld| {
+            let lld_said = first_line(&lld.display().to_string(), &["--version"])?;
+            Some(format!(
+                "; it runs the toolchain's lld (-fuse-ld=lld), which says {lld_said:?}, with {CODE_ORDER}"
+            ))
+        })
+        .unwrap_or_default();
     tools.push(Tool {
         role: "linker".into(),
         name: linker,
         version: said.rsplit(' ').next().unwrap_or("").to_string(),
-        description: format!("the linker driver: {from}; it says {said:?}"),
+        description: format!("the linker driver: {from}; it says {said:?}{runs}"),
     });
 
     // Rust's musl targets link their own static musl and libunwind (self-contained).

@@ -462,3 +462,40 @@ fn a_made_up_dependency_with_a_forbidden_licence_fails_the_build_naming_it() {
     );
     assert!(!said.contains("is licensed"), "{said}");
 }
+
+/// build.rs has the toolchain's lld lay the x86_64 binary's functions out in the order
+/// image/code-order/symbols.txt gives (what runs idle together: BENCHMARKS.md, "The floor,
+/// and what it is made of"). A stripped binary keeps no names to check the order by, so this
+/// checks that the order was applied at all: lld linked the x86_64 binary, its SBOM says
+/// so and with which list, and the aarch64 binary, laid out by its default linker, claims
+/// neither. A build that fell back to the default layout (no lld in the toolchain) fails it.
+#[test]
+fn the_x86_64_binary_is_laid_out_by_lld_with_the_code_order_and_its_sbom_says_so() {
+    let Some(shipped) = shipped_or_skip() else {
+        return;
+    };
+    let list = std::fs::read_to_string(repo().join("image/code-order/symbols.txt")).unwrap();
+    let names = list.lines().filter(|l| !l.starts_with('#')).count();
+    assert!(names > 1000, "image/code-order/symbols.txt names {names} functions");
+    for Shipped {
+        target,
+        binary,
+        sbom,
+    } in &shipped
+    {
+        let comment = elf_section(&std::fs::read(binary).unwrap(), ".comment")
+            .expect("a .comment section");
+        let by_lld = String::from_utf8_lossy(&comment).contains("Linker: LLD");
+        let linker = sbom["formulation"][0]["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["bom-ref"] == "tool:linker")
+            .expect("the linker in the SBOM");
+        let description = linker["description"].as_str().unwrap();
+        let says_order = description.contains("image/code-order/symbols.txt");
+        let x86_64 = *target == "x86_64-unknown-linux-musl";
+        assert_eq!(by_lld, x86_64, "{target}: linked by lld: {comment:?}");
+        assert_eq!(says_order, x86_64, "{target}: {description}");
+    }
+}
