@@ -11,6 +11,7 @@
 mod budget;
 mod connect;
 pub(crate) mod exec;
+mod gzip;
 pub mod kubeconfig;
 pub(crate) mod list_body;
 mod resolve;
@@ -25,6 +26,7 @@ pub mod yaml;
 
 use crate::error::{Error, Status};
 pub use budget::{current_priority, with_priority, Limits, Priority};
+use gzip::Body;
 use kubeconfig::{Credentials, Pem};
 use list_body::SplitError;
 use rustls::pki_types::pem::PemObject;
@@ -204,6 +206,7 @@ impl Client {
             .http_status_as_error(false)
             .user_agent(user_agent())
             .accept("application/json")
+            .accept_encoding(gzip::ACCEPTED)
             // The API server does not redirect; never follow one with credentials.
             .max_redirects(0)
             .max_idle_connections_per_host(8)
@@ -405,10 +408,12 @@ impl Client {
             accept: shape.accept(false),
             watch_body_timeout: Some(timeout.saturating_add(WATCH_GRACE)),
         })?;
-        Ok(WatchStream::new(
-            Box::new(response.into_body().into_reader()),
-            path_and_query,
-        ))
+        let body = Body::of(response).map_err(|e| {
+            Error::Transport(format!(
+                "watch {path_and_query}: reading the response failed: {e}"
+            ))
+        })?;
+        Ok(WatchStream::new(Box::new(body), path_and_query))
     }
 
     /// Limits the requests of this client and all its clones to `limits` (`wavelet run`'s

@@ -314,7 +314,7 @@ mod tests {
             })
             .expect("watch opened");
         let mut watch = WatchStream::new(
-            Box::new(response.into_body().into_reader()),
+            Box::new(crate::client::gzip::Body::of(response).expect("no Content-Encoding")),
             "/api/v1/pods?watch=1",
         );
         assert!(watch.next_line().expect("one event").is_some());

@@ -51,12 +51,7 @@ pub(super) fn status_from_response(
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
     let mut body = Vec::new();
-    if let Err(e) = response
-        .into_body()
-        .into_reader()
-        .take(MAX_ERROR_BODY)
-        .read_to_end(&mut body)
-    {
+    if let Err(e) = Body::of(response).and_then(|r| r.take(MAX_ERROR_BODY).read_to_end(&mut body)) {
         log::debug!("reading the body of a {code} response failed: {e}");
     }
     status_from_body(code, &body, retry_after, method.as_str())
@@ -199,11 +194,8 @@ pub(super) fn decode<T: DeserializeOwned>(
     let code = response.status().as_u16();
     let path = path.split('?').next().unwrap_or(path);
     with_body_buffer(|body| {
-        response
-            .into_body()
-            .into_reader()
-            .take(MAX_OBJECT as u64 + 1)
-            .read_to_end(body)
+        Body::of(response)
+            .and_then(|r| r.take(MAX_OBJECT as u64 + 1).read_to_end(body))
             .map_err(|e| {
                 Error::Transport(format!("{method} {path}: reading the response failed: {e}"))
             })?;
@@ -260,8 +252,10 @@ pub(super) fn decode_list<T: DeserializeOwned>(
 ) -> Result<ListMeta, Error> {
     let code = response.status().as_u16();
     let path = path.split('?').next().unwrap_or(path);
+    let body = Body::of(response)
+        .map_err(|e| Error::Transport(format!("GET {path}: reading the response failed: {e}")))?;
     let mut peek = Peek {
-        inner: response.into_body().into_reader(),
+        inner: body,
         kept: Vec::new(),
         total: 0,
         eof: false,
