@@ -476,15 +476,18 @@ fn the_x86_64_binary_is_laid_out_by_lld_with_the_code_order_and_its_sbom_says_so
     };
     let list = std::fs::read_to_string(repo().join("image/code-order/symbols.txt")).unwrap();
     let names = list.lines().filter(|l| !l.starts_with('#')).count();
-    assert!(names > 1000, "image/code-order/symbols.txt names {names} functions");
+    assert!(
+        names > 1000,
+        "image/code-order/symbols.txt names {names} functions"
+    );
     for Shipped {
         target,
         binary,
         sbom,
     } in &shipped
     {
-        let comment = elf_section(&std::fs::read(binary).unwrap(), ".comment")
-            .expect("a .comment section");
+        let comment =
+            elf_section(&std::fs::read(binary).unwrap(), ".comment").expect("a .comment section");
         let by_lld = String::from_utf8_lossy(&comment).contains("Linker: LLD");
         let linker = sbom["formulation"][0]["components"]
             .as_array()
