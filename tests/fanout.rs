@@ -857,3 +857,59 @@ fn an_unreadable_restart_window_is_told_once_while_it_stands_and_again_when_it_c
     eventually(&fake, &wavelet, "the second Warning", |f| told(f) >= 2);
     assert_eq!(told(&fake), 2);
 }
+
+#[test]
+fn a_released_wave_rolls_before_the_workloads_in_line_ahead_of_it_are_told_to_wait() {
+    // e, the canary, is the whole first wave and the last of a..e in line. One worker:
+    // the first in line decides the wave; e is woken ahead of the others, which only
+    // learn that they wait for it (issue 34: the first rollout of a fan-out).
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "shared", &[("k", "1")]));
+    let names = ["a", "b", "c", "d", "e"];
+    for name in names {
+        let mut annotations = opted_in();
+        if name == "e" {
+            annotations["wavelet.dev/canary"] = json!("true");
+        }
+        fake.apply(workload(
+            "Deployment",
+            NS,
+            name,
+            annotations,
+            mounts_configmap("shared"),
+        ));
+    }
+    let wavelet = Wavelet::start(&fake, &fast_one_worker());
+    eventually(&fake, &wavelet, "a..e adopted", |f| {
+        names.iter().all(|n| {
+            hashes(f, "deployments", NS, n, "wavelet.dev/config-hash")
+                .1
+                .is_some()
+        })
+    });
+    fake.set_ready_delay(Duration::from_secs(30));
+    change(&fake, "2");
+    eventually(&fake, &wavelet, "e rolled, a..d waiting for wave 2", |f| {
+        rolled(f, "e") == 1
+            && names[..4]
+                .iter()
+                .all(|n| pending_lines(&wavelet, n, "PENDING: waiting for wave 2") == 1)
+    });
+    let output = wavelet.output();
+    let before = &output[..output
+        .find(&format!("deployment {NS}/e: rolled:"))
+        .expect("e's rollout logged")];
+    let told_first: Vec<&str> = names[..4]
+        .iter()
+        .copied()
+        .filter(|n| before.contains(&format!("deployment {NS}/{n}: PENDING")))
+        .collect();
+    assert!(
+        told_first.len() <= 1,
+        "{told_first:?} were told to wait before the wave they wait for rolled"
+    );
+    assert_eq!(
+        names[..4].iter().map(|n| rolled(&fake, n)).sum::<usize>(),
+        0
+    );
+}

@@ -201,7 +201,8 @@ impl Controller {
                 },
                 Arc::clone(&state),
                 recorder.clone(),
-                Box::new(move |key| queue.add(key)),
+                // Ahead of the line: the rest of a fan-out waits on what woke it.
+                Box::new(move |key| queue.add_first(key)),
                 Arc::clone(&debounce),
             ))
         };

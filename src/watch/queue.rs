@@ -154,6 +154,28 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         }
     }
 
+    /// Makes `key` ready now as urgent work, ahead of every key already ready (a pending
+    /// delayed add of it is dropped; a key being processed is processed again afterwards,
+    /// in line as [`WorkQueue::add`] would put it). For work that others wait on: a
+    /// fan-out's released wave, whose rollout its other workloads are only told to wait
+    /// for, goes before them.
+    pub fn add_first(&self, key: K) {
+        let mut guard = self.state.lock().unwrap();
+        let state = &mut *guard;
+        state.cancel_waiting(&key);
+        state.dirty.insert(key.clone(), Priority::Urgent);
+        if state.processing.contains_key(&key) {
+            return; // `done` queues it
+        }
+        for line in [&mut state.urgent, &mut state.background] {
+            if let Some(at) = line.iter().position(|k| *k == key) {
+                line.remove(at);
+            }
+        }
+        state.urgent.push_front(key);
+        self.ready.notify_one();
+    }
+
     /// Makes `key` ready after `delay` as urgent work, unless it is already ready or due
     /// earlier.
     pub fn add_after(&self, key: K, delay: Duration) {
@@ -435,6 +457,36 @@ mod tests {
 
     fn queue() -> WorkQueue<&'static str> {
         WorkQueue::new(Backoff::default())
+    }
+
+    #[test]
+    fn a_key_added_first_goes_before_every_key_ready_and_once() {
+        let q = queue();
+        for key in ["a", "b", "c"] {
+            q.add(key);
+        }
+        q.add_as("bg", Priority::Background);
+        q.add_after("later", Duration::from_secs(60));
+        q.add_first("c");
+        q.add_first("bg");
+        q.add_first("later");
+        let order: Vec<_> = std::iter::from_fn(|| {
+            (q.len() > 0).then(|| {
+                let key = q.get().unwrap();
+                q.done(&key);
+                key
+            })
+        })
+        .collect();
+        assert_eq!(order, ["later", "bg", "c", "a", "b"]);
+        assert_eq!(q.pending(Priority::Background), 0);
+        // Being processed: processed again once done, as an add would.
+        q.add("x");
+        let x = q.get().unwrap();
+        q.add_first(x);
+        assert_eq!(q.len(), 1);
+        q.done(&x);
+        assert_eq!(q.get(), Some("x"));
     }
 
     #[test]

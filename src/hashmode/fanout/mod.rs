@@ -361,6 +361,10 @@ impl tidy::Present for CachePresent<'_> {
     }
 }
 
+/// How one fan-out gates one workload: `Ok(note)` released by a wave (the note says which),
+/// `Err((why, recheck))` waiting.
+type Gate = Result<String, (Pending, Option<Duration>)>;
+
 /// What [`FanOuts::check`] says of one rollout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -392,7 +396,8 @@ pub struct FanOuts {
     judge: Judge,
     state: Arc<StateConfigMap>,
     recorder: Recorder,
-    /// Enqueues a workload (a released wave, a lifted hold).
+    /// Enqueues a workload ahead of the line (a released wave, a lifted hold): the other
+    /// workloads of its fan-out are only told to wait for it.
     wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
     /// Hash mode's debounce windows: a workload whose own window (its pause period) is
     /// still open waits on its own.
@@ -765,31 +770,22 @@ impl FanOuts {
 
     /// The fan-out of `change` for workload `key`: `None` when it does not gate it,
     /// `Some(Ok(note))` when a wave released it, `Some(Err(why, recheck))` when it waits.
-    #[allow(clippy::type_complexity)]
-    fn gate_by(
-        &self,
-        key: &WorkloadKey,
-        change: &Change,
-        now: u64,
-    ) -> Result<Option<Result<String, (Pending, Option<Duration>)>>, Error> {
+    fn gate_by(&self, key: &WorkloadKey, change: &Change, now: u64) -> Result<Option<Gate>, Error> {
         let id = workload_id(key);
         let name = format!("{}'s fan-out", change.config);
         // The common case, without a decision: released already, or held.
-        if let Some(record) = Judge::record(&self.state, change)? {
-            if let Some(hold) = &record.held {
-                return Ok(Some(Err((
-                    Pending::Held {
-                        fan_out: name,
-                        reason: hold_text(change, hold),
-                    },
-                    None,
-                ))));
-            }
-            if let Some(wave) = record.wave_of(&id) {
-                return Ok(Some(Ok(format!("wave {wave} of {name}"))));
-            }
+        if let Some(gate) = self.recorded_gate(change, &id, &name)? {
+            return Ok(Some(gate));
         }
-        let (decision, record) = self.advance(change, now)?;
+        let _one_at_a_time = self.deciding.lock().unwrap();
+        // Decided while this one waited for the lock: the decision that released its wave
+        // (or held the fan-out) was another workload's, recorded already. A wave's
+        // workloads often wait here for the record of their own release; deciding again
+        // would only hold up their rollout.
+        if let Some(gate) = self.recorded_gate(change, &id, &name)? {
+            return Ok(Some(gate));
+        }
+        let (decision, record) = self.advance_locked(change, now)?;
         let Some(record) = record else {
             return Ok(None); // not a fan-out
         };
@@ -823,6 +819,26 @@ impl FanOuts {
                 None,
             ),
         })))
+    }
+
+    /// What the record of `change` already says of workload `id`: released by a wave, or
+    /// held; `None` when a decision has to say it.
+    fn recorded_gate(&self, change: &Change, id: &str, name: &str) -> Result<Option<Gate>, Error> {
+        let Some(record) = Judge::record(&self.state, change)? else {
+            return Ok(None);
+        };
+        if let Some(hold) = &record.held {
+            return Ok(Some(Err((
+                Pending::Held {
+                    fan_out: name.to_string(),
+                    reason: hold_text(change, hold),
+                },
+                None,
+            ))));
+        }
+        Ok(record
+            .wave_of(id)
+            .map(|wave| Ok(format!("wave {wave} of {name}"))))
     }
 
     /// Up to date: if `key` is in the current wave of a fan-out, its rollout may release
@@ -876,6 +892,15 @@ impl FanOuts {
     /// Events, wakes the released workloads). Returns the decision and the record after.
     fn advance(&self, change: &Change, now: u64) -> Result<(Decision, Option<Record>), Error> {
         let _one_at_a_time = self.deciding.lock().unwrap();
+        self.advance_locked(change, now)
+    }
+
+    /// [`FanOuts::advance`], the decision lock held.
+    fn advance_locked(
+        &self,
+        change: &Change,
+        now: u64,
+    ) -> Result<(Decision, Option<Record>), Error> {
         // Another writer (`wavelet resume`, another leader) changed the record while this
         // decision was made: decide again from the newer one.
         for _ in 0..MAX_DECISIONS {
