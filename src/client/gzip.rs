@@ -181,7 +181,7 @@ impl<R: Read> Gzip<R> {
         }
         match &mut self.state {
             Some(state) => state.reset(DataFormat::Raw),
-            None => self.state = Some(InflateState::new_boxed(DataFormat::Raw)),
+            None => self.state = Some(inflate_state()),
         }
         self.crc = Crc32::new();
         self.length = 0;
@@ -274,6 +274,14 @@ impl<R: Read> Read for Gzip<R> {
             }
         }
     }
+}
+
+/// miniz_oxide's 43 KiB inflate state, made in a frame of its own: it is built on the stack
+/// before it is boxed, and a stack keeps every page it once touched. Inlined into the
+/// reading, that frame would be every response's, compressed or not (ureq's mistake).
+#[inline(never)]
+fn inflate_state() -> Box<InflateState> {
+    InflateState::new_boxed(DataFormat::Raw)
 }
 
 fn invalid(what: &str) -> io::Error {
