@@ -128,6 +128,27 @@ impl<R: Read> Gzip<R> {
         Ok(self.end > 0)
     }
 
+    /// Reads more input after what is left of it (which inflate could not use alone).
+    fn read_more(&mut self) -> io::Result<()> {
+        self.input.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.end == self.input.len() {
+            return Err(invalid("the gzip body's deflate stream makes no progress"));
+        }
+        let n = loop {
+            match self.inner.read(&mut self.input[self.end..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other?,
+            }
+        };
+        if n == 0 {
+            return Err(invalid("the gzip body ends inside its deflate stream"));
+        }
+        self.end += n;
+        Ok(())
+    }
+
     fn byte(&mut self) -> io::Result<u8> {
         if !self.fill()? {
             return Err(invalid("the gzip body ends inside a header or trailer"));
@@ -209,8 +230,9 @@ impl<R: Read> Gzip<R> {
                     return Ok(written.len());
                 }
                 Ok(_) if !written.is_empty() => return Ok(written.len()),
-                // All input used and nothing written yet: read more.
-                Ok(_) | Err(MZError::Buf) => continue,
+                // Nothing written: read more, after what is left if nothing was used.
+                Ok(_) | Err(MZError::Buf) if result.bytes_consumed > 0 => continue,
+                Ok(_) | Err(MZError::Buf) => self.read_more()?,
                 Err(e) => {
                     return Err(invalid(&format!(
                         "the gzip body's deflate stream is invalid ({e:?})"
