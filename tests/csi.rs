@@ -283,16 +283,31 @@ fn a_rotation_rolls_each_workload_that_mounts_the_class_once_and_an_unrelated_cl
     });
     // The rollouts' new Pods mount the new version (the old ones went, their statuses
     // with them), and the next remounts report it again. Under load the fake's
-    // controllers finish the rollouts later: wait until only the new Pods are left.
-    eventually(&fake, &wavelet, "the rollouts' old Pods gone", |f| {
-        let pods = f.pods(NS);
-        ["web", "api"].iter().all(|app| {
-            pods.iter()
-                .filter(|p| p["metadata"]["labels"]["app"] == *app)
-                .count()
-                == 2
-        })
-    });
+    // controllers finish the rollouts later, and collect a gone Pod's statuses after it:
+    // wait until only the new Pods are left, and only their statuses.
+    eventually(
+        &fake,
+        &wavelet,
+        "the rollouts' old Pods and their statuses gone",
+        |f| {
+            let pods = f.pods(NS);
+            let live: Vec<&str> = pods
+                .iter()
+                .filter_map(|p| p["metadata"]["name"].as_str())
+                .collect();
+            let orphaned = f
+                .list(STATUSES, Some(NS))
+                .iter()
+                .any(|s| !live.contains(&s["status"]["podName"].as_str().unwrap_or("")));
+            !orphaned
+                && ["web", "api"].iter().all(|app| {
+                    pods.iter()
+                        .filter(|p| p["metadata"]["labels"]["app"] == *app)
+                        .count()
+                        == 2
+                })
+        },
+    );
     driver.publish_where(&fake, NS, "vault", &rotated, remounting);
     barrier(&fake, &wavelet);
     driver.publish_where(&fake, NS, "vault", &rotated, remounting);
