@@ -327,12 +327,18 @@ fn killed_mid_fan_out(ctx: &Ctx) {
     });
     let both = format!("{first_output}{}", second.output());
     for name in &names {
-        let rolled = both
+        // Rolled once: one new ReplicaSet. The log says so at most once: the kill can
+        // land between a wave's PATCH and its log line.
+        let logged = both
             .lines()
             .filter(|l| l.contains(&format!("deployment {ns}/{name}: rolled:")))
             .count();
-        assert_eq!(rolled, 1, "{name} rolled {rolled} times:\n{both}");
-        assert_eq!(replica_sets(kube, ns, name), 2, "{name}");
+        assert!(logged <= 1, "{name} rolled {logged} times:\n{both}");
+        assert_eq!(
+            replica_sets(kube, ns, name),
+            2,
+            "{name} rolled once:\n{both}"
+        );
     }
     assert!(
         first_output.contains("wave 1")
