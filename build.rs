@@ -30,7 +30,10 @@ fn main() {
     }
     embed_time_zones();
     compact_relocations();
-    order_code();
+    // rustc's sysroot holds the musl the SBOM names and the lld that lays the code out.
+    let sysroot = first_line(&env("RUSTC"), &["--print", "sysroot"]);
+    let lld = code_order_lld(sysroot.as_deref());
+    order_code(&lld);
     strip_symbols();
     let target = env("TARGET");
     let under = target.replace('-', "_");
@@ -86,7 +89,7 @@ fn main() {
 
     // 3. The SBOM.
     let out_dir = PathBuf::from(env("OUT_DIR"));
-    let build = describe_build(&target, &under);
+    let build = describe_build(&target, &under, sysroot.as_deref(), &lld);
     let sbom = sbom::cyclonedx(&graph, &build).pretty();
     write(&out_dir.join("wavelet.cdx.json"), sbom.as_bytes());
 
@@ -135,8 +138,8 @@ fn compact_relocations() {
 /// resident; together, less than half (BENCHMARKS.md, "The floor, and what it is made of").
 /// Only lld takes such a list: the one the Rust toolchain ships (`gcc-ld/ld.lld`), run by
 /// the C compiler that links. Without it the build goes on in the default layout, saying so.
-fn order_code() {
-    let lld = match code_order_lld() {
+fn order_code(lld: &CodeOrderLld) {
+    let lld = match lld {
         None => return,
         Some(Err(why)) => {
             return println!("cargo:warning=the code keeps the default layout: {why}");
@@ -164,14 +167,17 @@ const CODE_ORDER: &str = "image/code-order/symbols.txt";
 
 /// The toolchain's `ld.lld` when this build lays the code out (x86_64 musl), why not when
 /// it should and cannot, `None` for the other targets.
-fn code_order_lld() -> Option<Result<PathBuf, String>> {
+type CodeOrderLld = Option<Result<PathBuf, String>>;
+
+/// [`CodeOrderLld`], looked up in rustc's `sysroot`.
+fn code_order_lld(sysroot: Option<&str>) -> CodeOrderLld {
     let musl = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "musl");
     let x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").is_ok_and(|a| a == "x86_64");
     if !(musl && x86_64) {
         return None;
     }
-    let lld = first_line(&env("RUSTC"), &["--print", "sysroot"]).map(|sysroot| {
-        Path::new(&sysroot)
+    let lld = sysroot.map(|sysroot| {
+        Path::new(sysroot)
             .join("lib/rustlib")
             .join(env("HOST"))
             .join("bin/gcc-ld/ld.lld")
@@ -255,7 +261,7 @@ fn first_env(names: &[String]) -> Option<(String, String)> {
 
 /// The toolchain facts of this build: rustc and cargo, the C compiler cc-rs picks for
 /// ring (the same variables, in its order), the linker, and the musl linked in.
-fn describe_build(target: &str, under: &str) -> Build {
+fn describe_build(target: &str, under: &str, sysroot: Option<&str>, lld: &CodeOrderLld) -> Build {
     let rustc_path = env("RUSTC");
     let rustc = Rustc::parse(&{
         let out = Command::new(&rustc_path).arg("-vV").output();
@@ -324,8 +330,9 @@ fn describe_build(target: &str, under: &str) -> Build {
         Err(_) => ("cc".to_string(), format!("rustc's default for {target}")),
     };
     let said = first_line(&linker, &["--version"]).unwrap_or_default();
-    let runs = code_order_lld()
-        .and_then(Result::ok)
+    let runs = lld
+        .as_ref()
+        .and_then(|lld| lld.as_ref().ok())
         .and_then(|lld| {
             let lld_said = first_line(&lld.display().to_string(), &["--version"])?;
             Some(format!(
@@ -343,8 +350,7 @@ fn describe_build(target: &str, under: &str) -> Build {
     // Rust's musl targets link their own static musl and libunwind (self-contained).
     let musl = (std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "musl"))
         .then(|| {
-            let sysroot = first_line(&rustc_path, &["--print", "sysroot"])?;
-            let libc = Path::new(&sysroot)
+            let libc = Path::new(sysroot?)
                 .join("lib/rustlib")
                 .join(target)
                 .join("lib/self-contained/libc.a");

@@ -163,14 +163,13 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         let mut guard = self.state.lock().unwrap();
         let state = &mut *guard;
         state.cancel_waiting(&key);
-        state.dirty.insert(key.clone(), Priority::Urgent);
+        let was = state.dirty.insert(key.clone(), Priority::Urgent);
         if state.processing.contains_key(&key) {
             return; // `done` queues it
         }
-        for line in [&mut state.urgent, &mut state.background] {
-            if let Some(at) = line.iter().position(|k| *k == key) {
-                line.remove(at);
-            }
+        // Already ready: in the line of its class, which `dirty` said.
+        if let Some(class) = was {
+            state.unqueue(&key, class);
         }
         state.urgent.push_front(key);
         self.ready.notify_one();
@@ -399,9 +398,7 @@ impl<K: Clone + Eq + Hash> State<K> {
                 if self.processing.contains_key(&key) {
                     return false; // `done` queues it, as urgent now
                 }
-                if let Some(at) = self.background.iter().position(|k| *k == key) {
-                    self.background.remove(at);
-                }
+                self.unqueue(&key, Priority::Background);
                 self.urgent.push_back(key);
                 true
             }
@@ -415,6 +412,14 @@ impl<K: Clone + Eq + Hash> State<K> {
                 self.queue_of(priority).push_back(key);
                 true
             }
+        }
+    }
+
+    /// Takes `key` out of the line of `class`, where it waits ready.
+    fn unqueue(&mut self, key: &K, class: Priority) {
+        let line = self.queue_of(class);
+        if let Some(at) = line.iter().position(|k| k == key) {
+            line.remove(at);
         }
     }
 
