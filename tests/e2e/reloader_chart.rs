@@ -390,13 +390,16 @@ fn run_value_set(
         );
     }
     // At least this rollout (watching every namespace, it may meet workloads that earlier
-    // scenarios left opted in).
-    let metrics = http_get(&addr, "/metrics");
-    let reloads = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("reloader_reload_executed_total{success=\"true\"} "))
-        .and_then(|v| v.trim().parse::<f64>().ok());
-    assert!(reloads.is_some_and(|n| n >= 1.0), "{what}:\n{metrics}");
+    // scenarios left opted in). The counter follows the PATCH's answer, which can come after
+    // the watch above has shown the write: wait for it.
+    let reloads = || {
+        http_get(&addr, "/metrics")
+            .lines()
+            .find_map(|l| l.strip_prefix("reloader_reload_executed_total{success=\"true\"} "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let counted = crate::cluster::wait_for(LONG, || reloads().is_some_and(|n| n >= 1.0));
+    assert!(counted.is_ok(), "{what}:\n{}", http_get(&addr, "/metrics"));
 
     // 6. Stopped as the kubelet stops it; the chart's objects removed.
     wavelet.signal("TERM");
