@@ -184,6 +184,23 @@ impl Wavelet {
         Wavelet::start_with(args)
     }
 
+    /// wavelet at its default flags, as SPEC §6 measures the floor: only where the API
+    /// server is and a free port for its endpoints.
+    pub fn start_at_defaults(kubeconfig: &std::path::Path) -> Wavelet {
+        let kubeconfig = kubeconfig.display().to_string();
+        Wavelet::start_with(
+            [
+                "run",
+                "--kubeconfig",
+                &kubeconfig,
+                "--listen-addr",
+                "127.0.0.1:0",
+            ]
+            .map(String::from)
+            .to_vec(),
+        )
+    }
+
     /// As [`Wavelet::start_tls`], with `flags` (`--flag value` pairs or boolean `--flag`s)
     /// replacing the same flags of [`run_args`] or added to them.
     pub fn start_tls_with(server: &str, debounce: Duration, flags: &[String]) -> Wavelet {
