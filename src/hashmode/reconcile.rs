@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::annotations::{Flavor, WAVELET_BASIS};
+use crate::annotations::{Flavor, WAVELET_BASIS, WAVELET_FIRST_WAVE_OF};
 use crate::client::{Client, PatchType};
 use crate::error::Error;
 use crate::hashmode::baseline::{
@@ -39,6 +39,7 @@ use crate::hashmode::baseline::{
 };
 use crate::hashmode::basis::{self, Across, Basis};
 use crate::hashmode::fanout::gates::Pending;
+use crate::hashmode::fanout::record::Mark;
 use crate::hashmode::fanout::{FanOuts, Verdict};
 use crate::hashmode::parts::{hash_with_parts, parts_under, Fingerprint};
 use crate::hashmode::rollout;
@@ -339,6 +340,10 @@ impl Reconciler {
     pub fn reconcile(&self, key: &WorkloadKey) -> Result<(Action, Outcome), Error> {
         let started = Instant::now();
         let result = self.reconcile_once(key);
+        // The record of a first wave this reconcile released, after its PATCH (step 8).
+        if let Err(err) = self.fanouts.write_released() {
+            log::warn!("{key}: the record of a fan-out's first wave is not written yet: {err}; its next decision writes it");
+        }
         // Everything noticed before this reconcile started is now reflected (or waits for
         // the object to appear); a later change keeps its own window.
         if let Ok((Action::Done, _)) = &result {
@@ -696,8 +701,8 @@ impl Reconciler {
         }
         let recorded = recorded.expect("a rollout has a recorded hash");
         // 8.
-        let note = match self.fanouts.check(key, entry, crate::time::unix_now())? {
-            Verdict::Go { note } => note,
+        let (note, marks) = match self.fanouts.check(key, entry, crate::time::unix_now())? {
+            Verdict::Go { note, marks } => (note, marks),
             Verdict::Wait { pending, requeue } => {
                 let action = requeue.map_or(Action::Done, Action::RequeueAfter);
                 return Ok((action, Outcome::Pending(pending)));
@@ -771,6 +776,14 @@ impl Reconciler {
                 &crate::time::rfc3339(crate::time::unix_now()),
             );
             body["metadata"]["annotations"][WAVELET_BASIS] = json!(basis_now.render());
+            // Released by a fan-out's first wave: the mark that lets a restart before the
+            // wave's record find it; any other rollout drops a mark of an earlier one.
+            if !marks.is_empty() {
+                body["metadata"]["annotations"][WAVELET_FIRST_WAVE_OF] =
+                    json!(Mark::encode(&marks));
+            } else if entry.gates().first_wave_of.is_some() {
+                body["metadata"]["annotations"][WAVELET_FIRST_WAVE_OF] = Value::Null;
+            }
             let patched = match self.patch_returning(key, &body) {
                 Ok(patched) => patched,
                 Err(err) => {
