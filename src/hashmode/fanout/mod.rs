@@ -1235,7 +1235,7 @@ impl FanOuts {
                         return Ok(None);
                     }
                     log::info!(
-                        "{}: change {short}: {} carry the mark of its first wave, whose record was not written: recorded again; the next wave waits for their health",
+                        "{}: change {short}: its first wave ({}) rolled, but its record was not written: recorded again from the wave's marks; the next wave waits for its health",
                         change.config,
                         rebuilt.waves[0]
                             .iter()

@@ -87,19 +87,24 @@ pub enum Decision {
 }
 
 /// The record of change `hash` when `wavelet-state` has none: the first wave its marks say
-/// was released (by the earliest release among them), or `None` when no workload carries
-/// this change's mark (nothing was released, or nothing of it rolled).
+/// was released (by the earliest release among them). `None` when no workload carries this
+/// change's mark (nothing was released, or nothing of it rolled), and when no other
+/// workload is due for the change: then nothing waits for the wave, which is the whole
+/// fan-out (or marks one that completed), and there is nothing to gate nor to record.
 pub fn recovered(hash: &str, members: &[Member]) -> Option<Record> {
+    let marked_by = |m: &Member| m.first_wave.is_some_and(|mark| mark.is_change(hash));
     let marked: Vec<(&str, u64)> = members
         .iter()
-        .filter_map(|m| {
-            Some((
-                m.id,
-                m.first_wave.filter(|mark| mark.is_change(hash))?.since,
-            ))
-        })
+        .filter(|m| marked_by(m))
+        .map(|m| (m.id, m.first_wave.map_or(0, |mark| mark.since)))
         .collect();
     let since = marked.iter().map(|(_, since)| *since).min()?;
+    if !members
+        .iter()
+        .any(|m| !m.current && m.waiting.is_none() && !marked_by(m))
+    {
+        return None;
+    }
     let mut wave: Vec<String> = marked.iter().map(|(id, _)| id.to_string()).collect();
     wave.sort();
     Some(Record {
@@ -662,6 +667,16 @@ mod tests {
             recovered(&h, &all).unwrap().waves,
             vec![vec![ids[0].clone()]]
         );
+        // Nothing else due (the marked wave was the whole fan-out, or it completed): there
+        // is nothing to gate, nor a record to write.
+        let marked: Vec<Member> = members(&ids, &[0, 1, 2, 3, 4], &done)
+            .into_iter()
+            .map(|m| Member {
+                first_wave: Some(&this),
+                ..m
+            })
+            .collect();
+        assert_eq!(recovered(&h, &marked), None);
         // No mark of this change: nothing was released.
         all[0].first_wave = Some(&older);
         assert_eq!(recovered(&h, &all), None);
