@@ -1068,3 +1068,96 @@ fn wavelet_killed_between_wave_1s_patch_and_its_record_still_waits_for_wave_1_af
         second.output()
     );
 }
+
+/// A measurement, not a test (it asserts nothing, and runs only when asked): change → the
+/// first PATCH of a shared ConfigMap's fan-out (its first wave), in S2's shape (one
+/// ConfigMap, 50 Deployments), over `WAVELET_MEASURE_ROUNDS` changes (default 40), on the
+/// fake as it is and with each change's first `wavelet-state` write slowed by 20 ms (an API
+/// server's write round trip). Against a release build:
+/// `cargo build --release --bin wavelet && WAVELET_TEST_BINARY=target/release/wavelet
+/// cargo test --test integration first_wave_latency -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: run by hand with --ignored --nocapture"]
+fn first_wave_latency() {
+    let rounds: usize = std::env::var("WAVELET_MEASURE_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let names: Vec<String> = (0..50).map(|i| format!("w{i:02}")).collect();
+    for slow in [None, Some(Duration::from_millis(20))] {
+        let fake = FakeApi::start();
+        fake.apply(configmap(NS, "shared", &[("k", "0")]));
+        for name in &names {
+            fake.apply(workload(
+                "Deployment",
+                NS,
+                name,
+                opted_in(),
+                mounts_configmap("shared"),
+            ));
+        }
+        let args = [FAST, &["--first-wave", "1", "--wave-size", "100%"]].concat();
+        let wavelet = Wavelet::start(&fake, &args);
+        eventually(&fake, &wavelet, "all adopted", |f| {
+            names.iter().all(|n| {
+                hashes(f, "deployments", NS, n, "wavelet.dev/config-hash")
+                    .1
+                    .is_some()
+            })
+        });
+        let (mut to_patch, mut to_put) = (Vec::new(), Vec::new());
+        let mut put_first = 0;
+        for round in 1..=rounds {
+            if let Some(delay) = slow {
+                fake.inject(Fault::Slow {
+                    method: "PUT".into(),
+                    resource: "configmaps".into(),
+                    delay,
+                });
+            }
+            let skip = fake.request_count();
+            let t0 = std::time::Instant::now();
+            change(&fake, &round.to_string());
+            // One look at the requests of this change a poll (the whole log is long).
+            eventually(&fake, &wavelet, "the fan-out done", |f| {
+                let rollouts = f
+                    .requests_since(skip)
+                    .iter()
+                    .filter(|r| r.method == "PATCH" && !r.body_json()["spec"]["template"].is_null())
+                    .count();
+                rollouts == names.len() && state_entry(f, RECORD).is_none()
+            });
+            let requests = fake.requests_since(skip);
+            let patch = requests
+                .iter()
+                .find(|r| r.method == "PATCH" && !r.body_json()["spec"]["template"].is_null())
+                .expect("a rollout")
+                .received;
+            let put = requests
+                .iter()
+                .find(|r| r.method == "PUT" && r.path.ends_with("/configmaps/wavelet-state"))
+                .expect("a record")
+                .received;
+            put_first += usize::from(put < patch);
+            to_patch.push(patch - t0);
+            to_put.push(put - t0);
+        }
+        let summary = |d: &mut Vec<Duration>| {
+            d.sort();
+            let at = |q: f64| d[((d.len() as f64 * q).ceil() as usize).clamp(1, d.len()) - 1];
+            format!(
+                "p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms",
+                at(0.5).as_secs_f64() * 1e3,
+                at(0.95).as_secs_f64() * 1e3,
+                at(1.0).as_secs_f64() * 1e3
+            )
+        };
+        println!(
+            "first_wave_latency: wavelet-state writes slowed by {:?}; {rounds} changes, --debounce 200ms included:\n  change → wave 1's first PATCH: {}\n  change → the record's PUT:      {}\n  the PUT arrived before the PATCH in {put_first} of {rounds}",
+            slow.unwrap_or_default(),
+            summary(&mut to_patch),
+            summary(&mut to_put)
+        );
+        drop(wavelet);
+    }
+}

@@ -340,10 +340,6 @@ impl Reconciler {
     pub fn reconcile(&self, key: &WorkloadKey) -> Result<(Action, Outcome), Error> {
         let started = Instant::now();
         let result = self.reconcile_once(key);
-        // The record of a first wave this reconcile released, after its PATCH (step 8).
-        if let Err(err) = self.fanouts.write_released() {
-            log::warn!("{key}: the record of a fan-out's first wave is not written yet: {err}; its next decision writes it");
-        }
         // Everything noticed before this reconcile started is now reflected (or waits for
         // the object to appear); a later change keeps its own window.
         if let Ok((Action::Done, _)) = &result {
@@ -800,6 +796,12 @@ impl Reconciler {
                 self.start_job(key, &about, &cronjob, &computed.hash);
             }
             self.recorder.normal(&about, "ConfigChanged", &message);
+        }
+        // Released by a first wave: its record goes after the PATCH, never before it.
+        if !marks.is_empty() {
+            if let Err(err) = self.fanouts.write_released() {
+                log::warn!("{key}: the record of the first wave that released it is not written yet ({err}): the next write of its fan-out includes it; until then the wave's marks stand for it");
+            }
         }
         remembered.fingerprints = fingerprints;
         let written = Written::new(&computed.hash, entry.recorded_hash(), remembered.written());

@@ -910,9 +910,12 @@ impl FanOuts {
     }
 
     /// Writes the records of the first waves released here and not written yet: called
-    /// after each reconcile, so after the PATCH of the workload whose decision released
-    /// one. An error leaves them to the next decision about their fan-out, which writes
-    /// them first.
+    /// after the PATCH of a first wave's workload (reconcile, step 9), so that PATCH never
+    /// waits for it. Until then decisions are made from the record in memory without
+    /// writing it (a workload told to wait must not hold the decision lock over a write
+    /// while the wave's workloads wait for a worker); the next write of the fan-out's entry
+    /// (the next wave, a hold) includes it. Meanwhile the marks the wave's PATCHes carry
+    /// stand for it.
     pub fn write_released(&self) -> Result<(), Error> {
         if self.memory.lock().unwrap().unwritten.is_empty() {
             return Ok(());
@@ -1034,13 +1037,23 @@ impl FanOuts {
         now: u64,
     ) -> Result<Option<(Decision, Option<Record>)>, Error> {
         let state_key = object_key(FANOUT, &change.config);
-        // A first wave released here: decided on from its record, written first.
-        self.write_unwritten(&state_key)?;
         let stored = self.state.get(&state_key)?;
         let recorded = stored
             .as_deref()
             .and_then(Record::decode)
             .filter(|r| r.hash == change.hash);
+        // A first wave released here, its record not written yet ([`FanOuts::write_released`]).
+        let unwritten = match &recorded {
+            Some(_) => None,
+            None => self
+                .memory
+                .lock()
+                .unwrap()
+                .unwritten
+                .get(&state_key)
+                .filter(|u| u.record.hash == change.hash)
+                .map(|u| u.record.clone()),
+        };
         let dependents = self.judge.dependents(&change.config);
         let waiting: Vec<Option<String>> = dependents
             .iter()
@@ -1071,11 +1084,11 @@ impl FanOuts {
         };
         // No record of this change: its first wave may have rolled, and its record been
         // lost to a restart before it was written (`waves::recovered`).
-        let rebuilt = match recorded {
-            Some(_) => None,
-            None => waves::recovered(&change.hash, &members),
+        let rebuilt = match (&recorded, &unwritten) {
+            (None, None) => waves::recovered(&change.hash, &members),
+            _ => None,
         };
-        let record = recorded.or_else(|| rebuilt.clone());
+        let record = recorded.or(unwritten).or_else(|| rebuilt.clone());
         let decision = waves::decide(record.as_ref(), &members, change.settings, now);
         let about = self.config_ref(change);
         let short = hash::short(&change.hash);
@@ -1251,14 +1264,19 @@ impl FanOuts {
     }
 
     /// Writes a fan-out's record decided from `stored`; `false` when it is not `stored`
-    /// any more (nothing written).
+    /// any more (nothing written). What is written was decided from the first wave not
+    /// written yet, if there was one: it is written now.
     fn record(
         &self,
         key: &str,
         stored: &Option<String>,
         value: Option<&str>,
     ) -> Result<bool, Error> {
-        Ok(self.state.set_if(key, Some(stored.as_deref()), value)? == Written::Done)
+        let done = self.state.set_if(key, Some(stored.as_deref()), value)? == Written::Done;
+        if done {
+            self.memory.lock().unwrap().unwritten.remove(key);
+        }
+        Ok(done)
     }
 
     /// Whether an object the workload uses lets its change through restart windows
