@@ -112,12 +112,11 @@ fn a_shared_change_rolls_the_first_workload_and_the_rest_only_once_it_is_ready()
         (0, 0),
         "b and c went before a was Ready"
     );
-    let record =
-        state_entry(&fake, "fanout.configmap.default.shared").expect("the fan-out is recorded");
-    assert!(
-        record.contains("waves=deployments.apps/default/a"),
-        "{record}"
-    );
+    // Recorded right after wave 1's PATCH (not before it: issue 34, the first rollout).
+    eventually(&fake, &wavelet, "the fan-out recorded", |f| {
+        state_entry(f, "fanout.configmap.default.shared")
+            .is_some_and(|r| r.ends_with("waves=deployments.apps/default/a"))
+    });
     eventually(&fake, &wavelet, "b and c rolled once a is Ready", |f| {
         rolled(f, "b") == 1 && rolled(f, "c") == 1
     });

@@ -434,12 +434,14 @@ struct Memory {
     unwritten: HashMap<String, Unwritten>,
 }
 
-/// The record of a first wave released here, not written yet, and the entry it was decided
-/// from (what its write must still find).
+/// The record of a first wave released here, not written yet, the entry it was decided
+/// from (what its write must still find), and the leader term it was decided in (in a
+/// later term another leader may have gone on from the wave's marks: it is dropped).
 #[derive(Debug, Clone)]
 struct Unwritten {
     record: Record,
     stored: Option<String>,
+    term: u64,
 }
 
 /// The coordinator of fan-outs, pauses and windows for `wavelet run`.
@@ -453,6 +455,8 @@ pub struct FanOuts {
     /// Hash mode's debounce windows: a workload whose own window (its pause period) is
     /// still open waits on its own.
     debounce: Arc<Debounce<WorkloadKey>>,
+    /// The leader term now (`ops::leader::Gate::term`; always 0 without leader election).
+    term: Box<dyn Fn() -> u64 + Send + Sync>,
     /// One fan-out decision (and its record's write) at a time.
     deciding: Mutex<()>,
     /// Since when each stale entry has been seen stale, and when the last pass ran.
@@ -470,6 +474,7 @@ impl FanOuts {
         recorder: Recorder,
         wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
         debounce: Arc<Debounce<WorkloadKey>>,
+        term: Box<dyn Fn() -> u64 + Send + Sync>,
     ) -> FanOuts {
         FanOuts {
             judge,
@@ -477,6 +482,7 @@ impl FanOuts {
             recorder,
             wake,
             debounce,
+            term,
             deciding: Mutex::new(()),
             tidying: Mutex::new((HashMap::new(), None)),
             memory: Mutex::new(Memory::default()),
@@ -901,12 +907,22 @@ impl FanOuts {
         if let Some(record) = Judge::record(&self.state, change)? {
             return Ok(Some(record));
         }
-        let memory = self.memory.lock().unwrap();
-        Ok(memory
+        Ok(self.unwritten(&object_key(FANOUT, &change.config), &change.hash))
+    }
+
+    /// The first wave of change `hash` released here under `key` in this leader term,
+    /// whose record is not written yet.
+    fn unwritten(&self, key: &str, hash: &str) -> Option<Record> {
+        let term = (self.term)();
+        let mut memory = self.memory.lock().unwrap();
+        if memory.unwritten.get(key).is_some_and(|u| u.term != term) {
+            memory.unwritten.remove(key);
+        }
+        memory
             .unwritten
-            .get(&object_key(FANOUT, &change.config))
-            .filter(|u| u.record.hash == change.hash)
-            .map(|u| u.record.clone()))
+            .get(key)
+            .filter(|u| u.record.hash == hash)
+            .map(|u| u.record.clone())
     }
 
     /// Writes the records of the first waves released here and not written yet: called
@@ -941,6 +957,10 @@ impl FanOuts {
         let Some(unwritten) = self.memory.lock().unwrap().unwritten.get(key).cloned() else {
             return Ok(());
         };
+        if unwritten.term != (self.term)() {
+            self.memory.lock().unwrap().unwritten.remove(key);
+            return Ok(());
+        }
         let written = self.record(key, &unwritten.stored, Some(&unwritten.record.encode()))?;
         self.memory.lock().unwrap().unwritten.remove(key);
         if !written {
@@ -1045,14 +1065,7 @@ impl FanOuts {
         // A first wave released here, its record not written yet ([`FanOuts::write_released`]).
         let unwritten = match &recorded {
             Some(_) => None,
-            None => self
-                .memory
-                .lock()
-                .unwrap()
-                .unwritten
-                .get(&state_key)
-                .filter(|u| u.record.hash == change.hash)
-                .map(|u| u.record.clone()),
+            None => self.unwritten(&state_key, &change.hash),
         };
         let dependents = self.judge.dependents(&change.config);
         let waiting: Vec<Option<String>> = dependents
@@ -1128,6 +1141,7 @@ impl FanOuts {
                         Unwritten {
                             record: next.clone(),
                             stored: stored.clone(),
+                            term: (self.term)(),
                         },
                     );
                 } else if !self.record(&state_key, &stored, Some(&next.encode()))? {
