@@ -1,7 +1,10 @@
 //! Safe fan-out: a change of a ConfigMap or Secret that several workloads use rolls them
 //! in waves behind a health gate (`waves`); pauses and restart windows hold rollouts as
 //! pending (`gates`); what was decided is kept in `wavelet-state` (`record`), so a
-//! restarted wavelet or a new leader goes on exactly where the last one was.
+//! restarted wavelet or a new leader goes on exactly where the last one was. A first wave
+//! is the exception: its PATCHes go first, each carrying the change's mark on the workload
+//! (`record::Mark`), and its record follows ([`FanOuts::write_released`]); until then the
+//! record is in memory, and a restart finds the wave by its marks (`waves::recovered`).
 //!
 //! [`FanOuts`] is asked by hash mode's reconcile, for a workload whose hash is due to
 //! change, whether it may roll now ([`FanOuts::check`]), and told of every workload found
@@ -265,7 +268,13 @@ pub fn pending_of(
             continue;
         };
         let name = format!("{}'s fan-out", change.config);
-        let dependents = judge.dependents(&change.config);
+        let record = state.and_then(|s| Judge::record(s, &change).ok().flatten());
+        // Without a record, the dependents say what was released: the first wave their
+        // marks name (`waves::recovered`), or what the first decision would release.
+        let dependents = match record {
+            Some(_) => Vec::new(),
+            None => judge.dependents(&change.config),
+        };
         let members: Vec<Member> = dependents
             .iter()
             .map(|d| Member {
@@ -279,10 +288,7 @@ pub fn pending_of(
                 first_wave: d.first_wave.as_ref(),
             })
             .collect();
-        // No record: the first wave its marks say was released, if any (`waves`).
-        let record = state
-            .and_then(|s| Judge::record(s, &change).ok().flatten())
-            .or_else(|| waves::recovered(&change.hash, &members));
+        let record = record.or_else(|| waves::recovered(&change.hash, &members));
         if let Some(record) = &record {
             if let Some(hold) = &record.held {
                 return Some(Pending::Held {
