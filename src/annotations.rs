@@ -89,6 +89,11 @@ pub const WAVELET_WAVE_SIZE: &str = "wavelet.dev/wave-size";
 /// On a ConfigMap/Secret: any value lets its current change through restart windows,
 /// once; a later change needs a new value.
 pub const WAVELET_URGENT: &str = "wavelet.dev/urgent";
+/// Written by wavelet on a workload's metadata, in the PATCH that rolls it as wave 1 of a
+/// shared change (`hashmode::fanout::record::Mark`): which change's first wave it is, so
+/// that the wave survives a restart that comes before its record in `wavelet-state`.
+/// Metadata only: it rolls nothing. Removed by the workload's next rollout and its opt-out.
+pub const WAVELET_FIRST_WAVE_OF: &str = "wavelet.dev/first-wave-of";
 
 /// The keys that opt a workload in through Reloader (any of them set).
 pub const RELOADER_OPT_INS: [&str; 6] = [
@@ -108,7 +113,7 @@ pub const RELOADER_CSI_OPT_INS: [&str; 2] = [
 ];
 
 /// Every annotation wavelet reads; objects' other annotations are never parsed.
-pub const READ: [&str; 34] = [
+pub const READ: [&str; 35] = [
     WAVELET_OPT_IN,
     WAVE_OPT_IN,
     WAVELET_HASH,
@@ -143,6 +148,7 @@ pub const READ: [&str; 34] = [
     WAVELET_FAN_OUT,
     WAVELET_WAVE_SIZE,
     WAVELET_URGENT,
+    WAVELET_FIRST_WAVE_OF,
 ];
 
 /// The delete-mode selector of a ConfigMap/Secret, under wavelet's key or the lab's.

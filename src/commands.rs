@@ -547,10 +547,22 @@ fn rolling_in_wave(
         let (Some(change), _) = judge.change(&reference.config) else {
             continue;
         };
-        let Some(record) = Judge::record(state?, &change).ok().flatten() else {
-            continue;
+        // No record: its mark, if its rollout is this change's first wave (its record
+        // lost to a restart, or not written yet).
+        let wave = match Judge::record(state?, &change).ok().flatten() {
+            Some(record) => record.wave_of(&id),
+            None => entry
+                .gates()
+                .first_wave_of
+                .as_deref()
+                .is_some_and(|text| {
+                    record::Mark::decode(text)
+                        .iter()
+                        .any(|m| m.names(&change.config) && m.is_change(&change.hash))
+                })
+                .then_some(1),
         };
-        if let Some(wave) = record.wave_of(&id) {
+        if let Some(wave) = wave {
             return Some(format!(
                 "hash up to date, {what} (wave {wave} of {}'s fan-out): {text}",
                 change.config

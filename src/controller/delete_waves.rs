@@ -47,6 +47,7 @@ impl FanOutPolicy for HashModeFanOut {
                 rolled_at: None,
                 waiting: None,
                 refused: None,
+                first_wave: None,
             })
             .collect();
         let settings = Settings {

@@ -204,6 +204,10 @@ impl Controller {
                 // Ahead of the line: the rest of a fan-out waits on what woke it.
                 Box::new(move |key| queue.add_first(key)),
                 Arc::clone(&debounce),
+                {
+                    let gate = Arc::clone(&gate);
+                    Box::new(move || gate.term())
+                },
             ))
         };
         // What shapes the hash, recorded beside it.

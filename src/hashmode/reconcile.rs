@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::annotations::{Flavor, WAVELET_BASIS};
+use crate::annotations::{Flavor, WAVELET_BASIS, WAVELET_FIRST_WAVE_OF};
 use crate::client::{Client, PatchType};
 use crate::error::Error;
 use crate::hashmode::baseline::{
@@ -39,6 +39,7 @@ use crate::hashmode::baseline::{
 };
 use crate::hashmode::basis::{self, Across, Basis};
 use crate::hashmode::fanout::gates::Pending;
+use crate::hashmode::fanout::record::Mark;
 use crate::hashmode::fanout::{FanOuts, Verdict};
 use crate::hashmode::parts::{hash_with_parts, parts_under, Fingerprint};
 use crate::hashmode::rollout;
@@ -696,8 +697,8 @@ impl Reconciler {
         }
         let recorded = recorded.expect("a rollout has a recorded hash");
         // 8.
-        let note = match self.fanouts.check(key, entry, crate::time::unix_now())? {
-            Verdict::Go { note } => note,
+        let (note, marks) = match self.fanouts.check(key, entry, crate::time::unix_now())? {
+            Verdict::Go { note, marks } => (note, marks),
             Verdict::Wait { pending, requeue } => {
                 let action = requeue.map_or(Action::Done, Action::RequeueAfter);
                 return Ok((action, Outcome::Pending(pending)));
@@ -771,6 +772,14 @@ impl Reconciler {
                 &crate::time::rfc3339(crate::time::unix_now()),
             );
             body["metadata"]["annotations"][WAVELET_BASIS] = json!(basis_now.render());
+            // Released by a fan-out's first wave: the mark that lets a restart before the
+            // wave's record find it; any other rollout drops a mark of an earlier one.
+            if !marks.is_empty() {
+                body["metadata"]["annotations"][WAVELET_FIRST_WAVE_OF] =
+                    json!(Mark::encode(&marks));
+            } else if entry.gates().first_wave_of.is_some() {
+                body["metadata"]["annotations"][WAVELET_FIRST_WAVE_OF] = Value::Null;
+            }
             let patched = match self.patch_returning(key, &body) {
                 Ok(patched) => patched,
                 Err(err) => {
@@ -787,6 +796,12 @@ impl Reconciler {
                 self.start_job(key, &about, &cronjob, &computed.hash);
             }
             self.recorder.normal(&about, "ConfigChanged", &message);
+        }
+        // Released by a first wave: its record goes after the PATCH, never before it.
+        if !marks.is_empty() {
+            if let Err(err) = self.fanouts.write_released() {
+                log::warn!("{key}: the record of the first wave that released it is not written yet ({err}): the next write of its fan-out includes it; until then the wave's marks stand for it");
+            }
         }
         remembered.fingerprints = fingerprints;
         let written = Written::new(&computed.hash, entry.recorded_hash(), remembered.written());

@@ -548,6 +548,7 @@ fn fan_out_plan(
                 rolled_at: Some(now),
                 waiting: None,
                 refused: None,
+                first_wave: None,
             })
             .collect();
         match waves::decide(record.as_ref(), &members, change.settings, now) {

@@ -52,6 +52,9 @@ pub struct Gates {
     pub pause: bool,
     /// `wavelet.dev/restart-window`.
     pub window: Option<Box<str>>,
+    /// `wavelet.dev/first-wave-of` (workloads only, written by wavelet): the changes whose
+    /// first wave its last rollout was.
+    pub first_wave_of: Option<Box<str>>,
 }
 
 impl Gates {
@@ -61,6 +64,9 @@ impl Gates {
             pause: annotations.get(annotations::WAVELET_PAUSE) == Some("true"),
             window: annotations
                 .get(annotations::WAVELET_RESTART_WINDOW)
+                .map(Box::from),
+            first_wave_of: annotations
+                .get(annotations::WAVELET_FIRST_WAVE_OF)
                 .map(Box::from),
         }
     }
@@ -77,6 +83,7 @@ impl WorkloadEntry {
             canary: false,
             pause: false,
             window: None,
+            first_wave_of: None,
         };
         self.gates.as_deref().unwrap_or(&NONE)
     }
@@ -156,16 +163,17 @@ impl WorkloadEntry {
     }
 }
 
-/// Which of the hash annotations wavelet and Wave write on a workload's metadata it
-/// carries: what an opt-out removes. A bit each.
+/// Which of the annotations wavelet and Wave write on a workload's metadata it carries
+/// (hashes, basis, first-wave mark): what an opt-out removes. A bit each.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct MetadataKeys(u8);
 
 impl MetadataKeys {
-    const KEYS: [&'static str; 3] = [
+    const KEYS: [&'static str; 4] = [
         annotations::WAVELET_HASH,
         annotations::WAVE_HASH,
         annotations::WAVELET_BASIS,
+        annotations::WAVELET_FIRST_WAVE_OF,
     ];
 
     fn of(annotations: &Annotations) -> MetadataKeys {

@@ -50,6 +50,10 @@ pub enum Fault {
         resource: String,
         delay: Duration,
     },
+    /// Hold the next matching request, unapplied, until `FakeApi::heal`; then apply it and
+    /// answer. A server restart meanwhile drops it unapplied. Lets a test see what a client
+    /// does while one of its writes is in flight, whatever the timing.
+    Held { method: String, resource: String },
     /// Apply the next matching request at once, then write its response `delay` late: the
     /// server acted, and the client hears of it late (a stalled network, a slow proxy).
     LateResponse {
@@ -136,6 +140,14 @@ impl Faults {
             Fault::Slow { delay, .. } => Some(delay),
             _ => None,
         }
+    }
+
+    /// Whether this request is held until `heal`, if a `Held` fault matches.
+    pub fn take_held(&mut self, verb: &str, resource: &str) -> bool {
+        self.take(
+            |f| matches!(f, Fault::Held { method, resource: r } if method == verb && r == resource),
+        )
+        .is_some()
     }
 
     /// How late this request's response goes out after it was applied, if a

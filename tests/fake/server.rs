@@ -251,6 +251,8 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
         return write_response(stream, &status.response()).map(|_| true);
     }
     let delay = state.faults.take_slow(&verb, &plural);
+    let held = state.faults.take_held(&verb, &plural);
+    let heal_generation = state.heal_generation;
     let server = state.restart_generation;
     let late = state.faults.take_late_response(&verb, &plural);
     let detail = request.fault_detail();
@@ -265,6 +267,16 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
         // (a real restart never applies it after the requests the new process served).
         if shared.lock().restart_generation != server {
             return Ok(false);
+        }
+    }
+    if held {
+        let mut state = shared.lock();
+        while state.heal_generation == heal_generation {
+            // Dies with the server, unapplied, as a request held by a `Slow` fault does.
+            if state.shutdown || state.restart_generation != server {
+                return Ok(false);
+            }
+            state = shared.wait(state, Duration::from_millis(50));
         }
     }
     if let Some(response) = injected {

@@ -1,7 +1,10 @@
 //! Safe fan-out: a change of a ConfigMap or Secret that several workloads use rolls them
 //! in waves behind a health gate (`waves`); pauses and restart windows hold rollouts as
 //! pending (`gates`); what was decided is kept in `wavelet-state` (`record`), so a
-//! restarted wavelet or a new leader goes on exactly where the last one was.
+//! restarted wavelet or a new leader goes on exactly where the last one was. A first wave
+//! is the exception: its PATCHes go first, each carrying the change's mark on the workload
+//! (`record::Mark`), and its record follows ([`FanOuts::write_released`]); until then the
+//! record is in memory, and a restart finds the wave by its marks (`waves::recovered`).
 //!
 //! [`FanOuts`] is asked by hash mode's reconcile, for a workload whose hash is due to
 //! change, whether it may roll now ([`FanOuts::check`]), and told of every workload found
@@ -27,7 +30,7 @@ use crate::config::{parse_fan_out, FanOut, WaveSize};
 use crate::error::Error;
 use crate::hashmode::fanout::baseline::Baselines;
 use crate::hashmode::fanout::gates::{Pending, UrgentDecision};
-use crate::hashmode::fanout::record::{workload_id, Record, Urgent, FANOUT, URGENT};
+use crate::hashmode::fanout::record::{workload_id, Mark, Record, Urgent, FANOUT, URGENT};
 use crate::hashmode::fanout::warned::Warned;
 use crate::hashmode::fanout::waves::{Decision, Member, Settings};
 use crate::hashmode::throttle::Debounce;
@@ -74,6 +77,9 @@ pub struct Dependent {
     /// or it is due for another object's change only (`baseline`).
     pub current: bool,
     pub status: RolloutStatus,
+    /// Its mark of the first wave of a change of this object (`wavelet.dev/first-wave-of`),
+    /// if its last rollout was one.
+    pub first_wave: Option<Mark>,
 }
 
 /// A change of one shared ConfigMap or Secret that rolls in waves.
@@ -194,11 +200,17 @@ impl Judge {
             };
             let due = (unread || differs)
                 && baseline::changed(config, &baseline::parts(&resolved), before.as_deref());
+            let first_wave = entry
+                .gates()
+                .first_wave_of
+                .as_deref()
+                .and_then(|text| Mark::decode(text).into_iter().find(|m| m.names(config)));
             out.push(Dependent {
                 id,
                 canary: entry.gates().canary,
                 current: !due,
                 status: entry.rollout.clone(),
+                first_wave,
                 key,
             });
         }
@@ -257,6 +269,26 @@ pub fn pending_of(
         };
         let name = format!("{}'s fan-out", change.config);
         let record = state.and_then(|s| Judge::record(s, &change).ok().flatten());
+        // Without a record, the dependents say what was released: the first wave their
+        // marks name (`waves::recovered`), or what the first decision would release.
+        let dependents = match record {
+            Some(_) => Vec::new(),
+            None => judge.dependents(&change.config),
+        };
+        let members: Vec<Member> = dependents
+            .iter()
+            .map(|d| Member {
+                id: &d.id,
+                canary: d.canary,
+                current: d.current,
+                status: &d.status,
+                rolled_at: None,
+                waiting: None,
+                refused: None,
+                first_wave: d.first_wave.as_ref(),
+            })
+            .collect();
+        let record = record.or_else(|| waves::recovered(&change.hash, &members));
         if let Some(record) = &record {
             if let Some(hold) = &record.held {
                 return Some(Pending::Held {
@@ -272,19 +304,6 @@ pub fn pending_of(
                 wave: record.waves.len() + 1,
             });
         }
-        let dependents = judge.dependents(&change.config);
-        let members: Vec<Member> = dependents
-            .iter()
-            .map(|d| Member {
-                id: &d.id,
-                canary: d.canary,
-                current: d.current,
-                status: &d.status,
-                rolled_at: None,
-                waiting: None,
-                refused: None,
-            })
-            .collect();
         if let Decision::Release { workloads, .. } =
             waves::decide(None, &members, change.settings, now)
         {
@@ -361,15 +380,41 @@ impl tidy::Present for CachePresent<'_> {
     }
 }
 
-/// How one fan-out gates one workload: `Ok(note)` released by a wave (the note says which),
-/// `Err((why, recheck))` waiting.
-type Gate = Result<String, (Pending, Option<Duration>)>;
+/// How one fan-out gates one workload: `Ok` released by a wave, `Err((why, recheck))`
+/// waiting.
+type Gate = Result<Released, (Pending, Option<Duration>)>;
+
+/// A workload a fan-out's wave released.
+#[derive(Debug)]
+struct Released {
+    /// Which wave of which fan-out, for its Event.
+    note: String,
+    /// The first wave's mark, which its rollout carries (`record::Mark`).
+    mark: Option<Mark>,
+}
+
+impl Released {
+    /// `id`, released by `record` (of `change`): wave 1, while it is the current wave,
+    /// carries the change's mark.
+    fn by(change: &Change, record: &Record, id: &str) -> Option<Released> {
+        let wave = record.wave_of(id)?;
+        Some(Released {
+            note: format!("wave {wave} of {}'s fan-out", change.config),
+            mark: (wave == 1 && record.waves.len() == 1)
+                .then(|| Mark::new(&change.config, &change.hash, record.since)),
+        })
+    }
+}
 
 /// What [`FanOuts::check`] says of one rollout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Roll now; the note says which wave released it, if one did.
-    Go { note: Option<String> },
+    /// Roll now; the note says which wave released it, if one did; `marks` are the first
+    /// waves it is part of, which its rollout carries (`wavelet.dev/first-wave-of`).
+    Go {
+        note: Option<String>,
+        marks: Vec<Mark>,
+    },
     /// Pending; look again after `requeue` (a window opening, a timeout), or when woken.
     Wait {
         pending: Pending,
@@ -389,6 +434,20 @@ struct Memory {
     /// window, an object's fan-out settings.
     warned_workloads: Warned<WorkloadKey>,
     warned_objects: Warned<ConfigKey>,
+    /// First waves released here whose record is not written yet, by state key: their
+    /// PATCHes go first, carrying their marks; the record follows
+    /// ([`FanOuts::write_released`]).
+    unwritten: HashMap<String, Unwritten>,
+}
+
+/// The record of a first wave released here, not written yet, the entry it was decided
+/// from (what its write must still find), and the leader term it was decided in (in a
+/// later term another leader may have gone on from the wave's marks: it is dropped).
+#[derive(Debug, Clone)]
+struct Unwritten {
+    record: Record,
+    stored: Option<String>,
+    term: u64,
 }
 
 /// The coordinator of fan-outs, pauses and windows for `wavelet run`.
@@ -402,6 +461,8 @@ pub struct FanOuts {
     /// Hash mode's debounce windows: a workload whose own window (its pause period) is
     /// still open waits on its own.
     debounce: Arc<Debounce<WorkloadKey>>,
+    /// The leader term now (`ops::leader::Gate::term`; always 0 without leader election).
+    term: Box<dyn Fn() -> u64 + Send + Sync>,
     /// One fan-out decision (and its record's write) at a time.
     deciding: Mutex<()>,
     /// Since when each stale entry has been seen stale, and when the last pass ran.
@@ -419,6 +480,7 @@ impl FanOuts {
         recorder: Recorder,
         wake: Box<dyn Fn(WorkloadKey) + Send + Sync>,
         debounce: Arc<Debounce<WorkloadKey>>,
+        term: Box<dyn Fn() -> u64 + Send + Sync>,
     ) -> FanOuts {
         FanOuts {
             judge,
@@ -426,6 +488,7 @@ impl FanOuts {
             recorder,
             wake,
             debounce,
+            term,
             deciding: Mutex::new(()),
             tidying: Mutex::new((HashMap::new(), None)),
             memory: Mutex::new(Memory::default()),
@@ -618,6 +681,7 @@ impl FanOuts {
         }
         // Fan-outs: those of the objects whose change made it due.
         let mut notes = Vec::new();
+        let mut marks = Vec::new();
         let mut rechecks = Vec::new();
         let parts = baseline::parts(&resolved);
         let before = self.judge.baselines.of(key, entry.recorded_hash());
@@ -630,7 +694,10 @@ impl FanOuts {
             let Some(change) = change else { continue };
             match self.gate_by(key, &change, now)? {
                 None => {}
-                Some(Ok(note)) => notes.push(note),
+                Some(Ok(released)) => {
+                    notes.push(released.note);
+                    marks.extend(released.mark);
+                }
                 Some(Err((pending, recheck))) => {
                     if matches!(pending, Pending::Held { .. }) {
                         return Ok(Verdict::Wait {
@@ -698,6 +765,7 @@ impl FanOuts {
         }
         Ok(Verdict::Go {
             note: (!notes.is_empty()).then(|| notes.join("; ")),
+            marks,
         })
     }
 
@@ -789,8 +857,8 @@ impl FanOuts {
         let Some(record) = record else {
             return Ok(None); // not a fan-out
         };
-        if let Some(wave) = record.wave_of(&id) {
-            return Ok(Some(Ok(format!("wave {wave} of {name}"))));
+        if let Some(released) = Released::by(change, &record, &id) {
+            return Ok(Some(Ok(released)));
         }
         Ok(Some(Err(match decision {
             Decision::Held | Decision::Hold(_) => (
@@ -824,7 +892,7 @@ impl FanOuts {
     /// What the record of `change` already says of workload `id`: released by a wave, or
     /// held; `None` when a decision has to say it.
     fn recorded_gate(&self, change: &Change, id: &str, name: &str) -> Result<Option<Gate>, Error> {
-        let Some(record) = Judge::record(&self.state, change)? else {
+        let Some(record) = self.record_of(change)? else {
             return Ok(None);
         };
         if let Some(hold) = &record.held {
@@ -836,9 +904,81 @@ impl FanOuts {
                 None,
             ))));
         }
-        Ok(record
-            .wave_of(id)
-            .map(|wave| Ok(format!("wave {wave} of {name}"))))
+        Ok(Released::by(change, &record, id).map(Ok))
+    }
+
+    /// The record of `change`: in `wavelet-state`, else the first wave released here and
+    /// not written yet. Never a request, never the decision lock.
+    fn record_of(&self, change: &Change) -> Result<Option<Record>, Error> {
+        if let Some(record) = Judge::record(&self.state, change)? {
+            return Ok(Some(record));
+        }
+        Ok(self.unwritten(&object_key(FANOUT, &change.config), &change.hash))
+    }
+
+    /// The first wave of change `hash` released here under `key` in this leader term,
+    /// whose record is not written yet.
+    fn unwritten(&self, key: &str, hash: &str) -> Option<Record> {
+        let term = (self.term)();
+        let mut memory = self.memory.lock().unwrap();
+        if memory.unwritten.get(key).is_some_and(|u| u.term != term) {
+            memory.unwritten.remove(key);
+        }
+        memory
+            .unwritten
+            .get(key)
+            .filter(|u| u.record.hash == hash)
+            .map(|u| u.record.clone())
+    }
+
+    /// Writes the records of the first waves released here and not written yet: called
+    /// after the PATCH of a first wave's workload (reconcile, step 9), so that PATCH never
+    /// waits for it. Until then decisions are made from the record in memory without
+    /// writing it (a workload told to wait must not hold the decision lock over a write
+    /// while the wave's workloads wait for a worker); the next write of the fan-out's entry
+    /// (the next wave, a hold) includes it. Meanwhile the marks the wave's PATCHes carry
+    /// stand for it.
+    pub fn write_released(&self) -> Result<(), Error> {
+        if self.memory.lock().unwrap().unwritten.is_empty() {
+            return Ok(());
+        }
+        let _one_at_a_time = self.deciding.lock().unwrap();
+        let keys: Vec<String> = self
+            .memory
+            .lock()
+            .unwrap()
+            .unwritten
+            .keys()
+            .cloned()
+            .collect();
+        for key in keys {
+            self.write_unwritten(&key)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the first wave's record under `key` if it was released here and is not
+    /// written yet; the decision lock held.
+    fn write_unwritten(&self, key: &str) -> Result<(), Error> {
+        let Some(unwritten) = self.memory.lock().unwrap().unwritten.get(key).cloned() else {
+            return Ok(());
+        };
+        if unwritten.term != (self.term)() {
+            self.memory.lock().unwrap().unwritten.remove(key);
+            return Ok(());
+        }
+        let written = self.record(key, &unwritten.stored, Some(&unwritten.record.encode()))?;
+        self.memory.lock().unwrap().unwritten.remove(key);
+        if !written {
+            // Another writer changed the entry meanwhile: the next decision is made from
+            // theirs, and from the marks of the PATCHes that went out.
+            log::warn!(
+                "ConfigMap {}/{}: {key:?} changed under wavelet before it recorded the first wave it released; deciding again from the newer entry",
+                self.state.namespace(),
+                crate::model::state::STATE_CONFIGMAP
+            );
+        }
+        Ok(())
     }
 
     /// Up to date: if `key` is in the current wave of a fan-out, its rollout may release
@@ -868,7 +1008,7 @@ impl FanOuts {
             let (Some(change), _) = self.judge.change(&reference.config) else {
                 continue;
             };
-            let Some(record) = Judge::record(&self.state, &change)? else {
+            let Some(record) = self.record_of(&change)? else {
                 continue;
             };
             if record.held.is_some() || !record.waves.last().is_some_and(|w| w.contains(&id)) {
@@ -924,10 +1064,15 @@ impl FanOuts {
     ) -> Result<Option<(Decision, Option<Record>)>, Error> {
         let state_key = object_key(FANOUT, &change.config);
         let stored = self.state.get(&state_key)?;
-        let record = stored
+        let recorded = stored
             .as_deref()
             .and_then(Record::decode)
             .filter(|r| r.hash == change.hash);
+        // A first wave released here, its record not written yet ([`FanOuts::write_released`]).
+        let unwritten = match &recorded {
+            Some(_) => None,
+            None => self.unwritten(&state_key, &change.hash),
+        };
         let dependents = self.judge.dependents(&change.config);
         let waiting: Vec<Option<String>> = dependents
             .iter()
@@ -952,9 +1097,17 @@ impl FanOuts {
                     rolled_at: memory.rolled_at.of(&state_key, &change.hash, &d.id),
                     waiting,
                     refused: memory.refused.get(&d.key).cloned(),
+                    first_wave: d.first_wave.as_ref(),
                 })
                 .collect()
         };
+        // No record of this change: its first wave may have rolled, and its record been
+        // lost to a restart before it was written (`waves::recovered`).
+        let rebuilt = match (&recorded, &unwritten) {
+            (None, None) => waves::recovered(&change.hash, &members),
+            _ => None,
+        };
+        let record = recorded.or(unwritten).or_else(|| rebuilt.clone());
         let decision = waves::decide(record.as_ref(), &members, change.settings, now);
         let about = self.config_ref(change);
         let short = hash::short(&change.hash);
@@ -985,9 +1138,21 @@ impl FanOuts {
                 let took = now.saturating_sub(next.since);
                 next.waves.push(workloads.clone());
                 next.since = now;
-                // Recorded before any of them is patched: a restart from here on goes on
-                // with this wave, never repeats one.
-                if !self.record(&state_key, &stored, Some(&next.encode()))? {
+                if record.is_none() {
+                    // The first wave: its PATCHes go first, each carrying the change's mark
+                    // (a restart before the record finds the wave by them); the record
+                    // follows ([`FanOuts::write_released`]).
+                    self.memory.lock().unwrap().unwritten.insert(
+                        state_key.clone(),
+                        Unwritten {
+                            record: next.clone(),
+                            stored: stored.clone(),
+                            term: (self.term)(),
+                        },
+                    );
+                } else if !self.record(&state_key, &stored, Some(&next.encode()))? {
+                    // A later wave is recorded before any of it is patched: a restart from
+                    // here on goes on with this wave, never repeats one.
                     return Ok(None);
                 }
                 let total = dependents
@@ -1096,20 +1261,42 @@ impl FanOuts {
                 self.memory.lock().unwrap().rolled_at.forget(&state_key);
                 None
             }
-            Decision::Held | Decision::Rolling { .. } => record.clone(),
+            Decision::Held | Decision::Rolling { .. } => {
+                if let Some(rebuilt) = &rebuilt {
+                    // The first wave's record, lost to a restart: written now.
+                    if !self.record(&state_key, &stored, Some(&rebuilt.encode()))? {
+                        return Ok(None);
+                    }
+                    log::info!(
+                        "{}: change {short}: its first wave ({}) rolled, but its record was not written: recorded again from the wave's marks; the next wave waits for its health",
+                        change.config,
+                        rebuilt.waves[0]
+                            .iter()
+                            .map(|w| name_of(w))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+                record.clone()
+            }
         };
         Ok(Some((decision, after)))
     }
 
     /// Writes a fan-out's record decided from `stored`; `false` when it is not `stored`
-    /// any more (nothing written).
+    /// any more (nothing written). What is written was decided from the first wave not
+    /// written yet, if there was one: it is written now.
     fn record(
         &self,
         key: &str,
         stored: &Option<String>,
         value: Option<&str>,
     ) -> Result<bool, Error> {
-        Ok(self.state.set_if(key, Some(stored.as_deref()), value)? == Written::Done)
+        let done = self.state.set_if(key, Some(stored.as_deref()), value)? == Written::Done;
+        if done {
+            self.memory.lock().unwrap().unwritten.remove(key);
+        }
+        Ok(done)
     }
 
     /// Whether an object the workload uses lets its change through restart windows

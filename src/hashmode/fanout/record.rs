@@ -8,14 +8,23 @@
 //! pause:                        paused since=<RFC 3339>
 //! ```
 //!
-//! A fan-out entry is written *before* the workloads of a wave are patched (as delete
-//! mode's `replacing` entry is written before the first Pod is touched): which workloads
-//! carry the new hash and how their rollouts are doing is on the workloads themselves,
-//! and the entry adds what they cannot say: which ones this change released, in which
-//! waves, since when the current wave runs, and whether the fan-out is held.
+//! Which workloads carry the new hash and how their rollouts are doing is on the workloads
+//! themselves; the entry adds what they cannot say: which ones this change released, in
+//! which waves, since when the current wave runs, and whether the fan-out is held. The
+//! entry of a second or later wave is written *before* its workloads are patched (as
+//! delete mode's `replacing` entry is written before the first Pod is touched). The first
+//! wave's is written *after* its PATCHes, off the path of a change's first rollout: each
+//! of those PATCHes carries a [`Mark`] on the workload's metadata instead, so the first
+//! wave survives a restart that comes before its entry (a new wavelet rebuilds the entry
+//! from the marks: `waves::recovered`).
+//!
+//! ```text
+//! wavelet.dev/first-wave-of: <kind>/<ns>/<name> <data hash, 16 hex> <RFC 3339>[; ...]
+//! ```
+//!
 //! A workload id is `<resource>/<namespace>/<name>` (`deployments.apps/shop/web`).
 
-use crate::objects::WorkloadKey;
+use crate::objects::{ConfigKey, WorkloadKey};
 
 /// The prefix of fan-out entries.
 pub const FANOUT: &str = "fanout";
@@ -151,6 +160,85 @@ impl Record {
             }
         }
         (record.held.is_some() == reason.is_some()).then_some(record)
+    }
+}
+
+/// What a rollout released by the first wave of a fan-out carries on the workload's
+/// metadata (`wavelet.dev/first-wave-of`), one per fan-out that released it so: the
+/// ConfigMap/Secret, its change (the first 16 hex digits of its data hash, as the record's
+/// `hash`; the first 8 are in the fan-out's Events already) and when the wave was released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    /// `<kind>/<namespace>/<name>` of the ConfigMap/Secret.
+    pub object: String,
+    /// The first 16 hex digits of the change's data hash.
+    pub change: String,
+    /// When the wave was released, Unix seconds.
+    pub since: u64,
+}
+
+/// How many hex digits of the data hash a [`Mark`] carries.
+const MARK_HASH: usize = 16;
+
+impl Mark {
+    /// The mark of wave 1 of `config`'s change `hash`, released at `since`.
+    pub fn new(config: &ConfigKey, hash: &str, since: u64) -> Mark {
+        Mark {
+            object: Mark::object_of(config),
+            change: hash.get(..MARK_HASH).unwrap_or(hash).to_string(),
+            since,
+        }
+    }
+
+    fn object_of(config: &ConfigKey) -> String {
+        format!(
+            "{}/{}/{}",
+            config.kind.as_str(),
+            config.namespace,
+            config.name
+        )
+    }
+
+    /// Whether it names `config` (whichever change of it).
+    pub fn names(&self, config: &ConfigKey) -> bool {
+        self.object == Mark::object_of(config)
+    }
+
+    /// Whether it is of the change whose data hash is `hash`.
+    pub fn is_change(&self, hash: &str) -> bool {
+        self.change.len() == MARK_HASH.min(hash.len()) && hash.starts_with(self.change.as_str())
+    }
+
+    /// The annotation's value for these marks.
+    pub fn encode(marks: &[Mark]) -> String {
+        marks
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {} {}",
+                    m.object,
+                    m.change,
+                    crate::time::rfc3339(m.since)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The marks an annotation's value holds; parts that do not read as one are skipped
+    /// (they then mark nothing, as if absent).
+    pub fn decode(text: &str) -> Vec<Mark> {
+        text.split(';')
+            .filter_map(|part| {
+                let mut words = part.split_whitespace();
+                let mark = Mark {
+                    object: words.next()?.to_string(),
+                    change: words.next()?.to_string(),
+                    since: crate::time::parse_rfc3339(words.next()?)?,
+                };
+                words.next().is_none().then_some(mark)
+            })
+            .collect()
     }
 }
 
@@ -290,5 +378,36 @@ mod tests {
         assert_eq!(Urgent::decode(&urgent.encode()), Some(urgent));
         assert_eq!(paused_since(&pause_entry(1_795_317_280)), 1_795_317_280);
         assert_eq!(paused_since("true"), 0);
+    }
+
+    #[test]
+    fn marks_name_the_object_and_the_change_and_read_back_from_their_annotation() {
+        let cfg = ConfigKey::new(crate::objects::ConfigKind::ConfigMap, "shop", "cfg");
+        let tls = ConfigKey::new(crate::objects::ConfigKind::Secret, "shop", "tls");
+        let h = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let marks = vec![
+            Mark::new(&cfg, h, 1_795_317_280),
+            Mark::new(&tls, "fedcba9876543210ff", 1_795_317_281),
+        ];
+        let text = Mark::encode(&marks);
+        assert_eq!(
+            text,
+            "configmap/shop/cfg 0123456789abcdef 2026-11-22T03:14:40Z; secret/shop/tls fedcba9876543210 2026-11-22T03:14:41Z"
+        );
+        assert_eq!(Mark::decode(&text), marks);
+        assert!(marks[0].names(&cfg) && marks[0].is_change(h));
+        assert!(!marks[0].names(&tls), "another object");
+        assert!(
+            !marks[0].is_change(&h.replace("0123", "9999")),
+            "another change"
+        );
+        assert!(marks[1].is_change("fedcba9876543210ee"));
+        // What does not read as a mark marks nothing.
+        assert_eq!(Mark::decode("configmap/shop/cfg 0123 yesterday"), vec![]);
+        assert_eq!(Mark::decode(""), vec![]);
+        assert_eq!(
+            Mark::decode("junk; configmap/shop/cfg 0123456789abcdef 2026-11-22T03:14:40Z"),
+            marks[..1].to_vec()
+        );
     }
 }

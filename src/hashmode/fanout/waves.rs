@@ -17,11 +17,20 @@
 //! So a restarted wavelet tells "wave 1 rolled and is healthy, roll wave 2" (a record
 //! with one wave, whose workloads carry the new hash and are done) from "nothing rolled
 //! yet" (no record for this data hash) and from "held" (the record says so).
+//!
+//! The first wave's record is written after its PATCHes, which carry a mark of the change
+//! on each workload instead ([`Mark`]): with no record for this data hash, the workloads
+//! that carry its mark are a first wave whose record was lost to a restart, and the record
+//! is rebuilt from them ([`recovered`]) before steps 2 to 5. So a restart between wave 1's
+//! PATCH and its record still waits for wave 1's health and rolls none of it again. A
+//! mark can outlive its fan-out (until the workload's next rollout): a workload that
+//! waited on its own and comes due once the fan-out is complete then rolls behind the
+//! health of the first wave that carried this very change, as a next wave.
 
 use std::collections::HashMap;
 
 use crate::config::WaveSize;
-use crate::hashmode::fanout::record::{Hold, Record};
+use crate::hashmode::fanout::record::{Hold, Mark, Record};
 use crate::model::rollout_status::RolloutStatus;
 
 /// One workload that uses the changed object, as the decision sees it.
@@ -42,6 +51,9 @@ pub struct Member<'a> {
     pub waiting: Option<String>,
     /// The API server's refusal of its last rollout, if the last one was refused.
     pub refused: Option<String>,
+    /// Its mark of the first wave of a change of this object, if its last rollout was one
+    /// (whichever change: [`recovered`] keeps those of the change decided).
+    pub first_wave: Option<&'a Mark>,
 }
 
 /// The wave settings of one fan-out.
@@ -72,6 +84,36 @@ pub enum Decision {
     Held,
     /// Every workload the change rolls carries it and finished healthy.
     Complete { waves: usize },
+}
+
+/// The record of change `hash` when `wavelet-state` has none: the first wave its marks say
+/// was released (by the earliest release among them). `None` when no workload carries this
+/// change's mark (nothing was released, or nothing of it rolled), and when no other
+/// workload is due for the change: then nothing waits for the wave, which is the whole
+/// fan-out (or marks one that completed), and there is nothing to gate nor to record.
+pub fn recovered(hash: &str, members: &[Member]) -> Option<Record> {
+    let marked_by = |m: &Member| m.first_wave.is_some_and(|mark| mark.is_change(hash));
+    let marked: Vec<(&str, u64)> = members
+        .iter()
+        .filter(|m| marked_by(m))
+        .map(|m| (m.id, m.first_wave.map_or(0, |mark| mark.since)))
+        .collect();
+    let since = marked.iter().map(|(_, since)| *since).min()?;
+    if !members
+        .iter()
+        .any(|m| !m.current && m.waiting.is_none() && !marked_by(m))
+    {
+        return None;
+    }
+    let mut wave: Vec<String> = marked.iter().map(|(id, _)| id.to_string()).collect();
+    wave.sort();
+    Some(Record {
+        hash: hash.to_string(),
+        since,
+        waves: vec![wave],
+        skipped: Vec::new(),
+        held: None,
+    })
 }
 
 /// Steps 1 to 5 above. `record` is this change's (same data hash), if any.
@@ -352,6 +394,7 @@ mod tests {
                 rolled_at: None,
                 waiting: None,
                 refused: None,
+                first_wave: None,
             })
             .collect()
     }
@@ -566,5 +609,76 @@ mod tests {
                 workloads: vec![ids[3].clone()]
             }
         );
+    }
+
+    #[test]
+    fn with_no_record_the_workloads_marked_with_this_change_are_its_first_wave() {
+        // a and b rolled as wave 1 of change h (their PATCHes carry its mark), then wavelet
+        // stopped before the record was written; c was marked by an older change.
+        let ids = ids(5);
+        let h = "0123456789abcdef".repeat(4);
+        let config =
+            crate::objects::ConfigKey::new(crate::objects::ConfigKind::ConfigMap, "ns", "cfg");
+        let this = Mark::new(&config, &h, T0);
+        let older = Mark::new(&config, &"f".repeat(64), T0 - 3_600);
+        let slow = RolloutStatus::Progressing("0 of 1 updated replicas are available".into());
+        let mut all = members(&ids, &[0, 1], &slow);
+        all[0].first_wave = Some(&this);
+        all[1].first_wave = Some(&this);
+        all[2].first_wave = Some(&older);
+        let rebuilt = recovered(&h, &all).expect("a first wave");
+        assert_eq!(rebuilt.waves, vec![ids[..2].to_vec()]);
+        assert_eq!((rebuilt.since, rebuilt.held.is_none()), (T0, true));
+        // Still rolling: nothing more is released (without the marks, wave "1" would be c).
+        assert!(matches!(
+            decide(Some(&rebuilt), &all, SETTINGS, T0 + 5),
+            Decision::Rolling { wave: 1, .. }
+        ));
+        assert_eq!(
+            decide(None, &all, SETTINGS, T0 + 5),
+            Decision::Release {
+                wave: 1,
+                workloads: vec![ids[2].clone()]
+            },
+            "what the marks prevent"
+        );
+        // Failed: the rest are held; healthy: the next wave goes.
+        let failed = RolloutStatus::Failed("exceeded its progress deadline".into());
+        all[1].status = &failed;
+        assert!(matches!(
+            decide(Some(&rebuilt), &all, SETTINGS, T0 + 5),
+            Decision::Hold(h) if h.workload == ids[1]
+        ));
+        let done = RolloutStatus::Done;
+        all[0].status = &done;
+        all[1].status = &done;
+        assert_eq!(
+            decide(Some(&rebuilt), &all, SETTINGS, T0 + 5),
+            Decision::Release {
+                wave: 2,
+                workloads: ids[2..5].to_vec()
+            }
+        );
+        // Only one of a first wave of two was patched before the restart: the wave is that
+        // one; the other, due, waits for its health like the rest.
+        all[1].first_wave = None;
+        all[1].current = false;
+        assert_eq!(
+            recovered(&h, &all).unwrap().waves,
+            vec![vec![ids[0].clone()]]
+        );
+        // Nothing else due (the marked wave was the whole fan-out, or it completed): there
+        // is nothing to gate, nor a record to write.
+        let marked: Vec<Member> = members(&ids, &[0, 1, 2, 3, 4], &done)
+            .into_iter()
+            .map(|m| Member {
+                first_wave: Some(&this),
+                ..m
+            })
+            .collect();
+        assert_eq!(recovered(&h, &marked), None);
+        // No mark of this change: nothing was released.
+        all[0].first_wave = Some(&older);
+        assert_eq!(recovered(&h, &all), None);
     }
 }
