@@ -38,17 +38,8 @@ impl FanOutPolicy for HashModeFanOut {
         let record = record.and_then(Record::decode).filter(|r| r.hash == hash);
         let members: Vec<Member> = groups
             .iter()
-            .map(|g| Member {
-                id: &g.id,
-                canary: g.canary,
-                current: g.current,
-                status: &g.status,
-                // A wave's clock runs from its release (`since`).
-                rolled_at: None,
-                waiting: None,
-                refused: None,
-                first_wave: None,
-            })
+            // A wave's clock runs from its release (`since`): no `rolled_at`.
+            .map(|g| Member::new(&g.id, g.canary, g.current, &g.status))
             .collect();
         let settings = Settings {
             first_wave: settings.first_wave,

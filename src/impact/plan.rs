@@ -541,14 +541,13 @@ fn fan_out_plan(
         let members: Vec<Member> = ids
             .iter()
             .map(|(id, canary)| Member {
-                id,
-                canary: *canary,
-                current: planned.iter().flatten().any(|r| r == id),
-                status: &done,
                 rolled_at: Some(now),
-                waiting: None,
-                refused: None,
-                first_wave: None,
+                ..Member::new(
+                    id,
+                    *canary,
+                    planned.iter().flatten().any(|r| r == id),
+                    &done,
+                )
             })
             .collect();
         match waves::decide(record.as_ref(), &members, change.settings, now) {

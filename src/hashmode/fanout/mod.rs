@@ -278,14 +278,8 @@ pub fn pending_of(
         let members: Vec<Member> = dependents
             .iter()
             .map(|d| Member {
-                id: &d.id,
-                canary: d.canary,
-                current: d.current,
-                status: &d.status,
-                rolled_at: None,
-                waiting: None,
-                refused: None,
                 first_wave: d.first_wave.as_ref(),
+                ..Member::new(&d.id, d.canary, d.current, &d.status)
             })
             .collect();
         let record = record.or_else(|| waves::recovered(&change.hash, &members));

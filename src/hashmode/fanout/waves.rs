@@ -56,6 +56,23 @@ pub struct Member<'a> {
     pub first_wave: Option<&'a Mark>,
 }
 
+impl<'a> Member<'a> {
+    /// A workload as its object and status say, with nothing wavelet remembers of it: not
+    /// seen rolled, not waiting on its own, not refused, no first-wave mark.
+    pub fn new(id: &'a str, canary: bool, current: bool, status: &'a RolloutStatus) -> Member<'a> {
+        Member {
+            id,
+            canary,
+            current,
+            status,
+            rolled_at: None,
+            waiting: None,
+            refused: None,
+            first_wave: None,
+        }
+    }
+}
+
 /// The wave settings of one fan-out.
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
@@ -386,16 +403,7 @@ mod tests {
     ) -> Vec<Member<'a>> {
         ids.iter()
             .enumerate()
-            .map(|(i, id)| Member {
-                id,
-                canary: false,
-                current: current.contains(&i),
-                status,
-                rolled_at: None,
-                waiting: None,
-                refused: None,
-                first_wave: None,
-            })
+            .map(|(i, id)| Member::new(id, false, current.contains(&i), status))
             .collect()
     }
 
