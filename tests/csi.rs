@@ -274,6 +274,11 @@ fn a_rotation_rolls_each_workload_that_mounts_the_class_once_and_an_unrelated_cl
     // says so.
     let remounting = |pod: &str| !pod.starts_with("legacy-");
     let rotated = [("db-password", "2")];
+    let before_rollouts: Vec<String> = fake
+        .pods(NS)
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
+        .collect();
     assert_eq!(
         driver.publish_where(&fake, NS, "vault", &rotated, remounting),
         4
@@ -284,7 +289,8 @@ fn a_rotation_rolls_each_workload_that_mounts_the_class_once_and_an_unrelated_cl
     // The rollouts' new Pods mount the new version (the old ones went, their statuses
     // with them), and the next remounts report it again. Under load the fake's
     // controllers finish the rollouts later, and collect a gone Pod's statuses after it:
-    // wait until only the new Pods are left, and only their statuses.
+    // wait until only the new Pods are left (none of those there before the rollouts: two
+    // of web's old Pods are also two Pods), and only their statuses.
     eventually(
         &fake,
         &wavelet,
@@ -295,11 +301,17 @@ fn a_rotation_rolls_each_workload_that_mounts_the_class_once_and_an_unrelated_cl
                 .iter()
                 .filter_map(|p| p["metadata"]["name"].as_str())
                 .collect();
+            let replaced = ["web-", "api-"].iter().all(|app| {
+                !live
+                    .iter()
+                    .any(|pod| pod.starts_with(app) && before_rollouts.iter().any(|b| b == pod))
+            });
             let orphaned = f
                 .list(STATUSES, Some(NS))
                 .iter()
                 .any(|s| !live.contains(&s["status"]["podName"].as_str().unwrap_or("")));
-            !orphaned
+            replaced
+                && !orphaned
                 && ["web", "api"].iter().all(|app| {
                     pods.iter()
                         .filter(|p| p["metadata"]["labels"]["app"] == *app)
