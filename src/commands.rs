@@ -551,15 +551,8 @@ fn rolling_in_wave(
         // lost to a restart, or not written yet).
         let wave = match Judge::record(state?, &change).ok().flatten() {
             Some(record) => record.wave_of(&id),
-            None => entry
-                .gates()
-                .first_wave_of
-                .as_deref()
-                .is_some_and(|text| {
-                    record::Mark::decode(text)
-                        .iter()
-                        .any(|m| m.names(&change.config) && m.is_change(&change.hash))
-                })
+            None => record::Mark::of(entry.gates().first_wave_of.as_deref(), &change.config)
+                .is_some_and(|m| m.is_change(&change.hash))
                 .then_some(1),
         };
         if let Some(wave) = wave {

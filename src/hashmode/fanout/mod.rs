@@ -200,11 +200,7 @@ impl Judge {
             };
             let due = (unread || differs)
                 && baseline::changed(config, &baseline::parts(&resolved), before.as_deref());
-            let first_wave = entry
-                .gates()
-                .first_wave_of
-                .as_deref()
-                .and_then(|text| Mark::decode(text).into_iter().find(|m| m.names(config)));
+            let first_wave = Mark::of(entry.gates().first_wave_of.as_deref(), config);
             out.push(Dependent {
                 id,
                 canary: entry.gates().canary,

@@ -209,6 +209,14 @@ impl Mark {
         self.change.len() == MARK_HASH.min(hash.len()) && hash.starts_with(self.change.as_str())
     }
 
+    /// The mark of a first wave of `config` in a workload's `wavelet.dev/first-wave-of`
+    /// (whichever change of it), if there is one.
+    pub fn of(annotation: Option<&str>, config: &ConfigKey) -> Option<Mark> {
+        Mark::decode(annotation?)
+            .into_iter()
+            .find(|m| m.names(config))
+    }
+
     /// The annotation's value for these marks.
     pub fn encode(marks: &[Mark]) -> String {
         marks
