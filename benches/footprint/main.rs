@@ -24,6 +24,10 @@
 //! budget, and the threads, connections, watches and memory of `--namespaces` with 10 and
 //! 500 namespaces, and `--per-namespace-watches` with 10 and 100 (`polite.rs`).
 //!
+//! Then a shared change (`fanout.rs`): one ConfigMap that 50 Deployments mount, changed 30
+//! times, rolled in waves: change → the first wave's PATCH beyond the debounce, and → the
+//! whole fan-out's last PATCH.
+//!
 //! Then the Secrets Store CSI driver (`csi.rs`): the same cluster with a
 //! SecretProviderClass per Deployment, and 0, 2,000 and 20,000 pod statuses: memory per
 //! pod status (target under 200 bytes).
@@ -33,7 +37,7 @@
 //! binary that ships, build it and point `WAVELET_BENCH_BINARY` at it:
 //! `CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --target x86_64-unknown-linux-musl --bin wavelet`.
 //!
-//! Environment: `WAVELET_BENCH_ONLY=default|scaling|churn|floor|polite|csi` (`floor`: wavelet
+//! Environment: `WAVELET_BENCH_ONLY=default|scaling|churn|floor|polite|csi|fanout` (`floor`: wavelet
 //! idle against an empty cluster and what its memory is made of, on a fresh real control
 //! plane instead with `WAVELET_BENCH_REAL`; `churn`: only the churn
 //! step of the scaling run), `WAVELET_BENCH_SCALE` (object counts ×, default 1),
@@ -41,7 +45,8 @@
 //! (default 10), `WAVELET_BENCH_CHANGES` (ConfigMap changes, default 200),
 //! `WAVELET_BENCH_SECRET_CHANGES` (default 50), `WAVELET_BENCH_DEBOUNCE_MS` (default 200),
 //! `WAVELET_BENCH_MAX_DATA_MIB` (scaling cells holding more data are skipped, default 1024),
-//! `WAVELET_BENCH_CSI_RUNS` (runs of each CSI configuration, default 3).
+//! `WAVELET_BENCH_CSI_RUNS` (runs of each CSI configuration, default 3),
+//! `WAVELET_BENCH_FANOUT_WORKLOADS` (default 50), `WAVELET_BENCH_FANOUT_CHANGES` (default 30).
 //! `WAVELET_BENCH_HOLD=<file>` keeps the API server (the fake of the default scenario and of
 //! each scaling cell, or the real control plane) up after its run for profiling: the file
 //! names its kubeconfig; removing the file goes on.
@@ -76,6 +81,7 @@ mod loadtest;
 mod anatomy;
 mod calls;
 mod csi;
+mod fanout;
 mod measure;
 mod polite;
 mod process;
@@ -113,6 +119,8 @@ struct Options {
     churn_namespaces: usize,
     churn_rounds: usize,
     csi_runs: usize,
+    fanout_workloads: usize,
+    fanout_changes: usize,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -129,12 +137,12 @@ impl Options {
         let only = std::env::var("WAVELET_BENCH_ONLY").ok();
         if let Some(part) = only.as_deref().filter(|p| {
             ![
-                "default", "scaling", "churn", "floor", "polite", "csi", "versus",
+                "default", "scaling", "churn", "floor", "polite", "csi", "fanout", "versus",
             ]
             .contains(p)
         }) {
             panic!(
-                "WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn, floor, polite, csi or versus"
+                "WAVELET_BENCH_ONLY={part:?}: use default, scaling, churn, floor, polite, csi, fanout or versus"
             );
         }
         Options {
@@ -147,6 +155,8 @@ impl Options {
             churn_namespaces: env_or("WAVELET_BENCH_CHURN_NAMESPACES", 1000),
             churn_rounds: env_or("WAVELET_BENCH_CHURN_ROUNDS", 10),
             csi_runs: env_or("WAVELET_BENCH_CSI_RUNS", 3),
+            fanout_workloads: env_or("WAVELET_BENCH_FANOUT_WORKLOADS", 50),
+            fanout_changes: env_or("WAVELET_BENCH_FANOUT_CHANGES", 30),
         }
     }
 
@@ -373,6 +383,13 @@ fn main() {
     if options.runs("polite") {
         let workloads = ((10_000.0 * options.scale).round() as usize).max(10);
         polite::print(&polite::run(workloads, options.scale, options.debounce));
+    }
+    if options.runs("fanout") {
+        fanout::print(&fanout::run(
+            options.fanout_workloads,
+            options.fanout_changes,
+            options.debounce,
+        ));
     }
     if options.runs("csi") {
         csi::print(&csi::run(

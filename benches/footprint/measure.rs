@@ -108,7 +108,7 @@ fn is_workload_patch(request: &Request) -> bool {
 }
 
 /// A PATCH of the pod template: the workload's controller rolls its Pods.
-fn rolls_out(patch: &Request) -> bool {
+pub fn rolls_out(patch: &Request) -> bool {
     patch.body_json().pointer("/spec/template").is_some()
 }
 

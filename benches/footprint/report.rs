@@ -137,7 +137,7 @@ fn memory_rows(table: &mut Table, figures: &DefaultFigures) {
     );
 }
 
-fn latency_rows(table: &mut Table, kind: &str, changes: &Changes) {
+pub fn latency_rows(table: &mut Table, kind: &str, changes: &Changes) {
     let values = &changes.beyond_debounce_ms;
     let median = percentile(values, 50.0);
     table.figure(

@@ -697,11 +697,7 @@ fn collect_dependents(state: &mut State, namespace: &str, owner_uid: &str) {
         }
     }
     for resource in kinds {
-        for dependent in state
-            .list(&resource, Some(namespace))
-            .into_iter()
-            .filter(|o| owned_by(o, owner_uid))
-        {
+        for dependent in state.list_where(&resource, namespace, |o| owned_by(o, owner_uid)) {
             state.delete(&resource, namespace, name_of(&dependent));
         }
     }
