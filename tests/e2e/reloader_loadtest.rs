@@ -21,6 +21,7 @@ fn timing() -> Timing {
         min_window: Duration::ZERO,
         restart_after: Duration::from_millis(1500),
         downtime: Duration::from_secs(1),
+        min_changes: 0,
     }
 }
 

@@ -58,12 +58,16 @@ fn latency(run: &RunFigures) -> String {
     )
 }
 
-/// Change → the first rollout it caused, per change. In S12 (a pause period) the first
-/// template write is not a rollout for Reloader, which pauses the Deployment as it writes
-/// it: there the figure is the first new ReplicaSet, the rollout actually started.
+/// Change → the first rollout it caused, per change: the figure issue 34 judges. In S12
+/// the workloads ask for a pause period of 15 s, which wavelet and Reloader hold and Wave
+/// does not; a first template write is not a rollout for Reloader, which pauses the
+/// Deployment as it writes it. There the figure is the first new ReplicaSet (the rollout
+/// actually started) beyond the pause: timed from the end of the pause its batch opened,
+/// or from the change where the controller held no pause. Judging the raw delay would
+/// require breaking the pause the workload asks for.
 fn first_rollout(id: crate::loadtest::Id, run: &RunFigures) -> &[std::time::Duration] {
     match id {
-        crate::loadtest::Id::S12 => &run.outcome.first_started,
+        crate::loadtest::Id::S12 => &run.outcome.first_beyond_pause,
         _ => &run.outcome.first_rollout,
     }
 }
@@ -280,10 +284,21 @@ pub fn print_scenario(f: &ScenarioFigures) {
         Some(&|r| percentile_ms(&r.outcome.latency, 95.0).unwrap_or(f64::NAN)),
     );
     let id = f.id;
+    if id == crate::loadtest::Id::S12 {
+        row(
+            &mut table,
+            "change → first rollout started (new ReplicaSet) p50 / p95 / p99, ms",
+            &|r| {
+                let started = &r.outcome.first_started;
+                format!("{} ({} changes)", p50_p95_p99(started), started.len())
+            },
+            Some(&|r| percentile_ms(&r.outcome.first_started, 95.0).unwrap_or(f64::NAN)),
+        );
+    }
     row(
         &mut table,
         if id == crate::loadtest::Id::S12 {
-            "change → first rollout started (new ReplicaSet) p50 / p95 / p99, ms"
+            "  beyond the pause period (from its end; from the change if not held) p50 / p95 / p99, ms"
         } else {
             "change → first rollout p50 / p95 / p99, ms (per change)"
         },
@@ -350,7 +365,7 @@ fn why_different(f: &ScenarioFigures) -> Option<String> {
         S6 => "S6: Reloader's harness states no number. A restart rolls nothing by itself; wavelet (and Wave) roll each workload whose data changed while it was down once when it starts again; Reloader without --sync-after-restart misses those changes.",
         S7 => "S7: 10 writers at once, about 100 updates a second: a controller rolls a workload once for the updates that reached it while its rollout was still owed (wavelet's queue holds a workload once and its reconcile reads the latest data, as Wave's does), so every controller may roll fewer times than Reloader's harness expects; wavelet's range runs from every such update rolled together to none.",
         S11 => "S11: Reloader runs with --reload-strategy=annotations here; wavelet and Wave always write one annotation on the pod template.",
-        S12 => "S12: Reloader's harness states no number (\"reloads << updates\"). wavelet reads pause-period as a per-workload debounce: one rollout per 15 s window of changes; Reloader pauses the Deployment and keeps rewriting its template (new ReplicaSets count the rollouts started); Wave has no pause.",
+        S12 => "S12: Reloader's harness states no number (\"reloads << updates\"). wavelet reads pause-period as a per-workload debounce: one rollout per 15 s window of changes; Reloader pauses the Deployment and keeps rewriting its template (new ReplicaSets count the rollouts started); Wave has no pause. The first rollout is judged beyond the pause: from the end of the pause the change's batch opened (from the change for Wave, which holds none).",
         S13 => "S13: all of a Deployment's references count (init container envFrom, valueFrom, volume, projected items), so each update rolls its own Deployment and the one projecting key1 of it: 2, as Reloader's harness expects.",
         _ => return None,
     };

@@ -62,6 +62,52 @@ pub struct Outcome {
     /// Per change: sent → the first new ReplicaSet of a dependent Deployment (the
     /// rollout actually started; a paused Deployment starts none until resumed).
     pub first_started: Vec<Duration>,
+    /// Per change, the same first new ReplicaSet, timed from when the workload's pause
+    /// period let it start: the end of the pause that the first change of its batch opened
+    /// (Reloader's `pause-period`). A rollout that started before that end did not hold the
+    /// pause (Wave has none): timed from the change, as `first_started`.
+    pub first_beyond_pause: Vec<Duration>,
+}
+
+/// How one change reached one of its dependents.
+#[derive(Clone, Copy)]
+struct Dependent {
+    reached: Reached,
+    /// The first ReplicaSet of the dependent created after the change.
+    started: Option<Instant>,
+    /// That ReplicaSet beyond the pause period (see `Outcome::first_beyond_pause`).
+    beyond_pause: Option<Duration>,
+}
+
+/// A workload's changes `(index, sent, reached, first ReplicaSet after)`, each with the
+/// delay of that ReplicaSet beyond what the workload's pause period asked. The changes one
+/// ReplicaSet serves are a batch; the pause the batch's first change opened ends `period`
+/// after it was sent. Without a pause, or where the ReplicaSet came before the pause ended
+/// (the controller did not hold it), the delay is from the change itself.
+fn beyond_pause(
+    changes: &[(usize, Instant, Reached, Option<Instant>)],
+    pause: Option<Duration>,
+) -> Vec<(usize, Reached, Option<Instant>, Option<Duration>)> {
+    changes
+        .iter()
+        .map(|&(change, sent, reached, started)| {
+            let beyond = started.map(|started| {
+                let opened = changes
+                    .iter()
+                    .filter(|c| c.3 == Some(started))
+                    .map(|c| c.1)
+                    .min()
+                    .unwrap_or(sent);
+                match pause.map(|period| opened + period) {
+                    Some(end) if started + WINDOW_MARGIN >= end => {
+                        started.saturating_duration_since(end)
+                    }
+                    _ => started - sent,
+                }
+            });
+            (change, reached, started, beyond)
+        })
+        .collect()
 }
 
 /// How one change reached one dependent.
@@ -253,7 +299,7 @@ impl Outcome {
         let mut least = 0;
         let mut most = 0;
         // Per change (its index in `played.performed`): how it reached each dependent.
-        let mut per_change: HashMap<usize, Vec<(Reached, Option<Instant>)>> = HashMap::new();
+        let mut per_change: HashMap<usize, Vec<Dependent>> = HashMap::new();
         for (key, life) in &lives {
             let rollouts = templates.get(key).cloned().unwrap_or_default();
             outcome.startup_rollouts += rollouts
@@ -300,6 +346,7 @@ impl Outcome {
 
             // Latency, change by change.
             let mut matched: Vec<Option<Instant>> = Vec::new();
+            let mut this_workload: Vec<(usize, Instant, Reached, Option<Instant>)> = Vec::new();
             for (i, (sent, _)) in triggers.iter().enumerate() {
                 let first = rollouts.iter().copied().find(|t| t > sent);
                 matched.push(first);
@@ -327,10 +374,14 @@ impl Outcome {
                         Reached::Rolled(t)
                     }
                 };
-                per_change
-                    .entry(reaching[i].0)
-                    .or_default()
-                    .push((reached, started));
+                this_workload.push((reaching[i].0, *sent, reached, started));
+            }
+            for (change, reached, started, beyond) in beyond_pause(&this_workload, life.pause) {
+                per_change.entry(change).or_default().push(Dependent {
+                    reached,
+                    started,
+                    beyond_pause: beyond,
+                });
             }
 
             // wavelet's count: changes while it was down roll once at its start; a pause
@@ -399,22 +450,21 @@ impl Outcome {
 
     /// The first rollout and the whole fan-out of each change, from how it reached each
     /// of its dependents.
-    fn per_change(
-        &mut self,
-        played: &Played,
-        per_change: &HashMap<usize, Vec<(Reached, Option<Instant>)>>,
-    ) {
+    fn per_change(&mut self, played: &Played, per_change: &HashMap<usize, Vec<Dependent>>) {
         let mut changes: Vec<_> = per_change.iter().collect();
         changes.sort_by_key(|(i, _)| **i);
         for (i, reached) in changes {
             let sent = played.performed[*i].sent;
-            if let Some(started) = reached.iter().filter_map(|(_, s)| *s).min() {
+            if let Some(started) = reached.iter().filter_map(|d| d.started).min() {
                 self.first_started.push(started - sent);
+            }
+            if let Some(beyond) = reached.iter().filter_map(|d| d.beyond_pause).min() {
+                self.first_beyond_pause.push(beyond);
             }
             let rolled: Option<Vec<Instant>> = reached
                 .iter()
-                .map(|(r, _)| match r {
-                    Reached::Rolled(t) => Some(*t),
+                .map(|d| match d.reached {
+                    Reached::Rolled(t) => Some(t),
                     Reached::Unclear => None,
                 })
                 .collect();

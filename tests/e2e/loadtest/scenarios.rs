@@ -56,6 +56,17 @@ impl Id {
             .find(|id| id.name().eq_ignore_ascii_case(text.trim()))
     }
 
+    /// How often the scenario changes data (one lane's ticker; S7 has ten such lanes).
+    pub fn update_every(self) -> Duration {
+        Duration::from_millis(match self {
+            Id::S1 | Id::S4 | Id::S7 => 100,
+            Id::S3 | Id::S6 => 200,
+            Id::S10 | Id::S11 => 500,
+            Id::S5 | Id::S8 | Id::S12 | Id::S13 => 2_000,
+            Id::S2 | Id::S9 => 5_000,
+        })
+    }
+
     /// Reloader's title, with the sizes at `scale`.
     pub fn title(self, scale: usize) -> String {
         let k = scale;
@@ -89,6 +100,10 @@ pub struct Timing {
     pub restart_after: Duration,
     /// S6: how long the controller stays down, the time a new pod takes to start.
     pub downtime: Duration,
+    /// Every scenario makes at least this many updates: its window runs longer than
+    /// `duration` says where its updates are too sparse for that (0: Reloader's timing).
+    /// A p95 of fewer than 20 changes is their maximum; S2 and S9 change every 5 s.
+    pub min_changes: usize,
 }
 
 impl Timing {
@@ -99,11 +114,23 @@ impl Timing {
             min_window: Duration::from_secs(30),
             restart_after: Duration::from_secs(20),
             downtime: Duration::from_secs(1),
+            min_changes: 0,
         }
     }
 
     /// How long the scenario makes updates.
     pub fn window(&self, id: Id) -> Duration {
+        let reloader = self.reloader_window(id);
+        if self.min_changes == 0 {
+            return reloader;
+        }
+        // Ticks come at every period up to, not at, the window's end; S5's updates
+        // 250 ms after its ticks.
+        let enough = id.update_every() * self.min_changes as u32 + Duration::from_millis(500);
+        reloader.max(enough)
+    }
+
+    fn reloader_window(&self, id: Id) -> Duration {
         match id {
             Id::S11 => self.duration.saturating_sub(Duration::from_secs(10)),
             Id::S3 | Id::S7 => self
@@ -224,7 +251,7 @@ impl Scenario {
                     &mut configs,
                     &mut objects,
                 );
-                let steps = ticks(Duration::from_millis(100), window)
+                let steps = ticks(id.update_every(), window)
                     .enumerate()
                     .map(|(n, at)| Step {
                         at,
@@ -251,7 +278,7 @@ impl Scenario {
                         opt_in,
                     ));
                 }
-                let steps = ticks(Duration::from_secs(5), window)
+                let steps = ticks(id.update_every(), window)
                     .enumerate()
                     .map(|(n, at)| Step {
                         at,
@@ -279,20 +306,18 @@ impl Scenario {
                         &mut objects,
                     );
                 }
-                let steps = ticks(Duration::from_millis(200), window)
-                    .enumerate()
-                    .map(|(n, at)| {
-                        let target = &namespaces[rng.below(namespaces.len())];
-                        Step {
-                            at,
-                            action: set(
-                                "ConfigMap",
-                                target,
-                                &format!("hc-cm-{}", rng.below(20)),
-                                &[("key", format!("update-{n}"))],
-                            ),
-                        }
-                    });
+                let steps = ticks(id.update_every(), window).enumerate().map(|(n, at)| {
+                    let target = &namespaces[rng.below(namespaces.len())];
+                    Step {
+                        at,
+                        action: set(
+                            "ConfigMap",
+                            target,
+                            &format!("hc-cm-{}", rng.below(20)),
+                            &[("key", format!("update-{n}"))],
+                        ),
+                    }
+                });
                 lanes.push(steps.collect());
             }
             Id::S4 => {
@@ -305,7 +330,7 @@ impl Scenario {
                     &mut configs,
                     &mut objects,
                 );
-                let steps = ticks(Duration::from_millis(100), window)
+                let steps = ticks(id.update_every(), window)
                     .enumerate()
                     .map(|(n, at)| Step {
                         at,
@@ -350,7 +375,7 @@ impl Scenario {
                 // update; 250 ms apart here, so that which Deployments an update reaches
                 // does not depend on which request the API server takes first.
                 let phase = Duration::from_millis(250);
-                let updates = ticks(Duration::from_secs(2), window.saturating_sub(phase))
+                let updates = ticks(id.update_every(), window.saturating_sub(phase))
                     .enumerate()
                     .map(|(n, at)| Step {
                         at: at + phase,
@@ -373,7 +398,7 @@ impl Scenario {
                     &mut configs,
                     &mut objects,
                 );
-                let steps = ticks(Duration::from_millis(200), window)
+                let steps = ticks(id.update_every(), window)
                     .enumerate()
                     .map(|(n, at)| Step {
                         at,
@@ -404,18 +429,17 @@ impl Scenario {
                 );
                 for g in 0..10 {
                     let mut rng = Choice::new(id, g);
-                    let steps =
-                        ticks(Duration::from_millis(100), window)
-                            .enumerate()
-                            .map(|(n, at)| Step {
-                                at,
-                                action: set(
-                                    "ConfigMap",
-                                    &ns,
-                                    &format!("api-cm-{}", rng.below(50 * k)),
-                                    &[("key", format!("g{g}-update-{n}"))],
-                                ),
-                            });
+                    let steps = ticks(id.update_every(), window)
+                        .enumerate()
+                        .map(|(n, at)| Step {
+                            at,
+                            action: set(
+                                "ConfigMap",
+                                &ns,
+                                &format!("api-cm-{}", rng.below(50 * k)),
+                                &[("key", format!("g{g}-update-{n}"))],
+                            ),
+                        });
                     lanes.push(steps.collect());
                 }
             }
@@ -432,7 +456,7 @@ impl Scenario {
                     &mut configs,
                     &mut objects,
                 );
-                let steps = ticks(Duration::from_secs(2), window)
+                let steps = ticks(id.update_every(), window)
                     .enumerate()
                     .map(|(n, at)| Step {
                         at,
@@ -475,7 +499,7 @@ impl Scenario {
                         opt_in,
                     ));
                 }
-                let steps = ticks(Duration::from_secs(5), window)
+                let steps = ticks(id.update_every(), window)
                     .enumerate()
                     .map(|(n, at)| Step {
                         at,
@@ -531,35 +555,33 @@ impl Scenario {
                 }
                 // Alternating, a Secret first; each counter counts its own kind.
                 let (mut secret_n, mut cm_n) = (0, 0);
-                let steps = ticks(Duration::from_millis(500), window)
-                    .enumerate()
-                    .map(|(t, at)| {
-                        if t % 2 == 0 {
-                            let i = rng.below(secrets);
-                            secret_n += 1;
-                            Step {
-                                at,
-                                action: set(
-                                    "Secret",
-                                    &ns,
-                                    &format!("mixed-secret-{i}"),
-                                    &[("password", format!("updated-secret-{i}-{}", secret_n - 1))],
-                                ),
-                            }
-                        } else {
-                            let i = rng.below(cms);
-                            cm_n += 1;
-                            Step {
-                                at,
-                                action: set(
-                                    "ConfigMap",
-                                    &ns,
-                                    &format!("mixed-cm-{i}"),
-                                    &[("config", format!("updated-config-{i}-{}", cm_n - 1))],
-                                ),
-                            }
+                let steps = ticks(id.update_every(), window).enumerate().map(|(t, at)| {
+                    if t % 2 == 0 {
+                        let i = rng.below(secrets);
+                        secret_n += 1;
+                        Step {
+                            at,
+                            action: set(
+                                "Secret",
+                                &ns,
+                                &format!("mixed-secret-{i}"),
+                                &[("password", format!("updated-secret-{i}-{}", secret_n - 1))],
+                            ),
                         }
-                    });
+                    } else {
+                        let i = rng.below(cms);
+                        cm_n += 1;
+                        Step {
+                            at,
+                            action: set(
+                                "ConfigMap",
+                                &ns,
+                                &format!("mixed-cm-{i}"),
+                                &[("config", format!("updated-config-{i}-{}", cm_n - 1))],
+                            ),
+                        }
+                    }
+                });
                 lanes.push(steps.collect());
             }
             Id::S11 | Id::S12 => {
@@ -591,12 +613,7 @@ impl Scenario {
                         )
                     });
                 }
-                let every = if id == Id::S11 {
-                    Duration::from_millis(500)
-                } else {
-                    Duration::from_secs(2)
-                };
-                let steps = ticks(every, window).enumerate().map(|(n, at)| {
+                let steps = ticks(id.update_every(), window).enumerate().map(|(n, at)| {
                     let i = rng.below(10 * k);
                     Step {
                         at,
@@ -624,23 +641,21 @@ impl Scenario {
                         opt_in,
                     ));
                 }
-                let steps = ticks(Duration::from_secs(2), window)
-                    .enumerate()
-                    .map(|(n, at)| {
-                        let i = rng.below(count);
-                        Step {
-                            at,
-                            action: set(
-                                "ConfigMap",
-                                &ns,
-                                &format!("complex-cm-{i}"),
-                                &[
-                                    ("key1", format!("updated-value1-{i}-{n}")),
-                                    ("config", format!("updated-config-{i}-{n}")),
-                                ],
-                            ),
-                        }
-                    });
+                let steps = ticks(id.update_every(), window).enumerate().map(|(n, at)| {
+                    let i = rng.below(count);
+                    Step {
+                        at,
+                        action: set(
+                            "ConfigMap",
+                            &ns,
+                            &format!("complex-cm-{i}"),
+                            &[
+                                ("key1", format!("updated-value1-{i}-{n}")),
+                                ("config", format!("updated-config-{i}-{n}")),
+                            ],
+                        ),
+                    }
+                });
                 lanes.push(steps.collect());
             }
         }
