@@ -14,9 +14,9 @@
 //! (default both), `WAVELET_BENCH_CONTROLLERS=wavelet,reloader,wave`,
 //! `WAVELET_BENCH_SCENARIOS=S1,S4,...` (default all 13), `WAVELET_BENCH_SIZES=1,10`,
 //! `WAVELET_BENCH_DURATION=60` (Reloader's `--duration`, seconds),
-//! `WAVELET_BENCH_MIN_CHANGES=40` (a scenario whose updates are sparse runs until it made
-//! this many, so that its p95 is not its maximum: S2 and S9 for 200 s, S5, S8, S12 and S13
-//! for 80 s; 0: Reloader's timing only),
+//! `WAVELET_BENCH_MIN_CHANGES=30` (a scenario whose updates are sparse runs until it made
+//! this many, so that its p95 is not its maximum: S2 and S9 for 150 s, S5, S8, S12 and S13
+//! for 60 s; 0: Reloader's timing only),
 //! `WAVELET_BENCH_FLOOR=1`, `WAVELET_BENCH_STARTUP_SCALES=1,3,10`,
 //! `WAVELET_BENCH_IDLE_SECONDS=660` (0: no steady state), `WAVELET_BENCH_RESYNC` (wavelet's
 //! `--resync` in the start-up part, e.g. `1m` to see relists in a short window),
@@ -92,7 +92,7 @@ pub fn run(bin: PathBuf) {
         s.trim().parse().ok()
     });
     let timing = Timing {
-        min_changes: number("WAVELET_BENCH_MIN_CHANGES", 40) as usize,
+        min_changes: number("WAVELET_BENCH_MIN_CHANGES", 30) as usize,
         ..Timing::reloader(Duration::from_secs(number("WAVELET_BENCH_DURATION", 60)))
     };
     let floor = number("WAVELET_BENCH_FLOOR", 1) == 1;

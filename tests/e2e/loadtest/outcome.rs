@@ -52,12 +52,15 @@ pub struct Outcome {
     /// Each update's own PUT sent → its new version seen on the watch: the API server's
     /// write plus watch delivery.
     pub write_to_watch: Vec<Duration>,
-    /// Per change (not per dependent): sent → the first of its dependents' pod templates
-    /// changed. Changes with a dependent still owed an earlier rollout, never rolled, or
-    /// made while the controller was down are not in it.
+    /// Per change (not per dependent): sent → the first pod template changed of the
+    /// dependents it clearly reached (each owed no earlier change when it was sent, and
+    /// rolled after). A dependent still owed an earlier rollout is left out, since its
+    /// next rollout may be that one's; a change that reached none clearly (or made while
+    /// the controller was down) is not in it. Requiring every dependent to be clear would
+    /// keep only the changes a controller that falls behind met while idle.
     pub first_rollout: Vec<Duration>,
-    /// Per change with two or more dependents, the same changes: sent → the last of its
-    /// dependents rolled (the whole fan-out done).
+    /// Per change with two or more dependents, all reached clearly: sent → the last of
+    /// its dependents rolled (the whole fan-out done).
     pub fan_out_done: Vec<Duration>,
     /// Per change: sent → the first new ReplicaSet of a dependent Deployment (the
     /// rollout actually started; a paused Deployment starts none until resumed).
@@ -461,17 +464,18 @@ impl Outcome {
             if let Some(beyond) = reached.iter().filter_map(|d| d.beyond_pause).min() {
                 self.first_beyond_pause.push(beyond);
             }
-            let rolled: Option<Vec<Instant>> = reached
+            let rolled: Vec<Instant> = reached
                 .iter()
-                .map(|d| match d.reached {
+                .filter_map(|d| match d.reached {
                     Reached::Rolled(t) => Some(t),
                     Reached::Unclear => None,
                 })
                 .collect();
-            let Some(rolled) = rolled else { continue };
-            if let (Some(first), Some(last)) = (rolled.iter().min(), rolled.iter().max()) {
+            if let Some(first) = rolled.iter().min() {
                 self.first_rollout.push(*first - sent);
-                if rolled.len() > 1 {
+            }
+            if let Some(last) = rolled.iter().max() {
+                if rolled.len() == reached.len() && rolled.len() > 1 {
                     self.fan_out_done.push(*last - sent);
                 }
             }
