@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::calls::{Call, CallCounts, Verb};
 use crate::fake::{FakeApi, Request};
-use crate::measure::{rolls_out, Changes};
+use crate::measure::{rolls_out, wait_for_quiet_of, Changes};
 use crate::process::Wavelet;
 use crate::report::latency_rows;
 use crate::scenario::text_of_size;
@@ -84,7 +84,7 @@ pub fn run(workloads: usize, changes: usize, debounce: Duration) -> FanOutFigure
         wavelet.log_tail()
     );
     eprintln!("fanout: {workloads} Deployments adopted");
-    wait_for_quiet_but_events(&fake, QUIET_AFTER_CHANGE);
+    wait_for_quiet_of(&fake, QUIET_AFTER_CHANGE, not_an_event);
     let start = fake.request_count();
     let (mut first_ms, mut whole_ms) = (Vec::new(), Vec::new());
     for k in 1..=changes {
@@ -128,7 +128,7 @@ pub fn run(workloads: usize, changes: usize, debounce: Duration) -> FanOutFigure
             whole_ms.last().copied().unwrap_or_default()
         );
         first_ms.push((first.as_secs_f64() - debounce.as_secs_f64()) * 1000.0);
-        wait_for_quiet_but_events(&fake, QUIET_AFTER_CHANGE);
+        wait_for_quiet_of(&fake, QUIET_AFTER_CHANGE, not_an_event);
     }
     let calls = CallCounts::of(&fake.requests_since(start));
     FanOutFigures {
@@ -140,19 +140,10 @@ pub fn run(workloads: usize, changes: usize, debounce: Duration) -> FanOutFigure
     }
 }
 
-/// Waits until the fake has received no request but Events for `quiet`: wavelet paces its
-/// Events (5 a second), and a fan-out of 50 workloads says about 100 things.
-fn wait_for_quiet_but_events(fake: &FakeApi, quiet: Duration) {
-    let mut cursor = fake.request_count();
-    let mut since = Instant::now();
-    while since.elapsed() < quiet {
-        std::thread::sleep(Duration::from_millis(5));
-        let new = fake.requests_since(cursor);
-        cursor += new.len();
-        if new.iter().any(|r| r.resource() != "events") {
-            since = Instant::now();
-        }
-    }
+/// Quiet is judged without Events: wavelet paces them (5 a second), and a fan-out of 50
+/// workloads says about 100 things.
+fn not_an_event(request: &Request) -> bool {
+    request.resource() != "events"
 }
 
 pub fn print(figures: &FanOutFigures) {

@@ -114,13 +114,20 @@ pub fn rolls_out(patch: &Request) -> bool {
 
 /// Waits until the fake has received no request for `quiet`.
 fn wait_for_quiet(fake: &FakeApi, quiet: Duration) {
-    let mut count = fake.request_count();
+    wait_for_quiet_of(fake, quiet, |_| true);
+}
+
+/// Waits until the fake has received no `counted` request for `quiet` (others, such as
+/// Events a rollout posts, may still come).
+pub fn wait_for_quiet_of(fake: &FakeApi, quiet: Duration, counted: impl Fn(&Request) -> bool) {
+    let mut cursor = fake.request_count();
     let mut since = Instant::now();
     while since.elapsed() < quiet {
         sleep(Duration::from_millis(5));
-        let now = fake.request_count();
-        if now != count {
-            (count, since) = (now, Instant::now());
+        let (now, new) = fake.count_since(cursor, &counted);
+        cursor = now;
+        if new > 0 {
+            since = Instant::now();
         }
     }
 }

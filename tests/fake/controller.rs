@@ -101,6 +101,17 @@ pub fn is_pod_ready(pod: &Value) -> bool {
     })
 }
 
+/// A ReplicaSet's `deployment.kubernetes.io/revision`.
+fn revision_of(rs: &Value) -> u64 {
+    rs.pointer(&format!(
+        "/metadata/annotations/{}",
+        REVISION_ANNOTATION.replace('/', "~1")
+    ))
+    .and_then(Value::as_str)
+    .and_then(|r| r.parse::<u64>().ok())
+    .unwrap_or(0)
+}
+
 fn replicas_of(object: &Value) -> u64 {
     object
         .pointer("/spec/replicas")
@@ -338,15 +349,6 @@ fn sync_deployment(
     let owned = state.list_owned(&replica_sets, &namespace, &name, |rs| {
         owned_by(rs, uid_of(&deployment))
     });
-    let revision_of = |rs: &Value| {
-        rs.pointer(&format!(
-            "/metadata/annotations/{}",
-            REVISION_ANNOTATION.replace('/', "~1")
-        ))
-        .and_then(Value::as_str)
-        .and_then(|r| r.parse::<u64>().ok())
-        .unwrap_or(0)
-    };
     let max_revision = owned.iter().map(revision_of).max().unwrap_or(0);
     let current_name = format!("{name}-{hash}");
     let existing = owned.iter().find(|rs| name_of(rs) == current_name).cloned();
@@ -492,7 +494,47 @@ fn write_deployment_status(
         &progress_message,
         &now,
     );
+    let complete = updated_count == wanted && all_pods.len() == wanted && ready >= wanted;
     state.update_status(resource, &deployment, updated);
+    if complete {
+        clean_up_old_replica_sets(state, &deployment, owned, &rs_name);
+    }
+}
+
+/// The Deployment controller's `cleanupDeployment` once a rollout is complete: old
+/// ReplicaSets beyond `spec.revisionHistoryLimit` (10 by default) are deleted, the lowest
+/// revisions first, each only when it has no replicas left (wanted or running).
+fn clean_up_old_replica_sets(
+    state: &mut State,
+    deployment: &Value,
+    owned: Vec<Value>,
+    current: &str,
+) {
+    let Some(limit) = deployment
+        .pointer("/spec/revisionHistoryLimit")
+        .and_then(Value::as_u64)
+    else {
+        return;
+    };
+    let mut old: Vec<Value> = owned
+        .into_iter()
+        .filter(|rs| name_of(rs) != current && rs.pointer("/metadata/deletionTimestamp").is_none())
+        .collect();
+    let Some(excess) = old.len().checked_sub(limit as usize).filter(|n| *n > 0) else {
+        return;
+    };
+    old.sort_by_key(revision_of);
+    let replica_sets = type_named(state, "replicasets");
+    let namespace = namespace_of(deployment).to_string();
+    for rs in old.iter().take(excess) {
+        let running = rs
+            .pointer("/status/replicas")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        if running == 0 && replicas_of(rs) == 0 {
+            state.delete(&replica_sets, &namespace, name_of(rs));
+        }
+    }
 }
 
 /// Sets a status condition as a real controller does: its transition time moves only when

@@ -239,6 +239,19 @@ impl FakeApi {
         self.shared.lock().requests.len()
     }
 
+    /// Requests received so far, and how many of those after the first `skip` are
+    /// `counted` (nothing copied).
+    pub fn count_since(&self, skip: usize, counted: impl Fn(&Request) -> bool) -> (usize, usize) {
+        let state = self.shared.lock();
+        let matching = state
+            .requests
+            .iter()
+            .skip(skip)
+            .filter(|r| counted(r))
+            .count();
+        (state.requests.len(), matching)
+    }
+
     /// Requests received after the first `skip`.
     pub fn requests_since(&self, skip: usize) -> Vec<Request> {
         self.shared

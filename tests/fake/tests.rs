@@ -489,6 +489,70 @@ fn workload_revisions_count_template_changes_only() {
 }
 
 #[test]
+fn complete_rollouts_keep_only_revision_history_limit_old_replica_sets() {
+    let fake = FakeApi::start();
+    let mut web = deployment("web", 1, "1");
+    web["spec"]["revisionHistoryLimit"] = 2.into();
+    fake.apply(web);
+    let revisions_left = |f: &FakeApi| -> Vec<u64> {
+        let mut left: Vec<u64> = f
+            .list("replicasets", Some("ns"))
+            .iter()
+            .map(|rs| {
+                rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        left.sort();
+        left
+    };
+    // Pods that never get Ready: no rollout completes, so nothing is cleaned up.
+    fake.set_ready_delay(Duration::from_secs(3600));
+    for value in 2..=5 {
+        fake.merge_patch(
+            "deployments",
+            "ns",
+            "web",
+            json!({"spec": {"template": {"metadata": {"annotations": {"a": value.to_string()}}}}}),
+        );
+    }
+    assert_eq!(revisions_left(&fake), [1, 2, 3, 4, 5]);
+    // Once the newest is Ready, the rollout completes: the two newest old ones stay.
+    fake.make_pending_pods_ready();
+    assert!(
+        fake.wait_until(LONG, |f| revisions_left(f) == [3, 4, 5]),
+        "{:?}",
+        revisions_left(&fake)
+    );
+    assert_eq!(fake.revisions("deployments", "ns", "web"), 5);
+    // The default limit is 10.
+    fake.set_ready_delay(Duration::ZERO);
+    fake.apply(deployment("api", 1, "1"));
+    for value in 2..=13 {
+        fake.merge_patch(
+            "deployments",
+            "ns",
+            "api",
+            json!({"spec": {"template": {"metadata": {"annotations": {"a": value.to_string()}}}}}),
+        );
+    }
+    let api_left = |f: &FakeApi| {
+        f.list("replicasets", Some("ns"))
+            .iter()
+            .filter(|rs| rs["metadata"]["name"].as_str().unwrap().starts_with("api-"))
+            .count()
+    };
+    assert!(
+        fake.wait_until(LONG, |f| api_left(f) == 11),
+        "{}",
+        api_left(&fake)
+    );
+}
+
+#[test]
 fn custom_resources_take_merge_and_json_patches_but_not_strategic_ones() {
     let fake = FakeApi::start();
     fake.register_resource("argoproj.io", "v1alpha1", "rollouts", "Rollout");
