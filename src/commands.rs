@@ -745,7 +745,7 @@ fn read_data(client: &Client, cache: &Cache, key: &ConfigKey) -> Result<(), Erro
     let Some(entry) = cache.config(key).filter(|e| !e.is_current()) else {
         return Ok(());
     };
-    match crate::watch::fetch::read_secret(client, key)? {
+    match crate::watch::fetch::read_secret(client, key, Some(&entry.resource_version))? {
         Some(secret) => {
             cache.store_fetched(key, Some(&entry.resource_version), secret);
         }

@@ -64,6 +64,18 @@ impl Status {
     pub fn is_too_many_requests(&self) -> bool {
         self.code == 429
     }
+
+    /// A `504` asking for a resourceVersion the server has not reached: its watch cache
+    /// waited 3 s and is still behind (another replica of the API server, behind a load
+    /// balancer, than the one whose watch gave the version). Wire 027.
+    pub fn is_resource_version_too_large(&self) -> bool {
+        self.code == 504
+            && (self.message.contains("Too large resource version")
+                || self
+                    .causes
+                    .iter()
+                    .any(|c| c.contains("Too large resource version")))
+    }
 }
 
 impl fmt::Display for Status {

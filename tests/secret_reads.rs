@@ -493,3 +493,69 @@ fn secrets_known_absent_are_forgotten_with_the_workloads_that_reference_them() {
         "records of absent Secrets nothing references any more are kept"
     );
 }
+
+/// wavelet's GETs of Secret `name`, with the resourceVersion each asked for (`None`: a
+/// quorum read) and the status it got.
+fn secret_gets(fake: &FakeApi, name: &str, since: usize) -> Vec<(Option<String>, Request)> {
+    let path = format!("/api/v1/namespaces/{NS}/secrets/{name}");
+    fake.requests_since(since)
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path == path)
+        .map(|r| (r.query_param("resourceVersion").map(str::to_string), r))
+        .collect()
+}
+
+#[test]
+fn a_changed_secret_is_read_at_the_version_its_watch_announced_from_the_servers_cache() {
+    let (fake, wavelet) = start_with_referenced_secret();
+    let before = fake.request_count();
+    set_secret_value(&fake, "creds", "password", "correct horse");
+    let announced = fake.get("secrets", NS, "creds").unwrap()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    let asked: Vec<Option<String>> = secret_gets(&fake, "creds", before)
+        .into_iter()
+        .map(|(rv, _)| rv)
+        .collect();
+    assert_eq!(
+        asked,
+        vec![Some(announced)],
+        "one GET, not older than the version the watch announced (served from the watch \
+         cache, not a quorum read)"
+    );
+    assert_current_hash(&fake, "web", Place::Template);
+}
+
+#[test]
+fn a_secret_read_from_a_replica_whose_cache_is_behind_is_read_again_from_etcd_at_once() {
+    let (fake, wavelet) = start_with_referenced_secret();
+    let before = fake.request_count();
+    fake.inject(crate::fake::Fault::CacheBehind {
+        resource: "secrets".into(),
+    });
+    set_secret_value(&fake, "creds", "password", "correct horse");
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    assert_eq!(fake.pending_faults(), 0, "the 504 was served");
+    let gets = secret_gets(&fake, "creds", before);
+    let asked: Vec<bool> = gets.iter().map(|(rv, _)| rv.is_some()).collect();
+    assert_eq!(
+        asked,
+        vec![true, false],
+        "a GET at the announced version (504: the cache is behind), then a quorum read"
+    );
+    // Read again at once, not after the failed-read backoff (0.5 s at least).
+    let gap = gets[1].1.received - gets[0].1.received;
+    assert!(gap < Duration::from_millis(400), "read again after {gap:?}");
+    assert!(
+        !wavelet.output().contains("cannot read its data"),
+        "no failed read reported:\n{}",
+        wavelet.output()
+    );
+    assert_current_hash(&fake, "web", Place::Template);
+}

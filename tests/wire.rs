@@ -675,6 +675,48 @@ fn list_rv_errors_match_027_029_030() {
     }
 }
 
+/// A GET of one object at `resourceVersion=N` is "not older than N" (§1.3): the object
+/// as it is when the server has reached N, and at an N it has not reached, 027's 504.
+#[test]
+fn a_get_at_a_resource_version_is_not_older_than_it_and_a_future_one_is_027() {
+    let (_fake, mut client) = wire_rec();
+    let path = "/api/v1/namespaces/wire-rec/configmaps/app";
+    let created = client.json(
+        "POST",
+        "/api/v1/namespaces/wire-rec/configmaps",
+        "application/json",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"}, "data": {"k": "v"}}),
+    );
+    assert_eq!(created.status, 201);
+    let current = client.get(path).json();
+    let rv = current["metadata"]["resourceVersion"].as_str().unwrap();
+    for asked in ["0", rv] {
+        let answer = client.get(&format!("{path}?resourceVersion={asked}"));
+        assert_eq!(answer.status, 200, "resourceVersion={asked}");
+        assert_eq!(answer.json(), current, "resourceVersion={asked}");
+    }
+    let future: u64 = rv.parse::<u64>().unwrap() + 1_000_000;
+    let started = Instant::now();
+    let answer = client.get(&format!("{path}?resourceVersion={future}"));
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "it waited first"
+    );
+    let rec = recording("027-list-future-rv.json");
+    let server_rv = client.get("/api/v1/namespaces/wire-rec/configmaps").json()["metadata"]
+        ["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_status(
+        &answer,
+        &rec,
+        Some(&format!(
+            "Timeout: Too large resource version: {future}, current: {server_rv}"
+        )),
+    );
+}
+
 /// The recorded path with `timeoutSeconds=30`, so a slow machine does not end it early.
 fn longer_timeout(path: &str) -> String {
     let (base, query) = path.split_once('?').unwrap_or((path, ""));

@@ -63,6 +63,23 @@ fn get(
     name: &str,
 ) -> Result<Response, Status> {
     let namespace = route.namespace.as_deref().unwrap_or("");
+    // `resourceVersion=N` on a GET: "not older than N", from the watch cache (§1.3); the
+    // server has waited for it (`server::wait_for_resource_version`).
+    if let Some(raw) = request
+        .query_param("resourceVersion")
+        .filter(|v| !v.is_empty())
+    {
+        let wanted: u64 = raw
+            .parse()
+            .map_err(|_| list::invalid_resource_version(raw))?;
+        let current = state.store.current_rv();
+        if wanted > current {
+            return Err(list::too_large_resource_version(wanted, current));
+        }
+        if wanted > 0 && state.faults.take_cache_behind(&route.resource.plural) {
+            return Err(list::too_large_resource_version(wanted, wanted - 1));
+        }
+    }
     let object = state
         .get(&route.resource, namespace, name)
         .ok_or_else(|| status::not_found(&route.resource, name))?;

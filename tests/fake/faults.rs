@@ -88,6 +88,11 @@ pub enum Fault {
     /// The next `GET` (list or get) of `resource` is answered `200 application/json` with
     /// this body, whatever it is.
     Body { resource: String, body: Vec<u8> },
+    /// The next GET of one object of `resource` that asks for a `resourceVersion` is
+    /// answered as by a replica of the API server whose watch cache has not reached it
+    /// (one behind the load balancer other than the replica that served the watch): 504,
+    /// "Too large resource version" (wire 027), without the 3 s the real one waits first.
+    CacheBehind { resource: String },
 }
 
 /// What a stream fault does to the event line it hits.
@@ -206,6 +211,12 @@ impl Faults {
             }
         }
         None
+    }
+
+    /// Whether this GET at a resourceVersion meets a replica whose cache is behind.
+    pub fn take_cache_behind(&mut self, resource: &str) -> bool {
+        self.take(|f| matches!(f, Fault::CacheBehind { resource: r } if r == resource))
+            .is_some()
     }
 
     pub fn take_watch_http_gone(&mut self, resource: &str) -> bool {

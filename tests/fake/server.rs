@@ -295,7 +295,7 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
     if request.method == "GET" && request.is_watch() && route.name.is_none() {
         return watch::serve(shared, stream, &request, &route);
     }
-    if request.method == "GET" && route.name.is_none() {
+    if request.method == "GET" {
         wait_for_resource_version(shared, &request, &route);
     }
     let mut state = shared.lock();
@@ -309,8 +309,8 @@ fn handle(shared: &Shared, stream: &mut Conn, request: Request) -> std::io::Resu
     write_response(stream, &response).map(|_| true)
 }
 
-/// A LIST at a resourceVersion not reached yet waits a little for it (§1.3), then the
-/// handler answers 504 if it is still ahead.
+/// A LIST or a GET at a resourceVersion not reached yet waits a little for it (§1.3),
+/// then the handler answers 504 if it is still ahead.
 fn wait_for_resource_version(shared: &Shared, request: &Request, route: &super::resources::Route) {
     let Ok(options) = ListOptions::parse(request, &route.resource, false) else {
         return;
