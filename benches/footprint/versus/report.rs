@@ -311,6 +311,20 @@ pub fn print_scenario(f: &ScenarioFigures) {
         },
         Some(&|r| percentile_ms(first_rollout(id, r), 95.0).unwrap_or(f64::NAN)),
     );
+    if f.runs
+        .iter()
+        .any(|r| !r.outcome.first_rollout_of_secrets.is_empty())
+    {
+        row(
+            &mut table,
+            "  of which changes of Secrets p50 / p95 / p99, ms",
+            &|r| {
+                let secrets = &r.outcome.first_rollout_of_secrets;
+                format!("{} ({} changes)", p50_p95_p99(secrets), secrets.len())
+            },
+            Some(&|r| percentile_ms(&r.outcome.first_rollout_of_secrets, 95.0).unwrap_or(f64::NAN)),
+        );
+    }
     row(
         &mut table,
         "change → whole fan-out done p50 / p95 / p99, ms",

@@ -59,6 +59,9 @@ pub struct Outcome {
     /// the controller was down) is not in it. Requiring every dependent to be clear would
     /// keep only the changes a controller that falls behind met while idle.
     pub first_rollout: Vec<Duration>,
+    /// The part of `first_rollout` that comes from changes of Secrets (S10 mixes both
+    /// kinds; a controller may read a Secret differently).
+    pub first_rollout_of_secrets: Vec<Duration>,
     /// Per change with two or more dependents, all reached clearly: sent → the last of
     /// its dependents rolled (the whole fan-out done).
     pub fan_out_done: Vec<Duration>,
@@ -473,6 +476,9 @@ impl Outcome {
                 .collect();
             if let Some(first) = rolled.iter().min() {
                 self.first_rollout.push(*first - sent);
+                if played.performed[*i].kind == "Secret" {
+                    self.first_rollout_of_secrets.push(*first - sent);
+                }
             }
             if let Some(last) = rolled.iter().max() {
                 if rolled.len() == reached.len() && rolled.len() > 1 {

@@ -215,6 +215,18 @@ fn ticks(every: Duration, window: Duration) -> impl Iterator<Item = Duration> {
         .take_while(move |t| *t < window)
 }
 
+/// One update every `id.update_every()` until `window`; the `n`-th (from 0) does
+/// `change(n)`.
+fn updates(id: Id, window: Duration, mut change: impl FnMut(usize) -> Action) -> Vec<Step> {
+    ticks(id.update_every(), window)
+        .enumerate()
+        .map(|(n, at)| Step {
+            at,
+            action: change(n),
+        })
+        .collect()
+}
+
 fn set(kind: &'static str, ns: &str, name: &str, values: &[(&str, String)]) -> Action {
     Action::SetData {
         kind,
@@ -251,18 +263,14 @@ impl Scenario {
                     &mut configs,
                     &mut objects,
                 );
-                let steps = ticks(id.update_every(), window)
-                    .enumerate()
-                    .map(|(n, at)| Step {
-                        at,
-                        action: set(
-                            "ConfigMap",
-                            &ns,
-                            &format!("burst-cm-{}", rng.below(10 * k)),
-                            &[("key", format!("value-{n}"))],
-                        ),
-                    });
-                lanes.push(steps.collect());
+                lanes.push(updates(id, window, |n| {
+                    set(
+                        "ConfigMap",
+                        &ns,
+                        &format!("burst-cm-{}", rng.below(10 * k)),
+                        &[("key", format!("value-{n}"))],
+                    )
+                }));
             }
             Id::S2 => {
                 configs.push(objects::configmap(
@@ -278,18 +286,14 @@ impl Scenario {
                         opt_in,
                     ));
                 }
-                let steps = ticks(id.update_every(), window)
-                    .enumerate()
-                    .map(|(n, at)| Step {
-                        at,
-                        action: set(
-                            "ConfigMap",
-                            &ns,
-                            "shared-cm",
-                            &[("config", format!("update-{n}"))],
-                        ),
-                    });
-                lanes.push(steps.collect());
+                lanes.push(updates(id, window, |n| {
+                    set(
+                        "ConfigMap",
+                        &ns,
+                        "shared-cm",
+                        &[("config", format!("update-{n}"))],
+                    )
+                }));
             }
             Id::S3 => {
                 for i in 0..10 * k {
@@ -306,19 +310,15 @@ impl Scenario {
                         &mut objects,
                     );
                 }
-                let steps = ticks(id.update_every(), window).enumerate().map(|(n, at)| {
+                lanes.push(updates(id, window, |n| {
                     let target = &namespaces[rng.below(namespaces.len())];
-                    Step {
-                        at,
-                        action: set(
-                            "ConfigMap",
-                            target,
-                            &format!("hc-cm-{}", rng.below(20)),
-                            &[("key", format!("update-{n}"))],
-                        ),
-                    }
-                });
-                lanes.push(steps.collect());
+                    set(
+                        "ConfigMap",
+                        target,
+                        &format!("hc-cm-{}", rng.below(20)),
+                        &[("key", format!("update-{n}"))],
+                    )
+                }));
             }
             Id::S4 => {
                 objects::one_to_one(
@@ -330,17 +330,11 @@ impl Scenario {
                     &mut configs,
                     &mut objects,
                 );
-                let steps = ticks(id.update_every(), window)
-                    .enumerate()
-                    .map(|(n, at)| Step {
-                        at,
-                        action: Action::Annotate {
-                            ns: ns.clone(),
-                            name: format!("noop-cm-{}", rng.below(10 * k)),
-                            value: n.to_string(),
-                        },
-                    });
-                lanes.push(steps.collect());
+                lanes.push(updates(id, window, |n| Action::Annotate {
+                    ns: ns.clone(),
+                    name: format!("noop-cm-{}", rng.below(10 * k)),
+                    value: n.to_string(),
+                }));
             }
             Id::S5 => {
                 configs.push(objects::configmap(&ns, "churn-cm", one_key("key", "value")));
@@ -398,18 +392,14 @@ impl Scenario {
                     &mut configs,
                     &mut objects,
                 );
-                let steps = ticks(id.update_every(), window)
-                    .enumerate()
-                    .map(|(n, at)| Step {
-                        at,
-                        action: set(
-                            "ConfigMap",
-                            &ns,
-                            &format!("restart-cm-{}", rng.below(20 * k)),
-                            &[("key", format!("update-{n}"))],
-                        ),
-                    });
-                lanes.push(steps.collect());
+                lanes.push(updates(id, window, |n| {
+                    set(
+                        "ConfigMap",
+                        &ns,
+                        &format!("restart-cm-{}", rng.below(20 * k)),
+                        &[("key", format!("update-{n}"))],
+                    )
+                }));
                 if timing.restart_after < window {
                     lanes.push(vec![Step {
                         at: timing.restart_after,
@@ -429,18 +419,14 @@ impl Scenario {
                 );
                 for g in 0..10 {
                     let mut rng = Choice::new(id, g);
-                    let steps = ticks(id.update_every(), window)
-                        .enumerate()
-                        .map(|(n, at)| Step {
-                            at,
-                            action: set(
-                                "ConfigMap",
-                                &ns,
-                                &format!("api-cm-{}", rng.below(50 * k)),
-                                &[("key", format!("g{g}-update-{n}"))],
-                            ),
-                        });
-                    lanes.push(steps.collect());
+                    lanes.push(updates(id, window, |n| {
+                        set(
+                            "ConfigMap",
+                            &ns,
+                            &format!("api-cm-{}", rng.below(50 * k)),
+                            &[("key", format!("g{g}-update-{n}"))],
+                        )
+                    }));
                 }
             }
             Id::S8 => {
@@ -456,18 +442,14 @@ impl Scenario {
                     &mut configs,
                     &mut objects,
                 );
-                let steps = ticks(id.update_every(), window)
-                    .enumerate()
-                    .map(|(n, at)| Step {
-                        at,
-                        action: set(
-                            "ConfigMap",
-                            &ns,
-                            &format!("large-cm-{}", rng.below(10 * k)),
-                            &[("large-key-1", format!("{}-{n}", &large[..large.len() - 10]))],
-                        ),
-                    });
-                lanes.push(steps.collect());
+                lanes.push(updates(id, window, |n| {
+                    set(
+                        "ConfigMap",
+                        &ns,
+                        &format!("large-cm-{}", rng.below(10 * k)),
+                        &[("large-key-1", format!("{}-{n}", &large[..large.len() - 10]))],
+                    )
+                }));
             }
             Id::S9 => {
                 configs.push(objects::configmap(
@@ -499,18 +481,14 @@ impl Scenario {
                         opt_in,
                     ));
                 }
-                let steps = ticks(id.update_every(), window)
-                    .enumerate()
-                    .map(|(n, at)| Step {
-                        at,
-                        action: set(
-                            "ConfigMap",
-                            &ns,
-                            "multi-type-cm",
-                            &[("config", format!("update-{n}"))],
-                        ),
-                    });
-                lanes.push(steps.collect());
+                lanes.push(updates(id, window, |n| {
+                    set(
+                        "ConfigMap",
+                        &ns,
+                        "multi-type-cm",
+                        &[("config", format!("update-{n}"))],
+                    )
+                }));
             }
             Id::S10 => {
                 let (secrets, cms) = (5 * k, 5 * k);
@@ -555,34 +533,27 @@ impl Scenario {
                 }
                 // Alternating, a Secret first; each counter counts its own kind.
                 let (mut secret_n, mut cm_n) = (0, 0);
-                let steps = ticks(id.update_every(), window).enumerate().map(|(t, at)| {
+                lanes.push(updates(id, window, |t| {
                     if t % 2 == 0 {
                         let i = rng.below(secrets);
                         secret_n += 1;
-                        Step {
-                            at,
-                            action: set(
-                                "Secret",
-                                &ns,
-                                &format!("mixed-secret-{i}"),
-                                &[("password", format!("updated-secret-{i}-{}", secret_n - 1))],
-                            ),
-                        }
+                        set(
+                            "Secret",
+                            &ns,
+                            &format!("mixed-secret-{i}"),
+                            &[("password", format!("updated-secret-{i}-{}", secret_n - 1))],
+                        )
                     } else {
                         let i = rng.below(cms);
                         cm_n += 1;
-                        Step {
-                            at,
-                            action: set(
-                                "ConfigMap",
-                                &ns,
-                                &format!("mixed-cm-{i}"),
-                                &[("config", format!("updated-config-{i}-{}", cm_n - 1))],
-                            ),
-                        }
+                        set(
+                            "ConfigMap",
+                            &ns,
+                            &format!("mixed-cm-{i}"),
+                            &[("config", format!("updated-config-{i}-{}", cm_n - 1))],
+                        )
                     }
-                });
-                lanes.push(steps.collect());
+                }));
             }
             Id::S11 | Id::S12 => {
                 let (cm, deploy) = if id == Id::S11 {
@@ -613,19 +584,15 @@ impl Scenario {
                         )
                     });
                 }
-                let steps = ticks(id.update_every(), window).enumerate().map(|(n, at)| {
+                lanes.push(updates(id, window, |n| {
                     let i = rng.below(10 * k);
-                    Step {
-                        at,
-                        action: set(
-                            "ConfigMap",
-                            &ns,
-                            &format!("{cm}-{i}"),
-                            &[("key", format!("update-{i}-{n}"))],
-                        ),
-                    }
-                });
-                lanes.push(steps.collect());
+                    set(
+                        "ConfigMap",
+                        &ns,
+                        &format!("{cm}-{i}"),
+                        &[("key", format!("update-{i}-{n}"))],
+                    )
+                }));
             }
             Id::S13 => {
                 let count = 5 * k;
@@ -641,22 +608,18 @@ impl Scenario {
                         opt_in,
                     ));
                 }
-                let steps = ticks(id.update_every(), window).enumerate().map(|(n, at)| {
+                lanes.push(updates(id, window, |n| {
                     let i = rng.below(count);
-                    Step {
-                        at,
-                        action: set(
-                            "ConfigMap",
-                            &ns,
-                            &format!("complex-cm-{i}"),
-                            &[
-                                ("key1", format!("updated-value1-{i}-{n}")),
-                                ("config", format!("updated-config-{i}-{n}")),
-                            ],
-                        ),
-                    }
-                });
-                lanes.push(steps.collect());
+                    set(
+                        "ConfigMap",
+                        &ns,
+                        &format!("complex-cm-{i}"),
+                        &[
+                            ("key1", format!("updated-value1-{i}-{n}")),
+                            ("config", format!("updated-config-{i}-{n}")),
+                        ],
+                    )
+                }));
             }
         }
         configs.extend(objects);
