@@ -98,6 +98,7 @@ pub fn run(workloads: usize, changes: usize, debounce: Duration) -> FanOutFigure
         );
         std::thread::sleep(debounce.saturating_sub(Duration::from_millis(20)));
         let (mut first, mut rolled) = (None, std::collections::HashSet::new());
+        let mut patched_at: Vec<Duration> = Vec::new();
         // Only the requests not looked at yet are copied out of the fake.
         let mut looked = cursor;
         let deadline = changed_at + debounce + PATIENCE;
@@ -114,6 +115,7 @@ pub fn run(workloads: usize, changes: usize, debounce: Duration) -> FanOutFigure
                 if let Some(name) = template_patch(&request) {
                     let since = request.received.saturating_duration_since(changed_at);
                     first.get_or_insert(since);
+                    patched_at.push(since);
                     if rolled.insert(name.to_string()) && rolled.len() == workloads {
                         whole_ms.push(since.as_secs_f64() * 1000.0);
                     }
@@ -123,9 +125,10 @@ pub fn run(workloads: usize, changes: usize, debounce: Duration) -> FanOutFigure
         }
         let first = first.expect("a first PATCH");
         eprintln!(
-            "fanout: change {k} of {changes}: first PATCH after {:.1} ms, the last after {:.0} ms",
+            "fanout: change {k} of {changes}: first PATCH after {:.1} ms, the last after {:.0} ms; waves {}",
             first.as_secs_f64() * 1000.0,
-            whole_ms.last().copied().unwrap_or_default()
+            whole_ms.last().copied().unwrap_or_default(),
+            waves_seen(&patched_at)
         );
         first_ms.push((first.as_secs_f64() - debounce.as_secs_f64()) * 1000.0);
         wait_for_quiet_of(&fake, QUIET_AFTER_CHANGE, not_an_event);
@@ -138,6 +141,35 @@ pub fn run(workloads: usize, changes: usize, debounce: Duration) -> FanOutFigure
         whole_ms,
         calls,
     }
+}
+
+/// The waves as the PATCHes show them: a gap of more than 20 ms starts a new one; each
+/// as `size@start ms`, so a drift shows whether it is in the waits between waves or in
+/// the PATCHes of one.
+fn waves_seen(patched_at: &[Duration]) -> String {
+    let mut patched_at = patched_at.to_vec();
+    patched_at.sort();
+    let mut waves: Vec<(usize, Duration, Duration)> = Vec::new();
+    for at in &patched_at {
+        match waves.last_mut() {
+            Some((size, _, last)) if at.saturating_sub(*last) <= Duration::from_millis(20) => {
+                *size += 1;
+                *last = *at;
+            }
+            _ => waves.push((1, *at, *at)),
+        }
+    }
+    waves
+        .iter()
+        .map(|(size, start, last)| {
+            format!(
+                "{size}@{:.0}(+{:.0})",
+                start.as_secs_f64() * 1000.0,
+                (*last - *start).as_secs_f64() * 1000.0
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Quiet is judged without Events: wavelet paces them (5 a second), and a fan-out of 50
