@@ -44,7 +44,20 @@ enum Work {
     CollectDependents {
         namespace: String,
         owner_uid: String,
+        owner: Owner,
     },
+}
+
+/// What kind of object a deleted owner was: where its dependents can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// A Deployment, StatefulSet, DaemonSet, Job...: ReplicaSets, Pods.
+    Workload,
+    /// Its Pods.
+    ReplicaSet,
+    /// Only objects of installed CRDs (the CSI driver's pod statuses): a Pod owns no
+    /// ReplicaSet or Pod.
+    Pod,
 }
 
 #[derive(Debug, Default)]
@@ -162,6 +175,7 @@ impl Controller {
                     work.push(Work::CollectDependents {
                         namespace,
                         owner_uid: uid_of(object).into(),
+                        owner: Owner::Workload,
                     });
                 }
             }
@@ -172,6 +186,7 @@ impl Controller {
                 work.push(Work::CollectDependents {
                     namespace,
                     owner_uid: uid_of(object).into(),
+                    owner: Owner::ReplicaSet,
                 });
             }
         } else if resource.plural == "pods" {
@@ -180,6 +195,7 @@ impl Controller {
                 work.push(Work::CollectDependents {
                     namespace: namespace.clone(),
                     owner_uid: uid_of(object).into(),
+                    owner: Owner::Pod,
                 });
             }
             if let Some((rs, _)) = owner(object, "ReplicaSet") {
@@ -210,7 +226,8 @@ impl Controller {
                 Work::CollectDependents {
                     namespace,
                     owner_uid,
-                } => collect_dependents(state, &namespace, &owner_uid),
+                    owner,
+                } => collect_dependents(state, &namespace, &owner_uid, owner),
             }
         }
         state.writer = writer;
@@ -346,12 +363,21 @@ fn sync_deployment(
     let name = name_of(&deployment).to_string();
     let replicas = replicas_of(&deployment);
     let replica_sets = type_named(state, "replicasets");
-    let owned = state.list_owned(&replica_sets, &namespace, &name, |rs| {
-        owned_by(rs, uid_of(&deployment))
-    });
-    let max_revision = owned.iter().map(revision_of).max().unwrap_or(0);
     let current_name = format!("{name}-{hash}");
-    let existing = owned.iter().find(|rs| name_of(rs) == current_name).cloned();
+    // Only the current ReplicaSet and the old ones still scaled up are copied: a
+    // Deployment keeps up to revisionHistoryLimit old ones, and this runs on every write.
+    let (mut max_revision, mut existing, mut scaled_up) = (0, None, Vec::new());
+    for rs in state
+        .iter_owned(&replica_sets, &namespace, &name)
+        .filter(|rs| owned_by(rs, uid_of(&deployment)))
+    {
+        max_revision = max_revision.max(revision_of(rs));
+        if name_of(rs) == current_name {
+            existing = Some(rs.clone());
+        } else if replicas_of(rs) != 0 {
+            scaled_up.push(rs.clone());
+        }
+    }
     let revision = match &existing {
         Some(rs) if !template_changed || revision_of(rs) == max_revision => revision_of(rs),
         _ => max_revision + 1,
@@ -397,10 +423,7 @@ fn sync_deployment(
             state.create(&replica_sets, rs);
         }
     }
-    for old in owned
-        .iter()
-        .filter(|rs| name_of(rs) != current_name && replicas_of(rs) != 0)
-    {
+    for old in &scaled_up {
         let mut scaled = old.clone();
         scaled["spec"]["replicas"] = 0.into();
         state.update(&replica_sets, old, scaled);
@@ -420,20 +443,33 @@ fn write_deployment_status(
     };
     let replica_sets = type_named(state, "replicasets");
     let pods = type_named(state, "pods");
-    let owned = state.list_owned(&replica_sets, namespace, name, |rs| {
-        owned_by(rs, uid_of(&deployment))
-    });
+    // Counted where they are stored, not copied: a Deployment keeps up to
+    // revisionHistoryLimit old ReplicaSets, and this runs on every write of its Pods.
+    let owned: Vec<&str> = state
+        .iter_owned(&replica_sets, namespace, name)
+        .filter(|rs| owned_by(rs, uid_of(&deployment)))
+        .map(uid_of)
+        .collect();
     let hash = deployment
         .pointer("/spec/template")
         .map(template_hash)
         .unwrap_or_default();
-    let all_pods = state.list_owned(&pods, namespace, name, |p| {
-        owned.iter().any(|rs| owned_by(p, uid_of(rs)))
-    });
-    let updated_pods = all_pods
-        .iter()
-        .filter(|p| p.pointer("/metadata/labels/pod-template-hash") == Some(&json!(hash)));
-    let ready = all_pods.iter().filter(|p| is_pod_ready(p)).count();
+    let (mut pod_count, mut updated_count, mut ready) = (0, 0, 0);
+    for p in state
+        .iter_owned(&pods, namespace, name)
+        .filter(|p| owned.iter().any(|uid| owned_by(p, uid)))
+    {
+        pod_count += 1;
+        if p.pointer("/metadata/labels/pod-template-hash")
+            .and_then(Value::as_str)
+            == Some(&hash)
+        {
+            updated_count += 1;
+        }
+        if is_pod_ready(p) {
+            ready += 1;
+        }
+    }
     let mut updated = deployment.clone();
     if let Some(revision) = revision {
         updated["metadata"]["annotations"][REVISION_ANNOTATION] = revision.to_string().into();
@@ -446,8 +482,7 @@ fn write_deployment_status(
         .pointer("/metadata/generation")
         .cloned()
         .unwrap_or(json!(1));
-    let updated_count = updated_pods.count();
-    status["replicas"] = all_pods.len().into();
+    status["replicas"] = pod_count.into();
     status["updatedReplicas"] = updated_count.into();
     status["readyReplicas"] = ready.into();
     status["availableReplicas"] = ready.into();
@@ -494,45 +529,49 @@ fn write_deployment_status(
         &progress_message,
         &now,
     );
-    let complete = updated_count == wanted && all_pods.len() == wanted && ready >= wanted;
+    let complete = updated_count == wanted && pod_count == wanted && ready >= wanted;
     state.update_status(resource, &deployment, updated);
     if complete {
-        clean_up_old_replica_sets(state, &deployment, owned, &rs_name);
+        clean_up_old_replica_sets(state, &deployment, &rs_name);
     }
 }
 
 /// The Deployment controller's `cleanupDeployment` once a rollout is complete: old
 /// ReplicaSets beyond `spec.revisionHistoryLimit` (10 by default) are deleted, the lowest
 /// revisions first, each only when it has no replicas left (wanted or running).
-fn clean_up_old_replica_sets(
-    state: &mut State,
-    deployment: &Value,
-    owned: Vec<Value>,
-    current: &str,
-) {
+fn clean_up_old_replica_sets(state: &mut State, deployment: &Value, current: &str) {
     let Some(limit) = deployment
         .pointer("/spec/revisionHistoryLimit")
         .and_then(Value::as_u64)
     else {
         return;
     };
-    let mut old: Vec<Value> = owned
-        .into_iter()
-        .filter(|rs| name_of(rs) != current && rs.pointer("/metadata/deletionTimestamp").is_none())
+    let replica_sets = type_named(state, "replicasets");
+    let namespace = namespace_of(deployment);
+    // (revision, name, whether it has no replicas left) of each old ReplicaSet.
+    let mut old: Vec<(u64, String, bool)> = state
+        .iter_owned(&replica_sets, namespace, name_of(deployment))
+        .filter(|rs| {
+            owned_by(rs, uid_of(deployment))
+                && name_of(rs) != current
+                && rs.pointer("/metadata/deletionTimestamp").is_none()
+        })
+        .map(|rs| {
+            let running = rs
+                .pointer("/status/replicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let empty = running == 0 && replicas_of(rs) == 0;
+            (revision_of(rs), name_of(rs).to_string(), empty)
+        })
         .collect();
     let Some(excess) = old.len().checked_sub(limit as usize).filter(|n| *n > 0) else {
         return;
     };
-    old.sort_by_key(revision_of);
-    let replica_sets = type_named(state, "replicasets");
-    let namespace = namespace_of(deployment).to_string();
-    for rs in old.iter().take(excess) {
-        let running = rs
-            .pointer("/status/replicas")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        if running == 0 && replicas_of(rs) == 0 {
-            state.delete(&replica_sets, &namespace, name_of(rs));
+    old.sort_by_key(|(revision, _, _)| *revision);
+    for (_, name, empty) in old.iter().take(excess) {
+        if *empty {
+            state.delete(&replica_sets, namespace, name);
         }
     }
 }
@@ -729,10 +768,17 @@ fn make_ready(state: &mut State, namespace: &str, name: &str) {
 }
 
 /// Garbage collection: objects whose owner is gone are deleted (ReplicaSets, Pods, and
-/// the objects of installed CRDs, such as the pod statuses a Pod owns).
-fn collect_dependents(state: &mut State, namespace: &str, owner_uid: &str) {
-    let mut kinds: Vec<ResourceType> =
-        vec![type_named(state, "replicasets"), type_named(state, "pods")];
+/// the objects of installed CRDs, such as the pod statuses a Pod owns). Only the kinds
+/// `owner` can own are looked through: every rollout deletes Pods and old ReplicaSets,
+/// and a walk through every ReplicaSet of the namespace for each (under the fake's lock)
+/// made each write slower as ReplicaSets piled up.
+fn collect_dependents(state: &mut State, namespace: &str, owner_uid: &str, owner: Owner) {
+    let builtin: &[&str] = match owner {
+        Owner::Workload => &["replicasets", "pods"],
+        Owner::ReplicaSet => &["pods"],
+        Owner::Pod => &[],
+    };
+    let mut kinds: Vec<ResourceType> = builtin.iter().map(|p| type_named(state, p)).collect();
     for custom in state.types.iter().filter(|t| !t.builtin && t.namespaced) {
         if !kinds.iter().any(|k| k.key == custom.key) {
             kinds.push(custom.clone());

@@ -146,12 +146,22 @@ impl State {
         owner: &str,
         keep: impl Fn(&Value) -> bool,
     ) -> Vec<Value> {
-        let prefix = format!("{owner}-");
-        self.store
-            .iter_prefixed(&resource.key, namespace, &prefix)
+        self.iter_owned(resource, namespace, owner)
             .filter(|object| keep(object))
             .cloned()
             .collect()
+    }
+
+    /// The objects `list_owned` would look at, borrowed where they are stored (for the
+    /// controllers that only count or pick a few fields).
+    pub fn iter_owned<'a>(
+        &'a self,
+        resource: &ResourceType,
+        namespace: &'a str,
+        owner: &str,
+    ) -> impl Iterator<Item = &'a Value> {
+        let prefix = format!("{owner}-");
+        self.store.iter_prefixed(&resource.key, namespace, prefix)
     }
 
     /// `Some(true)` active, `Some(false)` terminating, `None` missing.

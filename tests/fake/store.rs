@@ -152,12 +152,14 @@ impl Store {
         &'a self,
         key: &str,
         namespace: &'a str,
-        prefix: &'a str,
+        prefix: String,
     ) -> impl Iterator<Item = &'a Value> {
         self.objects.get(key).into_iter().flat_map(move |objects| {
+            let start = (namespace.to_string(), prefix.clone());
+            let prefix = prefix.clone();
             objects
-                .range((namespace.to_string(), prefix.to_string())..)
-                .take_while(move |((ns, name), _)| ns == namespace && name.starts_with(prefix))
+                .range(start..)
+                .take_while(move |((ns, name), _)| ns == namespace && name.starts_with(&prefix))
                 .map(|(_, object)| &**object)
         })
     }
