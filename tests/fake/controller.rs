@@ -50,7 +50,7 @@ enum Work {
 
 /// What kind of object a deleted owner was: where its dependents can be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Owner {
+enum Owner {
     /// A Deployment, StatefulSet, DaemonSet, Job...: ReplicaSets, Pods.
     Workload,
     /// Its Pods.
@@ -367,10 +367,7 @@ fn sync_deployment(
     // Only the current ReplicaSet and the old ones still scaled up are copied: a
     // Deployment keeps up to revisionHistoryLimit old ones, and this runs on every write.
     let (mut max_revision, mut existing, mut scaled_up) = (0, None, Vec::new());
-    for rs in state
-        .iter_owned(&replica_sets, &namespace, &name)
-        .filter(|rs| owned_by(rs, uid_of(&deployment)))
-    {
+    for rs in replica_sets_of(state, &replica_sets, &deployment) {
         max_revision = max_revision.max(revision_of(rs));
         if name_of(rs) == current_name {
             existing = Some(rs.clone());
@@ -431,6 +428,17 @@ fn sync_deployment(
     write_deployment_status(state, resource, &namespace, &name, Some(revision));
 }
 
+/// A Deployment's ReplicaSets, borrowed where they are stored.
+fn replica_sets_of<'a>(
+    state: &'a State,
+    replica_sets: &ResourceType,
+    deployment: &'a Value,
+) -> impl Iterator<Item = &'a Value> {
+    state
+        .iter_owned(replica_sets, namespace_of(deployment), name_of(deployment))
+        .filter(move |rs| owned_by(rs, uid_of(deployment)))
+}
+
 fn write_deployment_status(
     state: &mut State,
     resource: &ResourceType,
@@ -445,9 +453,7 @@ fn write_deployment_status(
     let pods = type_named(state, "pods");
     // Counted where they are stored, not copied: a Deployment keeps up to
     // revisionHistoryLimit old ReplicaSets, and this runs on every write of its Pods.
-    let owned: Vec<&str> = state
-        .iter_owned(&replica_sets, namespace, name)
-        .filter(|rs| owned_by(rs, uid_of(&deployment)))
+    let owned: Vec<&str> = replica_sets_of(state, &replica_sets, &deployment)
         .map(uid_of)
         .collect();
     let hash = deployment
@@ -549,13 +555,8 @@ fn clean_up_old_replica_sets(state: &mut State, deployment: &Value, current: &st
     let replica_sets = type_named(state, "replicasets");
     let namespace = namespace_of(deployment);
     // (revision, name, whether it has no replicas left) of each old ReplicaSet.
-    let mut old: Vec<(u64, String, bool)> = state
-        .iter_owned(&replica_sets, namespace, name_of(deployment))
-        .filter(|rs| {
-            owned_by(rs, uid_of(deployment))
-                && name_of(rs) != current
-                && rs.pointer("/metadata/deletionTimestamp").is_none()
-        })
+    let mut old: Vec<(u64, String, bool)> = replica_sets_of(state, &replica_sets, deployment)
+        .filter(|rs| name_of(rs) != current && rs.pointer("/metadata/deletionTimestamp").is_none())
         .map(|rs| {
             let running = rs
                 .pointer("/status/replicas")
