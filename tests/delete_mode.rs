@@ -658,14 +658,17 @@ fn a_secret_works_the_same() {
     ));
     let wavelet = started(&fake, &[], "secret.shop.web-creds");
     let before = pods(&fake, NS, "web");
-    let mark = wavelet.log_mark();
-    fake.merge_patch(
+    let edited = fake.merge_patch(
         "secrets",
         NS,
         "web-creds",
         json!({"metadata": {"labels": {"touched": "yes"}}}),
     );
-    // The edited version arrives whole on the watch, and is reconciled.
+    // Secrets are watched as metadata: wavelet reads the edited version, then reconciles it.
+    let version = edited["metadata"]["resourceVersion"].as_str().unwrap();
+    let read = format!("data read at resourceVersion {version}");
+    wavelet.wait_for_log_after(0, "secret shop/web-creds", &read);
+    let mark = wavelet.output().find(&read).unwrap();
     wait_for_outcome(&wavelet, mark, "secret shop/web-creds", "");
     assert!(
         pod_replacements(&fake).is_empty(),

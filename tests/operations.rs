@@ -628,11 +628,12 @@ fn a_dry_run_replica_never_takes_the_lease_from_the_real_controller() {
 #[test]
 fn a_secret_whose_read_is_refused_shows_as_a_pending_read_until_it_succeeds() {
     let fake = FakeApi::start();
-    fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
+    let spec = json!({"containers": [{"name": "app", "image": "nginx",
+        "envFrom": [{"secretRef": {"name": "creds"}}]}]});
+    fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
     let wavelet = Wavelet::start(&fake, FAST);
-    // Every GET of the Secret refused, as without `get` on secrets in the RBAC. (Used only
-    // by a workload created after the initial sync, whose watch of Secrets did not keep
-    // it: read with a GET.)
+    // Every GET of the Secret refused, as without `get` on secrets in the RBAC. (Created
+    // after the initial sync, which reads the Secrets in use by LIST: read with a GET.)
     fake.inject(crate::fake::Fault::Status {
         method: "GET_OBJECT".into(),
         resource: "secrets".into(),
@@ -641,9 +642,7 @@ fn a_secret_whose_read_is_refused_shows_as_a_pending_read_until_it_succeeds() {
         times: 3,
         plain_text: false,
     });
-    let spec = json!({"containers": [{"name": "app", "image": "nginx",
-        "envFrom": [{"secretRef": {"name": "creds"}}]}]});
-    fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
+    fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
     scrape_until(&wavelet, "a pending Secret read", |s| {
         value(s, "wavelet_secret_reads_pending", &[]) == 1.0
     });

@@ -972,15 +972,9 @@ fn two_hundred_namespaces_are_watched_once_per_resource_with_few_threads() {
         "daemonsets",
         "cronjobs",
     ] {
-        // ConfigMaps: the watch over all namespaces, and the one of wavelet-state itself;
-        // Secrets: the watch of the Secrets whole and the one of Helm's release records
-        // (metadata). (Each watch opens once its list is in, which may come after the
-        // adoption.)
-        let expected = if matches!(resource, "configmaps" | "secrets") {
-            2
-        } else {
-            1
-        };
+        // ConfigMaps: the watch over all namespaces, and the one of wavelet-state itself.
+        // (Each watch opens once its list is in, which may come after the adoption.)
+        let expected = if resource == "configmaps" { 2 } else { 1 };
         eventually(
             &fake,
             &wavelet,

@@ -22,8 +22,8 @@ use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::MountedObject;
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, ObjectMeta, OwnedItem, PodStatusItem,
-    Resource, WorkloadKey, WorkloadObject,
+    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, OwnedItem, PodStatusItem, Resource,
+    WorkloadKey, WorkloadObject,
 };
 use crate::ops::events::Recorder;
 use crate::watch::fetch::{FetchSink, Fetcher, Need};
@@ -71,15 +71,9 @@ pub struct Router {
 }
 
 impl Router {
-    /// A whole ConfigMap/Secret from a list or a watch. A Secret nothing uses is not kept
-    /// (see [`Router::apply_metadata`]): its values were digested as it streamed in, and
-    /// are dropped with it.
-    fn apply_whole(&self, kind: ConfigKind, obj: ConfigObject) -> Applied {
+    /// A whole ConfigMap/Secret from a list or a watch.
+    fn apply_whole(&self, kind: ConfigKind, obj: ConfigObject) -> ConfigKey {
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
-        if kind == ConfigKind::Secret && !self.wanted(&key, &obj.metadata) {
-            self.drop_unused(&key);
-            return Applied::Dropped(key);
-        }
         let old = self.cache.config(&key);
         // Open the dependents' debounce windows *before* the new data is visible in the
         // cache, so no reconcile can see the data without its window.
@@ -101,14 +95,7 @@ impl Router {
         if change != ConfigChange::Unchanged && (was_delete_mode || self.is_delete_mode(&key)) {
             self.delete_mode_changed(&key);
         }
-        Applied::Kept(key)
-    }
-
-    /// Whether a Secret is kept: something references it (or counts it by name), or it
-    /// carries a delete-mode selector.
-    fn wanted(&self, key: &ConfigKey, metadata: &ObjectMeta) -> bool {
-        self.cache.is_referenced(key)
-            || annotations::pod_delete_match(&metadata.annotations).is_some()
+        key
     }
 
     /// A Secret's metadata from a metadata-only list or watch. Its data is read (by the
@@ -116,19 +103,14 @@ impl Router {
     /// A Secret nothing uses (no reference, no reload-list pattern matching its name, no
     /// delete-mode selector) is not kept at all: most of a cluster's Secrets are such (Helm
     /// releases, service-account tokens, certificates), and one that becomes referenced is
-    /// read then (a new pattern lists its namespace). `helm_release`: whether it is a
-    /// Helm release record, when the list or watch says. Returns the key when it is kept.
-    fn apply_metadata(
-        &self,
-        kind: ConfigKind,
-        obj: ConfigObject,
-        helm_release: Option<bool>,
-    ) -> Applied {
+    /// read then (a new pattern lists its namespace). Returns the key when it is kept.
+    fn apply_metadata(&self, kind: ConfigKind, obj: ConfigObject) -> Applied {
         if kind == ConfigKind::SecretProviderClass {
             return self.apply_class(obj);
         }
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
-        let wanted = self.wanted(&key, &obj.metadata);
+        let wanted = self.cache.is_referenced(&key)
+            || annotations::pod_delete_match(&obj.metadata.annotations).is_some();
         if !wanted {
             self.drop_unused(&key);
             return Applied::Dropped(key);
@@ -142,9 +124,7 @@ impl Router {
         }) {
             self.baselines.before_change(&self.cache.dependents(&key));
         }
-        let (key, before, after) =
-            self.cache
-                .upsert_metadata(kind, &obj.metadata, wanted, helm_release);
+        let (key, before, after) = self.cache.upsert_metadata(kind, &obj.metadata, wanted);
         // Asked again now that the entry is in the cache: a workload stored meanwhile by
         // another watch thread may have found it current a moment ago.
         let wanted = wanted || self.cache.is_referenced(&key);
@@ -461,7 +441,7 @@ impl FetchSink for Router {
     }
 
     fn listed(&self, object: ConfigObject) {
-        self.apply_metadata(ConfigKind::Secret, object, None);
+        self.apply_metadata(ConfigKind::Secret, object);
     }
 
     fn namespace_listed(&self, namespace: &str) {
@@ -526,33 +506,9 @@ impl<K: Eq + std::hash::Hash> Relist<K> {
     }
 }
 
-/// Which of a kind's objects a watch lists: all of them, except for Secrets, which two
-/// watches share: Helm's release records (the largest Secrets of most clusters, never
-/// mounted) as metadata, the others whole. A relist forgets only what its own watch would
-/// have returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SecretPart {
-    All,
-    HelmReleases,
-    NotHelmReleases,
-}
-
-impl SecretPart {
-    /// What the cache's entries must say to be this watch's (`None`: every one).
-    fn helm_releases(self) -> Option<bool> {
-        match self {
-            SecretPart::All => None,
-            SecretPart::HelmReleases => Some(true),
-            SecretPart::NotHelmReleases => Some(false),
-        }
-    }
-}
-
 /// Writes ConfigMap or Secret events into the cache through the [`Router`].
 pub struct ConfigSink {
     kind: ConfigKind,
-    /// Which of them its watch lists.
-    part: SecretPart,
     namespace: Option<String>,
     router: Arc<Router>,
     relist: Relist<u128>,
@@ -570,18 +526,11 @@ impl ConfigSink {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         ConfigSink {
             kind,
-            part: SecretPart::All,
             namespace,
             router,
             relist: Relist::new(on_synced),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
-    }
-
-    /// The sink of a watch that lists only `part` of the Secrets.
-    pub fn part(mut self, part: SecretPart) -> ConfigSink {
-        self.part = part;
-        self
     }
 
     pub fn handle<I: ConfigItem>(&mut self, event: Event<I>) {
@@ -614,24 +563,13 @@ impl ConfigSink {
             Event::Delete(item) => {
                 let obj = item.into_object();
                 let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
-                // Re-created meanwhile under the name, and brought by the other watch of
-                // Secrets (a release record become an ordinary Secret, or back): it stays.
-                let cached = self.router.cache.config(&key);
-                if cached.is_some_and(|e| e.uid != Uid::new(&obj.metadata.uid)) {
-                    return;
-                }
                 self.router.remove(&key);
             }
             Event::InitDone => {
                 let seen = self.relist.finish();
                 let cache = &self.router.cache;
                 let listed = |key: &ConfigKey| seen.contains(&digest(key));
-                for key in cache.configs_not_listed(
-                    self.kind,
-                    self.namespace.as_deref(),
-                    self.part.helm_releases(),
-                    &listed,
-                ) {
+                for key in cache.configs_not_listed(self.kind, self.namespace.as_deref(), &listed) {
                     log::debug!("{key}: gone after relist");
                     self.router.remove(&key);
                 }
@@ -643,10 +581,9 @@ impl ConfigSink {
     fn apply(&self, obj: ConfigObject) -> Applied {
         // A class's data is what its Pods mounted, never in the object.
         if obj.data.is_some() && self.kind != ConfigKind::SecretProviderClass {
-            self.router.apply_whole(self.kind, obj)
+            Applied::Kept(self.router.apply_whole(self.kind, obj))
         } else {
-            let helm_release = (self.part == SecretPart::HelmReleases).then_some(true);
-            self.router.apply_metadata(self.kind, obj, helm_release)
+            self.router.apply_metadata(self.kind, obj)
         }
     }
 }
