@@ -261,7 +261,7 @@ fn load_configs(
                 if secret.data.is_some() {
                     cache.upsert_config(ConfigKind::Secret, secret);
                 } else {
-                    cache.upsert_metadata(ConfigKind::Secret, &secret.metadata, false);
+                    cache.upsert_metadata(ConfigKind::Secret, &secret.metadata, false, None);
                 }
             },
         )?;

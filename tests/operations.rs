@@ -628,12 +628,11 @@ fn a_dry_run_replica_never_takes_the_lease_from_the_real_controller() {
 #[test]
 fn a_secret_whose_read_is_refused_shows_as_a_pending_read_until_it_succeeds() {
     let fake = FakeApi::start();
-    let spec = json!({"containers": [{"name": "app", "image": "nginx",
-        "envFrom": [{"secretRef": {"name": "creds"}}]}]});
-    fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
+    fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
     let wavelet = Wavelet::start(&fake, FAST);
-    // Every GET of the Secret refused, as without `get` on secrets in the RBAC. (Created
-    // after the initial sync, which reads the Secrets in use by LIST: read with a GET.)
+    // Every GET of the Secret refused, as without `get` on secrets in the RBAC. (Used only
+    // by a workload created after the initial sync, whose watch of Secrets did not keep
+    // it: read with a GET.)
     fake.inject(crate::fake::Fault::Status {
         method: "GET_OBJECT".into(),
         resource: "secrets".into(),
@@ -642,7 +641,9 @@ fn a_secret_whose_read_is_refused_shows_as_a_pending_read_until_it_succeeds() {
         times: 3,
         plain_text: false,
     });
-    fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
+    let spec = json!({"containers": [{"name": "app", "image": "nginx",
+        "envFrom": [{"secretRef": {"name": "creds"}}]}]});
+    fake.apply(workload("Deployment", NS, "web", opted_in(), spec));
     scrape_until(&wavelet, "a pending Secret read", |s| {
         value(s, "wavelet_secret_reads_pending", &[]) == 1.0
     });
@@ -721,4 +722,61 @@ fn probes_answer_within_a_second_while_a_client_trickles_its_request() {
         assert!(took < Duration::from_secs(1), "{path} took {took:?}");
     }
     slow.join().unwrap();
+}
+
+/// A standby whose ConfigMap watch went silent becomes leader after the leader rolled a
+/// change: its cache still holds the data from before it, so the hash it computes differs
+/// from the one the workload records. That is the cache's lag, not a change: no rollout
+/// (back to the old hash, then forward again when the watch catches up).
+#[test]
+fn a_new_leader_whose_cache_is_behind_the_workloads_record_rolls_nothing() {
+    let fake = fake_with_web();
+    // The standby's first list is then a LIST, and its watch the request that stalls.
+    fake.disable_watch_list();
+    let a = Wavelet::start(&fake, &elect_args());
+    eventually(&fake, &a, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    let b = standby_with_stalled_configmaps(&fake, &elect_args());
+    assert!(is_leader(&a), "{}", a.output());
+
+    change_config(&fake, "green");
+    eventually(&fake, &a, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+    let rolled = hashes(&fake, "deployments", NS, "web", HASH).0;
+    let patches = template_patches(&fake, "deployments", NS, "web");
+    let mark = b.log_mark();
+    hand_over(a, &b);
+    // The new leader reconciles the workload from its cache (blue) against its record (green).
+    let decided = |output: &str| {
+        output[mark..].lines().any(|line| {
+            ["UpToDate", "Rolled", "Recorded", "AwaitingData"]
+                .iter()
+                .any(|outcome| says(line, "deployment default/web", outcome))
+        })
+    };
+    eventually(&fake, &b, "the new leader's decision about web", |_| {
+        decided(&b.output())
+    });
+    assert_eq!(hashes(&fake, "deployments", NS, "web", HASH).0, rolled);
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        patches,
+        "{}",
+        b.output()
+    );
+
+    // The watch goes on and brings green: what the workload records.
+    fake.heal();
+    change_config(&fake, "red");
+    eventually(&fake, &b, "the rollout of the next change", |f| {
+        f.revisions("deployments", NS, "web") == 3
+    });
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        patches + 1,
+        "{}",
+        b.output()
+    );
 }

@@ -1,7 +1,8 @@
-//! Secrets are listed and watched as metadata only; the data of a Secret is read only when a
-//! workload references it or it carries a delete-mode selector: at start by a few LISTs of
-//! whole Secrets (Helm release records left out) for all of them at once, later with one
-//! GET each, when first needed and after each new version.
+//! Secrets are watched whole, except Helm's release records, watched as metadata; a Secret
+//! is kept only when a workload references it or it carries a delete-mode selector. A
+//! change of a Secret in use arrives with its data (no read between it and the rollout);
+//! what is read with one GET each: a Secret first used after its watch dropped it, a Helm
+//! release record in use (after each new version), one that no list returned.
 
 use std::time::Duration;
 
@@ -25,8 +26,10 @@ fn helm_release(name: &str) -> serde_json::Value {
     value
 }
 
-/// The field selector of the initial sync's LISTs of whole Secrets.
+/// The field selectors of the two watches of Secrets: whole, and Helm's release records as
+/// metadata.
 const NOT_HELM: &str = "type!=helm.sh/release.v1";
+const HELM: &str = "type=helm.sh/release.v1";
 
 /// Sets one key of Secret `name` to `value` (base64-encoded as the API stores it).
 fn set_secret_value(fake: &FakeApi, name: &str, key: &str, value: &str) {
@@ -92,30 +95,67 @@ fn start_with_referenced_secret() -> (FakeApi, Wavelet) {
     (fake, wavelet)
 }
 
-#[test]
-fn secrets_are_watched_as_metadata_and_the_initial_sync_reads_those_in_use_in_bulk() {
-    let (fake, _wavelet) = start_with_referenced_secret();
-    let collection = secret_collection_requests(&fake);
-    let mut bulk = 0;
+/// A Helm release record that a Deployment uses (odd, but nothing forbids it): the Secrets
+/// in use whose new versions are read with a GET, their watch being of metadata.
+const RECORD: &str = "sh.helm.release.v1.db.v1";
+
+fn start_with_record_in_use(args: &[&str]) -> (FakeApi, Wavelet) {
+    start_using(helm_release(RECORD), args)
+}
+
+/// wavelet started with `args` on Deployment `web`, which uses Secret `used`.
+fn start_using(used: serde_json::Value, args: &[&str]) -> (FakeApi, Wavelet) {
+    let fake = FakeApi::start();
+    let name = used["metadata"]["name"].as_str().unwrap().to_string();
+    fake.apply(used);
+    fake.apply(workload(
+        "Deployment",
+        NS,
+        "web",
+        opted_in(),
+        uses_secret(&name),
+    ));
+    let wavelet = Wavelet::start(&fake, args);
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    (fake, wavelet)
+}
+
+/// The requests for the collection of Secrets, by field selector: (whole, records).
+fn secret_watches(fake: &FakeApi) -> (usize, usize) {
+    let collection = secret_collection_requests(fake);
+    let (mut whole, mut records) = (0, 0);
     for request in &collection {
         let accept = request.header("accept").unwrap_or_default();
-        if request.query_param("watch").is_some() {
-            assert!(accept.contains("as=PartialObjectMetadata;"), "{accept:?}");
-        } else if request.query_param("fieldSelector") == Some(NOT_HELM) {
-            // The bulk read: whole Secrets, Helm releases left out.
-            assert!(!accept.contains("PartialObjectMetadata"), "{accept:?}");
-            bulk += 1;
-        } else {
-            assert!(
-                accept.contains("as=PartialObjectMetadataList;"),
-                "{} {:?}: Accept {accept:?}",
-                request.path,
-                request.query
-            );
+        match request.query_param("fieldSelector") {
+            Some(NOT_HELM) => {
+                assert!(!accept.contains("PartialObjectMetadata"), "{accept:?}");
+                whole += 1;
+            }
+            Some(HELM) => {
+                assert!(accept.contains("as=PartialObjectMetadata"), "{accept:?}");
+                records += 1;
+            }
+            other => panic!(
+                "a request for Secrets outside the two watches: {} {other:?}",
+                request.path
+            ),
         }
     }
-    assert_eq!(bulk, 1, "one LIST of whole Secrets: {collection:?}");
-    // No GET of any Secret at start: the LIST answered for creds and the barrier.
+    (whole, records)
+}
+
+#[test]
+fn secrets_are_watched_whole_and_helm_release_records_not_while_none_is_in_use() {
+    let (fake, _wavelet) = start_with_referenced_secret();
+    let (whole, records) = secret_watches(&fake);
+    assert!(whole >= 1, "the watch of whole Secrets");
+    assert_eq!(
+        records, 0,
+        "no watch of Helm's release records: none is in use"
+    );
+    // No GET of any Secret at start: the watch brought creds and the barrier whole.
     for name in ["creds", "barrier", "sh.helm.release.v1.db.v1", "unused"] {
         assert_eq!(secret_reads(&fake, name), 0, "{name}");
     }
@@ -177,7 +217,7 @@ fn the_initial_sync_sends_no_get_per_secret_in_use_but_for_those_the_lists_leave
 }
 
 #[test]
-fn a_data_edit_of_a_referenced_secret_is_read_once_and_rolls_once() {
+fn a_data_edit_of_a_referenced_secret_rolls_once_without_a_read() {
     let (fake, wavelet) = start_with_referenced_secret();
     let before = fake.request_count();
     set_secret_value(&fake, "creds", "password", "correct horse");
@@ -195,13 +235,13 @@ fn a_data_edit_of_a_referenced_secret_is_read_once_and_rolls_once() {
         .iter()
         .filter(|r| r.starts_with("GET") && r.contains("/secrets"))
         .count();
-    assert_eq!(reads, 1, "one GET of the changed Secret: {after:?}");
+    assert_eq!(reads, 0, "the change came whole on the watch: {after:?}");
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     assert_current_hash(&fake, "web", Place::Template);
 }
 
 #[test]
-fn a_label_edit_of_a_referenced_secret_is_read_but_rolls_nothing() {
+fn a_label_edit_of_a_referenced_secret_rolls_nothing() {
     let (fake, wavelet) = start_with_referenced_secret();
     fake.merge_patch(
         "secrets",
@@ -209,10 +249,9 @@ fn a_label_edit_of_a_referenced_secret_is_read_but_rolls_nothing() {
         "creds",
         json!({"metadata": {"labels": {"rotated-by": "vault"}}}),
     );
-    eventually(&fake, &wavelet, "the new version read", |f| {
-        secret_reads(f, "creds") == 1
-    });
+    // The barrier's change comes after the edit on the same watch.
     barrier_change(&fake, &wavelet, "secrets", NS);
+    assert_eq!(secret_reads(&fake, "creds"), 0);
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
     assert_eq!(fake.revisions("deployments", NS, "web"), 1);
 }
@@ -277,22 +316,10 @@ fn a_deleted_and_recreated_referenced_secret_is_read_again_and_rolls() {
 }
 
 #[test]
-fn a_secret_whose_reads_keep_failing_is_retried_at_least_once_per_resync_period() {
-    let fake = FakeApi::start();
-    fake.apply(secret(NS, "creds", &[("password", "hunter2")]));
-    fake.apply(workload(
-        "Deployment",
-        NS,
-        "web",
-        opted_in(),
-        uses_secret("creds"),
-    ));
+fn a_record_whose_reads_keep_failing_is_retried_at_least_once_per_resync_period() {
     let mut args = FAST.to_vec();
     args.extend(["--resync", "1s"]);
-    let wavelet = Wavelet::start(&fake, &args);
-    eventually(&fake, &wavelet, "adoption", |f| {
-        hashes(f, "deployments", NS, "web", HASH).1.is_some()
-    });
+    let (fake, wavelet) = start_with_record_in_use(&args);
     // Six failures in a row: backing off 0.5 s, 1 s, 2 s, ... would wait half a minute;
     // capped at the 1 s resync it is a few seconds.
     fake.inject(crate::fake::Fault::Status {
@@ -304,7 +331,7 @@ fn a_secret_whose_reads_keep_failing_is_retried_at_least_once_per_resync_period(
         plain_text: false,
     });
     let changed = std::time::Instant::now();
-    set_secret_value(&fake, "creds", "password", "rotated");
+    set_secret_value(&fake, RECORD, "release", "rotated");
     assert!(
         fake.wait_until(Duration::from_secs(15), |f| f.revisions(
             "deployments",
@@ -506,18 +533,22 @@ fn secret_gets(fake: &FakeApi, name: &str, since: usize) -> Vec<(Option<String>,
 }
 
 #[test]
-fn a_changed_secret_is_read_at_the_version_its_watch_announced_from_the_servers_cache() {
-    let (fake, wavelet) = start_with_referenced_secret();
+fn a_changed_record_in_use_is_read_at_the_version_its_watch_announced_from_the_servers_cache() {
+    let (fake, wavelet) = start_with_record_in_use(&fast_one_worker());
+    // Found in use at start (read with a GET): the records are watched, as metadata.
+    eventually(&fake, &wavelet, "the watch of the records", |f| {
+        secret_watches(f).1 >= 1
+    });
     let before = fake.request_count();
-    set_secret_value(&fake, "creds", "password", "correct horse");
-    let announced = fake.get("secrets", NS, "creds").unwrap()["metadata"]["resourceVersion"]
+    set_secret_value(&fake, RECORD, "release", "correct horse");
+    let announced = fake.get("secrets", NS, RECORD).unwrap()["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_string();
     eventually(&fake, &wavelet, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
-    let asked: Vec<Option<String>> = secret_gets(&fake, "creds", before)
+    let asked: Vec<Option<String>> = secret_gets(&fake, RECORD, before)
         .into_iter()
         .map(|(rv, _)| rv)
         .collect();
@@ -531,18 +562,18 @@ fn a_changed_secret_is_read_at_the_version_its_watch_announced_from_the_servers_
 }
 
 #[test]
-fn a_secret_read_from_a_replica_whose_cache_is_behind_is_read_again_from_etcd_at_once() {
-    let (fake, wavelet) = start_with_referenced_secret();
+fn a_record_read_from_a_replica_whose_cache_is_behind_is_read_again_from_etcd_at_once() {
+    let (fake, wavelet) = start_with_record_in_use(&fast_one_worker());
     let before = fake.request_count();
     fake.inject(crate::fake::Fault::CacheBehind {
         resource: "secrets".into(),
     });
-    set_secret_value(&fake, "creds", "password", "correct horse");
+    set_secret_value(&fake, RECORD, "release", "correct horse");
     eventually(&fake, &wavelet, "rollout", |f| {
         f.revisions("deployments", NS, "web") == 2
     });
     assert_eq!(fake.pending_faults(), 0, "the 504 was served");
-    let gets = secret_gets(&fake, "creds", before);
+    let gets = secret_gets(&fake, RECORD, before);
     let asked: Vec<bool> = gets.iter().map(|(rv, _)| rv.is_some()).collect();
     assert_eq!(
         asked,
@@ -558,4 +589,52 @@ fn a_secret_read_from_a_replica_whose_cache_is_behind_is_read_again_from_etcd_at
         wavelet.output()
     );
     assert_current_hash(&fake, "web", Place::Template);
+}
+
+/// The two watches of Secrets each forget, at a relist, only what they would have listed: a
+/// Helm release record in use, which the watch of whole Secrets never lists, is not taken
+/// for gone by it (its dependents would see it missing, and roll when it came back).
+#[test]
+fn a_record_in_use_is_not_taken_for_gone_by_the_relists_of_the_other_secrets() {
+    let mut args = fast_one_worker();
+    args.extend(["--resync", "1s"]);
+    let (fake, wavelet) = start_with_record_in_use(&args);
+    eventually(&fake, &wavelet, "several relists of both watches", |_| {
+        metric(
+            &wavelet,
+            "wavelet_watch_relists_total",
+            r#"resource="secrets",reason="resync""#,
+        ) >= 6.0
+    });
+    let output = wavelet.output();
+    assert!(
+        !output.contains("gone after relist") && !output.contains("MissingConfig"),
+        "{output}"
+    );
+    assert_eq!(fake.revisions("deployments", NS, "web"), 1);
+    // And a change of it still rolls.
+    set_secret_value(&fake, RECORD, "release", "v2");
+    eventually(&fake, &wavelet, "rollout", |f| {
+        f.revisions("deployments", NS, "web") == 2
+    });
+}
+
+/// A Secret in use deleted while its watch was not looking is found gone by the relist of
+/// the whole Secrets (the other watch's relist does not forget it: it is not a record).
+#[test]
+fn a_secret_deleted_unseen_is_found_gone_by_the_relist_of_the_whole_secrets() {
+    let mut args = fast_one_worker();
+    args.extend(["--resync", "1s"]);
+    let (fake, wavelet) = start_using(secret(NS, "creds", &[("password", "hunter2")]), &args);
+    fake.inject(crate::fake::Fault::DropEvent {
+        resource: "secrets".into(),
+        needle: "DELETED".into(),
+    });
+    let mark = wavelet.log_mark();
+    fake.delete("secrets", NS, "creds");
+    eventually(&fake, &wavelet, "the deletion's event dropped", |f| {
+        f.pending_faults() == 0
+    });
+    fake.bookmark();
+    wavelet.wait_for_log_after(mark, "deployment default/web", "MissingConfig");
 }

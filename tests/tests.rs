@@ -9,8 +9,8 @@
 //! - `faults`: dropped watches, truncated lines, 410s, 5xx/429 with Retry-After, token rotation.
 //! - `relist`: a relist asks for metadata and reads only what changed; a change or deletion the watch hid is found by the next relist, at once after a 410 or an undecodable event; the first list is a streaming list, page by page where the server refuses one.
 //! - `secrets`: a Secret value never leaks.
-//! - `secret_reads`: Secrets are watched as metadata; only those that matter are read.
-//! - `startup`: ready once synced, adoption in the background behind every change to act on, Secrets read in bulk at start.
+//! - `secret_reads`: Secrets are watched whole, Helm's release records as metadata; only those that matter are kept; what is read with a GET, and when.
+//! - `startup`: ready once synced, adoption in the background behind every change to act on.
 //! - `kubeconfigs`: the kubeconfig corpus, KUBECONFIG lists, --context, exec credential plugins, impersonation.
 //! - `connecting`: TLS verified against the CA (or skipped only by flag); unreadable token files fail at start.
 //! - `soak`: random changes under random faults, leader changes and crashing configurations for `WAVELET_SOAK_SECS`, wavelet on its defaults (waves); nothing lost, nothing rolled twice, every hold explained, no state line left.

@@ -748,3 +748,38 @@ pub fn is_wavelet_state(request: &Request) -> bool {
             && request.path.ends_with("/configmaps")
             && request.body_json()["metadata"]["name"] == "wavelet-state")
 }
+
+/// Starts a replica (with `args`, which elect a leader, while another leads) whose
+/// ConfigMap watch stays silent until [`FakeApi::heal`]: its cache keeps the ConfigMaps as
+/// listed at its start. `fake` must refuse streaming lists ([`FakeApi::disable_watch_list`]),
+/// so that its first list is a LIST and the watch after it the request that stalls.
+pub fn standby_with_stalled_configmaps(fake: &FakeApi, args: &[&str]) -> Wavelet {
+    fake.inject(crate::fake::Fault::StallWatch {
+        resource: "configmaps".into(),
+        duration: Duration::from_secs(60),
+    });
+    let standby = Wavelet::start(fake, args);
+    eventually(
+        fake,
+        &standby,
+        "the standby's ConfigMap watch stalled",
+        |f| f.pending_faults() == 0,
+    );
+    assert_eq!(
+        metric(&standby, "wavelet_leader", ""),
+        0.0,
+        "{}",
+        standby.output()
+    );
+    standby
+}
+
+/// Kills `leader` and waits until `standby` acquired the Lease.
+pub fn hand_over(leader: Wavelet, standby: &Wavelet) {
+    leader.kill();
+    assert!(
+        standby.wait_for_output("acquired Lease", Duration::from_secs(10)),
+        "{}",
+        standby.output()
+    );
+}

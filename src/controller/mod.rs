@@ -8,12 +8,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::{with_priority, Client, Limits, Shape};
+use crate::client::{Client, Limits, Shape};
 use crate::config::Policy;
 use crate::config::{FanOut, RunConfig, WorkloadKind};
 use crate::controller::hold_alerts::HoldAlerts;
 use crate::controller::sinks::{
-    ConfigSink, NamespaceSink, OnSynced, OwnedSink, PodStatusSink, Router, StateSink, WorkloadSink,
+    ConfigSink, NamespaceSink, OnSynced, OwnedSink, PodStatusSink, Router, SecretPart, StateSink,
+    WorkloadSink,
 };
 use crate::deletemode::ledger::{Listed, StateStore, STATE_CONFIGMAP};
 use crate::deletemode::waves::FanOutRecords;
@@ -36,7 +37,7 @@ use crate::ops::http::{Beat, Endpoints, Health};
 use crate::ops::leader::{Gate, LeaderElector};
 use crate::ops::metrics::{self, Gauges};
 use crate::stop::Stop;
-use crate::watch::fetch::{BulkScope, Fetcher};
+use crate::watch::fetch::{Fetcher, HELM_RELEASES, NOT_HELM_RELEASES};
 use crate::watch::queue::{Backoff, Priority, WorkQueue};
 use crate::watch::scope::{NamespaceFilter, NamespaceScope, Namespaced};
 use crate::watch::source::ApiSource;
@@ -357,50 +358,81 @@ impl Controller {
             baselines: reconciler.baselines(),
             policy,
             recorder: recorder.clone(),
+            watch_records: std::sync::OnceLock::new(),
         });
         let on_listed = || -> OnSynced {
             let listed = Arc::clone(&listed);
             Box::new(move || listed.count_down())
         };
+        // The Secrets watched whole list once every workload kind has: a Secret is kept
+        // only when something uses it, which the workloads say (else each one in use,
+        // dropped by a list that came first, would be a GET of its own afterwards).
+        let workloads_listed = Arc::new(Latch::new(namespaces.len() * workload_resources.len()));
+        let on_workloads_listed = || -> OnSynced {
+            let (listed, workloads_listed) = (Arc::clone(&listed), Arc::clone(&workloads_listed));
+            Box::new(move || {
+                listed.count_down();
+                workloads_listed.count_down();
+            })
+        };
 
         for namespace in &namespaces {
             for &kind in &config_kinds {
-                let mut sink =
-                    ConfigSink::new(kind, namespace.clone(), Arc::clone(&router), on_listed());
-                // Secrets as metadata only; the fetcher reads those that matter.
-                let shape = match kind {
-                    ConfigKind::ConfigMap => Shape::Whole,
-                    ConfigKind::Secret | ConfigKind::SecretProviderClass => Shape::Metadata,
+                let with_namespaces = |fields: &str| match &namespace_filter {
+                    Some(filter) => format!("{fields},{filter}"),
+                    None => fields.to_string(),
                 };
-                let source =
+                let source = |shape: Shape, fields: Option<String>| {
                     ApiSource::new(client.clone(), kind.resource(), namespace.clone(), shape)
-                        .filtered(
-                            config_label_selector.as_deref(),
-                            namespace_filter.as_deref(),
-                        );
-                let stop = Arc::clone(&stop);
-                let keep = keep.clone();
+                        .filtered(config_label_selector.as_deref(), fields.as_deref())
+                };
+                let sink = |part: SecretPart| {
+                    ConfigSink::new(kind, namespace.clone(), Arc::clone(&router), on_listed())
+                        .part(part)
+                };
+                // Watched whole: a relist compares metadata and reads what changed.
+                let whole = WatchConfig {
+                    compare_relists: true,
+                    ..watch_config.clone()
+                };
                 match kind {
-                    // Watched whole: a relist compares metadata and reads what changed.
-                    ConfigKind::ConfigMap => spawn_watch(
-                        source,
-                        &health,
-                        WatchConfig {
-                            compare_relists: true,
-                            ..watch_config.clone()
-                        },
-                        stop,
-                        only_kept(keep, move |e: Event<ConfigMapItem>| sink.handle(e)),
-                    ),
-                    // Classes as metadata too (decoded like Secrets: one watcher less in
-                    // the binary).
-                    ConfigKind::Secret | ConfigKind::SecretProviderClass => spawn_watch(
-                        source,
-                        &health,
-                        watch_config.clone(),
-                        stop,
-                        only_kept(keep, move |e: Event<SecretItem>| sink.handle(e)),
-                    ),
+                    ConfigKind::ConfigMap => {
+                        let mut sink = sink(SecretPart::All);
+                        spawn_watch(
+                            source(Shape::Whole, namespace_filter.clone()),
+                            &health,
+                            whole,
+                            Arc::clone(&stop),
+                            only_kept(keep.clone(), move |e: Event<ConfigMapItem>| sink.handle(e)),
+                        );
+                    }
+                    // Secrets whole, each digested as it streams in and kept only when
+                    // something uses it (watch/fetch.rs), except Helm's release records:
+                    // the largest Secrets of most clusters, never mounted, watched as
+                    // metadata once one is in use (`RecordWatches`).
+                    ConfigKind::Secret => {
+                        let mut sink = sink(SecretPart::NotHelmReleases);
+                        spawn_watch_after(
+                            Some(Arc::clone(&workloads_listed)),
+                            source(Shape::Whole, Some(with_namespaces(NOT_HELM_RELEASES))),
+                            &health,
+                            whole,
+                            Arc::clone(&stop),
+                            only_kept(keep.clone(), move |e: Event<SecretItem>| sink.handle(e)),
+                        );
+                    }
+                    // Classes as metadata (decoded like Secrets: one watcher less in the
+                    // binary).
+                    ConfigKind::SecretProviderClass => {
+                        let mut sink = sink(SecretPart::All);
+                        spawn_watch(
+                            source(Shape::Metadata, namespace_filter.clone()),
+                            &health,
+                            watch_config.clone(),
+                            Arc::clone(&stop),
+                            only_kept(keep.clone(), move |e: Event<SecretItem>| sink.handle(e)),
+                        );
+                    }
                 }
             }
             if csi {
@@ -489,7 +521,7 @@ impl Controller {
                     Arc::clone(&resource),
                     namespace.clone(),
                     Arc::clone(&router),
-                    on_listed(),
+                    on_workloads_listed(),
                 );
                 let source = ApiSource::new(
                     client.clone(),
@@ -591,15 +623,29 @@ impl Controller {
             );
         }
 
-        // The Secrets in use are read in bulk once every first list is in; the fetchers
-        // start after that, on what the LISTs did not answer (see watch/fetch.rs).
-        let bulk = config_kinds
-            .contains(&ConfigKind::Secret)
-            .then(|| BulkScope {
-                namespaces: namespaces.clone(),
+        if config_kinds.contains(&ConfigKind::Secret) {
+            let watches = RecordWatches {
+                router: Arc::downgrade(&router),
+                client: client.clone(),
+                scopes: namespaces.clone(),
+                labels: config_label_selector.clone(),
+                fields: match &namespace_filter {
+                    Some(filter) => format!("{HELM_RELEASES},{filter}"),
+                    None => HELM_RELEASES.to_string(),
+                },
                 keep: keep.clone(),
-                fields: namespace_filter.clone(),
-            });
+                health: Arc::clone(&health),
+                config: watch_config.clone(),
+                stop: Arc::clone(&stop),
+                started: Mutex::new(Vec::new()),
+            };
+            let _ = router
+                .watch_records
+                .set(Box::new(move |namespace| watches.start(namespace)));
+        }
+
+        // The fetchers start once every first list is in, on the Secrets in use those lists
+        // did not answer (Helm release records, Secrets that do not exist).
         let secrets_listed = Arc::new(Latch::new(1));
         let mut workers: Vec<JoinHandle<()>> = (0..FETCHERS)
             .map(|n| {
@@ -630,14 +676,11 @@ impl Controller {
                 Arc::clone(&state),
                 Arc::clone(&queue),
             );
-            let (router, secrets_listed) = (Arc::clone(&router), Arc::clone(&secrets_listed));
+            let secrets_listed = Arc::clone(&secrets_listed);
             let stop = Arc::clone(&stop);
             let started = std::time::Instant::now();
             std::thread::spawn(move || {
                 listed.wait();
-                if let Some(scope) = &bulk {
-                    read_secrets_in_bulk(&fetcher, scope, &router);
-                }
                 secrets_listed.count_down();
                 fetcher.wait_idle();
                 // wavelet-state read before the first reconcile (unless its watch has),
@@ -1015,28 +1058,6 @@ fn create_state_configmap(client: &Client, namespace: &str) {
     }
 }
 
-/// The initial sync's read of the Secrets in use (watch/fetch.rs), as background work. A
-/// failed LIST leaves every read to the fetchers, one Secret at a time, as before.
-fn read_secrets_in_bulk(fetcher: &Fetcher, scope: &BulkScope, router: &Router) {
-    let started = Instant::now();
-    match with_priority(Priority::Background, || fetcher.read_in_bulk(scope, router)) {
-        Ok(done) => log::debug!(
-            "read {} Secrets in use from {} listed in bulk in {:?}",
-            done.read,
-            done.listed,
-            started.elapsed()
-        ),
-        Err(err) => {
-            let hint = if err.status().is_some_and(|s| s.code == 403) {
-                " (wavelet needs `list` on secrets: see manifests/rbac*.yaml)"
-            } else {
-                ""
-            };
-            log::warn!("cannot list Secrets to read those in use at once, reading each on its own instead{hint}: {err}");
-        }
-    }
-}
-
 /// Delete mode keeps its `wavelet-state` ConfigMap in the namespace [`own_namespace`] says.
 #[allow(clippy::too_many_arguments)]
 fn start_delete_mode(
@@ -1284,6 +1305,18 @@ fn spawn_watch<T: watcher::Object>(
     health: &Arc<Health>,
     config: WatchConfig,
     stop: Arc<Stop>,
+    handle: impl FnMut(Event<T>) + Send + 'static,
+) {
+    spawn_watch_after(None, source, health, config, stop, handle);
+}
+
+/// [`spawn_watch`], its first list sent once `after` opens (when given).
+fn spawn_watch_after<T: watcher::Object>(
+    after: Option<Arc<Latch>>,
+    source: ApiSource,
+    health: &Arc<Health>,
+    config: WatchConfig,
+    stop: Arc<Stop>,
     mut handle: impl FnMut(Event<T>) + Send + 'static,
 ) {
     let name = source.describe();
@@ -1293,6 +1326,9 @@ fn spawn_watch<T: watcher::Object>(
         .name(format!("watch {}", source.resource.plural))
         .spawn(move || {
             let _beat = beat;
+            if let Some(after) = after {
+                after.wait();
+            }
             let watcher = Watcher::new(name, source, config, stop).on_restart(move |reason| {
                 let m = metrics::global();
                 match reason {
@@ -1307,6 +1343,67 @@ fn spawn_watch<T: watcher::Object>(
             }
         })
         .expect("spawning a watch thread");
+}
+
+/// The watches of Helm's release records (`SecretPart::HelmReleases`), each started the
+/// first time a record is found in use in its scope.
+struct RecordWatches {
+    router: std::sync::Weak<Router>,
+    client: Client,
+    /// The scopes of the other watches (`None`: all namespaces at once).
+    scopes: Vec<Option<String>>,
+    labels: Option<String>,
+    fields: String,
+    keep: Option<Arc<NamespaceFilter>>,
+    health: Arc<Health>,
+    config: WatchConfig,
+    stop: Arc<Stop>,
+    started: Mutex<Vec<Option<String>>>,
+}
+
+impl RecordWatches {
+    fn start(&self, namespace: &str) {
+        let scope = self
+            .scopes
+            .iter()
+            .find(|s| s.as_deref() == Some(namespace))
+            .cloned()
+            .unwrap_or(None);
+        {
+            let mut started = self.started.lock().unwrap();
+            if started.contains(&scope) {
+                return;
+            }
+            started.push(scope.clone());
+        }
+        let Some(router) = self.router.upgrade() else {
+            return;
+        };
+        log::info!(
+            "a Helm release record is in use in namespace {namespace}: watching the records {} as metadata from now on",
+            scope
+                .as_deref()
+                .map_or("of every namespace".to_string(), |ns| format!("of {ns}"))
+        );
+        let source = ApiSource::new(
+            self.client.clone(),
+            Resource::secrets(),
+            scope.clone(),
+            Shape::Metadata,
+        )
+        .filtered(self.labels.as_deref(), Some(&self.fields));
+        let mut sink = ConfigSink::new(ConfigKind::Secret, scope, router, Box::new(|| {}))
+            .part(SecretPart::HelmReleases);
+        spawn_watch(
+            source,
+            &self.health,
+            self.config.clone(),
+            Arc::clone(&self.stop),
+            only_kept(self.keep.clone(), move |e: Event<SecretItem>| {
+                sink.handle(e)
+            }),
+        );
+    }
 }
 
 /// Counts watchers down to their first complete list.

@@ -4,7 +4,7 @@
 //! reference it, a delete-mode reconcile, a read of a Secret's data.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::annotations;
@@ -22,8 +22,8 @@ use crate::model::workload::{Gates, WorkloadEntry};
 use crate::objects::compact::{ResourceVersion, Uid};
 use crate::objects::MountedObject;
 use crate::objects::{
-    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, OwnedItem, PodStatusItem, Resource,
-    WorkloadKey, WorkloadObject,
+    ConfigKey, ConfigKind, ConfigObject, NamespaceItem, ObjectMeta, OwnedItem, PodStatusItem,
+    Resource, WorkloadKey, WorkloadObject,
 };
 use crate::ops::events::Recorder;
 use crate::watch::fetch::{FetchSink, Fetcher, Need};
@@ -33,6 +33,9 @@ use crate::watch::watcher::Event;
 
 /// Called once by each sink when its watcher's first list is complete.
 pub type OnSynced = Box<dyn FnOnce() + Send>;
+
+/// Starts the watch of Helm's release records over a namespace's scope ([`Router`]).
+pub type WatchRecords = Box<dyn Fn(&str) + Send + Sync>;
 
 /// What became of a ConfigMap or Secret from a list or a watch.
 enum Applied {
@@ -68,12 +71,21 @@ pub struct Router {
     pub policy: Policy,
     /// Events queued about an object or a namespace that is gone are dropped from it.
     pub recorder: Recorder,
+    /// Starts the watch of Helm's release records over the scope of a namespace where one
+    /// is in use (once per scope; see [`SecretPart`]).
+    pub watch_records: OnceLock<WatchRecords>,
 }
 
 impl Router {
-    /// A whole ConfigMap/Secret from a list or a watch.
-    fn apply_whole(&self, kind: ConfigKind, obj: ConfigObject) -> ConfigKey {
+    /// A whole ConfigMap/Secret from a list or a watch. A Secret nothing uses is not kept
+    /// (see [`Router::apply_metadata`]): its values were digested as it streamed in, and
+    /// are dropped with it.
+    fn apply_whole(&self, kind: ConfigKind, obj: ConfigObject) -> Applied {
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
+        if kind == ConfigKind::Secret && !self.wanted(&key, &obj.metadata) {
+            self.drop_unused(&key);
+            return Applied::Dropped(key);
+        }
         let old = self.cache.config(&key);
         // Open the dependents' debounce windows *before* the new data is visible in the
         // cache, so no reconcile can see the data without its window.
@@ -95,7 +107,14 @@ impl Router {
         if change != ConfigChange::Unchanged && (was_delete_mode || self.is_delete_mode(&key)) {
             self.delete_mode_changed(&key);
         }
-        key
+        Applied::Kept(key)
+    }
+
+    /// Whether a Secret is kept: something references it (or counts it by name), or it
+    /// carries a delete-mode selector.
+    fn wanted(&self, key: &ConfigKey, metadata: &ObjectMeta) -> bool {
+        self.cache.is_referenced(key)
+            || annotations::pod_delete_match(&metadata.annotations).is_some()
     }
 
     /// A Secret's metadata from a metadata-only list or watch. Its data is read (by the
@@ -103,14 +122,19 @@ impl Router {
     /// A Secret nothing uses (no reference, no reload-list pattern matching its name, no
     /// delete-mode selector) is not kept at all: most of a cluster's Secrets are such (Helm
     /// releases, service-account tokens, certificates), and one that becomes referenced is
-    /// read then (a new pattern lists its namespace). Returns the key when it is kept.
-    fn apply_metadata(&self, kind: ConfigKind, obj: ConfigObject) -> Applied {
+    /// read then (a new pattern lists its namespace). `helm_release`: whether it is a
+    /// Helm release record, when the list or watch says. Returns the key when it is kept.
+    fn apply_metadata(
+        &self,
+        kind: ConfigKind,
+        obj: ConfigObject,
+        helm_release: Option<bool>,
+    ) -> Applied {
         if kind == ConfigKind::SecretProviderClass {
             return self.apply_class(obj);
         }
         let key = ConfigKey::new(kind, &obj.metadata.namespace, &obj.metadata.name);
-        let wanted = self.cache.is_referenced(&key)
-            || annotations::pod_delete_match(&obj.metadata.annotations).is_some();
+        let wanted = self.wanted(&key, &obj.metadata);
         if !wanted {
             self.drop_unused(&key);
             return Applied::Dropped(key);
@@ -124,7 +148,9 @@ impl Router {
         }) {
             self.baselines.before_change(&self.cache.dependents(&key));
         }
-        let (key, before, after) = self.cache.upsert_metadata(kind, &obj.metadata, wanted);
+        let (key, before, after) =
+            self.cache
+                .upsert_metadata(kind, &obj.metadata, wanted, helm_release);
         // Asked again now that the entry is in the cache: a workload stored meanwhile by
         // another watch thread may have found it current a moment ago.
         let wanted = wanted || self.cache.is_referenced(&key);
@@ -403,6 +429,13 @@ impl FetchSink for Router {
     }
 
     fn fetched(&self, key: &ConfigKey, asked_at: Option<&ResourceVersion>, object: ConfigObject) {
+        if object.helm_release {
+            // In use, and on neither watch yet: its next versions come on a watch of the
+            // records (its first list finds this one again, or a newer version).
+            if let Some(watch_records) = self.watch_records.get() {
+                watch_records(&key.namespace);
+            }
+        }
         let old = self.cache.config(key);
         if old
             .as_ref()
@@ -441,7 +474,7 @@ impl FetchSink for Router {
     }
 
     fn listed(&self, object: ConfigObject) {
-        self.apply_metadata(ConfigKind::Secret, object);
+        self.apply_metadata(ConfigKind::Secret, object, None);
     }
 
     fn namespace_listed(&self, namespace: &str) {
@@ -506,9 +539,34 @@ impl<K: Eq + std::hash::Hash> Relist<K> {
     }
 }
 
+/// Which of a kind's objects a watch lists: all of them, except for Secrets, which two
+/// watches share: every Secret but Helm's release records whole, and the records (the
+/// largest Secrets of most clusters, never mounted) as metadata, a watch started only once
+/// one is found in use (while none is, it costs no watch, thread or bookmarks). A relist
+/// forgets only what its own watch would have returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretPart {
+    All,
+    HelmReleases,
+    NotHelmReleases,
+}
+
+impl SecretPart {
+    /// What the cache's entries must say to be this watch's (`None`: every one).
+    fn helm_releases(self) -> Option<bool> {
+        match self {
+            SecretPart::All => None,
+            SecretPart::HelmReleases => Some(true),
+            SecretPart::NotHelmReleases => Some(false),
+        }
+    }
+}
+
 /// Writes ConfigMap or Secret events into the cache through the [`Router`].
 pub struct ConfigSink {
     kind: ConfigKind,
+    /// Which of them its watch lists.
+    part: SecretPart,
     namespace: Option<String>,
     router: Arc<Router>,
     relist: Relist<u128>,
@@ -526,11 +584,18 @@ impl ConfigSink {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         ConfigSink {
             kind,
+            part: SecretPart::All,
             namespace,
             router,
             relist: Relist::new(on_synced),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
+    }
+
+    /// The sink of a watch that lists only `part` of the Secrets.
+    pub fn part(mut self, part: SecretPart) -> ConfigSink {
+        self.part = part;
+        self
     }
 
     pub fn handle<I: ConfigItem>(&mut self, event: Event<I>) {
@@ -563,13 +628,24 @@ impl ConfigSink {
             Event::Delete(item) => {
                 let obj = item.into_object();
                 let key = ConfigKey::new(self.kind, &obj.metadata.namespace, &obj.metadata.name);
+                // Re-created meanwhile under the name, and brought by the other watch of
+                // Secrets (a release record become an ordinary Secret, or back): it stays.
+                let cached = self.router.cache.config(&key);
+                if cached.is_some_and(|e| e.uid != Uid::new(&obj.metadata.uid)) {
+                    return;
+                }
                 self.router.remove(&key);
             }
             Event::InitDone => {
                 let seen = self.relist.finish();
                 let cache = &self.router.cache;
                 let listed = |key: &ConfigKey| seen.contains(&digest(key));
-                for key in cache.configs_not_listed(self.kind, self.namespace.as_deref(), &listed) {
+                for key in cache.configs_not_listed(
+                    self.kind,
+                    self.namespace.as_deref(),
+                    self.part.helm_releases(),
+                    &listed,
+                ) {
                     log::debug!("{key}: gone after relist");
                     self.router.remove(&key);
                 }
@@ -581,9 +657,10 @@ impl ConfigSink {
     fn apply(&self, obj: ConfigObject) -> Applied {
         // A class's data is what its Pods mounted, never in the object.
         if obj.data.is_some() && self.kind != ConfigKind::SecretProviderClass {
-            Applied::Kept(self.router.apply_whole(self.kind, obj))
+            self.router.apply_whole(self.kind, obj)
         } else {
-            self.router.apply_metadata(self.kind, obj)
+            let helm_release = (self.part == SecretPart::HelmReleases).then_some(true);
+            self.router.apply_metadata(self.kind, obj, helm_release)
         }
     }
 }

@@ -72,12 +72,13 @@ use crate::deletemode::ledger::{
 use crate::error::Error;
 use crate::model::cache::Cache;
 use crate::model::hash;
-use crate::objects::{ConfigKey, Pod, Resource};
+use crate::objects::{ConfigKey, ConfigKind, Pod, Resource};
 use crate::ops::events::{ObjectRef, Recorded, Recorder};
 use crate::ops::leader::Gate;
 use crate::ops::metrics;
 use crate::selector::{percent_encode_query_value, Selector};
 use crate::watch::queue::{Backoff, WorkQueue};
+use crate::watch::source::read_config_now;
 use crate::watch::worker::{run_worker, Action, Work};
 
 /// Retries of refused evictions and failed steps: 250ms doubling up to 5s (the interval at
@@ -403,7 +404,29 @@ impl DeleteMode {
             Some(_) => None,
         };
 
-        // 7.
+        // 7. A change as this replica's cache shows it; the cache may be behind the data the
+        // recorded hash was taken from (another leader wrote it, this replica's watch
+        // lags or was cut). Pods are replaced only for data the API server holds now. (A
+        // SecretProviderClass's data is what its Pods mounted, not in the object.)
+        if observation.is_none() && key.kind != ConfigKind::SecretProviderClass {
+            if let Some(recorded) = &recorded {
+                match self.data_hash_now(key)? {
+                    Some(now) if now == data_hash => {}
+                    now => {
+                        let behind = if now.as_deref() == Some(recorded.hash()) {
+                            format!("the data {STATE_CONFIGMAP} recorded")
+                        } else {
+                            "a newer version".to_string()
+                        };
+                        log::info!(
+                            "{key}: the cached data ({}) is behind the API server's ({behind}): nothing replaced until the watch brings it",
+                            hash::short(&data_hash)
+                        );
+                        return Ok((Action::Done, Outcome::AwaitingData));
+                    }
+                }
+            }
+        }
         let change = Observed {
             key,
             about: &about,
@@ -412,6 +435,12 @@ impl DeleteMode {
             strategy,
         };
         self.begin(change, recorded, observation, memory)
+    }
+
+    /// The data hash of `key` as the API server holds it now; `None` when it is gone.
+    fn data_hash_now(&self, key: &ConfigKey) -> Result<Option<String>, Error> {
+        Ok(read_config_now(&self.client, key)?
+            .map(|object| hash::data_hash(object.digests(), self.settings.hmac_key.as_deref())))
     }
 
     /// Lists the matching Pods and starts replacing those created before the change:

@@ -4,6 +4,7 @@
 //! in and the hash itself are the model's (`crate::model`).
 pub(crate) mod baseline;
 pub(crate) mod basis;
+pub(crate) mod confirm;
 pub(crate) mod fanout;
 pub(crate) mod parts;
 pub(crate) mod reconcile;

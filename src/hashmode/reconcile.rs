@@ -38,6 +38,7 @@ use crate::hashmode::baseline::{
     made_before_sight, sight, unknown_input, Baseline, Baselines, Unknown,
 };
 use crate::hashmode::basis::{self, Across, Basis};
+use crate::hashmode::confirm;
 use crate::hashmode::fanout::gates::Pending;
 use crate::hashmode::fanout::record::Mark;
 use crate::hashmode::fanout::{FanOuts, Verdict};
@@ -288,6 +289,8 @@ pub struct Reconciler {
     memory: Mutex<HashMap<WorkloadKey, Box<Memory>>>,
     fanouts: Arc<FanOuts>,
     baselines: Arc<Baselines>,
+    /// Versions of objects found current in etcd before a rollout, for a few seconds.
+    confirmations: confirm::Confirmations,
 }
 
 impl Reconciler {
@@ -321,6 +324,7 @@ impl Reconciler {
             debounce,
             memory: Mutex::new(HashMap::new()),
             fanouts,
+            confirmations: confirm::Confirmations::default(),
         }
     }
 
@@ -696,6 +700,19 @@ impl Reconciler {
             Step::Roll => {}
         }
         let recorded = recorded.expect("a rollout has a recorded hash");
+        // A record this replica did not make may be of data newer than its cache
+        // (`confirm`): the objects it differs on are read before anything rolls.
+        if !confirm::record_explained(entry.basis.as_ref(), &remembered.fingerprints) {
+            let objects = confirm::to_confirm(entry.basis.as_ref(), &resolved, &named);
+            if let Some(config) =
+                confirm::first_behind(&self.client, &self.confirmations, &objects)?
+            {
+                log::info!(
+                    "{key}: not rolled: its record is of other data than this replica's cache holds, and the cache is behind the API server on {config}; the watch brings it, and the workload is decided again"
+                );
+                return Ok((Action::Done, Outcome::AwaitingData));
+            }
+        }
         // 8.
         let (note, marks) = match self.fanouts.check(key, entry, crate::time::unix_now())? {
             Verdict::Go { note, marks } => (note, marks),

@@ -43,6 +43,9 @@ pub struct ConfigEntry {
     /// never counts) and `reloader.stakater.com/match: "true"` (it counts for `search`).
     pub reloader_ignore: bool,
     pub reloader_match: bool,
+    /// A Helm release record (a Secret of type `helm.sh/release.v1`): which of the two
+    /// Secret watches lists it (controller: `SecretPart`).
+    pub helm_release: bool,
     /// Its safe fan-out annotations; `None` for the many objects without any.
     gates: Option<Box<ConfigGates>>,
 }
@@ -126,6 +129,7 @@ impl ConfigEntry {
             delete_mode: DeleteModeAnnotations::from(&metadata.annotations),
             reloader_ignore: metadata.annotations.get(annotations::RELOADER_IGNORE) == Some("true"),
             reloader_match: metadata.annotations.get(annotations::RELOADER_MATCH) == Some("true"),
+            helm_release: false,
             gates: ConfigGates::from(&metadata.annotations),
         }
     }
@@ -161,6 +165,7 @@ impl ConfigEntry {
             delete_mode: None,
             reloader_ignore: false,
             reloader_match: false,
+            helm_release: false,
             gates: None,
         });
         entry.data = Some(ConfigData {
@@ -437,11 +442,12 @@ impl Cache {
     /// Stores a whole ConfigMap/Secret (its digests read); says whether its data changed.
     pub fn upsert_config(&self, kind: ConfigKind, obj: ConfigObject) -> (ConfigKey, ConfigChange) {
         let key = self.config_key(kind, &obj.metadata);
-        let entry = ConfigEntry::new(
+        let mut entry = ConfigEntry::new(
             key.clone(),
             &obj.metadata,
             Some(obj.data.unwrap_or_default()),
         );
+        entry.helm_release = obj.helm_release;
         self.forget_absent(&key);
         let mut configs = self.configs.write().unwrap();
         let change = match configs.get(&key) {
@@ -459,18 +465,23 @@ impl Cache {
     /// Stores what a metadata-only watch says of a Secret: its identity, version and
     /// annotations. The digests last read are kept for comparison when `keep_data` and the
     /// object is the same one (same uid); they count again only once read at this version.
-    /// Returns the entry before and after.
+    /// `helm_release`: whether it is a Helm release record, when the list or watch says
+    /// (`None`: as last known). Returns the entry before and after.
     pub fn upsert_metadata(
         &self,
         kind: ConfigKind,
         metadata: &ObjectMeta,
         keep_data: bool,
+        helm_release: Option<bool>,
     ) -> (ConfigKey, Option<Arc<ConfigEntry>>, Arc<ConfigEntry>) {
         let key = self.config_key(kind, metadata);
         let mut entry = ConfigEntry::new(key.clone(), metadata, None);
         self.forget_absent(&key);
         let mut configs = self.configs.write().unwrap();
         let before = configs.get(&key).cloned();
+        entry.helm_release = helm_release
+            .or_else(|| before.as_ref().map(|old| old.helm_release))
+            .unwrap_or(false);
         if let Some(old) = &before {
             if keep_data && old.uid == entry.uid {
                 entry.data = old.data.clone();
@@ -496,7 +507,9 @@ impl Cache {
         version_when_asked: Option<&ResourceVersion>,
         fetched: ConfigObject,
     ) -> Option<Arc<ConfigEntry>> {
-        let fetched_entry = ConfigEntry::new(key.clone(), &fetched.metadata, Some(fetched.data?));
+        let mut fetched_entry =
+            ConfigEntry::new(key.clone(), &fetched.metadata, Some(fetched.data?));
+        fetched_entry.helm_release = fetched.helm_release;
         let mut configs = self.configs.write().unwrap();
         let Some(old) = configs.get(key) else {
             if version_when_asked.is_some() {
@@ -512,6 +525,7 @@ impl Cache {
         }
         let mut entry = (**old).clone();
         entry.data = fetched_entry.data;
+        entry.helm_release = fetched_entry.helm_release;
         if version_when_asked == Some(&old.resource_version) {
             entry.resource_version = fetched_entry.resource_version;
             entry.delete_mode = fetched_entry.delete_mode;
@@ -856,12 +870,14 @@ impl Cache {
         &self,
         kind: ConfigKind,
         namespace: Option<&str>,
+        helm_releases: Option<bool>,
         listed: &dyn Fn(&ConfigKey) -> bool,
     ) -> Vec<ConfigKey> {
         self.configs
             .read()
             .unwrap()
             .entries()
+            .filter(|e| helm_releases.is_none_or(|h| e.helm_release == h))
             .map(|e| e.key())
             .filter(|k| k.kind == kind && namespace.is_none_or(|ns| *k.namespace == *ns))
             .filter(|k| !listed(k))
@@ -1066,7 +1082,7 @@ mod tests {
     fn a_secret_known_by_its_metadata_has_no_current_data_until_read() {
         let cache = Cache::new();
         let (key, before, after) =
-            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true, None);
         assert!(before.is_none() && !after.is_current() && after.digests().is_none());
         let read = cache
             .store_fetched(
@@ -1082,13 +1098,15 @@ mod tests {
     #[test]
     fn a_new_version_seen_by_the_watch_makes_the_data_stale_until_read_again() {
         let cache = Cache::new();
-        let (key, ..) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        let (key, ..) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true, None);
         cache.store_fetched(
             &key,
             Some(&ResourceVersion::new("1")),
             fetched("1", "u", "a"),
         );
-        let (_, _, moved) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("2", "u"), true);
+        let (_, _, moved) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("2", "u"), true, None);
         assert!(
             !moved.is_current(),
             "the data of version 1 is not that of version 2"
@@ -1098,7 +1116,7 @@ mod tests {
             "kept to compare"
         );
         let (_, _, dropped) =
-            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("3", "u"), false);
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("3", "u"), false, None);
         assert!(
             dropped.data_differs(&fetched("1", "u", "a").data.unwrap()),
             "not kept when unwanted"
@@ -1108,9 +1126,10 @@ mod tests {
     #[test]
     fn the_same_metadata_again_changes_nothing() {
         let cache = Cache::new();
-        let (_, _, first) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        let (_, _, first) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true, None);
         let (_, before, again) =
-            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true, None);
         assert!(Arc::ptr_eq(&first, &again) && Arc::ptr_eq(&before.unwrap(), &again));
     }
 
@@ -1118,7 +1137,7 @@ mod tests {
     fn a_read_of_another_incarnation_is_dropped() {
         let cache = Cache::new();
         let (key, ..) =
-            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("5", "new-uid"), true);
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("5", "new-uid"), true, None);
         let stored = cache.store_fetched(
             &key,
             Some(&ResourceVersion::new("5")),
@@ -1215,7 +1234,7 @@ mod tests {
         let cache = Cache::new();
         let key = ConfigKey::new(ConfigKind::Secret, "ns", "creds");
         // The read began while nothing was cached; the watch stored version 4 meanwhile.
-        cache.upsert_metadata(ConfigKind::Secret, &secret_meta("4", "u"), true);
+        cache.upsert_metadata(ConfigKind::Secret, &secret_meta("4", "u"), true, None);
         let after = cache
             .store_fetched(&key, None, fetched("3", "u", "a"))
             .expect("merged");
@@ -1226,7 +1245,8 @@ mod tests {
     #[test]
     fn a_read_newer_than_the_watch_is_current_when_the_watch_saw_nothing_meanwhile() {
         let cache = Cache::new();
-        let (key, ..) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        let (key, ..) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true, None);
         let read = cache
             .store_fetched(
                 &key,
@@ -1238,16 +1258,17 @@ mod tests {
         assert_eq!(read.resource_version, ResourceVersion::new("2"));
         // The watch then delivers version 2: nothing changes, nothing is read again.
         let (_, before, after) =
-            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("2", "u"), true);
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("2", "u"), true, None);
         assert!(Arc::ptr_eq(&before.unwrap(), &after) && after.is_current());
     }
 
     #[test]
     fn a_read_overtaken_by_a_newer_version_stays_stale_until_that_one_is_read() {
         let cache = Cache::new();
-        let (key, ..) = cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true);
+        let (key, ..) =
+            cache.upsert_metadata(ConfigKind::Secret, &secret_meta("1", "u"), true, None);
         // Version 3 arrives while version 2 is being read.
-        cache.upsert_metadata(ConfigKind::Secret, &secret_meta("3", "u"), true);
+        cache.upsert_metadata(ConfigKind::Secret, &secret_meta("3", "u"), true, None);
         let read = cache
             .store_fetched(
                 &key,

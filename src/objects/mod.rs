@@ -354,7 +354,13 @@ pub struct ConfigObject {
     /// Per-key digests sorted by key (`data` and `binaryData` keys share one namespace: the
     /// API enforces it); `None` when only the metadata was read (`PartialObjectMetadata`).
     pub data: Option<Box<[KeyDigest]>>,
+    /// A Secret of type `helm.sh/release.v1` (Helm's release record), read whole; `false`
+    /// when only the metadata was read (which does not say the type).
+    pub helm_release: bool,
 }
+
+/// The type of Helm's release records.
+pub const HELM_RELEASE_TYPE: &str = "helm.sh/release.v1";
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -378,6 +384,8 @@ struct SecretWire<'a> {
     metadata: ObjectMeta,
     #[serde(default, deserialize_with = "digest_base64_values")]
     data: Vec<KeyDigest>,
+    #[serde(default, borrow, rename = "type")]
+    secret_type: Option<std::borrow::Cow<'a, str>>,
 }
 
 fn sorted(mut digests: Vec<KeyDigest>) -> Box<[KeyDigest]> {
@@ -394,6 +402,7 @@ impl ConfigObject {
         Ok(ConfigObject {
             metadata: wire.metadata,
             data: Some(sorted(digests)),
+            helm_release: false,
         })
     }
 
@@ -405,6 +414,7 @@ impl ConfigObject {
         Ok(ConfigObject {
             metadata: wire.metadata,
             data: (!metadata_only).then(|| sorted(wire.data)),
+            helm_release: wire.secret_type.as_deref() == Some(HELM_RELEASE_TYPE),
         })
     }
 

@@ -29,11 +29,6 @@ impl NamespaceFilter {
         }
     }
 
-    /// Whether objects of `namespace` are kept.
-    pub fn keeps_namespace(&self, namespace: &str) -> bool {
-        self.names.contains(namespace)
-    }
-
     /// Whether the sink sees `event`: an object in one of the namespaces, or a list's
     /// start or end.
     pub fn keeps<T: Namespaced>(&self, event: &Event<T>) -> bool {

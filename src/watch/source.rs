@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::client::{Client, ListMeta, Shape, PAGE_SIZE};
 use crate::error::Error;
-use crate::objects::Resource;
+use crate::objects::{ConfigKey, ConfigKind, ConfigMapItem, ConfigObject, Resource, SecretItem};
 use crate::selector::percent_encode_query_value;
 use crate::watch::watcher::{self, LineStream, ObjectRef, Page, Source};
 
@@ -28,6 +28,26 @@ pub fn list_each<T: DeserializeOwned>(
         shape,
     )
     .list_each(on_item)
+}
+
+/// A ConfigMap or Secret as the API server holds it now, from etcd (a quorum read), read as
+/// [`ApiSource`] reads one object; `None` when it does not exist. What a mode confirms its
+/// cache with before acting on a difference another writer may have seen first.
+pub fn read_config_now(client: &Client, key: &ConfigKey) -> Result<Option<ConfigObject>, Error> {
+    let source = ApiSource::new(
+        client.clone(),
+        key.kind.resource(),
+        Some(key.namespace.to_string()),
+        Shape::Whole,
+    );
+    match key.kind {
+        ConfigKind::ConfigMap => Ok(source
+            .read_by_name::<ConfigMapItem>(&key.namespace, &key.name)?
+            .map(|ConfigMapItem(object)| object)),
+        ConfigKind::Secret | ConfigKind::SecretProviderClass => Ok(source
+            .read_by_name::<SecretItem>(&key.namespace, &key.name)?
+            .map(|SecretItem(object)| object)),
+    }
 }
 
 /// Lists and watches one resource on the API server.
@@ -168,12 +188,21 @@ impl ApiSource {
     /// watch, rather than a GET: the API server filters it as it filters the watch, and
     /// RBAC needs only the `list` the watch needs already.
     fn get_one<T: DeserializeOwned>(&self, object: &ObjectRef) -> Result<Option<T>, Error> {
-        let name = format!("metadata.name={}", object.name);
+        self.read_by_name(&object.namespace, &object.name)
+    }
+
+    /// [`ApiSource::get_one`] by namespace (empty for a cluster-scoped object) and name.
+    fn read_by_name<T: DeserializeOwned>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<T>, Error> {
+        let name = format!("metadata.name={name}");
         let fields = match &self.fields {
             Some(fields) => format!("{fields},{name}"),
             None => name,
         };
-        let namespace = (!object.namespace.is_empty()).then_some(object.namespace.as_str());
+        let namespace = (!namespace.is_empty()).then_some(namespace);
         let mut found = None;
         ApiSource::new(
             self.client.clone(),
