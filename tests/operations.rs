@@ -727,10 +727,18 @@ fn probes_answer_within_a_second_while_a_client_trickles_its_request() {
 /// A standby whose ConfigMap watch went silent becomes leader after the leader rolled a
 /// change: its cache still holds the data from before it, so the hash it computes differs
 /// from the one the workload records. That is the cache's lag, not a change: no rollout
-/// (back to the old hash, then forward again when the watch catches up).
+/// (back to the old hash, then forward again when the watch catches up). To find the lag
+/// it reads from etcd the object the record differs on, and not `web`'s other ConfigMap,
+/// which did not change.
 #[test]
 fn a_new_leader_whose_cache_is_behind_the_workloads_record_rolls_nothing() {
-    let fake = fake_with_web();
+    let fake = FakeApi::start();
+    fake.apply(configmap(NS, "app-config", &[("color", "blue")]));
+    // The unchanged one comes first, by name and in the pod spec.
+    fake.apply(configmap(NS, "a-defaults", &[("size", "small")]));
+    let mut pod_spec = mounts_configmap("a-defaults");
+    pod_spec["containers"][0]["envFrom"] = json!([{"configMapRef": {"name": "app-config"}}]);
+    fake.apply(workload("Deployment", NS, "web", opted_in(), pod_spec));
     // The standby's first list is then a LIST, and its watch the request that stalls.
     fake.disable_watch_list();
     let a = Wavelet::start(&fake, &elect_args());
@@ -747,6 +755,7 @@ fn a_new_leader_whose_cache_is_behind_the_workloads_record_rolls_nothing() {
     let rolled = hashes(&fake, "deployments", NS, "web", HASH).0;
     let patches = template_patches(&fake, "deployments", NS, "web");
     let mark = b.log_mark();
+    let before_hand_over = fake.request_count();
     hand_over(a, &b);
     // The new leader reconciles the workload from its cache (blue) against its record (green).
     let decided = |output: &str| {
@@ -759,6 +768,17 @@ fn a_new_leader_whose_cache_is_behind_the_workloads_record_rolls_nothing() {
     eventually(&fake, &b, "the new leader's decision about web", |_| {
         decided(&b.output())
     });
+    let reads_of = |name: &str| {
+        let field = format!("metadata.name={name}");
+        fake.count_since(before_hand_over, |r| {
+            r.method == "GET"
+                && r.path == "/api/v1/namespaces/default/configmaps"
+                && r.query_param("fieldSelector") == Some(field.as_str())
+        })
+        .1
+    };
+    assert!(reads_of("app-config") >= 1, "{}", b.output());
+    assert_eq!(reads_of("a-defaults"), 0, "{}", b.output());
     assert_eq!(hashes(&fake, "deployments", NS, "web", HASH).0, rolled);
     assert_eq!(
         template_patches(&fake, "deployments", NS, "web"),
