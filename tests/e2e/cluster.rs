@@ -66,6 +66,19 @@ struct Processes {
     apiserver_args: Vec<String>,
 }
 
+/// A running `kubectl proxy`: plain HTTP on `port`, the cluster's credentials added.
+pub struct KubectlProxy {
+    pub port: u16,
+    child: Child,
+}
+
+impl Drop for KubectlProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A free TCP port on 127.0.0.1 (the listener is closed again at once).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -314,6 +327,26 @@ impl Cluster {
     /// Where the logs and the data directory are.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// `kubectl proxy --port PORT` on a free port, in the cluster's process group; once it
+    /// listens. Stopped when the value is dropped.
+    pub fn kubectl_proxy(&self) -> KubectlProxy {
+        let port = free_port();
+        let mut command = self.kubectl();
+        command
+            .args(["proxy", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(group) = self.group {
+            command.process_group(group);
+        }
+        let child = command.spawn().expect("starting kubectl proxy");
+        wait_for(Duration::from_secs(30), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .expect("kubectl proxy listening");
+        KubectlProxy { port, child }
     }
 
     /// `kubectl` with this cluster's kubeconfig (from the binaries' directory, or PATH).

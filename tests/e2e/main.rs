@@ -6,11 +6,13 @@
 //! - `kubelet`: the kubelet's part for the suite's Pods (bind, Running/Ready, finish
 //!   graceful deletions); there is no kubelet.
 //! - `kube`: the harness's own API calls; `process`: the binary under test; `forward`: a
-//!   TCP forwarder to the API server that can hold its answers back.
+//!   TCP forwarder to the API server that can hold its answers back (all, or in front of
+//!   a `kubectl proxy` those to the watches of one resource).
 //! - `scenarios`: hash mode (Deployment, StatefulSet, DaemonSet, CronJob, a custom
 //!   resource), the initial sync as a streaming list, Secrets as metadata plus one GET, delete mode (evict behind a
 //!   PodDisruptionBudget, delete, rolling), leader election with the leader killed or
-//!   its renewal answered late, delete mode across leader terms,
+//!   its renewal answered late, a new leader whose ConfigMap watch lags (through a
+//!   `kubectl proxy`), delete mode across leader terms,
 //!   in-cluster credentials with the shipped RBAC, `status` and `hash`, and
 //!   kube-apiserver killed and restarted mid-watch.
 //! - `loadtest`, `reloader_loadtest`: Reloader's load-test scenarios S1, S4 and S6 (the

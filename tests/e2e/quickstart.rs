@@ -11,10 +11,9 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use crate::cluster::{free_port, wait_for};
 use crate::process::Wavelet;
 use crate::Ctx;
 
@@ -120,22 +119,8 @@ pub fn quick_start(ctx: &Ctx) {
     std::fs::create_dir_all(&dir).unwrap();
 
     // `kubectl proxy --port 8001 &` (a free port instead of 8001).
-    let port = free_port();
-    let mut proxy = ctx.cluster.kubectl();
-    proxy
-        .args(["proxy", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if let Some(group) = ctx.cluster.process_group() {
-        use std::os::unix::process::CommandExt;
-        proxy.process_group(group);
-    }
-    let mut proxy = proxy.spawn().expect("starting kubectl proxy");
-    let url = format!("http://127.0.0.1:{port}");
-    wait_for(Duration::from_secs(30), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    })
-    .expect("kubectl proxy listening");
+    let proxy = ctx.cluster.kubectl_proxy();
+    let url = format!("http://127.0.0.1:{}", proxy.port);
 
     // `cargo run --release -- run --server http://127.0.0.1:8001`: the same binary, from a
     // shell with a kubeconfig (KUBECONFIG) and the default log level. Only the metrics port
@@ -215,8 +200,7 @@ pub fn quick_start(ctx: &Ctx) {
     let output = wavelet.output();
     let errors: Vec<&str> = output.lines().filter(|l| l.contains("ERROR")).collect();
     assert!(errors.is_empty(), "wavelet printed ERROR lines:\n{output}");
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    drop(proxy);
     // The state object the quick start left behind, on the suite's own control plane.
     let _ = ctx
         .kube

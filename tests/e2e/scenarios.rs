@@ -62,6 +62,11 @@ pub const ALL: &[Scenario] = &[
         serial: false,
     },
     Scenario {
+        name: "new_leader_with_a_stalled_configmap_watch_rolls_nothing",
+        run: new_leader_behind,
+        serial: false,
+    },
+    Scenario {
         name: "delete_mode_across_leader_terms_replaces_once",
         run: delete_mode_across_terms,
         serial: false,
@@ -189,6 +194,21 @@ fn revisions(kube: &Kube, kind: &str, ns: &str, name: &str) -> usize {
         "Deployment" => owned(kube, "ReplicaSet", ns, name).len(),
         _ => owned(kube, "ControllerRevision", ns, name).len(),
     }
+}
+
+/// `--leader-elect` with a Lease in `ns` that a killed leader loses within 3 s.
+fn lease_args(ns: &str) -> Vec<&str> {
+    vec![
+        "--leader-elect",
+        "--lease-namespace",
+        ns,
+        "--lease-duration",
+        "3s",
+        "--renew-deadline",
+        "2s",
+        "--retry-period",
+        "500ms",
+    ]
 }
 
 fn lines_with(output: &str, needle: &str) -> usize {
@@ -567,17 +587,7 @@ fn leader_election(ctx: &Ctx) {
         opted_in(),
         mounts_configmap("cfg"),
     ));
-    let lease = [
-        "--leader-elect",
-        "--lease-namespace",
-        ns,
-        "--lease-duration",
-        "3s",
-        "--renew-deadline",
-        "2s",
-        "--retry-period",
-        "500ms",
-    ];
+    let lease = lease_args(ns);
     let mut a = Wavelet::run(&ctx.cluster, &args(ns, &lease));
     let mut b = Wavelet::run(&ctx.cluster, &args(ns, &lease));
     kube.until(LONG, "one leader", || {
@@ -627,17 +637,7 @@ fn late_renewal(ctx: &Ctx) {
         crate::cluster::kubeconfig_text(forwarder.port, ca, crate::cluster::ADMIN_TOKEN),
     )
     .expect("writing the forwarder's kubeconfig");
-    let lease = [
-        "--leader-elect",
-        "--lease-namespace",
-        ns,
-        "--lease-duration",
-        "3s",
-        "--renew-deadline",
-        "2s",
-        "--retry-period",
-        "500ms",
-    ];
+    let lease = lease_args(ns);
     let slow = Wavelet::run_via(&ctx.cluster, &kubeconfig, &args(ns, &lease));
     kube.until(LONG, "the replica behind the forwarder leads", || {
         slow.metric("wavelet_leader ") == 1.0
@@ -678,6 +678,94 @@ fn late_renewal(ctx: &Ctx) {
     );
 }
 
+/// Regression (issue 34, thirteenth session): a standby whose ConfigMap watch lagged
+/// took the lead after the leader rolled a change, and wrote the older hash back from its
+/// cache (a rollout no change owed), then the newer again once the watch caught up. The
+/// standby talks to the API server through a `kubectl proxy` and a forwarder that holds
+/// the answers to its ConfigMap watches back, everything else answered at once: after the
+/// leader is killed it must read the changed ConfigMap from etcd, roll nothing, and read
+/// nothing of `web`'s other ConfigMap, which did not change.
+fn new_leader_behind(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-leader-behind";
+    kube.create_namespace(ns);
+    kube.create(configmap(ns, "a-defaults", json!({"size": "small"})));
+    kube.create(configmap(ns, "app-config", json!({"k": "1"})));
+    let mut pod_spec = mounts_configmap("a-defaults");
+    pod_spec["container"]["envFrom"] = json!([{"configMapRef": {"name": "app-config"}}]);
+    kube.create(workload("Deployment", ns, "web", opted_in(), pod_spec));
+    let lease = lease_args(ns);
+    let mut leader = Wavelet::run(&ctx.cluster, &args(ns, &lease));
+    kube.until(LONG, "the first replica leads and adopts web", || {
+        leader.metric("wavelet_leader ") == 1.0 && adopted(kube, "Deployment", ns, "web")
+    });
+    let proxy = ctx.cluster.kubectl_proxy();
+    let forwarder = Forwarder::start(proxy.port);
+    let url = format!("http://127.0.0.1:{}", forwarder.port);
+    let mut via_proxy = lease.clone();
+    via_proxy.extend(["--server", url.as_str()]);
+    let standby = Wavelet::run(&ctx.cluster, &args(ns, &via_proxy));
+    assert_eq!(standby.metric("wavelet_leader "), 0.0);
+    forwarder.hold_watches_of("configmaps");
+
+    set_data(kube, ns, "app-config", json!({"k": "2"}));
+    kube.until(LONG, "the leader rolls the change", || {
+        revisions(kube, "Deployment", ns, "web") == 2
+    });
+    leader.wait_output("deployment e2e-leader-behind/web: rolled:", LONG);
+    let rolled = hashes(&kube.get("Deployment", ns, "web").unwrap()).0;
+    let mark = standby.output().len();
+    let asked_before = forwarder.request_lines().len();
+    leader.kill();
+    kube.until(LONG, "the standby leads", || {
+        standby.metric("wavelet_leader ") == 1.0
+    });
+    // The positive signal: it decided about web, from a cache that still holds k=1.
+    let rolled_line = "deployment e2e-leader-behind/web: rolled:";
+    let held_line = "deployment e2e-leader-behind/web: not rolled: its record is of other data";
+    kube.until(LONG, "the new leader decides about web", || {
+        let output = standby.output();
+        output[mark..].contains(rolled_line) || output[mark..].contains(held_line)
+    });
+    let output = standby.output();
+    assert!(
+        output[mark..].contains(held_line) && !output[mark..].contains(rolled_line),
+        "the new leader rolled web from a cache behind the leader's record:\n{output}"
+    );
+    assert!(
+        output[mark..].contains("behind the API server on configmap e2e-leader-behind/app-config"),
+        "{output}"
+    );
+    assert_eq!(
+        hashes(&kube.get("Deployment", ns, "web").unwrap()).0,
+        rolled
+    );
+    let reads_of = |name: &str| {
+        let name = format!("metadata.name%3D{name}");
+        forwarder.request_lines()[asked_before..]
+            .iter()
+            .filter(|l| l.contains("/configmaps?") && l.contains(&name) && !l.contains("watch="))
+            .count()
+    };
+    assert!(
+        reads_of("app-config") >= 1,
+        "{:?}",
+        forwarder.request_lines()
+    );
+    assert_eq!(reads_of("a-defaults"), 0, "{:?}", forwarder.request_lines());
+
+    // The watch catches up and brings k=2, what web records: nothing to roll; the next
+    // change rolls once.
+    forwarder.release_watches();
+    set_data(kube, ns, "app-config", json!({"k": "3"}));
+    kube.until(LONG, "the new leader rolls the next change", || {
+        revisions(kube, "Deployment", ns, "web") == 3
+    });
+    standby.wait_output(rolled_line, LONG);
+    assert_eq!(lines_with(&standby.output()[mark..], rolled_line), 1);
+    drop(proxy);
+}
+
 /// Regression (issue 26, item 2): delete mode trusted the `wavelet-state` it read once for
 /// the life of the process. Replica A reads it and is frozen (SIGSTOP); B takes over,
 /// replaces the Pods for a data change and records it; B drains (SIGTERM) and A, woken,
@@ -710,19 +798,8 @@ fn delete_mode_across_terms(ctx: &Ctx) {
             .as_str()
             .map(String::from)
     };
-    let elect = [
-        "--state-namespace",
-        ns,
-        "--leader-elect",
-        "--lease-namespace",
-        ns,
-        "--lease-duration",
-        "3s",
-        "--renew-deadline",
-        "2s",
-        "--retry-period",
-        "500ms",
-    ];
+    let mut elect = vec!["--state-namespace", ns];
+    elect.extend(lease_args(ns));
     let a = Wavelet::run(&ctx.cluster, &args(ns, &elect));
     kube.until(LONG, "A leads and records the ConfigMap", || {
         a.metric("wavelet_leader ") == 1.0 && entry().is_some()
