@@ -12,7 +12,7 @@
 //!   resource), the initial sync as a streaming list, Secrets as metadata plus one GET, delete mode (evict behind a
 //!   PodDisruptionBudget, delete, rolling), leader election with the leader killed or
 //!   its renewal answered late, a new leader whose ConfigMap watch lags (through a
-//!   `kubectl proxy`), delete mode across leader terms,
+//!   `kubectl proxy`; hash and delete mode), delete mode across leader terms,
 //!   in-cluster credentials with the shipped RBAC, `status` and `hash`, and
 //!   kube-apiserver killed and restarted mid-watch.
 //! - `loadtest`, `reloader_loadtest`: Reloader's load-test scenarios S1, S4 and S6 (the

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::cluster::KubectlProxy;
 use crate::forward::Forwarder;
 use crate::kube::{configmap, hashes, mounts_configmap, opted_in, workload, Kube};
 use crate::process::{in_a_pod, one_shot, Wavelet};
@@ -69,6 +70,11 @@ pub const ALL: &[Scenario] = &[
     Scenario {
         name: "delete_mode_across_leader_terms_replaces_once",
         run: delete_mode_across_terms,
+        serial: false,
+    },
+    Scenario {
+        name: "delete_mode_new_leader_with_a_stalled_configmap_watch_replaces_nothing",
+        run: delete_mode_new_leader_behind,
         serial: false,
     },
     Scenario {
@@ -514,20 +520,7 @@ fn delete_mode(ctx: &Ctx) {
         "metadata": {"name": "evict", "namespace": ns},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "evict"}}}}),
     );
-    let ready = |app: &str| -> BTreeSet<String> {
-        kube.list("Pod", ns)
-            .into_iter()
-            .filter(|p| p["metadata"]["labels"]["app"] == app)
-            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-            .filter(|p| {
-                p["status"]["conditions"].as_array().is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
-            })
-            .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
-            .collect()
-    };
+    let ready = |app: &str| ready_pods(kube, ns, app);
     for app in ["evict", "plain", "roll"] {
         kube.until(LONG, &format!("two Ready {app} Pods"), || {
             ready(app).len() == 2
@@ -699,14 +692,8 @@ fn new_leader_behind(ctx: &Ctx) {
     kube.until(LONG, "the first replica leads and adopts web", || {
         leader.metric("wavelet_leader ") == 1.0 && adopted(kube, "Deployment", ns, "web")
     });
-    let proxy = ctx.cluster.kubectl_proxy();
-    let forwarder = Forwarder::start(proxy.port);
-    let url = format!("http://127.0.0.1:{}", forwarder.port);
-    let mut via_proxy = lease.clone();
-    via_proxy.extend(["--server", url.as_str()]);
-    let standby = Wavelet::run(&ctx.cluster, &args(ns, &via_proxy));
+    let (proxy, forwarder, standby) = replica_with_a_held_configmap_watch(ctx, &args(ns, &lease));
     assert_eq!(standby.metric("wavelet_leader "), 0.0);
-    forwarder.hold_watches_of("configmaps");
 
     set_data(kube, ns, "app-config", json!({"k": "2"}));
     kube.until(LONG, "the leader rolls the change", || {
@@ -766,6 +753,59 @@ fn new_leader_behind(ctx: &Ctx) {
     drop(proxy);
 }
 
+/// Namespace `ns` with ConfigMap `web-config` {v: 1} annotated to replace the Pods of
+/// Deployment `web` (two replicas) when its data changes; once both Pods are Ready.
+fn delete_mode_web(kube: &Kube, ns: &str) {
+    kube.create_namespace(ns);
+    let mut cm = configmap(ns, "web-config", json!({"v": "1"}));
+    cm["metadata"]["annotations"] = json!({"magalix.com/podDeleteMatch": "app=web"});
+    kube.create(cm);
+    kube.create(workload("Deployment", ns, "web", json!({}), json!({})));
+    kube.until(LONG, "two Ready web Pods", || {
+        ready_pods(kube, ns, "web").len() == 2
+    });
+}
+
+/// The uids of the Ready Pods labelled `app=<app>` in `ns` that are not being deleted.
+fn ready_pods(kube: &Kube, ns: &str, app: &str) -> BTreeSet<String> {
+    kube.list("Pod", ns)
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == app)
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| {
+            p["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        })
+        .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Delete mode's record of `web-config` in `ns`'s `wavelet-state`.
+fn state_entry(kube: &Kube, ns: &str) -> Option<String> {
+    kube.get("ConfigMap", ns, "wavelet-state")?["data"][format!("configmap.{ns}.web-config")]
+        .as_str()
+        .map(String::from)
+}
+
+/// A replica with `args` that talks to the API server through a `kubectl proxy` and a
+/// forwarder, which holds the answers to its ConfigMap watches back from now on (after its
+/// initial sync) while answering everything else: a watch that went silent.
+fn replica_with_a_held_configmap_watch(
+    ctx: &Ctx,
+    args: &[&str],
+) -> (KubectlProxy, Forwarder, Wavelet) {
+    let proxy = ctx.cluster.kubectl_proxy();
+    let forwarder = Forwarder::start(proxy.port);
+    let url = format!("http://127.0.0.1:{}", forwarder.port);
+    let mut via_proxy = args.to_vec();
+    via_proxy.extend(["--server", url.as_str()]);
+    let replica = Wavelet::run(&ctx.cluster, &via_proxy);
+    forwarder.hold_watches_of("configmaps");
+    (proxy, forwarder, replica)
+}
+
 /// Regression (issue 26, item 2): delete mode trusted the `wavelet-state` it read once for
 /// the life of the process. Replica A reads it and is frozen (SIGSTOP); B takes over,
 /// replaces the Pods for a data change and records it; B drains (SIGTERM) and A, woken,
@@ -773,31 +813,9 @@ fn new_leader_behind(ctx: &Ctx) {
 fn delete_mode_across_terms(ctx: &Ctx) {
     let kube = &ctx.kube;
     let ns = "e2e-terms";
-    kube.create_namespace(ns);
-    let mut cm = configmap(ns, "web-config", json!({"v": "1"}));
-    cm["metadata"]["annotations"] = json!({"magalix.com/podDeleteMatch": "app=web"});
-    kube.create(cm);
-    kube.create(workload("Deployment", ns, "web", json!({}), json!({})));
-    let ready = || -> BTreeSet<String> {
-        kube.list("Pod", ns)
-            .into_iter()
-            .filter(|p| p["metadata"]["labels"]["app"] == "web")
-            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-            .filter(|p| {
-                p["status"]["conditions"].as_array().is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
-            })
-            .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
-            .collect()
-    };
-    kube.until(LONG, "two Ready web Pods", || ready().len() == 2);
-    let entry = || -> Option<String> {
-        kube.get("ConfigMap", ns, "wavelet-state")?["data"]["configmap.e2e-terms.web-config"]
-            .as_str()
-            .map(String::from)
-    };
+    delete_mode_web(kube, ns);
+    let ready = || ready_pods(kube, ns, "web");
+    let entry = || state_entry(kube, ns);
     let mut elect = vec!["--state-namespace", ns];
     elect.extend(lease_args(ns));
     let a = Wavelet::run(&ctx.cluster, &args(ns, &elect));
@@ -838,6 +856,70 @@ fn delete_mode_across_terms(ctx: &Ctx) {
         "{output}"
     );
     assert_eq!(ready(), after_b, "the Pods B started are still there");
+}
+
+/// Delete mode's side of [`new_leader_behind`]: the leader replaces `web`'s Pods for a
+/// change and records it; a standby whose ConfigMap watch is held back takes over with the
+/// old data in its cache against the new record. It must read the ConfigMap from etcd and
+/// replace nothing, then find the record current once the watch catches up.
+fn delete_mode_new_leader_behind(ctx: &Ctx) {
+    let kube = &ctx.kube;
+    let ns = "e2e-terms-behind";
+    delete_mode_web(kube, ns);
+    let mut elect = vec!["--state-namespace", ns];
+    elect.extend(lease_args(ns));
+    let mut leader = Wavelet::run(&ctx.cluster, &args(ns, &elect));
+    kube.until(
+        LONG,
+        "the first replica leads and records the ConfigMap",
+        || leader.metric("wavelet_leader ") == 1.0 && state_entry(kube, ns).is_some(),
+    );
+    let first = state_entry(kube, ns).unwrap();
+    let (proxy, forwarder, standby) = replica_with_a_held_configmap_watch(ctx, &args(ns, &elect));
+    assert_eq!(standby.metric("wavelet_leader "), 0.0);
+
+    let before = ready_pods(kube, ns, "web");
+    set_data(kube, ns, "web-config", json!({"v": "2"}));
+    kube.until(
+        Duration::from_secs(120),
+        "the leader replaces the web Pods",
+        || {
+            let now = ready_pods(kube, ns, "web");
+            now.len() == 2 && now.is_disjoint(&before)
+        },
+    );
+    kube.until(LONG, "the leader records the change", || {
+        state_entry(kube, ns).is_some_and(|e| e != first && !e.contains(" replacing"))
+    });
+    let replaced = ready_pods(kube, ns, "web");
+    let mark = standby.output().len();
+    leader.kill();
+    kube.until(LONG, "the standby leads", || {
+        standby.metric("wavelet_leader ") == 1.0
+    });
+    let key = format!("configmap {ns}/web-config");
+    let held_line = format!("{key}: the cached data (");
+    kube.until(LONG, "the new leader decides about web-config", || {
+        let output = standby.output();
+        output[mark..].contains(&held_line) || output[mark..].contains("evicted Pod")
+    });
+    let output = standby.output();
+    assert!(
+        output[mark..].contains(&held_line) && !output[mark..].contains("evicted Pod"),
+        "the new leader replaced Pods from a cache behind the record:\n{output}"
+    );
+    assert_eq!(ready_pods(kube, ns, "web"), replaced);
+
+    // The watch catches up and brings v=2, what the record says: nothing to replace.
+    forwarder.release_watches();
+    let current = format!("{key}: delete mode: UpToDate");
+    kube.until(LONG, "the new leader finds the record current", || {
+        standby.output()[mark..].contains(&current)
+    });
+    let output = standby.output();
+    assert!(!output[mark..].contains("evicted Pod"), "{output}");
+    assert_eq!(ready_pods(kube, ns, "web"), replaced);
+    drop(proxy);
 }
 
 /// `wavelet status` and `wavelet hash` against the real server.
