@@ -601,6 +601,64 @@ fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
     );
 }
 
+/// A leader term that ends and comes back: the change seen between the two terms is
+/// neither lost (the key waits for the next term) nor rolled twice.
+#[test]
+fn a_change_seen_between_two_leader_terms_rolls_once_when_the_lease_comes_back() {
+    let fake = fake_with_web();
+    let wavelet = Wavelet::start(&fake, &elect_args());
+    eventually(&fake, &wavelet, "adoption", |f| {
+        hashes(f, "deployments", NS, "web", HASH).1.is_some()
+    });
+    fake.inject(Fault::Status {
+        method: "PUT".into(),
+        resource: "leases".into(),
+        code: 500,
+        retry_after_secs: None,
+        times: 10_000,
+        plain_text: false,
+    });
+    assert!(
+        wavelet.wait_for_output("stopped writing", Duration::from_secs(5)),
+        "{}",
+        wavelet.output()
+    );
+    let skipped = metric(
+        &wavelet,
+        "wavelet_changes_skipped_total",
+        r#"reason="not_leader""#,
+    );
+    change_config(&fake, "green");
+    wait_for_metric(
+        &wavelet,
+        "wavelet_changes_skipped_total",
+        r#"reason="not_leader""#,
+        |v| v > skipped,
+    );
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
+
+    // The Lease can be renewed again: a new term, in which the skipped change rolls.
+    fake.heal();
+    eventually(&fake, &wavelet, "the change rolled in the new term", |f| {
+        hashes(f, "deployments", NS, "web", HASH).0
+            == Some(expected_hash(f, "deployments", NS, "web"))
+    });
+    assert!(is_leader(&wavelet), "{}", wavelet.output());
+    // The next change rolls once more: a second rollout of the first would show as a
+    // third patch, or end on its hash.
+    change_config(&fake, "blue");
+    eventually(&fake, &wavelet, "the next change rolled", |f| {
+        hashes(f, "deployments", NS, "web", HASH).0
+            == Some(expected_hash(f, "deployments", NS, "web"))
+    });
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        2,
+        "{}",
+        wavelet.output()
+    );
+}
+
 #[test]
 fn a_dry_run_replica_never_takes_the_lease_from_the_real_controller() {
     let fake = fake_with_web();
