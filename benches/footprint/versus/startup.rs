@@ -192,10 +192,29 @@ pub struct ServerCounters {
     pub requests: BTreeMap<String, f64>,
     /// `apiserver_response_sizes_sum` by verb and resource.
     pub response_bytes: BTreeMap<(String, String), f64>,
-    /// `apiserver_watch_events_sizes_sum`, all resources.
-    pub watch_event_bytes: f64,
+    /// `apiserver_watch_events_sizes` by resource (`group/resource`, or `resource` in the
+    /// core group): events sent and their bytes.
+    pub watch_events: BTreeMap<String, WatchEvents>,
+    /// `apiserver_longrunning_requests{verb="WATCH"}` by resource: the WATCH requests open
+    /// when read (a gauge, not a counter).
+    pub open_watches: BTreeMap<String, f64>,
     pub etcd_cpu: f64,
     pub apiserver_cpu: f64,
+}
+
+/// Watch events sent, and their bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WatchEvents {
+    pub count: f64,
+    pub bytes: f64,
+}
+
+/// `group/resource`, or `resource` in the core group, from a metric line's labels.
+fn resource_of(line: &str) -> String {
+    match label(line, "group") {
+        "" => label(line, "resource").to_string(),
+        group => format!("{group}/{}", label(line, "resource")),
+    }
 }
 
 fn label<'a>(line: &'a str, name: &str) -> &'a str {
@@ -226,7 +245,13 @@ impl ServerCounters {
                     .entry((label(line, "verb").into(), label(line, "resource").into()))
                     .or_default() += value;
             } else if line.starts_with("apiserver_watch_events_sizes_sum{") {
-                c.watch_event_bytes += value;
+                c.watch_events.entry(resource_of(line)).or_default().bytes += value;
+            } else if line.starts_with("apiserver_watch_events_sizes_count{") {
+                c.watch_events.entry(resource_of(line)).or_default().count += value;
+            } else if line.starts_with("apiserver_longrunning_requests{")
+                && label(line, "verb") == "WATCH"
+            {
+                *c.open_watches.entry(resource_of(line)).or_default() += value;
             }
         }
         c
@@ -239,10 +264,28 @@ impl ServerCounters {
                 .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
                 .collect()
         }
+        let watch_events = self
+            .watch_events
+            .iter()
+            .map(|(resource, now)| {
+                let then = before
+                    .watch_events
+                    .get(resource)
+                    .copied()
+                    .unwrap_or_default();
+                let events = WatchEvents {
+                    count: now.count - then.count,
+                    bytes: now.bytes - then.bytes,
+                };
+                (resource.clone(), events)
+            })
+            .collect();
         ServerCounters {
             requests: diff(&self.requests, &before.requests),
             response_bytes: diff(&self.response_bytes, &before.response_bytes),
-            watch_event_bytes: self.watch_event_bytes - before.watch_event_bytes,
+            watch_events,
+            // A gauge: what is open now, not a difference.
+            open_watches: self.open_watches.clone(),
             etcd_cpu: self.etcd_cpu - before.etcd_cpu,
             apiserver_cpu: self.apiserver_cpu - before.apiserver_cpu,
         }
@@ -262,6 +305,11 @@ impl ServerCounters {
             .sum()
     }
 
+    /// Watch event bytes of every resource (everyone's watches).
+    pub fn watch_event_bytes(&self) -> f64 {
+        self.watch_events.values().map(|e| e.bytes).sum()
+    }
+
     pub fn list_bytes(&self) -> f64 {
         self.response_bytes
             .iter()
@@ -275,20 +323,89 @@ impl ServerCounters {
 #[derive(Clone, Debug)]
 pub struct Idle {
     pub seconds: f64,
-    /// The API server's counters over the window (everyone's requests).
+    /// The API server's counters over the window (everyone's requests); its
+    /// `open_watches` are read in the middle of the window, when the controller's watches
+    /// are open (not at its start, when one may be reconnecting).
     pub server: ServerCounters,
     /// The controller's own requests (audit log), and its CPU.
     pub calls: CallCounts,
     pub controller_cpu: f64,
 }
 
+/// One resource a controller holds WATCH requests open on, and the watch events of that
+/// resource an hour above the window without a controller.
+#[derive(Clone, Debug)]
+pub struct OwnWatches {
+    pub resource: String,
+    /// Its WATCH requests open in the middle of its window, beyond the baseline's.
+    pub watches: f64,
+    pub events_per_hour: f64,
+    pub bytes_per_hour: f64,
+}
+
+impl Idle {
+    /// Per hour of this window, above the same figure per hour of `baseline`.
+    fn per_hour_above(&self, baseline: &Idle, value: impl Fn(&Idle) -> f64) -> f64 {
+        value(self) * 3600.0 / self.seconds.max(1.0)
+            - value(baseline) * 3600.0 / baseline.seconds.max(1.0)
+    }
+
+    /// The watch traffic that is this controller's: the events of the resources it holds
+    /// more WATCH requests open on than the window without it, above that window. Other
+    /// watchers' events (kube-controller-manager's Leases, Endpoints, Events) fall on other
+    /// resources and count for nobody; on a resource it shares with them, theirs is in both
+    /// windows and cancels out.
+    pub fn own_watches(&self, baseline: &Idle) -> Vec<OwnWatches> {
+        self.server
+            .open_watches
+            .iter()
+            .filter_map(|(resource, &open)| {
+                let watches = open
+                    - baseline
+                        .server
+                        .open_watches
+                        .get(resource)
+                        .copied()
+                        .unwrap_or(0.0);
+                let events = |i: &Idle| {
+                    i.server
+                        .watch_events
+                        .get(resource)
+                        .copied()
+                        .unwrap_or_default()
+                };
+                (watches >= 1.0).then(|| OwnWatches {
+                    resource: resource.clone(),
+                    watches,
+                    events_per_hour: self.per_hour_above(baseline, |i| events(i).count),
+                    bytes_per_hour: self.per_hour_above(baseline, |i| events(i).bytes),
+                })
+            })
+            .collect()
+    }
+
+    /// [`Idle::own_watches`] summed: (watches, events an hour, bytes an hour).
+    pub fn own_watch_traffic(&self, baseline: &Idle) -> (f64, f64, f64) {
+        self.own_watches(baseline)
+            .iter()
+            .fold((0.0, 0.0, 0.0), |(w, e, b), o| {
+                (w + o.watches, e + o.events_per_hour, b + o.bytes_per_hour)
+            })
+    }
+}
+
 fn idle_window(plane: &Plane, which: Option<&Controller>, seconds: u64) -> Idle {
     let before = ServerCounters::read(plane);
     let cpu_before = which.map(|c| c.sample().cpu_seconds);
     let (from, started) = (SystemTime::now(), Instant::now());
-    std::thread::sleep(Duration::from_secs(seconds));
+    std::thread::sleep(Duration::from_secs(seconds / 2));
+    let open_watches = ServerCounters::read(plane).open_watches;
+    std::thread::sleep(Duration::from_secs(seconds - seconds / 2));
     let to = SystemTime::now();
-    let server = ServerCounters::read(plane).since(&before);
+    let server = ServerCounters {
+        open_watches,
+        ..ServerCounters::read(plane).since(&before)
+    };
     Idle {
         seconds: started.elapsed().as_secs_f64(),
         server,
