@@ -659,6 +659,55 @@ fn a_change_seen_between_two_leader_terms_rolls_once_when_the_lease_comes_back()
     );
 }
 
+/// A leader that loses its term while another replica rolls a change, then leads again,
+/// rolls nothing for that change: what it remembered of `web` is older than what the other
+/// leader wrote, and it must go by what is there now.
+#[test]
+fn a_leader_frozen_while_the_other_rolls_a_change_rolls_nothing_for_it_when_it_leads_again() {
+    let fake = fake_with_web();
+    let (a, mut b) = two_replicas(&fake);
+    // A freezes (a long pause, a stopped node): B takes over and rolls a change.
+    a.signal("STOP");
+    assert!(
+        b.wait_for_output("acquired Lease", Duration::from_secs(10)),
+        "{}",
+        b.output()
+    );
+    change_config(&fake, "green");
+    eventually(&fake, &b, "B rolled the change", |f| {
+        hashes(f, "deployments", NS, "web", HASH).0
+            == Some(expected_hash(f, "deployments", NS, "web"))
+    });
+    assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
+    // A wakes up as a standby; B drains and releases the Lease; A leads again.
+    let mark = a.log_mark();
+    a.signal("CONT");
+    b.signal("TERM");
+    assert!(
+        b.wait_exit(Duration::from_secs(5)).is_some(),
+        "{}",
+        b.output()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.output()[mark..].contains("acquired Lease") {
+        assert!(Instant::now() < deadline, "{}", a.output());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The positive signal: A rolls the next change. Had it rolled green again, that would
+    // be a third patch (or the last hash green's).
+    change_config(&fake, "blue");
+    eventually(&fake, &a, "A rolled the next change", |f| {
+        hashes(f, "deployments", NS, "web", HASH).0
+            == Some(expected_hash(f, "deployments", NS, "web"))
+    });
+    assert_eq!(
+        template_patches(&fake, "deployments", NS, "web"),
+        2,
+        "{}",
+        a.output()
+    );
+}
+
 #[test]
 fn a_dry_run_replica_never_takes_the_lease_from_the_real_controller() {
     let fake = fake_with_web();
