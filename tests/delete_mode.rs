@@ -985,19 +985,7 @@ fn a_leader_that_comes_back_reads_the_state_again_and_never_replaces_pods_twice(
     let expected: BTreeMap<String, usize> = before.iter().map(|p| (p.clone(), 1)).collect();
     assert_eq!(replaced_in(&fake, NS), expected, "{}", b.output());
     // A wakes up as a standby; B drains and releases the Lease; A leads again.
-    let mark = a.log_mark();
-    a.signal("CONT");
-    b.signal("TERM");
-    assert!(
-        b.wait_exit(Duration::from_secs(5)).is_some(),
-        "{}",
-        b.output()
-    );
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !a.output()[mark..].contains("acquired Lease") {
-        assert!(std::time::Instant::now() < deadline, "{}", a.output());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mark = lead_again(&a, &mut b);
     // A reconciles the change it saw while frozen: the positive signal.
     wait_for_outcome(&a, mark, "configmap shop/web-config", "");
     assert_eq!(
@@ -1167,14 +1155,7 @@ fn a_leader_that_loses_the_lease_stops_between_pods_and_finishes_when_it_leads_a
     let wavelet = started(&fake, ELECT, "configmap.shop.batch-config");
     slow_evictions(&fake);
     start_batch_replacement(&fake, &wavelet);
-    fake.inject(crate::fake::Fault::Status {
-        method: "PUT".into(),
-        resource: "leases".into(),
-        code: 500,
-        retry_after_secs: None,
-        times: 100_000,
-        plain_text: false,
-    });
+    refuse_lease_renewals(&fake);
     assert!(
         wavelet.wait_for_output("stopped writing", Duration::from_secs(5)),
         "{}",

@@ -280,6 +280,23 @@ fn lease_holder(fake: &FakeApi) -> String {
         .to_string()
 }
 
+/// Whether `web`'s pod template carries the hash of its configuration as it is now.
+fn web_on_its_current_configuration(fake: &FakeApi) -> bool {
+    hashes(fake, "deployments", NS, "web", HASH).0
+        == Some(expected_hash(fake, "deployments", NS, "web"))
+}
+
+/// Changes `app-config` while `wavelet` does not lead, and waits until it saw the change
+/// and skipped it (`wavelet_changes_skipped_total{reason="not_leader"}`).
+fn change_while_not_leading(fake: &FakeApi, wavelet: &Wavelet, color: &str) {
+    let not_leader = r#"reason="not_leader""#;
+    let skipped = metric(wavelet, "wavelet_changes_skipped_total", not_leader);
+    change_config(fake, color);
+    wait_for_metric(wavelet, "wavelet_changes_skipped_total", not_leader, |v| {
+        v > skipped
+    });
+}
+
 fn change_config(fake: &FakeApi, color: &str) {
     fake.merge_patch(
         "configmaps",
@@ -559,14 +576,7 @@ fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
-    fake.inject(Fault::Status {
-        method: "PUT".into(),
-        resource: "leases".into(),
-        code: 500,
-        retry_after_secs: None,
-        times: 10_000,
-        plain_text: false,
-    });
+    refuse_lease_renewals(&fake);
     let failing = Instant::now();
     assert!(
         wavelet.wait_for_output("stopped writing", Duration::from_secs(5)),
@@ -580,19 +590,7 @@ fn a_leader_that_cannot_renew_within_the_deadline_stops_writing() {
         failing.elapsed()
     );
     assert_eq!(value(&scrape(&wavelet), "wavelet_leader", &[]), 0.0);
-    let skipped = metric(
-        &wavelet,
-        "wavelet_changes_skipped_total",
-        r#"reason="not_leader""#,
-    );
-    change_config(&fake, "green");
-    // It saw the change, and did not act on it.
-    wait_for_metric(
-        &wavelet,
-        "wavelet_changes_skipped_total",
-        r#"reason="not_leader""#,
-        |v| v > skipped,
-    );
+    change_while_not_leading(&fake, &wavelet, "green");
     assert_eq!(
         template_patches(&fake, "deployments", NS, "web"),
         0,
@@ -610,47 +608,33 @@ fn a_change_seen_between_two_leader_terms_rolls_once_when_the_lease_comes_back()
     eventually(&fake, &wavelet, "adoption", |f| {
         hashes(f, "deployments", NS, "web", HASH).1.is_some()
     });
-    fake.inject(Fault::Status {
-        method: "PUT".into(),
-        resource: "leases".into(),
-        code: 500,
-        retry_after_secs: None,
-        times: 10_000,
-        plain_text: false,
-    });
+    refuse_lease_renewals(&fake);
     assert!(
         wavelet.wait_for_output("stopped writing", Duration::from_secs(5)),
         "{}",
         wavelet.output()
     );
-    let skipped = metric(
-        &wavelet,
-        "wavelet_changes_skipped_total",
-        r#"reason="not_leader""#,
-    );
-    change_config(&fake, "green");
-    wait_for_metric(
-        &wavelet,
-        "wavelet_changes_skipped_total",
-        r#"reason="not_leader""#,
-        |v| v > skipped,
-    );
+    change_while_not_leading(&fake, &wavelet, "green");
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 0);
 
     // The Lease can be renewed again: a new term, in which the skipped change rolls.
     fake.heal();
-    eventually(&fake, &wavelet, "the change rolled in the new term", |f| {
-        hashes(f, "deployments", NS, "web", HASH).0
-            == Some(expected_hash(f, "deployments", NS, "web"))
-    });
+    eventually(
+        &fake,
+        &wavelet,
+        "the change rolled in the new term",
+        web_on_its_current_configuration,
+    );
     assert!(is_leader(&wavelet), "{}", wavelet.output());
     // The next change rolls once more: a second rollout of the first would show as a
     // third patch, or end on its hash.
     change_config(&fake, "blue");
-    eventually(&fake, &wavelet, "the next change rolled", |f| {
-        hashes(f, "deployments", NS, "web", HASH).0
-            == Some(expected_hash(f, "deployments", NS, "web"))
-    });
+    eventually(
+        &fake,
+        &wavelet,
+        "the next change rolled",
+        web_on_its_current_configuration,
+    );
     assert_eq!(
         template_patches(&fake, "deployments", NS, "web"),
         2,
@@ -674,32 +658,24 @@ fn a_leader_frozen_while_the_other_rolls_a_change_rolls_nothing_for_it_when_it_l
         b.output()
     );
     change_config(&fake, "green");
-    eventually(&fake, &b, "B rolled the change", |f| {
-        hashes(f, "deployments", NS, "web", HASH).0
-            == Some(expected_hash(f, "deployments", NS, "web"))
-    });
+    eventually(
+        &fake,
+        &b,
+        "B rolled the change",
+        web_on_its_current_configuration,
+    );
     assert_eq!(template_patches(&fake, "deployments", NS, "web"), 1);
     // A wakes up as a standby; B drains and releases the Lease; A leads again.
-    let mark = a.log_mark();
-    a.signal("CONT");
-    b.signal("TERM");
-    assert!(
-        b.wait_exit(Duration::from_secs(5)).is_some(),
-        "{}",
-        b.output()
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !a.output()[mark..].contains("acquired Lease") {
-        assert!(Instant::now() < deadline, "{}", a.output());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    lead_again(&a, &mut b);
     // The positive signal: A rolls the next change. Had it rolled green again, that would
     // be a third patch (or the last hash green's).
     change_config(&fake, "blue");
-    eventually(&fake, &a, "A rolled the next change", |f| {
-        hashes(f, "deployments", NS, "web", HASH).0
-            == Some(expected_hash(f, "deployments", NS, "web"))
-    });
+    eventually(
+        &fake,
+        &a,
+        "A rolled the next change",
+        web_on_its_current_configuration,
+    );
     assert_eq!(
         template_patches(&fake, "deployments", NS, "web"),
         2,

@@ -231,6 +231,20 @@ impl Wavelet {
         }
     }
 
+    /// Waits (up to `timeout`) until the output written after `mark` contains `needle`,
+    /// failing the test otherwise.
+    pub fn wait_for_output_after(&self, mark: usize, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.output()[mark..].contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {needle:?}:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn wait_for_output(&self, needle: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
@@ -772,6 +786,35 @@ pub fn standby_with_stalled_configmaps(fake: &FakeApi, args: &[&str]) -> Wavelet
         standby.output()
     );
     standby
+}
+
+/// From now on the fake answers every renewal of a Lease (`PUT leases`) with 500: the
+/// leader stops writing once its renew deadline passes. [`FakeApi::heal`] ends it.
+pub fn refuse_lease_renewals(fake: &FakeApi) {
+    fake.inject(crate::fake::Fault::Status {
+        method: "PUT".into(),
+        resource: "leases".into(),
+        code: 500,
+        retry_after_secs: None,
+        times: 100_000,
+        plain_text: false,
+    });
+}
+
+/// Continues `frozen` (stopped with SIGSTOP while `leader` took over), drains `leader`
+/// with SIGTERM and waits until `frozen` acquired the Lease again; returns the mark of
+/// `frozen`'s output from before it continued.
+pub fn lead_again(frozen: &Wavelet, leader: &mut Wavelet) -> usize {
+    let mark = frozen.log_mark();
+    frozen.signal("CONT");
+    leader.signal("TERM");
+    assert!(
+        leader.wait_exit(Duration::from_secs(5)).is_some(),
+        "{}",
+        leader.output()
+    );
+    frozen.wait_for_output_after(mark, "acquired Lease", Duration::from_secs(10));
+    mark
 }
 
 /// Kills `leader` and waits until `standby` acquired the Lease.

@@ -857,8 +857,7 @@ fn print_idle(f: &StartupFigures) {
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut table = Table::new(&header);
     let above = |r: &StartFigures, v: &dyn Fn(&Idle) -> f64| {
-        let idle = r.idle.as_ref().unwrap();
-        per_hour(idle, v(idle)) - per_hour(baseline, v(baseline))
+        r.idle.as_ref().unwrap().per_hour_above(baseline, v)
     };
     let mut row = |name: &str, base: String, value: &dyn Fn(&StartFigures) -> String| {
         let mut cells = vec![name.to_string(), base];

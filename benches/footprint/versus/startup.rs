@@ -227,13 +227,17 @@ fn label<'a>(line: &'a str, name: &str) -> &'a str {
 
 impl ServerCounters {
     pub fn read(plane: &Plane) -> ServerCounters {
-        let text = plane.server_metrics();
         let (etcd_cpu, apiserver_cpu) = plane.server_cpu_seconds();
-        let mut c = ServerCounters {
+        ServerCounters {
             etcd_cpu,
             apiserver_cpu,
-            ..ServerCounters::default()
-        };
+            ..ServerCounters::parse(&plane.server_metrics())
+        }
+    }
+
+    /// The counters of the API server's `/metrics` text (its CPU left at 0).
+    fn parse(text: &str) -> ServerCounters {
+        let mut c = ServerCounters::default();
         for line in text.lines() {
             let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
                 continue;
@@ -345,7 +349,7 @@ pub struct OwnWatches {
 
 impl Idle {
     /// Per hour of this window, above the same figure per hour of `baseline`.
-    fn per_hour_above(&self, baseline: &Idle, value: impl Fn(&Idle) -> f64) -> f64 {
+    pub fn per_hour_above(&self, baseline: &Idle, value: impl Fn(&Idle) -> f64) -> f64 {
         value(self) * 3600.0 / self.seconds.max(1.0)
             - value(baseline) * 3600.0 / baseline.seconds.max(1.0)
     }
@@ -399,7 +403,7 @@ fn idle_window(plane: &Plane, which: Option<&Controller>, seconds: u64) -> Idle 
     let cpu_before = which.map(|c| c.sample().cpu_seconds);
     let (from, started) = (SystemTime::now(), Instant::now());
     std::thread::sleep(Duration::from_secs(seconds / 2));
-    let open_watches = ServerCounters::read(plane).open_watches;
+    let open_watches = ServerCounters::parse(&plane.server_metrics()).open_watches;
     std::thread::sleep(Duration::from_secs(seconds - seconds / 2));
     let to = SystemTime::now();
     let server = ServerCounters {
